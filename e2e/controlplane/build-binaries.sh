@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Builds the pinned upstream control-plane binaries from the Go module proxy.
+#
+# No container runtime exists on our machines, so kind cannot run; instead we
+# build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd
+# from source through small wrapper modules.  k8s.io/kubernetes replaces every
+# k8s.io/* staging module with a local path, which a dependent module ignores,
+# so the wrapper pins each staging module to the matching v0.x.y release.
+#
+# Output: $AGENTCHAIN_CACHE/bin/<component>-<version>/ (default ~/.cache/agentchain).
+# A present binary that reports the expected version is reused: builds happen
+# once per machine.  Prints the bin directory on the last line of stdout.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "$here/versions.env"
+cache="${AGENTCHAIN_CACHE:-$HOME/.cache/agentchain}"
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+export GOPATH="${GOPATH:-$HOME/go}"
+
+log() { printf '[build-binaries] %s\n' "$*" >&2; }
+
+k8s_dir="$cache/bin/kubernetes-$KUBERNETES_VERSION"
+etcd_dir="$cache/bin/etcd-$ETCD_VERSION"
+helm_dir="$cache/bin/helm-$HELM_VERSION"
+
+k8s_ok() {
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+    [[ -x "$k8s_dir/$b" ]] || return 1
+    "$k8s_dir/$b" --version 2>/dev/null | grep -qx "Kubernetes $KUBERNETES_VERSION" || return 1
+  done
+  [[ -x "$k8s_dir/kubectl" ]] && "$k8s_dir/kubectl" version --client 2>/dev/null | grep -q "$KUBERNETES_VERSION"
+}
+
+etcd_ok() {
+  [[ -x "$etcd_dir/etcd" ]] && "$etcd_dir/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}"
+}
+
+helm_ok() {
+  [[ -x "$helm_dir/helm" ]] && "$helm_dir/helm" version --short 2>/dev/null | grep -q "^$HELM_VERSION"
+}
+
+build_kubernetes() {
+  local work; work="$(mktemp -d)"
+  log "building Kubernetes $KUBERNETES_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl); cold build takes 15-30 min on 2 cores"
+  local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+  local staging="v0.${KUBERNETES_VERSION#v1.}"
+  (
+    cd "$work"
+    go mod init agentchain.local/k8sbuild >/dev/null 2>&1
+    log "resolving k8s.io/kubernetes@$KUBERNETES_VERSION from the module proxy"
+    local gomod
+    gomod="$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
+    {
+      echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+      echo "replace ("
+      grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" | awk -v v="$staging" '{print "\t" $1 " => " $1 " " v}'
+      echo ")"
+    } >>go.mod
+    local pkg="k8s.io/component-base/version"
+    local ldflags="-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+    ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
+    mkdir -p "$k8s_dir.tmp"
+    for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+      log "go build $cmd ..."
+      local t0=$SECONDS
+      go build -trimpath -ldflags "$ldflags" -o "$k8s_dir.tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+      log "built $cmd in $((SECONDS - t0))s"
+    done
+  )
+  rm -rf "$k8s_dir" && mv "$k8s_dir.tmp" "$k8s_dir"
+  rm -rf "$work"
+}
+
+build_etcd() {
+  local work; work="$(mktemp -d)"
+  log "building etcd $ETCD_VERSION (go.etcd.io/etcd/server/v3); takes 2-5 min"
+  (
+    cd "$work"
+    go mod init agentchain.local/etcdbuild >/dev/null 2>&1
+    echo "require go.etcd.io/etcd/server/v3 $ETCD_VERSION" >>go.mod
+    mkdir -p "$etcd_dir.tmp"
+    go build -trimpath -ldflags "-s -w" -o "$etcd_dir.tmp/etcd" go.etcd.io/etcd/server/v3
+  )
+  rm -rf "$etcd_dir" && mv "$etcd_dir.tmp" "$etcd_dir"
+  rm -rf "$work"
+}
+
+build_helm() {
+  local work; work="$(mktemp -d)"
+  log "building helm $HELM_VERSION (helm.sh/helm/v3); takes 2-5 min"
+  (
+    cd "$work"
+    go mod init agentchain.local/helmbuild >/dev/null 2>&1
+    echo "require helm.sh/helm/v3 $HELM_VERSION" >>go.mod
+    mkdir -p "$helm_dir.tmp"
+    go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+      -o "$helm_dir.tmp/helm" helm.sh/helm/v3/cmd/helm
+  )
+  rm -rf "$helm_dir" && mv "$helm_dir.tmp" "$helm_dir"
+  rm -rf "$work"
+}
+
+want="${1:-all}"
+if [[ "$want" == all || "$want" == etcd ]]; then
+  if etcd_ok; then log "etcd $ETCD_VERSION cached in $etcd_dir"; else build_etcd; etcd_ok || { log "etcd build did not report $ETCD_VERSION"; exit 1; }; fi
+fi
+if [[ "$want" == all || "$want" == kubernetes ]]; then
+  if k8s_ok; then log "Kubernetes $KUBERNETES_VERSION cached in $k8s_dir"; else build_kubernetes; k8s_ok || { log "Kubernetes build did not report $KUBERNETES_VERSION"; exit 1; }; fi
+fi
+if [[ "$want" == helm ]]; then
+  if helm_ok; then log "helm $HELM_VERSION cached in $helm_dir"; else build_helm; helm_ok || { log "helm build did not report $HELM_VERSION"; exit 1; }; fi
+fi
+echo "$k8s_dir:$etcd_dir:$helm_dir"

@@ -1,0 +1,66 @@
+"""The ``agentchain`` command: the operator, the CRD generator and the demo agent.
+
+One entry point for the one image: ``agentchain run`` is the operator (kopf,
+webhook, API), ``agentchain demo-agent`` the deterministic agent the demo and
+tests run, ``agentchain crds`` regenerates ``crds/`` from the models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _run(args: argparse.Namespace) -> int:
+    import kopf
+
+    import agentchain.handlers  # noqa: F401  (registers the handlers)
+    from agentchain.settings import Settings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    namespaces = list(Settings.from_env().namespaces)
+    kopf.run(
+        standalone=True,
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        liveness_endpoint=args.liveness,
+    )
+    return 0
+
+
+def _crds(args: argparse.Namespace) -> int:
+    from agentchain import crdgen
+
+    return crdgen.main(["--output", args.output, "--docs", args.docs])
+
+
+def _demo_agent(rest: list[str]) -> int:
+    from agentchain import demo_agent
+
+    return demo_agent.main(rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo-agent"]:
+        return _demo_agent(argv[1:])
+    parser = argparse.ArgumentParser(prog="agentchain")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the operator (kopf handlers, webhook, job API)")
+    run.add_argument(
+        "--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz"
+    )
+    crds = sub.add_parser(
+        "crds", help="write crds/*.yaml and docs/reference/crds.md from the models"
+    )
+    crds.add_argument("--output", default="crds")
+    crds.add_argument("--docs", default="docs/reference/crds.md")
+    sub.add_parser("demo-agent", help="the deterministic demo agent (see --help after it)")
+    args = parser.parse_args(argv)
+    handlers = {"run": _run, "crds": _crds}
+    return handlers[args.command](args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

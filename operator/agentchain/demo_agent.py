@@ -1,0 +1,68 @@
+"""A deterministic stand-in for an AI agent, for demos and end-to-end tests.
+
+It needs no network and no model: it reads the same environment a real agent
+gets (SPEC §1), prints a triage/developer/reviewer-style report that quotes
+the context it received, and can be told to fail, to sleep or to print a lot,
+so every chain behaviour can be exercised on the local node or on kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+REPORTS = {
+    "triage": ["Issue Analysis:", "- Type: Bug", "- Priority: High", "- Next: hand to developer"],
+    "developer": [
+        "Implementation:",
+        "- Patched the failing code path",
+        "- Added a regression test",
+    ],
+    "reviewer": ["Review:", "- Change looks correct", "- Verdict: approve"],
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="agentchain demo-agent", description=__doc__)
+    p.add_argument("--exit-code", type=int, default=0, help="exit with this code")
+    p.add_argument("--sleep", type=float, default=0.0, help="seconds to sleep before reporting")
+    p.add_argument("--print-chars", type=int, default=0, help="also print this many filler chars")
+    p.add_argument("--say", action="append", default=[], help="extra line(s) to print last")
+    p.add_argument("--no-context", action="store_true", help="do not echo the prompt")
+    return p.parse_args(argv)
+
+
+def _style(role: str) -> list[str]:
+    for key, lines in REPORTS.items():
+        if key in role:
+            return lines
+    return ["Report:", f"- Agent {role or 'unknown'} did its work"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    env = os.environ
+    role = env.get("AGENT_ROLE", "")
+    if args.sleep:
+        time.sleep(args.sleep)
+    out = sys.stdout
+    out.write(f"== {role or 'agent'} report (job {env.get('AGENT_JOB', '?')}) ==\n")
+    out.write(f"model={env.get('AGENT_MODEL', '')} chain={env.get('AGENT_CHAIN_ID', '')}\n")
+    if not args.no_context:
+        out.write("--- prompt received ---\n")
+        out.write(env.get("AGENT_PROMPT", "") + "\n")
+        out.write("--- end of prompt ---\n")
+    if args.print_chars:
+        filler = "0123456789abcdefghijklmnopqrstuvwxyz"
+        out.write((filler * (args.print_chars // len(filler) + 1))[: args.print_chars] + "\n")
+    out.write("\n".join(_style(role)) + "\n")
+    for line in args.say:
+        out.write(line + "\n")
+    out.flush()
+    return args.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

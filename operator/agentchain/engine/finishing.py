@@ -1,0 +1,218 @@
+"""Finishing an AgentJob: capture the output, record how it ended, then progress.
+
+Output is read through ``pods/log`` as soon as the agent container terminates,
+before the pod can be garbage-collected; when the pod is already gone the job
+says so (reason OutputLost or DeadlineExceeded) instead of holding an empty
+string.  ``finish_*`` are safe to call any number of times: a terminal job is
+only progressed, never recorded twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from agentchain import metrics, models
+from agentchain.engine import progressing, records
+from agentchain.engine.locking import lock_for
+from agentchain.engine.runtime import Runtime
+from agentchain.kube import events, resources, workloads
+from agentchain.models.conditions import Reason
+from agentchain.policy.jobspec import CONTAINER_NAME
+from agentchain.policy.outcomes import is_terminal, job_ending, result_excerpt
+from agentchain.store.outputs import OUTPUT_MAX_BYTES
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+def terminated_state(pod: Obj) -> Obj | None:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == CONTAINER_NAME:
+            state = cs.get("state") or {}
+            terminated = state.get("terminated")
+            return dict(terminated) if terminated else None
+    return None
+
+
+def _exit_code(terminated: Obj) -> int | None:
+    code = terminated.get("exitCode")
+    return int(code) if code is not None else None
+
+
+async def on_pod(rt: Runtime, pod: Obj) -> None:
+    """A watched pod changed: mark Running, or finish when the agent container ended."""
+    meta = pod["metadata"]
+    namespace = meta["namespace"]
+    owner = (meta.get("labels") or {}).get(models.AGENTJOB_LABEL)
+    if not owner:
+        return
+    terminated = terminated_state(pod)
+    if terminated is None:
+        if (pod.get("status") or {}).get("phase") == "Running":
+            await _mark_running(namespace, owner, meta["name"])
+        return
+    if meta.get("deletionTimestamp"):
+        return  # Killed by the Job controller (deadline): the Job watcher records why.
+    code = _exit_code(terminated)
+    obj = await resources.get(namespace, resources.AGENTJOBS, owner)
+    if obj is None or (code != 0 and not await _final_failure(obj, namespace)):
+        return
+    await finish(rt, namespace, owner, pod_name=meta["name"], exit_code=code)
+
+
+async def _final_failure(obj: Obj, namespace: str) -> bool:
+    """With backoffLimit 0 a failed pod is the end; otherwise the Job decides."""
+    job_name = (obj.get("status") or {}).get("jobName")
+    if not job_name:
+        return True
+    job = await workloads.get_job(namespace, job_name)
+    if job is None:
+        return True
+    return _job_ended(job) is not None or (job.get("spec") or {}).get("backoffLimit", 0) == 0
+
+
+async def _mark_running(namespace: str, name: str, pod_name: str) -> None:
+    obj = await resources.get(namespace, resources.AGENTJOBS, name)
+    if obj is None or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
+        return
+    status = {"phase": "Running", "reason": Reason.RUNNING, "podName": pod_name}
+    status["message"] = f"Pod {pod_name} is running."
+    status["startTime"] = records.now().isoformat()
+    await records.patch(obj, status)
+
+
+def _job_ended(job: Obj) -> str | None:
+    """'Complete' or the failure reason once the batch Job has a final condition."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("status") != "True":
+            continue
+        if cond.get("type") == "Complete":
+            return "Complete"
+        if cond.get("type") == "Failed":
+            return str(cond.get("reason") or "Failed")
+    return None
+
+
+async def on_job(rt: Runtime, job: Obj) -> None:
+    """The batch Job ended: finish from its newest terminated pod, or say why not."""
+    meta = job["metadata"]
+    owner = (meta.get("labels") or {}).get(models.AGENTJOB_LABEL)
+    ended = _job_ended(job)
+    if not owner or ended is None:
+        return
+    namespace = meta["namespace"]
+    selector = f"{models.AGENTJOB_LABEL}={owner}"
+    pods = [p for p in await workloads.list_pods(namespace, selector) if terminated_state(p)]
+    pods.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
+    if pods and ended != "DeadlineExceeded":
+        last = pods[-1]
+        code = _exit_code(terminated_state(last) or {})
+        await finish(rt, namespace, owner, pod_name=last["metadata"]["name"], exit_code=code)
+        return
+    deadline = ended == "DeadlineExceeded"
+    lost = f"The batch Job ended ({ended}) and no pod was left to read output from."
+    await finish(rt, namespace, owner, pod_name=None, exit_code=None, deadline=deadline, lost=lost)
+
+
+async def finish(
+    rt: Runtime,
+    namespace: str,
+    name: str,
+    *,
+    pod_name: str | None,
+    exit_code: int | None,
+    deadline: bool = False,
+    lost: str | None = None,
+) -> None:
+    async with lock_for(namespace, name):
+        obj = await resources.get(namespace, resources.AGENTJOBS, name)
+        if obj is None:
+            return
+        if is_terminal(records.parse(obj).status):
+            await progressing.progress_locked(rt, obj)
+            return
+        ended_at = time.monotonic()
+        text, lost = await _capture(rt, namespace, name, pod_name, lost)
+        await _record_end(rt, obj, exit_code, text, deadline=deadline, lost=lost, pod=pod_name)
+        await progressing.progress_locked(rt, obj, ended_at=ended_at)
+    await wake_dependents(rt, namespace, name)
+
+
+async def wake_dependents(rt: Runtime, namespace: str, name: str) -> None:
+    """Start Waiting jobs that depend on ``name`` now, not at the next resync."""
+    from agentchain.engine import starting
+
+    items, _ = await resources.list_objects(namespace, resources.AGENTJOBS)
+    for item in items:
+        waiting = (item.get("status") or {}).get("phase") == "Waiting"
+        if waiting and name in ((item.get("spec") or {}).get("dependsOn") or []):
+            await starting.start(rt, item)
+
+
+async def _capture(
+    rt: Runtime, namespace: str, name: str, pod: str | None, lost: str | None
+) -> tuple[str | None, str | None]:
+    if pod is not None:
+        captured = await workloads.read_log_tail(namespace, pod, CONTAINER_NAME, OUTPUT_MAX_BYTES)
+        if captured is None:
+            lost = f"Pod {pod} was gone before its output could be read."
+    if pod is None or captured is None:
+        # Retrievable as a reason, never as an empty string (SPEC §2).
+        reason = lost or "The output could not be captured."
+        await rt.outputs.put_unavailable(namespace, name, reason)
+        return None, reason
+    data, _full = captured
+    record = await rt.outputs.put(namespace, name, data)
+    return record.text, None
+
+
+async def _record_end(
+    rt: Runtime,
+    obj: Obj,
+    exit_code: int | None,
+    text: str | None,
+    *,
+    deadline: bool,
+    lost: str | None,
+    pod: str | None,
+) -> None:
+    agent = await records.agent_by_trigger(obj["metadata"]["namespace"], obj["spec"]["agentRole"])
+    marker = agent.spec.completion_marker if agent else None
+    ending = job_ending(
+        exit_code, text, completion_marker=marker, deadline_exceeded=deadline, lost_reason=lost
+    )
+    status: Obj = {
+        "phase": ending.phase,
+        "reason": ending.reason,
+        "message": ending.message if not lost or deadline else lost,
+        "exitCode": exit_code,
+        "completionTime": records.now().isoformat(),
+    }
+    if pod:
+        status["podName"] = pod
+    if text is not None:
+        result, truncated, size = result_excerpt(text)
+        status.update({"result": result, "resultTruncated": truncated, "resultSize": size})
+    await _close(rt, obj, status)
+
+
+async def record_failure(rt: Runtime, obj: Obj, reason: str, message: str) -> None:
+    """Fail a job that never ran (no agent, bad template): visible, then progressed."""
+    status = {"phase": "Failed", "reason": reason, "message": message}
+    status["completionTime"] = records.now().isoformat()
+    await _close(rt, obj, status)
+    await progressing.progress_locked(rt, obj)
+
+
+async def _close(rt: Runtime, obj: Obj, status: Obj) -> None:
+    namespace, name = records.name_of(obj)
+    await records.patch(obj, status)
+    await rt.tokens.revoke(namespace, name)  # A job token dies with its job.
+    phase = str(status["phase"])
+    metrics.JOBS.labels(namespace, obj["spec"]["agentRole"], phase).inc()
+    if phase == "Failed":
+        await events.emit(
+            obj, "Warning", str(status["reason"]), str(status["message"]), key="ended"
+        )

@@ -1,0 +1,232 @@
+"""Progressing a chain: apply the pure ``next_step`` decision exactly once.
+
+The decision is recomputed from recorded facts every time, so replaying it
+after a crash gives the same answer; the child's name is derived from the
+parent and the step, so re-creating it answers AlreadyExists; and the parent's
+``status.next`` is written only after the child exists.  Killing the operator
+between any two lines therefore neither loses nor repeats a transition.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from agentchain import metrics, models
+from agentchain.engine import records
+from agentchain.engine.locking import lock_for
+from agentchain.engine.runtime import Runtime
+from agentchain.kube import events, resources
+from agentchain.models.aiagent import AiAgent
+from agentchain.models.conditions import CHAIN_COMPLETE, Condition, Reason
+from agentchain.policy import chains, context, prompts
+from agentchain.policy.outcomes import (
+    REFUSAL_REASONS,
+    is_settled,
+    is_terminal,
+    outcome,
+    trigger_step,
+)
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+
+
+async def progress(rt: Runtime, obj: Obj) -> None:
+    namespace, name = records.name_of(obj)
+    async with lock_for(namespace, name):
+        fresh = await resources.get(namespace, resources.AGENTJOBS, name)
+        if fresh is not None:
+            await progress_locked(rt, fresh)
+
+
+async def progress_locked(rt: Runtime, obj: Obj, *, ended_at: float | None = None) -> None:
+    job = records.parse(obj)
+    if not is_terminal(job.status) or is_settled(job.status):
+        return
+    if job.status.next:  # Decided before a crash; only the completion is missing.
+        last = job.status.next[-1]
+        await complete_chain(rt, obj, last.action, last.message or "")
+        return
+    namespace = obj["metadata"]["namespace"]
+    agents = await records.agents_in(namespace)
+    decision = chains.next_step(_finished(obj, agents), _infos(agents), _limits(rt))
+    await _apply(rt, obj, decision, agents, ended_at)
+
+
+def _limits(rt: Runtime) -> chains.Limits:
+    return chains.Limits(max_jobs=rt.settings.max_chain_jobs)
+
+
+def _infos(agents: list[tuple[Obj, AiAgent]]) -> dict[str, chains.AgentInfo]:
+    infos: dict[str, chains.AgentInfo] = {}
+    for _, agent in agents:
+        spec = agent.spec
+        infos.setdefault(
+            spec.trigger_name,
+            chains.AgentInfo(spec.trigger_name, spec.enabled, agent.manual_next()),
+        )
+    return infos
+
+
+def _finished(obj: Obj, agents: list[tuple[Obj, AiAgent]]) -> chains.Finished:
+    job = records.parse(obj)
+    role = job.spec.agent_role
+    agent = next((a for _, a in agents if a.spec.trigger_name == role), None)
+    refused = job.status.reason in REFUSAL_REASONS or (job.status.phase == "Failed" and agent is None)
+    step = None
+    if agent is not None and not refused:
+        step = trigger_step(agent.spec, job.spec.origin, job.spec.event)
+    return chains.Finished(
+        name=obj["metadata"]["name"],
+        agent=role,
+        position=records.position(obj),
+        outcome=outcome(job.status),  # type: ignore[arg-type]
+        step=step,
+        refused=refused,
+    )
+
+
+async def _apply(
+    rt: Runtime,
+    obj: Obj,
+    decision: chains.Decision,
+    agents: list[tuple[Obj, AiAgent]],
+    ended_at: float | None,
+) -> None:
+    from agentchain.engine import starting
+
+    namespace = obj["metadata"]["namespace"]
+    if isinstance(decision, chains.Stop | chains.End):
+        action = "stopped" if isinstance(decision, chains.Stop) else "none"
+        reason = decision.reason if isinstance(decision, chains.Stop) else Reason.CHAIN_COMPLETE
+        await _record_next(
+            rt, obj, {"action": action, "reason": reason, "message": decision.message}
+        )
+        await complete_chain(rt, obj, action, decision.message)
+        return
+    child = await _create_child(rt, obj, decision, agents)
+    action = {chains.Spawn: "spawned", chains.Skip: "skipped", chains.Refuse: "refused"}
+    entry = {
+        "action": action[type(decision)],
+        "agent": decision.child.agent,
+        "child": decision.child.name,
+        "reason": getattr(decision, "reason", Reason.CHILD_SPAWNED),
+        "message": decision.message,
+    }
+    if isinstance(decision, chains.Refuse):
+        _count_refusal(namespace, decision.reason)
+    await _record_next(rt, obj, entry)
+    # Fast path: start the child now rather than waiting for its watch event.
+    await starting.start(rt, child)
+    if ended_at is not None and isinstance(decision, chains.Spawn):
+        metrics.HOP_LATENCY.observe(time.monotonic() - ended_at)
+
+
+def _count_refusal(namespace: str, reason: str) -> None:
+    if reason == Reason.LOOP_DETECTED:
+        metrics.LOOPS_BLOCKED.labels(namespace).inc()
+    elif reason == Reason.MAX_CHAIN_DEPTH_EXCEEDED:
+        metrics.DEPTH_REFUSALS.labels(namespace).inc()
+
+
+async def _record_next(rt: Runtime, obj: Obj, entry: Obj) -> None:
+    namespace, name = records.name_of(obj)
+    entry = {k: v for k, v in entry.items() if v is not None}
+    await records.patch(obj, {"next": [entry]})
+    job = records.parse(obj)
+    await rt.chains.record_hop(
+        namespace,
+        records.position(obj).chain_id,
+        job_name=name,
+        agent=job.spec.agent_role,
+        phase=job.status.phase or "",
+        decision=str(entry["action"]),
+        detail=str(entry.get("child") or entry.get("message") or ""),
+    )
+
+
+async def _create_child(
+    rt: Runtime,
+    parent: Obj,
+    decision: chains.Spawn | chains.Skip | chains.Refuse,
+    agents: list[tuple[Obj, AiAgent]],
+) -> Obj:
+    namespace = parent["metadata"]["namespace"]
+    plan = decision.child
+    annotations = chains.position_annotations(plan.position, plan.parent)
+    if isinstance(decision, chains.Skip):
+        annotations[records.DISPOSITION] = "skipped"
+        annotations[records.DISPOSITION_MESSAGE] = decision.message
+    elif isinstance(decision, chains.Refuse):
+        annotations[records.DISPOSITION] = f"refused:{decision.reason}"
+        annotations[records.DISPOSITION_MESSAGE] = decision.message
+    spec = records.parse(parent).spec
+    body = {
+        "apiVersion": models.API_VERSION,
+        "kind": "AgentJob",
+        "metadata": {
+            "name": plan.name,
+            "namespace": namespace,
+            "labels": chains.position_labels(plan.position, plan.agent),
+            "annotations": annotations,
+        },
+        "spec": {
+            "agentRole": plan.agent,
+            "type": spec.type,
+            "origin": "chain",
+            "event": spec.event.to_api() if spec.event else None,
+            "chainContext": await _context_for(rt, parent, plan, agents),
+        },
+    }
+    body["spec"] = {k: v for k, v in body["spec"].items() if v is not None}
+    child, created = await resources.create(namespace, resources.AGENTJOBS, body)
+    if created and isinstance(decision, chains.Spawn) and decision.notify:
+        metrics.FAILURE_NOTIFICATIONS.labels(namespace, plan.agent).inc()
+        await events.emit(parent, "Warning", Reason.CHAIN_NOTIFY, decision.message, key="notify")
+    return child
+
+
+async def _context_for(
+    rt: Runtime, parent: Obj, plan: chains.ChildPlan, agents: list[tuple[Obj, AiAgent]]
+) -> str:
+    """The child's <chain-context>: the parent's output, or its hand-off section."""
+    namespace, name = records.name_of(parent)
+    job = records.parse(parent)
+    if job.status.phase == "Skipped":
+        return job.spec.chain_context or ""  # Pass the last real output across the skip.
+    record = await rt.outputs.get(namespace, name)
+    window = "head" if plan.context_window == "head" else "tail"
+    if record is None:
+        lost = job.status.message or "The parent's output was not captured."
+        return context.chain_context_block(None, window=window, lost_reason=lost)
+    text = record.text
+    agent = next((a for _, a in agents if a.spec.trigger_name == job.spec.agent_role), None)
+    if agent is not None:
+        handoff = prompts.extract_handoff(text, agent.spec.handoff_heading)
+        text = handoff if handoff is not None else text
+    return context.chain_context_block(text, window=window)
+
+
+async def complete_chain(rt: Runtime, obj: Obj, action: str, message: str) -> None:
+    """Mark the chain complete on its last job: once in Redis, visibly on the job."""
+    namespace, name = records.name_of(obj)
+    job = records.parse(obj)
+    chain_id = records.position(obj).chain_id
+    result = _chain_outcome(action, job.status.phase or "", job.status.reason or "")
+    first = await rt.chains.mark_complete(namespace, chain_id, result, name)
+    if first:
+        metrics.CHAIN_OUTCOMES.labels(namespace, result).inc()
+    text = f"Chain {chain_id} is complete ({result}) at {name}: {message}".strip()
+    cond = Condition(type=CHAIN_COMPLETE, status="True", reason=Reason.CHAIN_COMPLETE, message=text)
+    await records.patch(obj, {"chainComplete": True}, condition=cond)
+    await events.emit(obj, "Normal", Reason.CHAIN_COMPLETE, text, key="chain-complete")
+
+
+def _chain_outcome(action: str, phase: str, reason: str) -> str:
+    if reason in REFUSAL_REASONS:
+        return "refused"
+    if action == "stopped":
+        return "stopped"
+    return "succeeded" if phase in ("Succeeded", "Skipped") else "failed"

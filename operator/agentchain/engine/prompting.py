@@ -1,0 +1,136 @@
+"""Gathering what goes into an agent's prompt, then handing it to the pure builders.
+
+The I/O half of prompt building: dependency results, learnings (claimed in
+Redis *before* the prompt is built, so a crash never injects them twice),
+store entries the agent may read, and the job's anchor.  The text itself is
+composed by ``policy.prompts``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agentchain import models
+from agentchain.engine import records
+from agentchain.engine.runtime import Runtime
+from agentchain.kube import resources, workloads
+from agentchain.models.agentjob import TERMINAL_PHASES, AgentJob
+from agentchain.models.aiagent import AiAgent
+from agentchain.models.conditions import Reason
+from agentchain.policy import chains, prompts
+from agentchain.policy.prompts import DependencyResult
+
+__all__ = ["DependencyResult", "DependencyState", "build", "dependencies"]
+
+
+@dataclass
+class DependencyState:
+    waiting: bool = False
+    reason: str = ""
+    message: str = ""
+    results: list[DependencyResult] = field(default_factory=list)
+
+
+async def dependencies(obj: records.Obj, job: AgentJob) -> DependencyState:
+    namespace = obj["metadata"]["namespace"]
+    state = DependencyState()
+    for dep in job.spec.depends_on:
+        if "/" in dep:
+            msg = f"dependsOn names {dep!r}: dependencies must be in namespace {namespace}."
+            return DependencyState(True, Reason.DEPENDENCY_NOT_FOUND, msg)
+        found = await resources.get(namespace, resources.AGENTJOBS, dep)
+        if found is None:
+            msg = f"dependsOn names {dep!r}, which does not exist in namespace {namespace}."
+            return DependencyState(True, Reason.DEPENDENCY_NOT_FOUND, msg)
+        phase = (found.get("status") or {}).get("phase")
+        if phase not in TERMINAL_PHASES:
+            msg = f"Waiting for {dep} (phase {phase or 'Pending'})."
+            return DependencyState(True, Reason.WAITING_FOR_DEPENDENCIES, msg)
+        state.results.append(_result_of(found))
+    return state
+
+
+def _result_of(found: records.Obj) -> DependencyResult:
+    spec = found.get("spec") or {}
+    status = found.get("status") or {}
+    return DependencyResult(
+        name=found["metadata"]["name"],
+        agent=spec.get("agentRole", ""),
+        title=spec.get("type") or found["metadata"]["name"],
+        phase=status.get("phase", ""),
+        result=status.get("result"),
+    )
+
+
+async def _chain_results(obj: records.Obj, pos: chains.ChainPosition) -> list[DependencyResult]:
+    """memoryScope: all — every ended job of the chain except this one."""
+    namespace, name = records.name_of(obj)
+    selector = f"{models.CHAIN_ID}={pos.chain_id}"
+    items, _ = await resources.list_objects(namespace, resources.AGENTJOBS, label_selector=selector)
+    ended = [i for i in items if (i.get("status") or {}).get("phase") in TERMINAL_PHASES]
+    ended.sort(key=lambda i: i["metadata"].get("creationTimestamp", ""))
+    return [_result_of(i) for i in ended if i["metadata"]["name"] != name]
+
+
+async def _full_outputs(
+    rt: Runtime, namespace: str, deps: list[DependencyResult]
+) -> list[DependencyResult]:
+    """Prefer the full captured output over the 4,000-character status excerpt."""
+    out = []
+    for dep in deps:
+        record = await rt.outputs.get(namespace, dep.name)
+        text = record.text if record is not None else dep.result
+        out.append(DependencyResult(dep.name, dep.agent, dep.title, dep.phase, text))
+    return out
+
+
+async def _learnings(rt: Runtime, namespace: str, agent: AiAgent, pos: chains.ChainPosition) -> str:
+    ref = agent.spec.learnings
+    if ref is None:
+        return ""
+    # Claim first: if we crash after this line the learnings are lost for this
+    # run, never injected twice (SPEC §5).
+    if not await rt.chains.learnings_claim(namespace, pos.chain_id, agent.spec.trigger_name):
+        return ""
+    data = await workloads.read_config_map(namespace, ref.config_map_name)
+    return prompts.learnings_section(data or {})
+
+
+async def _store(rt: Runtime, namespace: str, agent: AiAgent) -> str:
+    access = agent.spec.context_store
+    if access is None or not access.read_namespaces:
+        return ""  # Default deny: no store entries unless the AiAgent names namespaces.
+    sections: dict[str, list[tuple[str, str]]] = {}
+    for store_ns in access.read_namespaces:
+        entries = await rt.contexts.recent(namespace, store_ns, access.max_entries)
+        sections[store_ns] = [(e.key, e.value) for e in entries]
+    return prompts.store_section(sections)
+
+
+async def build(
+    rt: Runtime,
+    obj: records.Obj,
+    job: AgentJob,
+    agent: AiAgent,
+    pos: chains.ChainPosition,
+    deps: list[DependencyResult],
+) -> str:
+    namespace, name = records.name_of(obj)
+    original = job.spec.prompt or prompts.render_prompt(
+        agent.spec.prompt_template, job.spec.event, agent=agent.spec.trigger_name
+    )
+    if job.spec.memory_scope == "all":
+        deps = await _chain_results(obj, pos)
+    dependency_text = ""
+    if deps:
+        full = await _full_outputs(rt, namespace, deps)
+        dependency_text = prompts.dependency_section(full, scope=job.spec.memory_scope)
+    anchor = await rt.anchors.get_job_anchor(namespace, name)
+    return prompts.assemble_prompt(
+        original=original,
+        chain_context=job.spec.chain_context,
+        learnings=await _learnings(rt, namespace, agent, pos),
+        store=await _store(rt, namespace, agent),
+        dependencies=dependency_text,
+        anchor=prompts.anchor_section(anchor) if anchor else "",
+    )

@@ -1,0 +1,92 @@
+"""Small shared helpers: parsing AgentJobs and writing their status.
+
+Everything the engine writes to an AgentJob's status goes through ``patch``,
+which stamps ``observedGeneration`` so users can tell a stale status apart.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from agentchain import models
+from agentchain.kube import resources
+from agentchain.models.agentjob import AgentJob
+from agentchain.models.aiagent import AiAgent
+from agentchain.models.conditions import Condition, set_condition
+from agentchain.policy import chains, naming
+
+Obj = dict[str, Any]
+DISPOSITION = f"{models.GROUP}/disposition"
+DISPOSITION_MESSAGE = f"{models.GROUP}/disposition-message"
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def name_of(obj: Obj) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return meta["namespace"], meta["name"]
+
+
+def parse(obj: Obj) -> AgentJob:
+    return AgentJob.model_validate(
+        {"spec": obj.get("spec") or {}, "status": obj.get("status") or {}}
+    )
+
+
+def position(obj: Obj) -> chains.ChainPosition:
+    """The job's place in its chain: from its annotations, or a new chain rooted here."""
+    meta = obj["metadata"]
+    found = chains.position_from_annotations(meta.get("annotations") or {})
+    if found is not None:
+        return found
+    agent = (obj.get("spec") or {}).get("agentRole", "")
+    return chains.root_position(naming.chain_id_for(meta["uid"]), agent)
+
+
+def owner_reference(obj: Obj) -> Obj:
+    return {
+        "apiVersion": models.API_VERSION,
+        "kind": obj.get("kind", "AgentJob"),
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+async def patch(obj: Obj, status: Obj, *, condition: Condition | None = None) -> Obj | None:
+    namespace, name = name_of(obj)
+    status = {**status, "observedGeneration": obj["metadata"].get("generation")}
+    if condition is not None:
+        current = parse(obj).status.conditions
+        merged = set_condition(current, condition, now())
+        status["conditions"] = [c.to_api() for c in merged]
+    patched = await resources.patch_status(namespace, resources.AGENTJOBS, name, status)
+    if patched is not None:
+        obj["status"] = patched.get("status", {})
+    return patched
+
+
+async def agents_in(namespace: str) -> list[tuple[Obj, AiAgent]]:
+    items, _ = await resources.list_objects(namespace, resources.AIAGENTS)
+    parsed: list[tuple[Obj, AiAgent]] = []
+    for item in items:
+        try:
+            parsed.append((item, AiAgent.model_validate(item)))
+        except ValueError:
+            continue  # The CRD schema makes this unreachable; never crash on it.
+    return parsed
+
+
+async def agent_by_trigger(namespace: str, trigger: str) -> AiAgent | None:
+    for _, agent in await agents_in(namespace):
+        if agent.spec.trigger_name == trigger:
+            return agent
+    return None
+
+
+def parent_of(obj: Obj) -> str | None:
+    return (obj["metadata"].get("annotations") or {}).get(models.PARENT_JOB)

@@ -1,0 +1,48 @@
+"""The process-wide runtime: settings and the Redis-backed stores.
+
+Created once at operator start-up and handed to every engine call, instead of
+module globals, so tests can run several runtimes against different Redis DBs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+
+from agentchain.settings import Settings
+from agentchain.store.anchors import AnchorStore
+from agentchain.store.chains import ChainStore
+from agentchain.store.contexts import ContextStore
+from agentchain.store.deliveries import DeliveryLog
+from agentchain.store.outputs import OutputStore
+from agentchain.store.tokens import TokenStore
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    redis: aioredis.Redis
+    outputs: OutputStore
+    tokens: TokenStore
+    chains: ChainStore
+    anchors: AnchorStore
+    contexts: ContextStore
+    deliveries: DeliveryLog
+
+    @classmethod
+    def create(cls, settings: Settings) -> Runtime:
+        client = aioredis.Redis.from_url(settings.redis_url, decode_responses=False)
+        return cls(
+            settings=settings,
+            redis=client,
+            outputs=OutputStore(client),
+            tokens=TokenStore(client),
+            chains=ChainStore(client),
+            anchors=AnchorStore(client),
+            contexts=ContextStore(client),
+            deliveries=DeliveryLog(client),
+        )
+
+    async def close(self) -> None:
+        await self.redis.aclose()

@@ -1,0 +1,165 @@
+"""Starting an AgentJob: status, dependencies, prompt, token and exactly one batch Job.
+
+Every step is idempotent so kopf's create/resume handlers, the resync timer and
+the parent's fast path may all call ``start`` for the same job: the batch Job's
+name is derived from the AgentJob, so a second create answers AlreadyExists.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from agentchain import metrics, models
+from agentchain.engine import prompting, records
+from agentchain.engine.locking import lock_for
+from agentchain.engine.runtime import Runtime
+from agentchain.kube import events, resources, workloads
+from agentchain.models.agentjob import AgentJob
+from agentchain.models.aiagent import AiAgent
+from agentchain.models.conditions import Reason
+from agentchain.policy import chains, naming
+from agentchain.policy.jobspec import TOKEN_SECRET_KEY, JobInputs, build_job
+from agentchain.policy.outcomes import is_terminal
+from agentchain.policy.prompts import PromptRenderError
+
+log = logging.getLogger(__name__)
+Obj = records.Obj
+
+
+async def start(rt: Runtime, obj: Obj) -> None:
+    namespace, name = records.name_of(obj)
+    async with lock_for(namespace, name):
+        fresh = await resources.get(namespace, resources.AGENTJOBS, name)
+        if fresh is None:
+            return
+        await _start_locked(rt, fresh)
+
+
+async def _start_locked(rt: Runtime, obj: Obj) -> None:
+    job = records.parse(obj)
+    if is_terminal(job.status):
+        return
+    pos = records.position(obj)
+    if job.status.chain_id is None:
+        await _init_status(obj, job, pos)
+    annotations = obj["metadata"].get("annotations") or {}
+    if annotations.get(records.DISPOSITION):
+        await _record_disposition(rt, obj, annotations)
+        return
+    if job.status.job_name:
+        return  # The batch Job exists; the pod and Job watchers take it from here.
+    agent = await records.agent_by_trigger(obj["metadata"]["namespace"], job.spec.agent_role)
+    if agent is None or not agent.spec.enabled:
+        await _refuse_agent(rt, obj, job, agent)
+        return
+    deps = await prompting.dependencies(obj, job)
+    if deps.waiting:
+        await _wait(obj, deps.reason, deps.message)
+        return
+    await _launch(rt, obj, job, agent, pos, deps.results)
+
+
+async def _init_status(obj: Obj, job: AgentJob, pos: chains.ChainPosition) -> None:
+    parent = (obj["metadata"].get("annotations") or {}).get(models.PARENT_JOB)
+    await records.patch(
+        obj,
+        {
+            "phase": job.status.phase or "Pending",
+            "reason": job.status.reason or Reason.CREATED,
+            "message": job.status.message or "Accepted by the operator.",
+            "chainId": pos.chain_id,
+            "chainDepth": pos.depth,
+            "chainPath": list(pos.path),
+            "parentJobId": parent,
+        },
+    )
+
+
+async def _record_disposition(rt: Runtime, obj: Obj, annotations: dict[str, str]) -> None:
+    """A Skipped or refused record: created by its parent's decision, never run."""
+    from agentchain.engine import progressing  # Cycle: progress → start → progress.
+
+    disposition = annotations[records.DISPOSITION]
+    message = annotations.get(records.DISPOSITION_MESSAGE, "")
+    if disposition == "skipped":
+        phase, reason = "Skipped", Reason.SKIPPED
+    else:
+        phase, reason = "Failed", disposition.removeprefix("refused:")
+    now = records.now().isoformat()
+    await records.patch(
+        obj,
+        {"phase": phase, "reason": reason, "message": message, "completionTime": now},
+    )
+    kind = "Normal" if phase == "Skipped" else "Warning"
+    await events.emit(obj, kind, reason, message, key=f"disposition:{reason}")
+    metrics.JOBS.labels(obj["metadata"]["namespace"], obj["spec"]["agentRole"], phase).inc()
+    await progressing.progress_locked(rt, obj)
+
+
+async def _refuse_agent(rt: Runtime, obj: Obj, job: AgentJob, agent: AiAgent | None) -> None:
+    from agentchain.engine import finishing
+
+    role = job.spec.agent_role
+    if agent is None:
+        reason = Reason.AGENT_NOT_FOUND
+        message = f"No AiAgent in this namespace has triggerName {role!r}."
+    else:
+        reason = Reason.AGENT_NOT_ENABLED
+        message = f"AiAgent {role!r} is disabled (enabled: false)."
+    await finishing.record_failure(rt, obj, reason, message)
+
+
+async def _wait(obj: Obj, reason: str, message: str) -> None:
+    if records.parse(obj).status.reason == reason:
+        return
+    await records.patch(obj, {"phase": "Waiting", "reason": reason, "message": message})
+    if reason == Reason.DEPENDENCY_NOT_FOUND:
+        await events.emit(obj, "Warning", reason, message, key=f"wait:{message}")
+
+
+async def _launch(
+    rt: Runtime,
+    obj: Obj,
+    job: AgentJob,
+    agent: AiAgent,
+    pos: chains.ChainPosition,
+    deps: list[prompting.DependencyResult],
+) -> None:
+    from agentchain.engine import finishing
+
+    namespace, name = records.name_of(obj)
+    try:
+        prompt = await prompting.build(rt, obj, job, agent, pos, deps)
+    except PromptRenderError as exc:
+        await finishing.record_failure(rt, obj, Reason.PROMPT_RENDER_FAILED, str(exc))
+        return
+    secret = naming.token_secret_name(name)
+    token = await rt.tokens.ensure(namespace, name, pos.chain_id, rt.settings.job_token_ttl_seconds)
+    owner = records.owner_reference(obj)
+    await workloads.ensure_secret(namespace, secret, {TOKEN_SECRET_KEY: token}, owner)
+    inputs = JobInputs(
+        agentjob_name=name,
+        job_name=naming.batch_job_name(name),
+        namespace=namespace,
+        agent=agent.spec,
+        prompt=prompt,
+        chain_id=pos.chain_id,
+        token_secret=secret,
+        labels=chains.position_labels(pos, job.spec.agent_role),
+        annotations=chains.position_annotations(pos, records.parent_of(obj)),
+    )
+    body = build_job(inputs, rt.settings)
+    body["metadata"]["ownerReferences"] = [owner]
+    _, created = await workloads.create_job(namespace, body)
+    status: Obj = {"jobName": inputs.job_name, "reason": Reason.JOB_CREATED}
+    status["message"] = f"Batch Job {inputs.job_name} created."
+    if job.status.phase in (None, "Waiting"):
+        status["phase"] = "Pending"
+    await records.patch(obj, status)
+    if created:
+        log.info(
+            "Created batch Job %s/%s for agent %s",
+            namespace,
+            inputs.job_name,
+            agent.spec.trigger_name,
+        )

@@ -1,0 +1,8 @@
+"""kopf registrations: thin, one module per resource.
+
+Importing this package registers every handler with kopf's default registry.
+"""
+
+from agentchain.handlers import agentjobs, aiagents, lifecycle, workloads
+
+__all__ = ["agentjobs", "aiagents", "lifecycle", "workloads"]

@@ -1,0 +1,63 @@
+"""Operator start-up and shutdown: kopf settings, the runtime, the web server.
+
+kopf's own progress and diff-base records go to annotations under our group
+so users never see kopf internals in ``status``; kopf's handler-log Events are
+off because the operator emits its own, meaningful ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from typing import Any
+
+import kopf
+
+from agentchain.engine.runtime import Runtime
+from agentchain.settings import Settings
+
+log = logging.getLogger(__name__)
+PREFIX = "kopf.labrats.work"
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=PREFIX, key="last-handled-configuration"
+    )
+    settings.posting.enabled = False
+    settings.watching.server_timeout = 300
+    settings.batching.idle_timeout = 0.1
+    # Kubernetes calls run in threads; the default pool (cores + 4) queues chains.
+    asyncio.get_running_loop().set_default_executor(
+        concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube")
+    )
+    config = Settings.from_env()
+    runtime = Runtime.create(config)
+    memo.runtime = runtime
+    memo.web = await _serve(runtime)
+
+
+async def _serve(runtime: Runtime) -> Any:
+    from agentchain.web import app
+
+    try:
+        return await app.serve(runtime, runtime.settings.listen_host, runtime.settings.listen_port)
+    except app.WebhookNotConfigured as exc:
+        # Fail closed: without a secret the webhook endpoint is not served at all.
+        log.error("Webhook endpoint disabled: %s", exc)
+        return await app.serve(
+            runtime, runtime.settings.listen_host, runtime.settings.listen_port, webhook=False
+        )
+
+
+@kopf.on.cleanup()
+async def shutdown(memo: kopf.Memo, **_: Any) -> None:
+    web = getattr(memo, "web", None)
+    if web is not None:
+        await web.cleanup()
+    runtime = getattr(memo, "runtime", None)
+    if runtime is not None:
+        await runtime.close()

@@ -1,0 +1,102 @@
+"""Batch Jobs, their pods, logs and the per-job token Secrets.
+
+Output capture reads ``pods/log`` through the API server (so it works the same
+on the local node, kind or a real cluster) and keeps only a bounded tail while
+streaming, so a chatty agent cannot blow up the operator's memory.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from agentchain.kube.clients import already_exists, api_client, batch, call, core, not_found
+
+Obj = dict[str, Any]
+
+
+def as_json(model: Any) -> Obj:
+    """The API's own JSON shape (camelCase), as kopf delivers bodies, not ``to_dict()``."""
+    result: Obj = api_client().sanitize_for_serialization(model)
+    return result
+
+
+async def create_job(namespace: str, body: Obj) -> tuple[Obj | None, bool]:
+    try:
+        job = await call(batch().create_namespaced_job, namespace, body)
+        return as_json(job), True
+    except ApiException as exc:
+        if not already_exists(exc):
+            raise
+    return await get_job(namespace, body["metadata"]["name"]), False
+
+
+async def get_job(namespace: str, name: str) -> Obj | None:
+    try:
+        job = await call(batch().read_namespaced_job, name, namespace)
+    except ApiException as exc:
+        if not_found(exc):
+            return None
+        raise
+    return as_json(job)
+
+
+async def list_pods(namespace: str, label_selector: str) -> list[Obj]:
+    pods = await call(core().list_namespaced_pod, namespace, label_selector=label_selector)
+    return [as_json(p) for p in pods.items]
+
+
+async def read_log_tail(
+    namespace: str, pod: str, container: str, max_bytes: int
+) -> tuple[bytes, int] | None:
+    """The last ``max_bytes`` of a container's log and its full size; None if gone."""
+
+    def _read() -> tuple[bytes, int]:
+        resp = core().read_namespaced_pod_log(
+            pod, namespace, container=container, _preload_content=False
+        )
+        tail = bytearray()
+        total = 0
+        try:
+            for chunk in resp.stream(64 * 1024):
+                total += len(chunk)
+                tail += chunk
+                if len(tail) > 2 * max_bytes:
+                    del tail[: len(tail) - max_bytes]
+        finally:
+            resp.release_conn()
+        return bytes(tail[-max_bytes:]), total
+
+    try:
+        return await call(_read)
+    except ApiException as exc:
+        if not_found(exc) or exc.status == 400:
+            return None
+        raise
+
+
+async def ensure_secret(namespace: str, name: str, data: dict[str, str], owner: Obj) -> None:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
+    }
+    try:
+        await call(core().create_namespaced_secret, namespace, body)
+    except ApiException as exc:
+        if not already_exists(exc):
+            raise
+
+
+async def read_config_map(namespace: str, name: str) -> dict[str, str] | None:
+    try:
+        cm = await call(core().read_namespaced_config_map, name, namespace)
+    except ApiException as exc:
+        if not_found(exc):
+            return None
+        raise
+    return dict(cm.data or {})

@@ -1,0 +1,43 @@
+"""Prometheus metrics (SPEC §7), defined once in the process-wide registry.
+
+Kept below both the engine and the web layer so that either can count without
+importing the other; ``web`` only exposes them on ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+JOBS = Counter(
+    "agentchain_jobs_total",
+    "AgentJobs that reached a phase, by agent and phase.",
+    ["namespace", "agent", "phase"],
+)
+CHAIN_OUTCOMES = Counter(
+    "agentchain_chain_outcomes_total",
+    "Chains marked complete, by outcome (succeeded, failed, stopped, refused).",
+    ["namespace", "outcome"],
+)
+HOP_LATENCY = Histogram(
+    "agentchain_hop_latency_seconds",
+    "Time from a parent's container exit to its child's batch Job creation.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+)
+LOOPS_BLOCKED = Counter(
+    "agentchain_loops_blocked_total", "Chain steps refused with LoopDetected.", ["namespace"]
+)
+DEPTH_REFUSALS = Counter(
+    "agentchain_depth_refusals_total",
+    "Chain steps refused with MaxChainDepthExceeded.",
+    ["namespace"],
+)
+FAILURE_NOTIFICATIONS = Counter(
+    "agentchain_failure_notifications_total",
+    "Steps run under failurePolicy notify although their condition was not met.",
+    ["namespace", "agent"],
+)
+WEBHOOK_DELIVERIES = Counter(
+    "agentchain_webhook_deliveries_total",
+    "GitHub webhook deliveries by result.",
+    ["result"],
+)

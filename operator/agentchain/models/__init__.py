@@ -1,0 +1,18 @@
+"""Pydantic models: the API of agentchain and the source of its CRDs.
+
+Like kubebuilder's ``api/<version>/*_types.go``: spec and status shapes only,
+no behaviour beyond trivial accessors.
+"""
+
+GROUP = "labrats.work"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+# Annotation and label keys that carry chain metadata (SPEC §2).
+CHAIN_ID = f"{GROUP}/chain-id"
+CHAIN_DEPTH = f"{GROUP}/chain-depth"
+CHAIN_PATH = f"{GROUP}/chain-path"
+PARENT_JOB = f"{GROUP}/parent-job"
+AGENT_ROLE = f"{GROUP}/agent"
+AGENTJOB_LABEL = f"{GROUP}/agentjob"
+MANAGED_BY = "app.kubernetes.io/managed-by"

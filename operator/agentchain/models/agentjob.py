@@ -1,0 +1,98 @@
+"""AgentJob: one run of one agent, and the record of what its chain did next.
+
+The spec is what was asked (immutable in spirit: chain metadata is also put on
+annotations at creation so it survives status loss); the status is what the
+operator observed and decided.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import Field
+
+from agentchain.models.base import KubeModel
+from agentchain.models.conditions import Condition
+
+Phase = Literal["Pending", "Waiting", "Running", "Succeeded", "Failed", "Skipped"]
+TERMINAL_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Skipped"})
+Origin = Literal["github", "manual", "chain", "delegation", "api"]
+MemoryScope = Literal["dependencies", "all"]
+NextAction = Literal["spawned", "skipped", "stopped", "refused", "none"]
+
+RESULT_MAX_CHARS = 4000
+
+
+class JobEvent(KubeModel):
+    """The event that caused the job: only the parts prompts use, all as data."""
+
+    source: str = Field(default="manual")
+    name: str | None = Field(default=None, description="e.g. issues")
+    action: str | None = Field(default=None, description="e.g. opened")
+    delivery_id: str | None = None
+    hook_id: str | None = None
+    repository: str | None = None
+    sender: str | None = None
+    sender_association: str | None = None
+    number: int | None = None
+    title: str | None = None
+    body: str | None = None
+    url: str | None = None
+    labels: list[str] = Field(default_factory=list)
+
+
+class DelegationHop(KubeModel):
+    source: str
+    target: str
+
+
+class AgentJobSpec(KubeModel):
+    agent_role: str = Field(min_length=1, max_length=63, description="triggerName of the agent.")
+    type: str | None = Field(default=None, description="Kind of work, e.g. implement-issue.")
+    prompt: str = Field(default="", description="The original prompt, before any context.")
+    event: JobEvent | None = None
+    origin: Origin = "manual"
+    depends_on: list[str] = Field(default_factory=list, description="AgentJob names to wait for.")
+    memory_scope: MemoryScope = "dependencies"
+    chain_context: str | None = Field(
+        default=None, description="The <chain-context> block the operator built for this child."
+    )
+    delegation: list[DelegationHop] = Field(
+        default_factory=list, description="Immutable snapshot of the delegation chain."
+    )
+
+
+class NextStatus(KubeModel):
+    action: NextAction
+    agent: str | None = None
+    child: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class AgentJobStatus(KubeModel):
+    phase: Phase | None = None
+    reason: str | None = None
+    message: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+    chain_id: str | None = None
+    chain_depth: int | None = None
+    parent_job_id: str | None = None
+    chain_path: list[str] = Field(default_factory=list)
+    job_name: str | None = None
+    pod_name: str | None = None
+    exit_code: int | None = None
+    start_time: dt.datetime | None = None
+    completion_time: dt.datetime | None = None
+    result: str | None = Field(default=None, max_length=RESULT_MAX_CHARS + 200)
+    result_truncated: bool | None = None
+    result_size: int | None = None
+    next: list[NextStatus] = Field(default_factory=list)
+    chain_complete: bool | None = None
+
+
+class AgentJob(KubeModel):
+    spec: AgentJobSpec
+    status: AgentJobStatus = Field(default_factory=AgentJobStatus)

@@ -1,0 +1,131 @@
+"""AiAgent: what an agent is, how it is triggered, and where its chain goes next.
+
+Field names and shapes follow seed 003's manifests exactly, so its examples
+apply unchanged.  Runtime fields are optional and fall back to operator-wide
+defaults; everything the schema can check is checked here (enums, patterns,
+bounds) so the API server refuses bad manifests before the operator sees them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from agentchain.models.base import KubeModel
+from agentchain.models.conditions import Condition
+
+TRIGGER_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DEFAULT_ASSOCIATIONS = ["OWNER", "MEMBER", "COLLABORATOR"]
+DEFAULT_HANDOFF_HEADING = "## Downstream Directives"
+
+Source = Literal["github", "manual"]
+StepCondition = Literal["always", "on-success", "on-failure"]
+FailurePolicy = Literal["stop", "skip", "notify"]
+ContextWindow = Literal["tail", "head"]
+
+
+class ChainStep(KubeModel):
+    """The next agent to run when the agent started by this trigger ends."""
+
+    agent_trigger_name: str = Field(
+        pattern=TRIGGER_NAME_PATTERN,
+        max_length=63,
+        description="triggerName of the agent to run next.",
+    )
+    condition: StepCondition = Field(
+        default="on-success", description="When the next agent runs, by the parent's exit."
+    )
+    failure_policy: FailurePolicy = Field(
+        default="stop", description="What happens when the condition is not met."
+    )
+    context_window: ContextWindow = Field(
+        default="tail",
+        description="Which 4,000 characters of the parent's output the child sees.",
+    )
+
+
+class TriggerFilters(KubeModel):
+    label: str | None = Field(default=None, description="Issue/PR label that must be present.")
+    repository: str | None = Field(default=None, description="owner/name the event must come from.")
+    sender: str | None = Field(default=None, description="GitHub login that must have sent it.")
+
+
+class EventTrigger(KubeModel):
+    source: Source = Field(description="github (webhook deliveries) or manual (API, chains).")
+    events: list[str] = Field(
+        default_factory=list,
+        description='GitHub events: "issues.opened" (event.action) or "push" (every action).',
+    )
+    filters: TriggerFilters | None = None
+    next: ChainStep | None = None
+
+
+class SenderPolicy(KubeModel):
+    """Who may start this agent from a GitHub event (untrusted text is data)."""
+
+    allowed_associations: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_ASSOCIATIONS),
+        description="author_association values allowed to start the agent.",
+    )
+    allow_bots: bool = Field(default=False, description="Whether Bot senders may start it.")
+
+
+class ContextStoreAccess(KubeModel):
+    read_namespaces: list[str] = Field(
+        default_factory=list, description="Store namespaces whose entries go in the prompt."
+    )
+    max_entries: int = Field(default=10, ge=0, le=100)
+
+
+class LearningsRef(KubeModel):
+    config_map_name: str = Field(description="ConfigMap whose data entries are learnings.")
+
+
+class AiAgentSpec(KubeModel):
+    name: str | None = Field(default=None, description="Display name.")
+    trigger_name: str = Field(
+        pattern=TRIGGER_NAME_PATTERN,
+        max_length=63,
+        description="Unique per namespace; chains refer to the agent by it.",
+    )
+    default_model: str | None = None
+    default_effort: str | None = None
+    enabled: bool = True
+    event_triggers: list[EventTrigger] = Field(default_factory=list)
+    sender_policy: SenderPolicy | None = None
+    image: str | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    env: list[dict[str, Any]] | None = None
+    env_from: list[dict[str, Any]] | None = None
+    resources: dict[str, Any] | None = None
+    service_account_name: str | None = None
+    timeout_seconds: int | None = Field(default=None, ge=1)
+    backoff_limit: int = Field(default=0, ge=0, le=10)
+    prompt_template: str | None = Field(
+        default=None, description="Jinja template rendered in a sandbox with the event as data."
+    )
+    context_store: ContextStoreAccess | None = None
+    learnings: LearningsRef | None = None
+    completion_marker: str | None = Field(
+        default=None, description="Text the output must contain for exit 0 to count as success."
+    )
+    handoff_heading: str = Field(default=DEFAULT_HANDOFF_HEADING)
+
+
+class AiAgentStatus(KubeModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+
+
+class AiAgent(KubeModel):
+    spec: AiAgentSpec
+    status: AiAgentStatus = Field(default_factory=AiAgentStatus)
+
+    def manual_next(self) -> ChainStep | None:
+        """The step an agent follows when a chain (not an event) started it."""
+        for trigger in self.spec.event_triggers:
+            if trigger.source == "manual":
+                return trigger.next
+        return None

@@ -1,0 +1,91 @@
+"""Kubebuilder-style status conditions and every reason the operator emits.
+
+Reasons are constants in one place so the troubleshooting doc can be checked
+against them by a test, and so handlers never invent ad-hoc strings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import Field
+
+from agentchain.models.base import KubeModel
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+# Condition types.
+READY = "Ready"
+COMPLETE = "Complete"
+CHAIN_COMPLETE = "ChainComplete"
+DEPENDENCIES_READY = "DependenciesReady"
+
+
+class Reason:
+    """Machine-readable reasons for conditions, ``status.reason`` and Events."""
+
+    # AiAgent readiness.
+    AGENT_READY = "AgentReady"
+    NEXT_AGENT_NOT_FOUND = "NextAgentNotFound"
+    NEXT_AGENT_DISABLED = "NextAgentDisabled"
+    DUPLICATE_TRIGGER_NAME = "DuplicateTriggerName"
+    AGENT_DISABLED = "AgentDisabled"
+
+    # AgentJob lifecycle.
+    CREATED = "Created"
+    WAITING_FOR_DEPENDENCIES = "WaitingForDependencies"
+    DEPENDENCY_NOT_FOUND = "DependencyNotFound"
+    JOB_CREATED = "JobCreated"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "ContainerFailed"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    AGENT_NOT_FOUND = "AgentNotFound"
+    AGENT_NOT_ENABLED = "AgentNotEnabled"
+    PROMPT_RENDER_FAILED = "PromptRenderFailed"
+    OUTPUT_LOST = "OutputLost"
+    COMPLETION_MARKER_MISSING = "CompletionMarkerMissing"
+    SKIPPED = "Skipped"
+
+    # Chain decisions recorded on jobs.
+    LOOP_DETECTED = "LoopDetected"
+    MAX_CHAIN_DEPTH_EXCEEDED = "MaxChainDepthExceeded"
+    CHAIN_STOPPED = "ChainStopped"
+    CHAIN_NOTIFY = "ChainFailureNotified"
+    CHILD_SPAWNED = "ChildSpawned"
+    CHAIN_COMPLETE = "ChainComplete"
+
+    @classmethod
+    def all(cls) -> list[str]:
+        return sorted(v for k, v in vars(cls).items() if k.isupper() and isinstance(v, str))
+
+
+class Condition(KubeModel):
+    type: str
+    status: ConditionStatus
+    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)
+    message: str = Field(default="", max_length=32768)
+    last_transition_time: dt.datetime | None = None
+    observed_generation: int | None = Field(default=None, ge=0)
+
+
+def set_condition(conditions: list[Condition], new: Condition, now: dt.datetime) -> list[Condition]:
+    """Return conditions with ``new`` merged in, keeping the transition time stable.
+
+    As in apimachinery's ``meta.SetStatusCondition``: the time only moves when
+    the status itself changes, so watchers can tell flapping from re-asserting.
+    """
+    out: list[Condition] = []
+    replaced = False
+    for old in conditions:
+        if old.type != new.type:
+            out.append(old)
+            continue
+        replaced = True
+        moved = old.status != new.status
+        when = now if moved or old.last_transition_time is None else old.last_transition_time
+        out.append(new.model_copy(update={"last_transition_time": when}))
+    if not replaced:
+        out.append(new.model_copy(update={"last_transition_time": now}))
+    return out
