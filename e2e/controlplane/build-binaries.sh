@@ -21,6 +21,20 @@ export GOPATH="${GOPATH:-$HOME/go}"
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
 
+# One build at a time per cache: concurrent test sessions must not clobber each
+# other's half-built output.
+mkdir -p "$cache"
+exec 9>"$cache/.build.lock"
+if ! flock -n 9; then
+  log "another build holds $cache/.build.lock; waiting for it"
+  flock 9
+fi
+
+# Never pipe a binary into `grep -q`: grep exits at the first match, the binary
+# gets SIGPIPE, and pipefail turns a correct version into a failed check.
+reports() { local out; out="$("$@" 2>/dev/null || true)"; [[ "$out" == *"$REPLY_WANT"* ]]; }
+has_version() { REPLY_WANT="$1"; shift; reports "$@"; }
+
 k8s_dir="$cache/bin/kubernetes-$KUBERNETES_VERSION"
 etcd_dir="$cache/bin/etcd-$ETCD_VERSION"
 helm_dir="$cache/bin/helm-$HELM_VERSION"
@@ -28,17 +42,17 @@ helm_dir="$cache/bin/helm-$HELM_VERSION"
 k8s_ok() {
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
     [[ -x "$k8s_dir/$b" ]] || return 1
-    "$k8s_dir/$b" --version 2>/dev/null | grep -qx "Kubernetes $KUBERNETES_VERSION" || return 1
+    has_version "Kubernetes $KUBERNETES_VERSION" "$k8s_dir/$b" --version || return 1
   done
-  [[ -x "$k8s_dir/kubectl" ]] && "$k8s_dir/kubectl" version --client 2>/dev/null | grep -q "$KUBERNETES_VERSION"
+  [[ -x "$k8s_dir/kubectl" ]] && has_version "$KUBERNETES_VERSION" "$k8s_dir/kubectl" version --client
 }
 
 etcd_ok() {
-  [[ -x "$etcd_dir/etcd" ]] && "$etcd_dir/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}"
+  [[ -x "$etcd_dir/etcd" ]] && has_version "etcd Version: ${ETCD_VERSION#v}" "$etcd_dir/etcd" --version
 }
 
 helm_ok() {
-  [[ -x "$helm_dir/helm" ]] && "$helm_dir/helm" version --short 2>/dev/null | grep -q "^$HELM_VERSION"
+  [[ -x "$helm_dir/helm" ]] && has_version "$HELM_VERSION" "$helm_dir/helm" version --short
 }
 
 build_kubernetes() {

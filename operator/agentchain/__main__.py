@@ -32,7 +32,7 @@ def _run(args: argparse.Namespace) -> int:
 def _crds(args: argparse.Namespace) -> int:
     from agentchain import crdgen
 
-    return crdgen.main(["--output", args.output, "--docs", args.docs])
+    return crdgen.main(["--crds-dir", args.output, "--reference", args.docs])
 
 
 def _demo_agent(rest: list[str]) -> int:

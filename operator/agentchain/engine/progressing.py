@@ -51,7 +51,14 @@ async def progress_locked(rt: Runtime, obj: Obj, *, ended_at: float | None = Non
         return
     namespace = obj["metadata"]["namespace"]
     agents = await records.agents_in(namespace)
-    decision = chains.next_step(_finished(obj, agents), _infos(agents), _limits(rt))
+    try:
+        finished = _finished(obj, agents)
+    except chains.ChainMetadataError as exc:
+        # Without readable chain metadata there is no chain to continue or complete.
+        entry = {"action": "none", "reason": Reason.INVALID_CHAIN_METADATA, "message": str(exc)}
+        await records.patch(obj, {"next": [entry], "chainComplete": True})
+        return
+    decision = chains.next_step(finished, _infos(agents), _limits(rt))
     await _apply(rt, obj, decision, agents, ended_at)
 
 

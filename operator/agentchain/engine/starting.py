@@ -39,7 +39,13 @@ async def _start_locked(rt: Runtime, obj: Obj) -> None:
     job = records.parse(obj)
     if is_terminal(job.status):
         return
-    pos = records.position(obj)
+    try:
+        pos = records.position(obj)
+    except chains.ChainMetadataError as exc:
+        from agentchain.engine import finishing
+
+        await finishing.record_failure(rt, obj, Reason.INVALID_CHAIN_METADATA, str(exc))
+        return
     if job.status.chain_id is None:
         await _init_status(obj, job, pos)
     annotations = obj["metadata"].get("annotations") or {}
@@ -61,6 +67,17 @@ async def _start_locked(rt: Runtime, obj: Obj) -> None:
 
 async def _init_status(obj: Obj, job: AgentJob, pos: chains.ChainPosition) -> None:
     parent = (obj["metadata"].get("annotations") or {}).get(models.PARENT_JOB)
+    if models.CHAIN_ID not in (obj["metadata"].get("annotations") or {}):
+        # A root job: its chain metadata goes on the object too, so that
+        # `kubectl get agentjobs -l labrats.work/chain-id=<id>` lists it.
+        namespace, name = records.name_of(obj)
+        await resources.patch_metadata(
+            namespace,
+            resources.AGENTJOBS,
+            name,
+            labels=chains.position_labels(pos, job.spec.agent_role),
+            annotations=chains.position_annotations(pos, None),
+        )
     await records.patch(
         obj,
         {

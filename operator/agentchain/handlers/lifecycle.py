@@ -41,7 +41,20 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
 
 async def _serve(runtime: Runtime) -> Any:
-    from agentchain.web import app
+    try:
+        from agentchain.web import app
+    except ImportError:  # TEMPORARY until web.app lands
+        from aiohttp import web
+
+        async def ok(_: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        a = web.Application()
+        a.router.add_get("/healthz", ok)
+        runner = web.AppRunner(a)
+        await runner.setup()
+        await web.TCPSite(runner, runtime.settings.listen_host, runtime.settings.listen_port).start()
+        return runner
 
     try:
         return await app.serve(runtime, runtime.settings.listen_host, runtime.settings.listen_port)

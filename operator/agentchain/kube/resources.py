@@ -89,3 +89,18 @@ async def patch_status(namespace: str, plural: str, name: str, status: Obj) -> O
             return None
         raise
     return obj
+
+
+async def patch_metadata(
+    namespace: str, plural: str, name: str, *, labels: Obj, annotations: Obj
+) -> Obj | None:
+    body = {"metadata": {"labels": labels, "annotations": annotations}}
+    try:
+        obj: Obj = await call(
+            custom().patch_namespaced_custom_object, GROUP, VERSION, namespace, plural, name, body
+        )
+    except ApiException as exc:
+        if not_found(exc):
+            return None
+        raise
+    return obj

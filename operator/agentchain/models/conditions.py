@@ -47,6 +47,7 @@ class Reason:
     OUTPUT_LOST = "OutputLost"
     COMPLETION_MARKER_MISSING = "CompletionMarkerMissing"
     SKIPPED = "Skipped"
+    INVALID_CHAIN_METADATA = "InvalidChainMetadata"
 
     # Chain decisions recorded on jobs.
     LOOP_DETECTED = "LoopDetected"

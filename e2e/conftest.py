@@ -1,0 +1,105 @@
+"""pytest wiring for the end-to-end suite: one cluster per session, one namespace per test.
+
+Starting a control plane costs seconds, a namespace costs milliseconds, so the cluster is
+session-scoped and isolation between tests comes from namespaces. Everything under
+``e2e/`` is marked ``e2e`` here, so ``pytest -m e2e`` (or ``-m 'not e2e'``) selects
+the suite without each test having to remember the marker.
+
+The session's workdir is created here rather than inside ``cluster()`` because only
+pytest knows whether a test failed: after a failed run the workdir (with every
+component's log) is kept and named in the terminal summary; after a clean run it goes.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import kubernetes
+import pytest
+
+from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir
+
+E2E_DIR = Path(__file__).resolve().parent
+NAMESPACE_READY_TIMEOUT_SECONDS = 30.0
+_KEPT_WORKDIR = pytest.StashKey[Path]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # This hook sees the whole session's items; mark only the ones under e2e/.
+    for item in items:
+        if item.path.is_relative_to(E2E_DIR):
+            item.add_marker(pytest.mark.e2e)
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    kept = config.stash.get(_KEPT_WORKDIR, None)
+    if kept is not None:
+        terminalreporter.write_line(f"[agentchain] cluster logs kept in {kept / 'logs'}")
+
+
+@pytest.fixture(scope="session")
+def cluster_info(request: pytest.FixtureRequest) -> Iterator[ClusterInfo]:
+    """The session's cluster: a local control plane, node and Redis, or KUBECONFIG's."""
+    workdir = make_workdir()
+    # Kept until proven clean: a failed start-up or teardown leaves it in place too.
+    request.config.stash[_KEPT_WORKDIR] = workdir
+    with cluster(workdir) as info:
+        yield info
+    if request.session.testsfailed == 0:
+        del request.config.stash[_KEPT_WORKDIR]
+    finish_workdir(workdir, succeeded=request.session.testsfailed == 0)
+
+
+@pytest.fixture(scope="session")
+def kube_api(cluster_info: ClusterInfo) -> Iterator[kubernetes.client.ApiClient]:
+    """A synchronous Kubernetes API client with the admin kubeconfig."""
+    loader = kubernetes.config.new_client_from_config
+    api: kubernetes.client.ApiClient = loader(config_file=str(cluster_info.kubeconfig))  # type: ignore[no-untyped-call]
+    with api:
+        yield api
+
+
+def _namespace_name(test_name: str) -> str:
+    # DNS-1123 label: lowercase alphanumerics and '-', at most 63 characters.
+    slug = re.sub(r"[^a-z0-9]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"e2e-{slug}-{secrets.token_hex(3)}"
+
+
+def _wait_for_default_service_account(core: kubernetes.client.CoreV1Api, name: str) -> None:
+    # The API server refuses pods until the namespace's ServiceAccount exists.
+    deadline = time.monotonic() + NAMESPACE_READY_TIMEOUT_SECONDS
+    while True:
+        try:
+            core.read_namespaced_service_account("default", name)
+            return
+        except kubernetes.client.ApiException as error:
+            if error.status != 404 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def namespace(
+    kube_api: kubernetes.client.ApiClient, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh namespace for one test, deleted (not awaited) afterwards."""
+    core = kubernetes.client.CoreV1Api(kube_api)
+    name = _namespace_name(request.node.name)
+    labels = {"app.kubernetes.io/part-of": "agentchain-e2e"}
+    body = kubernetes.client.V1Namespace(
+        metadata=kubernetes.client.V1ObjectMeta(name=name, labels=labels)
+    )
+    core.create_namespace(body)
+    _wait_for_default_service_account(core, name)
+    yield name
+    try:
+        core.delete_namespace(name)
+    except kubernetes.client.ApiException as error:
+        if error.status != 404:
+            raise

@@ -1,0 +1,391 @@
+"""A real Kubernetes control plane on loopback, or an existing cluster, plus Redis.
+
+There is no Docker engine here, so kind cannot run; the e2e suite and the demo run on
+the real upstream binaries instead (SPEC §9): etcd, kube-apiserver,
+kube-controller-manager (only the controllers agentchain relies on) and kube-scheduler,
+plus the local node that stands in for the kubelet, and Debian's redis-server.
+
+``cluster()`` is one context manager so that every caller (the pytest session fixture,
+``python -m e2e.controlplane up``, a test that needs a private cluster) gets the same
+order of start-up and the exact reverse on the way down: every component is pushed onto
+an ExitStack the moment it starts, so a failure half-way stops what already runs.
+Each wait watches the components started so far, so a crashed apiserver is reported
+with its log tail at once instead of as a timeout.
+
+The same suite must run unchanged on kind or any cluster: when a kubeconfig is named in
+the environment the control plane and the node are skipped and only Redis is started;
+``ClusterInfo.local`` tells a test whether host-side checks (``/proc``) make sense.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import kubernetes
+import yaml
+
+from e2e.controlplane import certs, processes
+from e2e.controlplane.processes import ManagedProcess
+from e2e.controlplane.redisserver import RedisServer
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = Path(__file__).with_name("build-binaries.sh")
+LOCALNODE_SOURCE = Path(__file__).with_name("localnode.py")
+NODE_NAME = "agentchain-local"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"
+# Generous: two shared cores, often busy with a Go build while tests start.
+STARTUP_TIMEOUT_SECONDS = 120.0
+# Controllers the product and its tests rely on (names as kube-controller-manager v1.34
+# spells them). root-ca-certificate-publisher puts kube-root-ca.crt in every namespace,
+# which pods' projected service-account volumes reference.
+CONTROLLERS = (
+    "job-controller",
+    "garbage-collector-controller",
+    "ttl-after-finished-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+)
+
+
+class HarnessError(RuntimeError):
+    """The harness cannot provide a cluster (missing binary, module or kubeconfig)."""
+
+
+class KubectlError(subprocess.CalledProcessError):
+    """A failed kubectl call whose message includes what kubectl printed."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\nstdout: {self.stdout}\nstderr: {self.stderr}"
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """How to reach a running cluster and its Redis."""
+
+    kubeconfig: Path  # admin kubeconfig
+    server: str  # https://127.0.0.1:PORT
+    redis_url: str  # redis://127.0.0.1:PORT/0
+    workdir: Path
+    local: bool  # False when an existing cluster (kind) is used
+    bin_dir: Path | None  # dir with kubectl (None: kubectl from PATH)
+
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster; raise KubectlError on failure if ``check``."""
+        exe = str(self.bin_dir / "kubectl") if self.bin_dir else "kubectl"
+        argv = [exe, "--kubeconfig", str(self.kubeconfig), *args]
+        result = subprocess.run(
+            argv, input=input, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise KubectlError(result.returncode, argv, result.stdout, result.stderr)
+        return result
+
+
+def say(message: str) -> None:
+    """A progress line on stderr, so a slow start-up shows where it is."""
+    print(f"[agentchain] {message}", file=sys.stderr, flush=True)
+
+
+def make_workdir() -> Path:
+    """A fresh directory under $AGENTCHAIN_E2E_WORKDIR (or the system temp dir)."""
+    base = os.environ.get("AGENTCHAIN_E2E_WORKDIR") or None
+    if base:
+        Path(base).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="agentchain-e2e-", dir=base))
+
+
+def finish_workdir(workdir: Path, succeeded: bool) -> None:
+    """Remove ``workdir`` after a clean run; keep it (and say where) otherwise."""
+    if succeeded and os.environ.get("AGENTCHAIN_KEEP_WORKDIR") != "1":
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        say(f"kept {workdir}; component logs are in {workdir / 'logs'}")
+
+
+def existing_kubeconfig() -> Path | None:
+    """The kubeconfig of an existing cluster named by the environment, if any."""
+    named = os.environ.get("AGENTCHAIN_E2E_KUBECONFIG")
+    if not named and os.environ.get("AGENTCHAIN_E2E_USE_KUBECONFIG") == "1":
+        named = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+        named = named or str(Path.home() / ".kube" / "config")
+    return Path(named).expanduser() if named else None
+
+
+@contextlib.contextmanager
+def cluster(workdir: Path | None = None) -> Iterator[ClusterInfo]:
+    """A local control plane with a node and Redis, or an existing cluster with Redis.
+
+    A ``workdir`` given by the caller belongs to the caller and is never removed; one
+    created here is removed after a clean exit unless AGENTCHAIN_KEEP_WORKDIR=1.
+    """
+    owned = workdir is None
+    path = make_workdir() if workdir is None else workdir
+    path.mkdir(parents=True, exist_ok=True)
+    succeeded = False
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.callback(say, "all components stopped")
+            kubeconfig = existing_kubeconfig()
+            if kubeconfig is not None:
+                info = _use_existing(stack, path, kubeconfig)
+            else:
+                info = _start_local(stack, path)
+            yield info
+            say("stopping the cluster")
+        succeeded = True
+    finally:
+        if owned or not succeeded:
+            finish_workdir(path, succeeded and owned)
+
+
+def _use_existing(stack: contextlib.ExitStack, workdir: Path, kubeconfig: Path) -> ClusterInfo:
+    if not kubeconfig.is_file():
+        raise HarnessError(f"kubeconfig {kubeconfig} (from the environment) does not exist")
+    config = yaml.safe_load(kubeconfig.read_text())
+    context = next(c for c in config["contexts"] if c["name"] == config["current-context"])
+    entry = next(c for c in config["clusters"] if c["name"] == context["context"]["cluster"])
+    server = str(entry["cluster"]["server"])
+    say(f"using the existing cluster at {server} (kubeconfig {kubeconfig})")
+    redis = _start_redis(stack, workdir)
+    return ClusterInfo(kubeconfig, server, redis.url, workdir, local=False, bin_dir=None)
+
+
+def _start_local(stack: contextlib.ExitStack, workdir: Path) -> ClusterInfo:
+    k8s_dir, etcd_dir = find_binaries()
+    pki = certs.generate(workdir / "pki")
+    etcd = _start_etcd(stack, etcd_dir, workdir)
+    server, apiserver = _start_apiserver(stack, k8s_dir, workdir, pki, etcd)
+    kubeconfig = write_kubeconfig(workdir / "admin.kubeconfig", server, pki)
+    control_plane = [etcd[1], apiserver]
+    control_plane.append(_start_controller_manager(stack, k8s_dir, workdir, pki, kubeconfig))
+    control_plane.append(_start_scheduler(stack, k8s_dir, workdir, kubeconfig))
+    _ready("the default ServiceAccount", _service_account_check(kubeconfig), control_plane)
+    if os.environ.get("AGENTCHAIN_E2E_NO_NODE") == "1":
+        say("AGENTCHAIN_E2E_NO_NODE=1: no local node; pods will stay Pending")
+    else:
+        _start_local_node(stack, workdir, pki, kubeconfig, control_plane)
+    redis = _start_redis(stack, workdir)
+    return ClusterInfo(kubeconfig, server, redis.url, workdir, local=True, bin_dir=k8s_dir)
+
+
+def find_binaries() -> tuple[Path, Path]:
+    """(Kubernetes bin dir, etcd bin dir), built by build-binaries.sh unless cached."""
+    say("locating control-plane binaries (builds them on first use; cold build ~30 min)")
+    # The script serialises concurrent sessions itself (flock on its cache). stderr is
+    # inherited so the build's own progress lines stay visible.
+    result = subprocess.run(
+        ["bash", str(BUILD_SCRIPT), "all"], stdout=subprocess.PIPE, text=True, check=False
+    )
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise HarnessError(f"{BUILD_SCRIPT} failed with code {result.returncode}")
+    k8s_dir, etcd_dir, *_ = lines[-1].split(":")
+    return Path(k8s_dir), Path(etcd_dir)
+
+
+def _launch(
+    stack: contextlib.ExitStack,
+    name: str,
+    argv: list[str],
+    workdir: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> ManagedProcess:
+    say(f"starting {name}…")
+    process = processes.start(name, argv, workdir, env=env, cwd=cwd)
+    stack.callback(process.stop)
+    return process
+
+
+def _ready(what: str, check: Callable[[], bool], watch: list[ManagedProcess]) -> None:
+    seconds = processes.wait_for(check, what=what, timeout=STARTUP_TIMEOUT_SECONDS, watch=watch)
+    say(f"{what} ready in {seconds:.1f}s")
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
+            return bool(response.status == 200)
+    except urllib.error.HTTPError as error:
+        error.close()  # an unread error body would otherwise leak its socket
+        return False
+    except OSError:
+        return False
+
+
+def _start_etcd(
+    stack: contextlib.ExitStack, etcd_dir: Path, workdir: Path
+) -> tuple[str, ManagedProcess]:
+    client = f"http://127.0.0.1:{processes.free_port()}"
+    peer = f"http://127.0.0.1:{processes.free_port()}"
+    argv = [
+        str(etcd_dir / "etcd"), "--name=agentchain", f"--data-dir={workdir / 'etcd'}",
+        f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=agentchain={peer}",
+        # Test data is disposable; fsync would make every write wait for the disk.
+        "--unsafe-no-fsync",
+    ]  # fmt: skip
+    etcd = _launch(stack, "etcd", argv, workdir)
+    _ready("etcd", lambda: _http_ok(f"{client}/health"), [etcd])
+    return client, etcd
+
+
+def _start_apiserver(
+    stack: contextlib.ExitStack,
+    k8s_dir: Path,
+    workdir: Path,
+    pki: certs.Pki,
+    etcd: tuple[str, ManagedProcess],
+) -> tuple[str, ManagedProcess]:
+    port = processes.free_port()
+    argv = [
+        str(k8s_dir / "kube-apiserver"), f"--etcd-servers={etcd[0]}",
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
+        f"--cert-dir={workdir / 'apiserver'}",
+        f"--tls-cert-file={pki.apiserver.cert}", f"--tls-private-key-file={pki.apiserver.key}",
+        f"--client-ca-file={pki.ca.cert}", "--authorization-mode=RBAC",
+        f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+        f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
+        f"--service-account-key-file={pki.service_account_pub}",
+        f"--service-account-signing-key-file={pki.service_account_key}",
+        "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+        "--kubelet-preferred-address-types=InternalIP",
+        f"--kubelet-client-certificate={pki.kubelet_client.cert}",
+        f"--kubelet-client-key={pki.kubelet_client.key}",
+        f"--kubelet-certificate-authority={pki.ca.cert}",
+        # The 'kubernetes' Service cannot have a loopback endpoint; nothing here needs it.
+        "--endpoint-reconciler-type=none",
+    ]  # fmt: skip
+    apiserver = _launch(stack, "kube-apiserver", argv, workdir)
+    server = f"https://127.0.0.1:{port}"
+    context = ssl.create_default_context(cafile=str(pki.ca.cert))
+    context.load_cert_chain(pki.admin.cert, pki.admin.key)
+    _ready("kube-apiserver", lambda: _http_ok(f"{server}/readyz", context), [etcd[1], apiserver])
+    return server, apiserver
+
+
+def write_kubeconfig(path: Path, server: str, pki: certs.Pki) -> Path:
+    """An admin kubeconfig (client cert in system:masters) for ``server``."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "agentchain", "cluster": {
+            "server": server, "certificate-authority": str(pki.ca.cert)}}],
+        "users": [{"name": certs.ADMIN_USER, "user": {
+            "client-certificate": str(pki.admin.cert), "client-key": str(pki.admin.key)}}],
+        "contexts": [{"name": "agentchain", "context": {
+            "cluster": "agentchain", "user": certs.ADMIN_USER, "namespace": "default"}}],
+        "current-context": "agentchain",
+    }  # fmt: skip
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+def _start_controller_manager(
+    stack: contextlib.ExitStack, k8s_dir: Path, workdir: Path, pki: certs.Pki, kubeconfig: Path
+) -> ManagedProcess:
+    argv = [
+        str(k8s_dir / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
+        f"--controllers={','.join(CONTROLLERS)}",
+        f"--service-account-private-key-file={pki.service_account_key}",
+        f"--root-ca-file={pki.ca.cert}",
+        "--leader-elect=false", "--use-service-account-credentials=false",
+        # No health endpoint needed (readiness is observed through the API), and a fixed
+        # default port would collide between two clusters on one machine.
+        "--secure-port=0",
+    ]  # fmt: skip
+    return _launch(stack, "kube-controller-manager", argv, workdir)
+
+
+def _start_scheduler(
+    stack: contextlib.ExitStack, k8s_dir: Path, workdir: Path, kubeconfig: Path
+) -> ManagedProcess:
+    argv = [
+        str(k8s_dir / "kube-scheduler"), f"--kubeconfig={kubeconfig}",
+        "--leader-elect=false", "--secure-port=0",
+    ]  # fmt: skip
+    return _launch(stack, "kube-scheduler", argv, workdir)
+
+
+def _api_client(kubeconfig: Path) -> kubernetes.client.ApiClient:
+    # The kubernetes package ships no annotations for its config loaders.
+    loader = kubernetes.config.new_client_from_config
+    client: kubernetes.client.ApiClient = loader(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+    return client
+
+
+def _service_account_check(kubeconfig: Path) -> Callable[[], bool]:
+    # Pods are refused until their namespace's ServiceAccount exists, so this also tells
+    # that kube-controller-manager runs.
+    def check() -> bool:
+        with _api_client(kubeconfig) as api:
+            try:
+                kubernetes.client.CoreV1Api(api).read_namespaced_service_account(
+                    "default", "default"
+                )
+            except kubernetes.client.ApiException:
+                return False
+            return True
+
+    return check
+
+
+def _node_ready_check(kubeconfig: Path) -> Callable[[], bool]:
+    def check() -> bool:
+        with _api_client(kubeconfig) as api:
+            try:
+                node = kubernetes.client.CoreV1Api(api).read_node(NODE_NAME)
+            except kubernetes.client.ApiException:
+                return False
+        conditions = (node.status.conditions if node.status else None) or []
+        return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+    return check
+
+
+def _start_local_node(
+    stack: contextlib.ExitStack,
+    workdir: Path,
+    pki: certs.Pki,
+    kubeconfig: Path,
+    control_plane: list[ManagedProcess],
+) -> None:
+    if not LOCALNODE_SOURCE.is_file():
+        raise HarnessError(
+            f"the local node ({LOCALNODE_SOURCE}) is missing, so pods cannot run; "
+            "set AGENTCHAIN_E2E_NO_NODE=1 to start the control plane without a node"
+        )
+    argv = [
+        sys.executable, "-m", "e2e.controlplane.localnode", "--kubeconfig", str(kubeconfig),
+        "--node-name", NODE_NAME, "--state-dir", str(workdir / "node"),
+        "--port", str(processes.free_port()),
+        "--tls-cert", str(pki.node.cert), "--tls-key", str(pki.node.key),
+        "--client-ca", str(pki.ca.cert),
+    ]  # fmt: skip
+    pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    node = _launch(stack, "localnode", argv, workdir, env=env, cwd=REPO_ROOT)
+    _ready(f"node {NODE_NAME}", _node_ready_check(kubeconfig), [*control_plane, node])
+
+
+def _start_redis(stack: contextlib.ExitStack, workdir: Path) -> RedisServer:
+    say("starting redis-server…")
+    # Its log lands next to the other components' logs.
+    return stack.enter_context(RedisServer(workdir / "logs"))

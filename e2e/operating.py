@@ -1,0 +1,177 @@
+"""Running the operator for end-to-end tests (and the demo) as a user would.
+
+The operator is a subprocess (``python -m agentchain run``) so a test can
+SIGKILL it at any instant and start it again.  It authenticates with a token
+of its own ServiceAccount, bound to the chart's ClusterRole rules
+(``charts/agentchain/files/rbac-rules.yaml``), never with the admin
+certificate: a missing permission fails the suite exactly as it would in a
+production cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from e2e.controlplane import processes
+from e2e.controlplane.cluster import ClusterInfo
+
+ROOT = Path(__file__).resolve().parent.parent
+SYSTEM_NAMESPACE = "agentchain-system"
+SERVICE_ACCOUNT = "agentchain-operator"
+RULES_FILE = ROOT / "charts" / "agentchain" / "files" / "rbac-rules.yaml"
+
+
+def rbac_manifests() -> list[dict[str, object]]:
+    rules = yaml.safe_load(RULES_FILE.read_text())
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": SERVICE_ACCOUNT, "namespace": SYSTEM_NAMESPACE},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "agentchain-operator"},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "agentchain-operator"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "agentchain-operator",
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": SYSTEM_NAMESPACE}
+            ],
+        },
+    ]
+
+
+def install(info: ClusterInfo) -> None:
+    """CRDs and the operator's RBAC, applied with the admin kubeconfig."""
+    info.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+    info.kubectl("wait", "--for=condition=Established", "crd/agentjobs.labrats.work",
+                 "crd/aiagents.labrats.work", "--timeout=60s")
+    docs = "\n---\n".join(yaml.safe_dump(m) for m in rbac_manifests())
+    info.kubectl("apply", "-f", "-", input=docs)
+
+
+def operator_kubeconfig(info: ClusterInfo, path: Path) -> Path:
+    """A kubeconfig holding only the operator ServiceAccount's token."""
+    token = info.kubectl(
+        "create", "token", SERVICE_ACCOUNT, "-n", SYSTEM_NAMESPACE, "--duration=24h"
+    ).stdout.strip()
+    admin = yaml.safe_load(info.kubeconfig.read_text())
+    cluster = admin["clusters"][0]["cluster"]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "e2e", "cluster": cluster}],
+        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
+        "contexts": [{"name": "operator", "context": {"cluster": "e2e", "user": SERVICE_ACCOUNT}}],
+        "current-context": "operator",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+@dataclass
+class OperatorProcess:
+    """One operator; ``start`` after ``kill`` is a restart with the same identity."""
+
+    info: ClusterInfo
+    kubeconfig: Path
+    port: int = field(default_factory=processes.free_port)
+    admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    webhook_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    extra_env: dict[str, str] = field(default_factory=dict)
+    starts: int = 0
+    process: processes.ManagedProcess | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+        env.update(
+            {
+                "KUBECONFIG": str(self.kubeconfig),
+                "AGENTCHAIN_REDIS_URL": self.info.redis_url,
+                "AGENTCHAIN_LISTEN_HOST": "127.0.0.1",
+                "AGENTCHAIN_LISTEN_PORT": str(self.port),
+                "AGENTCHAIN_API_URL": self.url,
+                "AGENTCHAIN_ADMIN_TOKENS": self.admin_token,
+                "AGENTCHAIN_WEBHOOK_SECRETS": self.webhook_secret,
+                "AGENTCHAIN_RESYNC_SECONDS": "3",
+                "AGENTCHAIN_DEFAULT_COMMAND": "agentchain,demo-agent",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        env.update(self.extra_env)
+        return env
+
+    def start(self, timeout: float = 60) -> None:
+        self.starts += 1
+        argv = [sys.executable, "-m", "agentchain", "run"]
+        name = f"operator-{self.starts}"
+        self.process = processes.start(name, argv, self.info.workdir, env=self.env())
+        processes.wait_for(
+            self._healthy, what="agentchain operator", timeout=timeout, watch=[self.process]
+        )
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL, as a crashing node or OOM would: no cleanup runs."""
+        if self.process is not None:
+            os.killpg(self.process.pid, 9)
+            self.process.popen.wait()
+            self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+
+    def log_text(self) -> str:
+        logs = sorted((self.info.workdir / "logs").glob("operator-*.log"))
+        return "\n".join(p.read_text(errors="replace") for p in logs)
+
+
+def wait_until(check: object, *, timeout: float, interval: float = 0.25, what: str = "") -> None:
+    """Poll a zero-argument callable until it returns truthy."""
+    deadline = time.monotonic() + timeout
+    last: object = None
+    while time.monotonic() < deadline:
+        last = check()  # type: ignore[operator]
+        if last:
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+def get_json(info: ClusterInfo, *args: str) -> dict[str, object]:
+    result: dict[str, object] = json.loads(info.kubectl("get", *args, "-o", "json").stdout)
+    return result

@@ -1,0 +1,207 @@
+"""The local control plane behaves like a real cluster where agentchain relies on it.
+
+Aspects covered (issue 3, "Done when"):
+* a failing batch Job ends Failed, its pod reports the real exit code, and its output
+  comes back through the API server (``kubectl logs job/...``);
+* ``activeDeadlineSeconds`` is enforced by the Job controller and the pod's process dies;
+* the garbage collector deletes a Job whose owner is deleted;
+* no process started by a cluster outlives its context (components and pods alike).
+
+Jobs are written as kind would need them (an image is named) so the same tests run on a
+cluster given by KUBECONFIG; host-side checks (``/proc``) run only on the local cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+
+from e2e.controlplane.cluster import ClusterInfo, cluster
+
+IMAGE = "busybox:1.36"
+TIMEOUT_SECONDS = 90.0
+
+
+def job_manifest(name: str, script: str, **spec: Any) -> str:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": 0,
+            **spec,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "main", "image": IMAGE, "command": ["sh", "-c", script]}
+                    ],
+                }
+            },
+        },
+    }
+    return json.dumps(job)
+
+
+def eventually(check: Callable[[], bool], what: str, timeout: float = TIMEOUT_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting until {what}")
+        time.sleep(0.2)
+
+
+def require_node(kube_api: kubernetes.client.ApiClient) -> None:
+    if not kubernetes.client.CoreV1Api(kube_api).list_node().items:
+        pytest.skip("no node registered (AGENTCHAIN_E2E_NO_NODE=1?); pods cannot run")
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    # A zombie has exited; only its parent has not collected the status yet.
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+def job_pod(info: ClusterInfo, namespace: str, job: str) -> dict[str, Any]:
+    out = info.kubectl("get", "pods", "-n", namespace, "-l", f"job-name={job}", "-o", "json")
+    pods: list[dict[str, Any]] = json.loads(out.stdout)["items"]
+    assert len(pods) == 1, pods
+    return pods[0]
+
+
+def test_failed_job_reports_exit_code_and_logs_through_the_api_server(
+    cluster_info: ClusterInfo, kube_api: kubernetes.client.ApiClient, namespace: str
+) -> None:
+    require_node(kube_api)
+    manifest = job_manifest("fails", "echo hello from job; exit 3")
+    cluster_info.kubectl("apply", "-n", namespace, "-f", "-", input=manifest)
+
+    cluster_info.kubectl(
+        "wait", "-n", namespace, "--for=condition=Failed", "job/fails", "--timeout=90s",
+        timeout=TIMEOUT_SECONDS + 10,
+    )  # fmt: skip
+
+    terminated = job_pod(cluster_info, namespace, "fails")["status"]["containerStatuses"][0]
+    assert terminated["state"]["terminated"]["exitCode"] == 3
+    logs = cluster_info.kubectl("logs", "-n", namespace, "job/fails")
+    assert logs.stdout.strip() == "hello from job"
+
+
+def test_active_deadline_fails_the_job_and_kills_its_process(
+    cluster_info: ClusterInfo, kube_api: kubernetes.client.ApiClient, namespace: str
+) -> None:
+    require_node(kube_api)
+    pid_file = cluster_info.workdir / f"{namespace}.pid" if cluster_info.local else Path("/tmp/pid")
+    # Kubernetes expands $(VAR) in commands and turns "$$" into "$", so the shell's own
+    # "$$" (its pid, which exec hands to sleep) is written "$$$$".
+    script = f"echo $$$$ > {pid_file}; exec sleep 60"
+    manifest = job_manifest("deadline", script, activeDeadlineSeconds=2)
+    cluster_info.kubectl("apply", "-n", namespace, "-f", "-", input=manifest)
+    if cluster_info.local:
+        eventually(lambda: pid_file.is_file() and pid_file.read_text().strip() != "", "pid written")
+
+    cluster_info.kubectl(
+        "wait", "-n", namespace, "--for=condition=Failed", "job/deadline", "--timeout=90s",
+        timeout=TIMEOUT_SECONDS + 10,
+    )  # fmt: skip
+
+    job = json.loads(
+        cluster_info.kubectl("get", "-n", namespace, "job/deadline", "-o", "json").stdout
+    )
+    failed = [c for c in job["status"]["conditions"] if c["type"] == "Failed"]
+    assert failed[0]["reason"] == "DeadlineExceeded"
+    if cluster_info.local:
+        pid = int(pid_file.read_text())
+        eventually(lambda: process_gone(pid), f"process {pid} is gone", timeout=15)
+
+
+def test_deleting_the_owner_garbage_collects_the_job(
+    kube_api: kubernetes.client.ApiClient, namespace: str
+) -> None:
+    core, batch = kubernetes.client.CoreV1Api(kube_api), kubernetes.client.BatchV1Api(kube_api)
+    owner = core.create_namespaced_config_map(
+        namespace,
+        kubernetes.client.V1ConfigMap(metadata=kubernetes.client.V1ObjectMeta(name="owner")),
+    )
+    assert owner.metadata is not None
+    reference = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "owner",
+        "uid": owner.metadata.uid,
+    }
+    job = json.loads(job_manifest("owned", "true", suspend=True))
+    job["metadata"]["ownerReferences"] = [reference]
+    batch.create_namespaced_job(namespace, job)
+
+    core.delete_namespaced_config_map("owner", namespace)
+
+    def job_gone() -> bool:
+        try:
+            batch.read_namespaced_job("owned", namespace)
+        except kubernetes.client.ApiException as error:
+            return bool(error.status == 404)
+        return False
+
+    eventually(job_gone, "the garbage collector deleted job/owned")
+
+
+def parents() -> dict[int, int]:
+    """pid -> parent pid of every live process."""
+    table: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue  # exited while we looked
+            table[int(entry.name)] = int(fields[1])
+    return table
+
+
+def descendants(roots: set[int]) -> set[int]:
+    """``roots`` and every live process whose parent chain leads to one of them."""
+    table = parents()
+    found, frontier = set(roots), set(roots)
+    while frontier:
+        frontier = {pid for pid, parent in table.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def children(pid: int) -> set[int]:
+    return {child for child, parent in parents().items() if parent == pid}
+
+
+def start_sleeping_pod(info: ClusterInfo) -> None:
+    info.kubectl("create", "namespace", "orphans")
+    manifest = job_manifest("sleeper", "sleep 300")
+    info.kubectl("apply", "-n", "orphans", "-f", "-", input=manifest)
+    info.kubectl(
+        "wait", "-n", "orphans", "--for=jsonpath={.status.ready}=1", "job/sleeper",
+        "--timeout=90s", timeout=TIMEOUT_SECONDS + 10,
+    )  # fmt: skip
+
+
+def test_no_process_outlives_the_cluster_context(tmp_path: Path) -> None:
+    # Only processes under children started by this context count: the session's
+    # cluster (if any) keeps running and may start processes of its own meanwhile.
+    earlier = children(os.getpid())
+    with cluster(tmp_path) as info:
+        if info.local and info.kubectl("get", "nodes", "-o", "name").stdout.strip():
+            start_sleeping_pod(info)  # a pod's process must go too, not only components
+        started = descendants(children(os.getpid()) - earlier)
+        assert started, "the cluster started no process"
+
+    left = {pid for pid in started if not process_gone(pid)}
+    assert not left, f"processes outlived the cluster: {sorted(left)}"

@@ -1,0 +1,180 @@
+"""The generated CRDs on a real API server: samples apply, bad manifests are refused clearly.
+
+Aspects covered (issue 3, "Done when", SPEC §1):
+* ``crds/`` applies and both CRDs become Established (so the schemas are structural and
+  their defaults valid: the API server refuses anything else);
+* seed 003's manifests and the AgentJob example apply unchanged, and come back with the
+  schema's defaults filled in and still parse with the models;
+* ``condition: sometimes`` and a missing ``triggerName`` are refused with the API server's
+  human-readable messages, asserted word for word, and nothing is created;
+* ``kubectl get`` shows the printer columns, reading the status subresource, and the short
+  names and the ``ai`` category resolve.
+
+Namespaced samples go into the test's namespace; the one sample that names ``ai-agents``
+goes there (created if absent, removed again if this test created it).  The CRDs stay
+installed: other tests need them, and deleting a CRD deletes every object of its kind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentchain.models import aiagent
+from e2e.controlplane.cluster import ClusterInfo
+
+ROOT = Path(__file__).resolve().parents[1]
+CRDS = ROOT / "crds"
+SAMPLES = ROOT / "config" / "samples"
+TRIAGE = SAMPLES / "labrats.work_v1alpha1_aiagent_triage.yaml"
+SEED_NAMESPACE = "ai-agents"
+CRD_NAMES = ("crd/aiagents.labrats.work", "crd/agentjobs.labrats.work")
+
+
+@pytest.fixture
+def crds(cluster_info: ClusterInfo) -> ClusterInfo:
+    cluster_info.kubectl("apply", "-f", str(CRDS))
+    cluster_info.kubectl("wait", "--for=condition=Established", "--timeout=60s", *CRD_NAMES)
+    return cluster_info
+
+
+@pytest.fixture
+def seed_namespace(crds: ClusterInfo) -> Iterator[str]:
+    """``ai-agents``, which seed 003's first example names; removed if created here."""
+    existed = crds.kubectl("get", "namespace", SEED_NAMESPACE, check=False).returncode == 0
+    if not existed:
+        crds.kubectl("create", "namespace", SEED_NAMESPACE)
+    yield SEED_NAMESPACE
+    crds.kubectl("delete", "-f", str(TRIAGE), "--ignore-not-found", "--wait=false")
+    if not existed:
+        crds.kubectl("delete", "namespace", SEED_NAMESPACE, "--wait=false")
+
+
+def namespaced_samples() -> list[Path]:
+    return sorted(p for p in SAMPLES.glob("*.yaml") if p != TRIAGE)
+
+
+def get_json(kube: ClusterInfo, *args: str) -> Any:
+    return json.loads(kube.kubectl("get", *args, "-o", "json").stdout)
+
+
+def table(kube: ClusterInfo, *args: str) -> list[list[str]]:
+    """``kubectl get`` output as rows of cells (cells here never contain spaces)."""
+    return [line.split() for line in kube.kubectl("get", *args).stdout.splitlines()]
+
+
+def test_seed_samples_apply_unchanged(
+    crds: ClusterInfo, namespace: str, seed_namespace: str
+) -> None:
+    applied = crds.kubectl("apply", "-f", str(TRIAGE)).stdout
+    for sample in namespaced_samples():
+        applied += crds.kubectl("apply", "-n", namespace, "-f", str(sample)).stdout
+    assert sorted(applied.splitlines()) == [
+        "agentjob.labrats.work/triage-manual-run created",
+        "aiagent.labrats.work/developer created",
+        "aiagent.labrats.work/issue-triage created",
+        "aiagent.labrats.work/primary-agent created",
+        "aiagent.labrats.work/reviewer created",
+        "aiagent.labrats.work/triage created",
+    ]
+    triage = get_json(crds, "aiagent", "triage", "-n", seed_namespace)
+    assert triage["spec"]["eventTriggers"][0]["next"]["failurePolicy"] == "stop"
+
+
+def test_defaults_are_filled_in_and_the_model_reads_them(crds: ClusterInfo, namespace: str) -> None:
+    crds.kubectl(
+        "apply",
+        "-n",
+        namespace,
+        "-f",
+        str(SAMPLES / "labrats.work_v1alpha1_aiagent_issue-fix-review.yaml"),
+    )
+    stored = get_json(crds, "aiagent", "developer", "-n", namespace)
+    assert stored["spec"]["enabled"] is True
+    assert stored["spec"]["eventTriggers"][0]["next"] == {
+        "agentTriggerName": "ai-reviewer",
+        "condition": "on-success",
+        "failurePolicy": "stop",
+        "contextWindow": "tail",
+    }
+    agent = aiagent.AiAgent.model_validate(stored)
+    assert agent.manual_next() == aiagent.ChainStep(agent_trigger_name="ai-reviewer")
+
+
+@pytest.mark.parametrize(
+    ("filename", "message"),
+    [
+        (
+            "aiagent_condition-sometimes.yaml",
+            'The AiAgent "invalid-condition" is invalid: '
+            'spec.eventTriggers[0].next.condition: Unsupported value: "sometimes": '
+            'supported values: "always", "on-success", "on-failure"',
+        ),
+        (
+            "aiagent_missing-triggername.yaml",
+            'The AiAgent "invalid-missing-trigger-name" is invalid: '
+            "spec.triggerName: Required value",
+        ),
+    ],
+)
+def test_invalid_manifest_is_refused_with_a_clear_message(
+    crds: ClusterInfo, namespace: str, filename: str, message: str
+) -> None:
+    refused = crds.kubectl(
+        "apply", "-n", namespace, "-f", str(SAMPLES / "invalid" / filename), check=False
+    )
+    assert refused.returncode != 0
+    assert message in refused.stderr
+    assert get_json(crds, "aiagents", "-n", namespace)["items"] == []
+
+
+def test_printer_columns_short_names_and_category(crds: ClusterInfo, namespace: str) -> None:
+    for sample in namespaced_samples():
+        crds.kubectl("apply", "-n", namespace, "-f", str(sample))
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "AgentReady",
+        "message": "ok",
+        "lastTransitionTime": "2025-01-01T00:00:00Z",
+    }
+    patch_status(crds, namespace, "aiagent/developer", {"conditions": [ready]})
+    patch_status(
+        crds,
+        namespace,
+        "agentjob/triage-manual-run",
+        {
+            "phase": "Failed",
+            "chainId": "chain-1",
+            "chainDepth": 1,
+            "parentJobId": "job-0",
+            "exitCode": 3,
+        },
+    )
+
+    agents = table(crds, "aia", "-n", namespace)
+    assert agents[0] == ["NAME", "TRIGGER", "ENABLED", "READY", "AGE"]
+    assert ["developer", "ai-developer", "true", "True"] in [row[:4] for row in agents]
+    jobs = table(crds, "aj", "-n", namespace)
+    assert jobs[0] == ["NAME", "AGENT", "PHASE", "CHAIN", "DEPTH", "PARENT", "EXIT", "AGE"]
+    assert jobs[1][:7] == ["triage-manual-run", "ai-triage", "Failed", "chain-1", "1", "job-0", "3"]
+    listed = crds.kubectl("get", "ai", "-n", namespace, "-o", "name").stdout.split()
+    assert "agentjob.labrats.work/triage-manual-run" in listed
+    assert "aiagent.labrats.work/developer" in listed
+
+
+def patch_status(kube: ClusterInfo, namespace: str, name: str, status: dict[str, Any]) -> None:
+    kube.kubectl(
+        "patch",
+        name,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )

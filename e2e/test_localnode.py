@@ -1,0 +1,240 @@
+"""The local node (kubelet stand-in) seen through the real API server, scheduler and kubectl.
+
+Aspects covered:
+- env: secretKeyRef, configMapKeyRef, fieldRef, envFrom with a prefix and `$(VAR)` in
+  `value` and in `args` reach the process; `$$(VAR)` stays literal.
+- logs through the API server (`kubectl logs`): whole log, `--tail=1`, `--limit-bytes`,
+  `--follow` ending when the container ends.
+- status: a real non-zero exit code and reason Error; a missing command ends as exit code
+  127 / ContainerCannotRun.
+- `restartPolicy: OnFailure`: a container that fails once is restarted in place and the
+  pod ends Succeeded with restartCount 1.
+- deletion: deleting a running pod kills its process and the pod disappears; a Job's
+  `activeDeadlineSeconds` (the Job controller deletes the pod) kills the process too.
+- a pod's own `activeDeadlineSeconds`: the node kills it, phase Failed, DeadlineExceeded.
+
+Tests that look at this machine's processes or files need the local node and are skipped
+on other clusters (kind); the rest run anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+
+from e2e.controlplane.cluster import ClusterInfo
+
+TIMEOUT_SECONDS = 30.0
+Pod = dict[str, Any]
+
+
+@pytest.fixture
+def local_only(cluster_info: ClusterInfo) -> None:
+    if not cluster_info.local:
+        pytest.skip("looks at local processes and files: needs the local node")
+
+
+def make_pod(name: str, script: str, **spec: Any) -> Pod:
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": "busybox:1.36",
+        "command": ["sh", "-c", script],
+    }
+    container.update(spec.pop("container", {}))
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"team": "rats"}},
+        "spec": {"restartPolicy": "Never", "containers": [container], **spec},
+    }
+
+
+def create(cluster_info: ClusterInfo, namespace: str, body: Pod) -> None:
+    cluster_info.kubectl("-n", namespace, "create", "-f", "-", input=json.dumps(body))
+
+
+def wait_for(
+    kube_api: kubernetes.client.ApiClient,
+    namespace: str,
+    name: str,
+    done: Callable[[Any], bool],
+) -> Any:
+    """Poll the pod until `done(pod)`; return it."""
+    core = kubernetes.client.CoreV1Api(kube_api)
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while True:
+        pod = core.read_namespaced_pod(name, namespace)
+        if done(pod):
+            return pod
+        assert time.monotonic() < deadline, f"pod {name} stuck: {pod.status}"
+        time.sleep(0.2)
+
+
+def finished(pod: Any) -> bool:
+    return pod.status.phase in ("Succeeded", "Failed")
+
+
+def terminated_state(pod: Any) -> Any:
+    return pod.status.container_statuses[0].state.terminated
+
+
+def test_env_reaches_the_process_and_logs_flow_through_the_api_server(
+    cluster_info: ClusterInfo, namespace: str, kube_api: kubernetes.client.ApiClient
+) -> None:
+    cluster_info.kubectl(
+        "-n", namespace, "create", "secret", "generic", "creds", "--from-literal=token=s3cr3t"
+    )
+    cluster_info.kubectl(
+        "-n", namespace, "create", "configmap", "settings", "--from-literal=mode=fast"
+    )
+    env = [
+        {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}},
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "TEAM", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['team']"}}},
+        {"name": "COMBINED", "value": "$(POD)/$(MODE)/$(CFG_mode)"},
+    ]
+    container = {
+        "env": env,
+        "envFrom": [{"configMapRef": {"name": "settings"}, "prefix": "CFG_"}],
+        "args": ["$(TOKEN)", "$$(TOKEN)"],
+    }
+    script = 'echo "arg=$0 literal=$1"; echo "team=$TEAM combined=$COMBINED"; echo last line'
+    create(cluster_info, namespace, make_pod("envpod", script, container=container))
+    pod = wait_for(kube_api, namespace, "envpod", finished)
+    assert pod.status.phase == "Succeeded"
+
+    logs = cluster_info.kubectl("-n", namespace, "logs", "envpod").stdout
+    expected = "arg=s3cr3t literal=$(TOKEN)\nteam=rats combined=envpod/fast/fast\nlast line\n"
+    assert logs == expected
+    tail = cluster_info.kubectl("-n", namespace, "logs", "envpod", "--tail=1").stdout
+    assert tail == "last line\n"
+    head = cluster_info.kubectl("-n", namespace, "logs", "envpod", "--limit-bytes=10").stdout
+    assert head == expected[:10]
+
+
+def test_follow_streams_until_the_container_ends(
+    cluster_info: ClusterInfo, namespace: str, kube_api: kubernetes.client.ApiClient
+) -> None:
+    create(cluster_info, namespace, make_pod("slow", "echo one; sleep 2; echo two"))
+    wait_for(kube_api, namespace, "slow", lambda p: p.status.phase != "Pending")
+    followed = cluster_info.kubectl("-n", namespace, "logs", "-f", "slow", timeout=20).stdout
+    assert followed == "one\ntwo\n"
+
+
+def test_exit_codes_and_a_command_that_cannot_run(
+    cluster_info: ClusterInfo, namespace: str, kube_api: kubernetes.client.ApiClient
+) -> None:
+    create(cluster_info, namespace, make_pod("fails", "echo oops; exit 3"))
+    missing = make_pod("missing", "", container={"command": ["/no/such/binary"]})
+    create(cluster_info, namespace, missing)
+
+    failed = terminated_state(wait_for(kube_api, namespace, "fails", finished))
+    assert (failed.exit_code, failed.reason) == (3, "Error")
+    cannot = wait_for(kube_api, namespace, "missing", finished)
+    assert cannot.status.phase == "Failed"
+    state = terminated_state(cannot)
+    assert (state.exit_code, state.reason) == (127, "ContainerCannotRun")
+    assert "/no/such/binary" in state.message
+
+
+@pytest.mark.usefixtures("local_only")
+def test_on_failure_restarts_in_place(
+    cluster_info: ClusterInfo,
+    namespace: str,
+    kube_api: kubernetes.client.ApiClient,
+    tmp_path: Path,
+) -> None:
+    script = "if [ -f marker ]; then echo second; exit 0; fi; touch marker; echo first; exit 1"
+    body = make_pod("flaky", script, container={"workingDir": str(tmp_path / "work")})
+    body["spec"]["restartPolicy"] = "OnFailure"
+    create(cluster_info, namespace, body)
+
+    pod = wait_for(kube_api, namespace, "flaky", finished)
+    assert pod.status.phase == "Succeeded"
+    status = pod.status.container_statuses[0]
+    assert status.restart_count == 1
+    assert status.last_state.terminated.exit_code == 1
+    assert (tmp_path / "work" / "marker").exists()
+
+
+@pytest.mark.usefixtures("local_only")
+def test_deleting_a_running_pod_kills_its_process(
+    cluster_info: ClusterInfo,
+    namespace: str,
+    kube_api: kubernetes.client.ApiClient,
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "pid"
+    # `$$$$` is the shell's `$$` once Kubernetes has unescaped `$$` to `$`.
+    script = f"echo $$$$ > {pid_file}; exec sleep 300"
+    create(cluster_info, namespace, make_pod("sleeper", script))
+    wait_for(kube_api, namespace, "sleeper", lambda p: p.status.phase == "Running")
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    pid = int(pid_file.read_text())
+
+    cluster_info.kubectl("-n", namespace, "delete", "pod", "sleeper", "--wait=true")
+    assert not process_alive(pid)
+
+
+@pytest.mark.usefixtures("local_only")
+def test_pod_active_deadline_is_enforced_by_the_node(
+    cluster_info: ClusterInfo,
+    namespace: str,
+    kube_api: kubernetes.client.ApiClient,
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "pid"
+    body = make_pod("late", f"echo $$$$ > {pid_file}; exec sleep 60", activeDeadlineSeconds=1)
+    create(cluster_info, namespace, body)
+
+    pod = wait_for(kube_api, namespace, "late", finished)
+    assert (pod.status.phase, pod.status.reason) == ("Failed", "DeadlineExceeded")
+    assert not process_alive(int(pid_file.read_text()))
+
+
+@pytest.mark.usefixtures("local_only")
+def test_job_deadline_deletes_the_pod_and_its_process(
+    cluster_info: ClusterInfo, namespace: str, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    template = make_pod("unused", f"echo $$$$ > {pid_file}; exec sleep 60")
+    template = {"spec": template["spec"]}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "slowjob"},
+        "spec": {
+            "activeDeadlineSeconds": 2,
+            "backoffLimit": 0,
+            "template": template,
+        },
+    }
+    create(cluster_info, namespace, job)
+    cluster_info.kubectl(
+        "-n", namespace, "wait", "job/slowjob", "--for=condition=Failed", "--timeout=30s"
+    )
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while process_alive(int(pid_file.read_text())):
+        assert time.monotonic() < deadline, "the Job's process outlived its deadline"
+        time.sleep(0.1)
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers signal 0; it is dead for our purpose.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(") ")[-1][:1] != "Z"

@@ -1,0 +1,124 @@
+"""Deterministic names for everything the operator creates.
+
+Exactly-once creation (SPEC §2) rests on names: the operator never asks "did I
+already create this?", it derives the one name the object must have and lets
+``AlreadyExists`` mean done.  So every name here is a pure function of what
+identifies the object (the parent and the step, the agent and the seed), never
+of time or randomness.
+
+Every name is a DNS-1123 *label* (lowercase alphanumerics and ``-``, starting and
+ending alphanumeric, at most 63 characters).  That is stricter than the
+subdomain rule most kinds need, but a label is valid everywhere a name goes:
+as a Job name (whose ``job-name`` label must be ≤ 63), as a label value, and as
+a pod-name prefix.  Names lead with a readable slug of the agent and end with a
+short SHA-256 digest of the identifying parts, JSON-encoded so the parts can
+never run into each other (``("ab", "c")`` and ``("a", "bc")`` hash differently),
+with a domain word (``"child"``, ``"root"``...) so the kinds of name never share
+a digest.  The digest makes distinct inputs give distinct names with
+overwhelming probability (48 bits per name; truncation makes exact injectivity
+impossible in 63 characters, and only someone able to create AgentJobs in the
+namespace could craft a collision on purpose).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+MAX_NAME_LENGTH = 63
+"""Kubernetes label values and the ``job-name`` label cap names at 63 characters."""
+
+MAX_CHAIN_ID_LENGTH = 40
+NAME_DIGEST_LENGTH = 12
+"""Hex digits of SHA-256 in generated names: 48 bits, short enough to leave room to read."""
+
+CHAIN_ID_DIGEST_LENGTH = 20
+TOKEN_SECRET_SUFFIX = "-token"
+FALLBACK_PREFIX = "agent"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_NOT_LABEL_CHARS = re.compile(r"[^-a-z0-9]+")
+
+
+def is_dns_label(name: str) -> bool:
+    """Whether ``name`` is a DNS-1123 label of at most 63 characters."""
+    return len(name) <= MAX_NAME_LENGTH and _DNS_LABEL.fullmatch(name) is not None
+
+
+def is_label_value(value: str) -> bool:
+    """Whether ``value`` is a valid Kubernetes label value (may be empty)."""
+    return len(value) <= MAX_NAME_LENGTH and _LABEL_VALUE.fullmatch(value) is not None
+
+
+def child_name(parent_name: str, agent: str) -> str:
+    """The AgentJob a chain step from ``parent_name`` to ``agent`` creates.
+
+    Unique per (parent, agent): a resync or a restarted operator re-deriving the
+    decision gets the same name and finds the child already there.
+    """
+    return _readable(agent, _digest("child", parent_name, agent))
+
+
+def root_job_name(agent: str, seed: str) -> str:
+    """The AgentJob that starts a chain at ``agent`` for ``seed`` (e.g. a delivery id)."""
+    return _readable(agent, _digest("root", agent, seed))
+
+
+def chain_id_for(seed: str) -> str:
+    """A chain id for ``seed``: 20 hex digits, a valid label value, at most 40 characters.
+
+    Pure digest, no readable prefix: the chain id is selected on
+    (``-l labrats.work/chain-id=<id>``) and copied around, never read for meaning;
+    the agents in the chain are in its path.
+    """
+    return _digest("chain", seed)[:CHAIN_ID_DIGEST_LENGTH]
+
+
+def batch_job_name(agentjob_name: str) -> str:
+    """The batch Job that runs an AgentJob.
+
+    The AgentJob's own name when it is already a DNS label (every name this module
+    generates is), so ``kubectl get jobs`` and ``kubectl get agentjobs`` line up;
+    otherwise (a hand-written name with dots or over 63 characters) a readable
+    slug plus a digest of the full name.
+    """
+    if is_dns_label(agentjob_name):
+        return agentjob_name
+    return _readable(agentjob_name, _digest("job", agentjob_name))
+
+
+def token_secret_name(agentjob_name: str) -> str:
+    """The Secret holding an AgentJob's job token (``<name>-token``, at most 63 characters)."""
+    plain = agentjob_name + TOKEN_SECRET_SUFFIX
+    if is_dns_label(plain):
+        return plain
+    room = MAX_NAME_LENGTH - len(TOKEN_SECRET_SUFFIX)
+    return _readable(agentjob_name, _digest("token", agentjob_name), room) + TOKEN_SECRET_SUFFIX
+
+
+def label_value(text: str) -> str:
+    """``text`` itself when it is a valid label value, else a readable slug plus digest."""
+    if is_label_value(text):
+        return text
+    return _readable(text, _digest("label", text))
+
+
+def _readable(source: str, digest: str, limit: int = MAX_NAME_LENGTH) -> str:
+    """``<slug of source>-<digest>``, trimmed so the whole fits in ``limit`` characters."""
+    short = digest[:NAME_DIGEST_LENGTH]
+    room = limit - len(short) - 1
+    prefix = _slug(source)[:room].rstrip("-") or FALLBACK_PREFIX
+    return f"{prefix}-{short}"
+
+
+def _slug(text: str) -> str:
+    """Lowercase ASCII alphanumerics and hyphens, no hyphen at either end."""
+    return _NOT_LABEL_CHARS.sub("-", text.lower()).strip("-")
+
+
+def _digest(domain: str, *parts: str) -> str:
+    # ensure_ascii (the default) escapes lone surrogates, so encoding never fails.
+    encoded = json.dumps([domain, *parts]).encode("ascii")
+    return hashlib.sha256(encoded).hexdigest()

@@ -1,0 +1,136 @@
+"""Per-chain records (SPEC §2, §5): hops, completion, learnings claims.
+
+Kubernetes objects hold a chain's live state (annotations on each AgentJob); this record
+holds what must be decided *once* for a whole chain even when the operator restarts or
+runs twice at the same moment, and what must outlive the AgentJobs for audit:
+
+* hops — a bounded, ordered list of transitions. A hop is identified by (job, phase,
+  decision), and a replayed transition (resync after a restart) is not recorded twice;
+* completion — :meth:`ChainStore.mark_complete` answers True exactly once per chain, so
+  the "chain complete" Event and metric are emitted once (``HSETNX`` is the arbiter);
+* learnings claims — :meth:`ChainStore.learnings_claim` answers True exactly once per
+  (chain, agent). The claim is written *before* the prompt is built: if the operator
+  dies in between, the learnings are lost for that run rather than injected twice,
+  which is the failure SPEC §5 allows.
+
+Each write is atomic (Lua or MULTI) and pushes the record's expiry forward.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agentchain.store import keys
+
+# A chain is at most 10 jobs deep by default; a few transitions each fit easily.
+CHAIN_MAX_HOPS = 200
+
+# KEYS = hops list, hop-ids set; ARGV = hop id, hop JSON, max hops, ttl seconds.
+_RECORD_HOP = """
+if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
+redis.call('RPUSH', KEYS[1], ARGV[2])
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[3]), -1)
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[4])
+return 1
+"""
+
+# KEYS = meta hash; ARGV = outcome, last job, completed at, ttl seconds.
+_MARK_COMPLETE = """
+if redis.call('HSETNX', KEYS[1], 'complete', '1') == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'outcome', ARGV[1], 'last_job', ARGV[2], 'completed_at', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ChainRecord:
+    """What the store knows about one chain; hops are dicts with camelCase keys."""
+
+    chain_id: str
+    hops: list[dict[str, Any]] = field(default_factory=list)
+    complete: bool = False
+    outcome: str | None = None
+    last_job: str | None = None
+    completed_at: float | None = None
+
+
+def _text(fields: dict[bytes, bytes], name: bytes) -> str | None:
+    raw = fields.get(name)
+    return None if raw is None else raw.decode("utf-8")
+
+
+class ChainStore:
+    """Chain records, one set of keys per (tenant, chain id)."""
+
+    def __init__(self, redis: Redis[bytes]) -> None:
+        self._redis = redis
+        self._record_hop = redis.register_script(_RECORD_HOP)
+        self._mark_complete = redis.register_script(_MARK_COMPLETE)
+
+    async def record_hop(
+        self,
+        tenant: str,
+        chain_id: str,
+        *,
+        job_name: str,
+        agent: str,
+        phase: str,
+        decision: str,
+        detail: str,
+    ) -> bool:
+        """Append a hop; False when the same (job, phase, decision) was already recorded."""
+        hop = {
+            "jobName": job_name,
+            "agent": agent,
+            "phase": phase,
+            "decision": decision,
+            "detail": detail,
+            "at": time.time(),
+        }
+        hop_id = json.dumps([job_name, phase, decision])
+        added = await self._record_hop(
+            keys=[keys.chain_hops(tenant, chain_id), keys.chain_hop_ids(tenant, chain_id)],
+            args=[hop_id, json.dumps(hop), CHAIN_MAX_HOPS, keys.CHAIN_TTL_SECONDS],
+        )
+        return bool(added)
+
+    async def get(self, tenant: str, chain_id: str) -> ChainRecord | None:
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.lrange(keys.chain_hops(tenant, chain_id), 0, -1)
+            pipe.hgetall(keys.chain_meta(tenant, chain_id))
+            raw_hops, meta = await pipe.execute()
+        if not raw_hops and not meta:
+            return None
+        completed_at = _text(meta, b"completed_at")
+        return ChainRecord(
+            chain_id=chain_id,
+            hops=[json.loads(raw) for raw in raw_hops],
+            complete=meta.get(b"complete") == b"1",
+            outcome=_text(meta, b"outcome"),
+            last_job=_text(meta, b"last_job"),
+            completed_at=float(completed_at) if completed_at else None,
+        )
+
+    async def mark_complete(self, tenant: str, chain_id: str, outcome: str, last_job: str) -> bool:
+        """True for exactly one caller per chain, however many race."""
+        won = await self._mark_complete(
+            keys=[keys.chain_meta(tenant, chain_id)],
+            args=[outcome, last_job, repr(time.time()), keys.CHAIN_TTL_SECONDS],
+        )
+        return bool(won)
+
+    async def learnings_claim(self, tenant: str, chain_id: str, agent: str) -> bool:
+        """True exactly once per (chain, agent): call it before building the prompt."""
+        key = keys.chain_learnings(tenant, chain_id)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.hsetnx(key, agent, repr(time.time()))
+            pipe.expire(key, keys.CHAIN_TTL_SECONDS)
+            claimed, _ = await pipe.execute()
+        return bool(claimed)

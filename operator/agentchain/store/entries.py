@@ -1,0 +1,154 @@
+"""How one context-store entry is laid out in Redis, and the scripts that change it.
+
+An entry is a single Redis *string*, not a hash: a point read is then one ``GET`` with
+one bulk reply, which redis-py parses several times faster than the ten replies of an
+``HGETALL`` (bench/bench_store.py measures the difference against raw ``GET``). The
+string is a fixed-width ASCII header followed by the writer and the value::
+
+    CCCCCCCCCCCCCCCC UUUUUUUUUUUUUUUU EEEEEEEEEEEEE <len(writer)>\\n<writer><value>
+
+``C``/``U`` are created/updated in µs since the epoch (16 digits), ``E`` the expiry in ms
+(13 digits, all zeros = never). Fixed widths (good until the year 2286) let a script
+rewrite the expiry in place with ``SETRANGE`` (touch extends without rewriting the
+value), and let a reader slice instead of parse. The string carries a real Redis TTL
+equal to ``E``, so Redis is the authority on expiry and an expired entry is never read.
+
+All times come from Redis's ``TIME`` inside the scripts, so writers on several operator
+replicas agree with the clock that also drives expiry.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from agentchain.store.errors import NotJSONError
+
+_CREATED = slice(0, 16)
+_UPDATED = slice(17, 33)
+_EXPIRES = slice(34, 47)
+_WRITER_LEN_AT = 48
+
+# KEYS = entry, recent, lex, expiry; ARGV = member, writer .. value, len(writer), ttl ms
+# ('' = none). SET without PXAT drops any old TTL, so an update never keeps a stale
+# expiry; the body is APPENDed so Lua never builds (and hashes) a copy of the value.
+UPSERT = """
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local updated = string.format('%016.0f', now_us)
+local created = redis.call('GETRANGE', KEYS[1], 0, 15)
+local existed = created ~= ''
+if not existed then created = updated end
+local expires = 0
+if ARGV[4] ~= '' then expires = math.floor(now_us / 1000) + tonumber(ARGV[4]) end
+local e = string.format('%013.0f', expires)
+local header = created .. ' ' .. updated .. ' ' .. e .. ' ' .. ARGV[3] .. '\\n'
+if expires > 0 then
+  redis.call('SET', KEYS[1], header, 'PXAT', string.format('%.0f', expires))
+  redis.call('ZADD', KEYS[4], string.format('%.0f', expires), ARGV[1])
+else
+  redis.call('SET', KEYS[1], header)
+  if existed then redis.call('ZREM', KEYS[4], ARGV[1]) end
+end
+redis.call('APPEND', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], updated, ARGV[1])
+-- A live entry always has its lex row (only PRUNE removes rows, and only of dead entries).
+if not existed then redis.call('ZADD', KEYS[3], 0, ARGV[1]) end
+return {created, updated, e}
+"""
+
+# KEYS = entry, expiry; ARGV = member, ttl ms, '1' to return the entry (else 1).
+# Pushes the expiry to now + ttl, never shortening it and never giving a persistent
+# entry an expiry it did not have. Returns false when the entry does not exist.
+EXTEND = """
+local blob = redis.call('GET', KEYS[1])
+if not blob then return false end
+local e = tonumber(string.sub(blob, 35, 47))
+if e > 0 then
+  local t = redis.call('TIME')
+  local want = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+  if want > e then
+    local padded = string.format('%013.0f', want)
+    redis.call('SETRANGE', KEYS[1], 34, padded)
+    redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', want))
+    redis.call('ZADD', KEYS[2], string.format('%.0f', want), ARGV[1])
+    blob = string.sub(blob, 1, 34) .. padded .. string.sub(blob, 48)
+  end
+end
+if ARGV[3] == '1' then return blob end
+return 1
+"""
+
+# KEYS = entry, recent, lex, expiry; ARGV = member.
+DELETE = """
+local n = redis.call('DEL', KEYS[1])
+for i = 2, 4 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+return n
+"""
+
+# KEYS = recent, lex, expiry, entry_1..entry_n; ARGV = member_1..member_n.
+# Re-checks existence inside the script so it cannot undo a concurrent upsert's index rows.
+PRUNE = """
+local removed = 0
+for i = 1, #ARGV do
+  if redis.call('EXISTS', KEYS[3 + i]) == 0 then
+    for j = 1, 3 do redis.call('ZREM', KEYS[j], ARGV[i]) end
+    removed = removed + 1
+  end
+end
+return removed
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One stored value; times are float epoch seconds, ``expires_at`` None = never."""
+
+    namespace: str
+    key: str
+    value: str
+    writer: str
+    created: float
+    updated: float
+    expires_at: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "key": self.key,
+            "value": self.value,
+            "writer": self.writer,
+            "created": self.created,
+            "updated": self.updated,
+            "expiresAt": self.expires_at,
+        }
+
+    def json_value(self) -> Any:
+        """The value parsed as JSON; :class:`NotJSONError` names the entry otherwise."""
+        try:
+            return json.loads(self.value)
+        except json.JSONDecodeError as exc:
+            raise NotJSONError(
+                f"value of {self.namespace!r}/{self.key!r} is not valid JSON: {exc}"
+            ) from exc
+
+
+def expires_from_ms(raw: bytes | str) -> float | None:
+    millis = int(raw)
+    return millis / 1e3 if millis else None
+
+
+def decode(namespace: str, key: str, blob: bytes) -> Entry:
+    """Parse a stored string (see the module docstring for the layout)."""
+    newline = blob.index(b"\n", _WRITER_LEN_AT)
+    writer_end = newline + 1 + int(blob[_WRITER_LEN_AT:newline])
+    return Entry(
+        namespace=namespace,
+        key=key,
+        value=blob[writer_end:].decode("utf-8"),
+        writer=blob[newline + 1 : writer_end].decode("utf-8"),
+        created=int(blob[_CREATED]) / 1e6,
+        updated=int(blob[_UPDATED]) / 1e6,
+        expires_at=expires_from_ms(blob[_EXPIRES]),
+    )

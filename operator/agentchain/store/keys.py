@@ -1,0 +1,140 @@
+"""Every Redis key prefix and every TTL the product uses, in one place.
+
+Shaped after arq's ``constants.py``: one named constant per prefix and per lifetime, each
+with a comment saying what lives there and why it lasts that long, so an operator reading
+``redis-cli --scan`` output can find the owner of any key here, and a reviewer can see
+every retention decision at a glance (SPEC §4: "every key prefix and TTL is a named
+constant in one module").
+
+Tenancy is structural, not a convention: every per-tenant key embeds the Kubernetes
+namespace, and every variable component goes through :func:`encode`, which
+percent-encodes ``%`` and ``:``. Because ``:`` is the separator and can never appear
+inside an encoded component, the mapping from component tuples to key names is
+injective: tenant ``a:b`` with key ``c`` can never produce the same Redis key as tenant
+``a`` with key ``b:c``. Builders take ``str`` and return ``str``; redis-py encodes them
+as UTF-8.
+"""
+
+from __future__ import annotations
+
+# --- root -------------------------------------------------------------------------------
+# Root of every key; lets a shared Redis host other applications without collisions.
+ROOT_PREFIX = "agentchain:"
+
+# --- shared context store (SPEC §4, seed 000) -------------------------------------------
+# Hash per entry: value, writer, created/updated (µs), expires (ms); Redis TTL is the truth.
+CONTEXT_ENTRY_PREFIX = ROOT_PREFIX + "ctx:entry:"
+# Sorted set per (tenant, namespace): member = key, score = updated µs; for "N most recent".
+CONTEXT_RECENT_PREFIX = ROOT_PREFIX + "ctx:recent:"
+# Sorted set per (tenant, namespace): member = key, score 0; ZRANGEBYLEX gives literal prefixes.
+CONTEXT_LEX_PREFIX = ROOT_PREFIX + "ctx:lex:"
+# Sorted set per (tenant, namespace): member = key, score = expiry ms; finds stale index rows.
+CONTEXT_EXPIRY_PREFIX = ROOT_PREFIX + "ctx:expiry:"
+# Default lifetime for write-and-extend and get-and-extend: knowledge nobody reads ages out.
+DEFAULT_CONTEXT_TTL_SECONDS = 90 * 24 * 3600
+
+# --- captured job output (SPEC §2) ------------------------------------------------------
+# Hash per job: the captured container output (bounded) and its metadata.
+OUTPUT_PREFIX = ROOT_PREFIX + "output:"
+# A week: long enough to debug a chain after the fact, short enough to bound memory.
+OUTPUT_TTL_SECONDS = 7 * 24 * 3600
+
+# --- chain records (SPEC §2, §5) --------------------------------------------------------
+# Hash per chain: completion flag, outcome, last job, completion time.
+CHAIN_META_PREFIX = ROOT_PREFIX + "chain:meta:"
+# List per chain: JSON hop records, oldest first, capped by CHAIN_MAX_HOPS.
+CHAIN_HOPS_PREFIX = ROOT_PREFIX + "chain:hops:"
+# Set per chain: identities of hops already recorded, so a replayed transition adds nothing.
+CHAIN_HOP_IDS_PREFIX = ROOT_PREFIX + "chain:hop-ids:"
+# Hash per chain: agent -> time its learnings were claimed (recorded before prompt building).
+CHAIN_LEARNINGS_PREFIX = ROOT_PREFIX + "chain:learnings:"
+# A month: chains are audited after the fact; every write pushes the expiry forward.
+CHAIN_TTL_SECONDS = 30 * 24 * 3600
+
+# --- job tokens (SPEC §7) ---------------------------------------------------------------
+# Hash per sha256(token): tenant, job, chain; the look-up path never indexes by plaintext.
+JOB_TOKEN_PREFIX = ROOT_PREFIX + "token:"
+# String per (tenant, job): the live token, so issuing is idempotent across restarts.
+JOB_TOKEN_BY_JOB_PREFIX = ROOT_PREFIX + "token-job:"
+# Hard cap on a job token's life even if nobody revokes it (jobs time out well before).
+JOB_TOKEN_MAX_TTL_SECONDS = 24 * 3600
+
+# --- webhook delivery dedup (SPEC §7) ---------------------------------------------------
+# String per (hook id, delivery id): JSON list of job names created for that delivery.
+# Not tenant-scoped on purpose: one delivery may fan out into several namespaces.
+DELIVERY_PREFIX = ROOT_PREFIX + "delivery:"
+# GitHub redelivers for up to three days; dedup must outlive that and operator restarts.
+DELIVERY_TTL_SECONDS = 72 * 3600
+
+# --- anchors (SPEC §6, seed 004) --------------------------------------------------------
+# String per job: compact JSON job anchor, written only through that job's token.
+JOB_ANCHOR_PREFIX = ROOT_PREFIX + "anchor:job:"
+# String per chain: compact JSON team anchor, kept by the operator.
+TEAM_ANCHOR_PREFIX = ROOT_PREFIX + "anchor:team:"
+# Anchors outlive their job for audit, like chain records.
+ANCHOR_TTL_SECONDS = 30 * 24 * 3600
+
+
+def encode(component: str) -> str:
+    """Percent-encode the characters that could make two component tuples collide."""
+    return component.replace("%", "%25").replace(":", "%3A")
+
+
+def _join(prefix: str, *components: str) -> str:
+    return prefix + ":".join(encode(c) for c in components)
+
+
+def context_entry(tenant: str, namespace: str, key: str) -> str:
+    return _join(CONTEXT_ENTRY_PREFIX, tenant, namespace, key)
+
+
+def context_recent(tenant: str, namespace: str) -> str:
+    return _join(CONTEXT_RECENT_PREFIX, tenant, namespace)
+
+
+def context_lex(tenant: str, namespace: str) -> str:
+    return _join(CONTEXT_LEX_PREFIX, tenant, namespace)
+
+
+def context_expiry(tenant: str, namespace: str) -> str:
+    return _join(CONTEXT_EXPIRY_PREFIX, tenant, namespace)
+
+
+def output(tenant: str, job_name: str) -> str:
+    return _join(OUTPUT_PREFIX, tenant, job_name)
+
+
+def chain_meta(tenant: str, chain_id: str) -> str:
+    return _join(CHAIN_META_PREFIX, tenant, chain_id)
+
+
+def chain_hops(tenant: str, chain_id: str) -> str:
+    return _join(CHAIN_HOPS_PREFIX, tenant, chain_id)
+
+
+def chain_hop_ids(tenant: str, chain_id: str) -> str:
+    return _join(CHAIN_HOP_IDS_PREFIX, tenant, chain_id)
+
+
+def chain_learnings(tenant: str, chain_id: str) -> str:
+    return _join(CHAIN_LEARNINGS_PREFIX, tenant, chain_id)
+
+
+def job_token(token_sha256_hex: str) -> str:
+    return _join(JOB_TOKEN_PREFIX, token_sha256_hex)
+
+
+def job_token_by_job(tenant: str, job_name: str) -> str:
+    return _join(JOB_TOKEN_BY_JOB_PREFIX, tenant, job_name)
+
+
+def delivery(hook_id: str, delivery_id: str) -> str:
+    return _join(DELIVERY_PREFIX, hook_id, delivery_id)
+
+
+def job_anchor(tenant: str, job_name: str) -> str:
+    return _join(JOB_ANCHOR_PREFIX, tenant, job_name)
+
+
+def team_anchor(tenant: str, chain_id: str) -> str:
+    return _join(TEAM_ANCHOR_PREFIX, tenant, chain_id)

@@ -1,0 +1,42 @@
+"""AgentJob manifests the web layer creates: roots (webhook, admin) and delegations.
+
+One builder so every entry point puts chain metadata in the same places: the
+annotations the engine reads the position from (``policy.chains``), and the
+labels that make ``kubectl get agentjobs -l labrats.work/chain-id=<id>`` and the
+API's ``?chainId=`` filter select the chain.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentchain import models
+from agentchain.models.agentjob import AgentJobSpec
+from agentchain.policy import chains
+
+Obj = dict[str, Any]
+MANAGER = "agentchain"
+
+
+def agentjob_body(
+    namespace: str,
+    name: str,
+    spec: AgentJobSpec,
+    position: chains.ChainPosition,
+    parent: str | None,
+) -> Obj:
+    labels = {
+        **chains.position_labels(position, spec.agent_role),
+        models.MANAGED_BY: MANAGER,
+    }
+    return {
+        "apiVersion": models.API_VERSION,
+        "kind": "AgentJob",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": chains.position_annotations(position, parent),
+        },
+        "spec": spec.to_api(),
+    }

@@ -1,0 +1,53 @@
+"""Reading AgentJobs and AiAgents for the web layer, across the namespaces it serves.
+
+The API server lists custom resources in name order, not creation order, and its
+``continue`` tokens cannot resume a differently-ordered view, so the job API
+reads every matching object (narrowed server-side by label selectors, fetched in
+pages of :data:`PAGE`) and orders and pages them itself (see ``api.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from agentchain.kube import resources
+from agentchain.models.aiagent import AiAgent
+from agentchain.policy.matching import AgentCandidate
+
+Obj = dict[str, Any]
+PAGE = 500
+
+
+async def list_all(namespace: str | None, plural: str, selector: str | None = None) -> list[Obj]:
+    items: list[Obj] = []
+    token: str | None = None
+    while True:
+        page, token = await resources.list_objects(
+            namespace, plural, label_selector=selector, limit=PAGE, continue_token=token
+        )
+        items.extend(page)
+        if not token:
+            return items
+
+
+async def list_in(namespaces: Sequence[str], plural: str, selector: str | None = None) -> list[Obj]:
+    """Objects in ``namespaces`` (empty: cluster-wide)."""
+    if not namespaces:
+        return await list_all(None, plural, selector)
+    pages = await asyncio.gather(*(list_all(ns, plural, selector) for ns in namespaces))
+    return [obj for page in pages for obj in page]
+
+
+async def agents_by_namespace(namespaces: Sequence[str]) -> dict[str, list[AgentCandidate]]:
+    """Every parseable AiAgent, grouped by namespace (an unparseable one is skipped)."""
+    grouped: dict[str, list[AgentCandidate]] = {}
+    for obj in await list_in(namespaces, resources.AIAGENTS):
+        meta = obj.get("metadata", {})
+        try:
+            agent = AiAgent.model_validate(obj)
+        except ValueError:
+            continue  # The CRD schema makes this unreachable; its status reports it anyway.
+        grouped.setdefault(meta["namespace"], []).append(AgentCandidate(meta["name"], agent.spec))
+    return grouped

@@ -1,0 +1,71 @@
+"""JSON answers shared by the webhook and the job API: one error shape everywhere.
+
+Every refusal is ``{"error": <short sentence>, "detail": <what to fix>}`` plus
+optional machine-readable extras (a reason, a size and its limit), so clients
+and the fuzz tests can rely on one shape.  Handlers raise :class:`ApiError`
+and :func:`error_middleware` turns it into a response, which keeps handlers
+linear: check, act, answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from kubernetes.client.exceptions import ApiException
+from redis.exceptions import RedisError
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+log = logging.getLogger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ApiError(Exception):
+    """An HTTP refusal with the JSON error body it must carry."""
+
+    def __init__(self, status: int, error: str, detail: str = "", **extra: Any) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.detail = detail
+        self.extra = extra
+
+    def response(self) -> web.Response:
+        return error_response(self.status, self.error, self.detail, **self.extra)
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return web.Response(text=text, status=status, content_type="application/json")
+
+
+def error_response(status: int, error: str, detail: str = "", **extra: Any) -> web.Response:
+    return json_response({"error": error, "detail": detail, **extra}, status=status)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """ApiError → its JSON; aiohttp's own HTTP errors (404, 405) → the same JSON shape."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return exc.response()
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error_response(exc.status, exc.reason, "")
+    except RedisError as exc:
+        # A dependency being down is the server's problem but not a bug: 503, retry later.
+        log.warning("redis unavailable for %s %s: %s", request.method, request.path, type(exc))
+        return error_response(503, "store unavailable", "Redis did not answer; retry later.")
+    except ApiException as exc:
+        log.warning("kubernetes API answered %s %s to %s", exc.status, exc.reason, request.path)
+        if exc.status in (400, 422):
+            return error_response(422, "invalid object", "The API server refused the AgentJob.")
+        return error_response(503, "kubernetes unavailable", "The API server refused or failed.")
+    except Urllib3Error as exc:
+        log.warning("kubernetes API unreachable for %s: %s", request.path, type(exc).__name__)
+        return error_response(503, "kubernetes unavailable", "The API server did not answer.")

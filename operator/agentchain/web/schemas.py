@@ -1,0 +1,106 @@
+"""Request models of the job API: validation for the handlers, schemas for OpenAPI.
+
+Bounds are deliberate: names follow Kubernetes (DNS labels, 63 characters),
+prompts are capped well below the API server's object size limit, and unknown
+body fields are refused (``extra="forbid"``) so a typo is a 422, not a silently
+ignored option.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentchain.models.aiagent import TRIGGER_NAME_PATTERN
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+PROMPT_MAX_CHARS = 64 * 1024
+MAX_PAGE = 500
+DEFAULT_PAGE = 50
+MAX_WAIT_SECONDS = 300
+_TEXT = 253
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class JobQuery(_Strict):
+    chain_id: str | None = Field(default=None, alias="chainId", max_length=_TEXT)
+    agent_role: str | None = Field(default=None, alias="agentRole", max_length=63)
+    status: str | None = Field(
+        default=None,
+        max_length=32,
+        description="completed|failed|running|pending|waiting|skipped, or a phase.",
+    )
+    namespace: str | None = Field(default=None, pattern=DNS_LABEL, max_length=63)
+    limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE)
+    continue_: str | None = Field(default=None, alias="continue", max_length=2048)
+
+
+class WaitQuery(_Strict):
+    wait: float | None = Field(
+        default=None, ge=0, le=MAX_WAIT_SECONDS, description="Seconds to wait for the job to end."
+    )
+
+
+class AdminJobRequest(_Strict):
+    """A manual run (admin token): a root AgentJob in ``namespace``."""
+
+    namespace: str = Field(pattern=DNS_LABEL, max_length=63)
+    agent_role: str = Field(alias="agentRole", pattern=TRIGGER_NAME_PATTERN, max_length=63)
+    prompt: str = Field(default="", max_length=PROMPT_MAX_CHARS)
+    type: str | None = Field(default=None, max_length=63)
+    name: str | None = Field(
+        default=None,
+        pattern=DNS_LABEL,
+        max_length=63,
+        description="Optional AgentJob name; repeating a name returns the existing job.",
+    )
+
+
+class DelegationRequest(_Strict):
+    """A delegation (job token): the target agent and its task."""
+
+    agent_role: str = Field(alias="agentRole", pattern=TRIGGER_NAME_PATTERN, max_length=63)
+    prompt: str | None = Field(default=None, max_length=PROMPT_MAX_CHARS)
+    task: str | None = Field(default=None, max_length=PROMPT_MAX_CHARS)
+    type: str | None = Field(default=None, max_length=63)
+
+    @model_validator(mode="after")
+    def _one_task(self) -> DelegationRequest:
+        if not (self.prompt or self.task):
+            raise ValueError("a delegation needs a prompt or a task")
+        return self
+
+    @property
+    def text(self) -> str:
+        return self.prompt or self.task or ""
+
+
+class StoreQuery(_Strict):
+    tenant: str | None = Field(default=None, pattern=DNS_LABEL, max_length=63)
+    prefix: str | None = Field(default=None, max_length=512)
+    recent: int = Field(default=20, ge=1, le=1000)
+    extend: bool = False
+
+
+class StoreWrite(_Strict):
+    value: str
+    ttl_seconds: int | None = Field(
+        default=None,
+        alias="ttlSeconds",
+        ge=1,
+        le=10 * 365 * 24 * 3600,
+        description="Expiry; absent means write-and-extend with the 90-day default.",
+    )
+    persistent: bool = Field(default=False, description="Never expire (ignores ttlSeconds).")
+
+
+class TenantQuery(_Strict):
+    tenant: str | None = Field(default=None, pattern=DNS_LABEL, max_length=63)
+
+
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")

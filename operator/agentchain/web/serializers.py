@@ -1,0 +1,146 @@
+"""AgentJobs as the job API shows them: seed 003's fields, and chains as trees.
+
+The API's vocabulary is seed 003's (``status: completed``), the operator's is
+Kubernetes' (``phase: Succeeded``); both are returned so a client written for
+the seed works unchanged and nothing the operator knows is hidden.  Chain
+metadata is read from the annotations first, because they are written at
+creation and survive a lost status, then from the status.
+
+Pure functions of the objects read from the API server, so the API handlers
+and the dashboard render exactly the same view.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agentchain import models
+from agentchain.store.chains import ChainRecord
+
+Obj = dict[str, Any]
+
+# Seed 003's status values, by AgentJob phase.  A job without a phase yet is pending.
+SEED_STATUS: dict[str, str] = {
+    "Pending": "pending",
+    "Waiting": "waiting",
+    "Running": "running",
+    "Succeeded": "completed",
+    "Failed": "failed",
+    "Skipped": "skipped",
+}
+PHASES_BY_FILTER: dict[str, frozenset[str]] = {
+    **{seed: frozenset({phase}) for phase, seed in SEED_STATUS.items()},
+    **{phase.lower(): frozenset({phase}) for phase in SEED_STATUS},
+}
+
+
+def phases_for(status: str) -> frozenset[str] | None:
+    """Phases selected by a ``status`` filter (seed value or phase, any case), or None."""
+    return PHASES_BY_FILTER.get(status.strip().lower())
+
+
+def _annotations(obj: Obj) -> Mapping[str, str]:
+    return obj.get("metadata", {}).get("annotations") or {}
+
+
+def chain_id_of(obj: Obj) -> str | None:
+    value = _annotations(obj).get(models.CHAIN_ID) or (obj.get("status") or {}).get("chainId")
+    return str(value) if value else None
+
+
+def parent_of(obj: Obj) -> str | None:
+    value = _annotations(obj).get(models.PARENT_JOB) or (obj.get("status") or {}).get("parentJobId")
+    return str(value) if value else None
+
+
+def _chain_path(obj: Obj) -> list[str]:
+    raw = _annotations(obj).get(models.CHAIN_PATH)
+    if raw:
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, list):
+            return [str(v) for v in value]
+    return [str(v) for v in (obj.get("status") or {}).get("chainPath") or []]
+
+
+def _chain_depth(obj: Obj) -> int | None:
+    raw = _annotations(obj).get(models.CHAIN_DEPTH)
+    if raw is not None and raw.isascii() and raw.isdigit():
+        return int(raw)
+    depth = (obj.get("status") or {}).get("chainDepth")
+    return depth if isinstance(depth, int) else None
+
+
+def job_view(obj: Obj) -> dict[str, Any]:
+    """Seed 003's job fields (plus namespace, phase, reason and what came next)."""
+    meta = obj.get("metadata", {})
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    return {
+        "id": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "type": spec.get("type"),
+        "agentRole": spec.get("agentRole"),
+        "origin": spec.get("origin"),
+        "chainId": chain_id_of(obj),
+        "chainDepth": _chain_depth(obj),
+        "parentJobId": parent_of(obj),
+        "chainPath": _chain_path(obj),
+        "delegation": spec.get("delegation") or [],
+        "status": SEED_STATUS.get(phase, phase.lower()),
+        "phase": phase,
+        "reason": status.get("reason"),
+        "message": status.get("message"),
+        "result": status.get("result"),
+        "resultTruncated": status.get("resultTruncated"),
+        "resultSize": status.get("resultSize"),
+        "exitCode": status.get("exitCode"),
+        "createdAt": meta.get("creationTimestamp"),
+        "startedAt": status.get("startTime"),
+        "completedAt": status.get("completionTime"),
+        "next": status.get("next") or [],
+        "chainComplete": status.get("chainComplete"),
+    }
+
+
+def sort_key(obj: Obj) -> tuple[str, str, str]:
+    """Newest first is the reverse of this order (RFC 3339 UTC sorts as text)."""
+    meta = obj.get("metadata", {})
+    return (
+        str(meta.get("creationTimestamp") or ""),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or ""),
+    )
+
+
+def chain_tree(
+    chain_id: str, namespace: str, jobs: Iterable[Obj], record: ChainRecord | None
+) -> dict[str, Any]:
+    """A chain as nested jobs (children by ``parentJobId``), oldest first, with its record.
+
+    A job whose parent is not in the chain (deleted, or out of view) is shown as a
+    root rather than dropped, so nothing the chain did is hidden.
+    """
+    views = sorted((job_view(obj) for obj in jobs), key=lambda v: (v["createdAt"] or "", v["id"]))
+    nodes = {v["id"]: {**v, "children": []} for v in views}
+    roots: list[dict[str, Any]] = []
+    for view in views:
+        node = nodes[view["id"]]
+        parent = nodes.get(view["parentJobId"] or "")
+        (parent["children"] if parent is not None and parent is not node else roots).append(node)
+    return {
+        "chainId": chain_id,
+        "namespace": namespace,
+        "jobCount": len(views),
+        "complete": record.complete if record else False,
+        "outcome": record.outcome if record else None,
+        "lastJob": record.last_job if record else None,
+        "completedAt": record.completed_at if record else None,
+        "hops": record.hops if record else [],
+        "roots": roots,
+    }

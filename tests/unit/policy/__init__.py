@@ -1,0 +1,1 @@
+"""Unit tests of agentchain.policy: pure decisions, no cluster and no Redis."""
