@@ -42,7 +42,7 @@ async def _throughput(op: Op, ops: int, concurrency: int) -> float:
     return ops / (time.perf_counter() - started)
 
 
-def _operations(client: Redis[bytes]) -> dict[str, tuple[Op, Op]]:
+def _operations(client: Redis) -> dict[str, tuple[Op, Op]]:
     store = ContextStore(client)
 
     async def store_upsert(i: int) -> object:
@@ -61,7 +61,7 @@ def _operations(client: Redis[bytes]) -> dict[str, tuple[Op, Op]]:
 
 
 async def _run(url: str, ops: int, concurrency: int) -> dict[str, float]:
-    client: Redis[bytes] = Redis.from_url(url, max_connections=concurrency)
+    client: Redis = Redis.from_url(url, max_connections=concurrency)
     ratios: dict[str, float] = {}
     try:
         for name, (ours, raw) in _operations(client).items():

@@ -65,8 +65,13 @@ def rbac_manifests() -> list[dict[str, object]]:
 def install(info: ClusterInfo) -> None:
     """CRDs and the operator's RBAC, applied with the admin kubeconfig."""
     info.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-    info.kubectl("wait", "--for=condition=Established", "crd/agentjobs.labrats.work",
-                 "crd/aiagents.labrats.work", "--timeout=60s")
+    info.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "crd/agentjobs.labrats.work",
+        "crd/aiagents.labrats.work",
+        "--timeout=60s",
+    )
     docs = "\n---\n".join(yaml.safe_dump(m) for m in rbac_manifests())
     info.kubectl("apply", "-f", "-", input=docs)
 

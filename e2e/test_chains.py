@@ -66,7 +66,9 @@ def test_issue_fix_review_chain(
 ) -> None:
     info = cluster_info
     info.kubectl("apply", "-n", namespace, "-f", str(SAMPLE))
-    info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(_root_job("issue-42", "ai-triage")))
+    info.kubectl(
+        "apply", "-n", namespace, "-f", "-", input=json.dumps(_root_job("issue-42", "ai-triage"))
+    )
     root = {}
 
     def root_chain() -> str | None:
@@ -105,7 +107,9 @@ def test_issue_fix_review_chain(
         else:
             assert status.get("parentJobId") is None
     assert jobs[-1]["status"]["chainComplete"] is True
-    table = info.kubectl("get", "agentjobs", "-n", namespace, "-l", f"labrats.work/chain-id={chain_id}")
+    table = info.kubectl(
+        "get", "agentjobs", "-n", namespace, "-l", f"labrats.work/chain-id={chain_id}"
+    )
     header = table.stdout.splitlines()[0].split()
     assert header == ["NAME", "AGENT", "PHASE", "CHAIN", "DEPTH", "PARENT", "EXIT", "AGE"]
     assert len(table.stdout.splitlines()) == 4

@@ -7,6 +7,7 @@ Aspects covered:
   `--follow` ending when the container ends.
 - status: a real non-zero exit code and reason Error; a missing command ends as exit code
   127 / ContainerCannotRun.
+- init containers run one after another before the main container, each with its log.
 - `restartPolicy: OnFailure`: a container that fails once is restarted in place and the
   pod ends Succeeded with restartCount 1.
 - deletion: deleting a running pod kills its process and the pod disappears; a Job's
@@ -143,6 +144,28 @@ def test_exit_codes_and_a_command_that_cannot_run(
     state = terminated_state(cannot)
     assert (state.exit_code, state.reason) == (127, "ContainerCannotRun")
     assert "/no/such/binary" in state.message
+
+
+def test_init_containers_run_first_in_order(
+    cluster_info: ClusterInfo, namespace: str, kube_api: kubernetes.client.ApiClient
+) -> None:
+    body = make_pod("inits", "echo main")
+    body["spec"]["initContainers"] = [
+        {"name": f"init{i}", "image": "busybox:1.36", "command": ["sh", "-c", f"echo init{i}"]}
+        for i in (1, 2)
+    ]
+    create(cluster_info, namespace, body)
+
+    pod = wait_for(kube_api, namespace, "inits", finished)
+    assert pod.status.phase == "Succeeded"
+    inits = pod.status.init_container_statuses
+    assert [s.state.terminated.exit_code for s in inits] == [0, 0]
+    assert inits[0].state.terminated.finished_at <= inits[1].state.terminated.started_at
+    logs = [
+        cluster_info.kubectl("-n", namespace, "logs", "inits", "-c", name).stdout
+        for name in ("init1", "init2", "main")
+    ]
+    assert logs == ["init1\n", "init2\n", "main\n"]
 
 
 @pytest.mark.usefixtures("local_only")

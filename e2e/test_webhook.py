@@ -44,7 +44,7 @@ async def test_issue_opened_creates_one_root_job_and_redelivery_nothing(
     kube: ClusterInfo, seeded: str
 ) -> None:
     body, headers = signed(issue_opened())
-    async with served(kube, seeded) as (client, rt):
+    async with served(kube, seeded) as (client, _):
         first = await client.post(PATH, data=body, headers=headers)
         assert first.status == 202, await first.text()
         answer = await first.json()

@@ -25,8 +25,8 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis[bytes]]:
-    client: Redis[bytes] = Redis.from_url(redis_url, decode_responses=False)
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client: Redis = Redis.from_url(redis_url, decode_responses=False)
     await client.flushdb()
     try:
         yield client

@@ -190,7 +190,8 @@ class LocalNode:
 
     def log_target(self, namespace: str, pod: str, container: str) -> logs.LogTarget | None:
         """The live worker's log, else the newest one on disk (logs outlive their pods)."""
-        for worker in self.workers.values():
+        # Newest first: a pod re-created under the same name must not show the old logs.
+        for worker in reversed(list(self.workers.values())):
             record = worker.container(container)
             if (worker.namespace, worker.name) == (namespace, pod) and record is not None:
                 target = worker

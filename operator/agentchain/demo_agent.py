@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in args.say:
         out.write(line + "\n")
     out.flush()
-    return args.exit_code
+    return int(args.exit_code)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ Aspects covered:
 - status: phase decisions for restart policies and init containers; container records.
 - log slicing: `tailLines` and `limitBytes`.
 - process helpers: exit codes of signalled processes, restart decisions.
+- the guard's bookkeeping of live process groups ("+PGID" / "-PGID" lines).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 from e2e.controlplane import localnode_env as envs
+from e2e.controlplane import localnode_guard as guards
 from e2e.controlplane import localnode_logs as logs
 from e2e.controlplane import localnode_pods as pods
 from e2e.controlplane import localnode_status as statuses
@@ -362,3 +364,10 @@ def test_exit_code(returncode: int, code: int) -> None:
 )
 def test_should_restart(policy: str, code: int, restart: bool) -> None:
     assert pods.should_restart(policy, code) is restart
+
+
+def test_guard_tracks_live_process_groups() -> None:
+    live: set[int] = set()
+    for line in ["+10\n", "+11", "-10", "garbage", "+", "-x", "+12", "-99"]:
+        guards.apply(live, line)
+    assert live == {11, 12}

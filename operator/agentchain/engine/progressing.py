@@ -18,7 +18,7 @@ from agentchain.engine import records
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources
-from agentchain.models.aiagent import AiAgent
+from agentchain.models.aiagent import AiAgent, ContextWindow
 from agentchain.models.conditions import CHAIN_COMPLETE, Condition, Reason
 from agentchain.policy import chains, context, prompts
 from agentchain.policy.outcomes import (
@@ -114,9 +114,9 @@ async def _apply(
         await complete_chain(rt, obj, action, decision.message)
         return
     child = await _create_child(rt, obj, decision, agents)
-    action = {chains.Spawn: "spawned", chains.Skip: "skipped", chains.Refuse: "refused"}
+    actions = {chains.Spawn: "spawned", chains.Skip: "skipped", chains.Refuse: "refused"}
     entry = {
-        "action": action[type(decision)],
+        "action": actions[type(decision)],
         "agent": decision.child.agent,
         "child": decision.child.name,
         "reason": getattr(decision, "reason", Reason.CHILD_SPAWNED),
@@ -170,7 +170,14 @@ async def _create_child(
         annotations[records.DISPOSITION] = f"refused:{decision.reason}"
         annotations[records.DISPOSITION_MESSAGE] = decision.message
     spec = records.parse(parent).spec
-    body = {
+    child_spec: Obj = {
+        "agentRole": plan.agent,
+        "type": spec.type,
+        "origin": "chain",
+        "event": spec.event.to_api() if spec.event else None,
+        "chainContext": await _context_for(rt, parent, plan, agents),
+    }
+    body: Obj = {
         "apiVersion": models.API_VERSION,
         "kind": "AgentJob",
         "metadata": {
@@ -179,15 +186,8 @@ async def _create_child(
             "labels": chains.position_labels(plan.position, plan.agent),
             "annotations": annotations,
         },
-        "spec": {
-            "agentRole": plan.agent,
-            "type": spec.type,
-            "origin": "chain",
-            "event": spec.event.to_api() if spec.event else None,
-            "chainContext": await _context_for(rt, parent, plan, agents),
-        },
+        "spec": {k: v for k, v in child_spec.items() if v is not None},
     }
-    body["spec"] = {k: v for k, v in body["spec"].items() if v is not None}
     child, created = await resources.create(namespace, resources.AGENTJOBS, body)
     if created and isinstance(decision, chains.Spawn) and decision.notify:
         metrics.FAILURE_NOTIFICATIONS.labels(namespace, plan.agent).inc()
@@ -204,7 +204,7 @@ async def _context_for(
     if job.status.phase == "Skipped":
         return job.spec.chain_context or ""  # Pass the last real output across the skip.
     record = await rt.outputs.get(namespace, name)
-    window = "head" if plan.context_window == "head" else "tail"
+    window: ContextWindow = "head" if plan.context_window == "head" else "tail"
     if record is None:
         lost = job.status.message or "The parent's output was not captured."
         return context.chain_context_block(None, window=window, lost_reason=lost)

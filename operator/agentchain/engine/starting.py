@@ -107,7 +107,7 @@ async def _record_disposition(rt: Runtime, obj: Obj, annotations: dict[str, str]
         obj,
         {"phase": phase, "reason": reason, "message": message, "completionTime": now},
     )
-    kind = "Normal" if phase == "Skipped" else "Warning"
+    kind: events.EventType = "Normal" if phase == "Skipped" else "Warning"
     await events.emit(obj, kind, reason, message, key=f"disposition:{reason}")
     metrics.JOBS.labels(obj["metadata"]["namespace"], obj["spec"]["agentRole"], phase).inc()
     await progressing.progress_locked(rt, obj)

@@ -14,5 +14,6 @@ from agentchain.models import GROUP, VERSION
 @kopf.on.update(GROUP, VERSION, "aiagents")
 @kopf.on.resume(GROUP, VERSION, "aiagents")
 @kopf.on.delete(GROUP, VERSION, "aiagents", optional=True)
-async def reconcile(namespace: str, **_: Any) -> None:
-    await agents.reconcile_namespace(namespace)
+async def reconcile(namespace: str | None, **_: Any) -> None:
+    if namespace:
+        await agents.reconcile_namespace(namespace)

@@ -12,12 +12,11 @@ import asyncio
 import functools
 import os
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-T = TypeVar("T")
 GROUP = "labrats.work"
 VERSION = "v1alpha1"
 
@@ -25,9 +24,9 @@ VERSION = "v1alpha1"
 @functools.cache
 def api_client() -> client.ApiClient:
     if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
-        config.load_incluster_config()
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
     else:
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
     cfg = client.Configuration.get_default_copy()
     # Chains fan out many small calls at once; the default pool of 4 would queue them.
     cfg.connection_pool_maxsize = 32
@@ -46,7 +45,7 @@ def batch() -> client.BatchV1Api:
     return client.BatchV1Api(api_client())
 
 
-async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 

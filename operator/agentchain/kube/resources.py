@@ -45,12 +45,12 @@ async def list_objects(
         kwargs["limit"] = limit
     if continue_token:
         kwargs["_continue"] = continue_token
+    result: Obj
     if namespace:
-        fn = custom().list_namespaced_custom_object
-        result = await call(fn, GROUP, VERSION, namespace, plural, **kwargs)
+        api = custom().list_namespaced_custom_object
+        result = await call(api, GROUP, VERSION, namespace, plural, **kwargs)
     else:
-        fn = custom().list_cluster_custom_object
-        result = await call(fn, GROUP, VERSION, plural, **kwargs)
+        result = await call(custom().list_cluster_custom_object, GROUP, VERSION, plural, **kwargs)
     items: list[Obj] = result.get("items", [])
     return items, (result.get("metadata") or {}).get("continue") or None
 

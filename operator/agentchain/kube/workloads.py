@@ -19,7 +19,7 @@ Obj = dict[str, Any]
 
 def as_json(model: Any) -> Obj:
     """The API's own JSON shape (camelCase), as kopf delivers bodies, not ``to_dict()``."""
-    result: Obj = api_client().sanitize_for_serialization(model)
+    result: Obj = api_client().sanitize_for_serialization(model)  # type: ignore[no-untyped-call]
     return result
 
 
@@ -54,7 +54,7 @@ async def read_log_tail(
     """The last ``max_bytes`` of a container's log and its full size; None if gone."""
 
     def _read() -> tuple[bytes, int]:
-        resp = core().read_namespaced_pod_log(
+        resp: Any = core().read_namespaced_pod_log(
             pod, namespace, container=container, _preload_content=False
         )
         tail = bytearray()
@@ -70,11 +70,12 @@ async def read_log_tail(
         return bytes(tail[-max_bytes:]), total
 
     try:
-        return await call(_read)
+        result: tuple[bytes, int] = await call(_read)
     except ApiException as exc:
         if not_found(exc) or exc.status == 400:
             return None
         raise
+    return result
 
 
 async def ensure_secret(namespace: str, name: str, data: dict[str, str], owner: Obj) -> None:

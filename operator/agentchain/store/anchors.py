@@ -82,7 +82,7 @@ def _check_size(what: str, raw: bytes, limit: int) -> None:
 class AnchorStore:
     """Job anchors and team anchors, scoped by tenant."""
 
-    def __init__(self, redis: Redis[bytes]) -> None:
+    def __init__(self, redis: Redis) -> None:
         self._redis = redis
 
     async def put_job_anchor(self, tenant: str, job_name: str, anchor: dict[str, Any]) -> int:
@@ -126,7 +126,7 @@ class AnchorStore:
 
     @staticmethod
     async def _try_update(
-        pipe: Pipeline[bytes], key: str, mutate: TeamAnchorMutation
+        pipe: Pipeline, key: str, mutate: TeamAnchorMutation
     ) -> dict[str, Any]:
         # Any exception leaves the pipeline watching; the caller's ``async with`` resets it.
         await pipe.watch(key)
@@ -136,7 +136,7 @@ class AnchorStore:
             raise InvalidAnchorError("a team anchor mutation must return a JSON object")
         raw = serialize(updated)
         _check_size("team anchor", raw, TEAM_ANCHOR_MAX_BYTES)
-        pipe.multi()
+        pipe.multi()  # type: ignore[no-untyped-call]
         pipe.set(key, raw, ex=keys.ANCHOR_TTL_SECONDS)
         await pipe.execute()
         return updated

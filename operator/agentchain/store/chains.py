@@ -69,7 +69,7 @@ def _text(fields: dict[bytes, bytes], name: bytes) -> str | None:
 class ChainStore:
     """Chain records, one set of keys per (tenant, chain id)."""
 
-    def __init__(self, redis: Redis[bytes]) -> None:
+    def __init__(self, redis: Redis) -> None:
         self._redis = redis
         self._record_hop = redis.register_script(_RECORD_HOP)
         self._mark_complete = redis.register_script(_MARK_COMPLETE)

@@ -70,7 +70,7 @@ def _ttl_ms(ttl_seconds: float) -> int:
 class ContextStore:
     """Async access to the shared context store; every call is scoped by tenant."""
 
-    def __init__(self, redis: Redis[bytes]) -> None:
+    def __init__(self, redis: Redis) -> None:
         self._redis = redis
         self._upsert = redis.register_script(entries.UPSERT)
         self._extend = redis.register_script(entries.EXTEND)

@@ -31,7 +31,7 @@ def _decode(raw: bytes) -> list[str]:
 class DeliveryLog:
     """First-caller-wins claims of webhook deliveries."""
 
-    def __init__(self, redis: Redis[bytes]) -> None:
+    def __init__(self, redis: Redis) -> None:
         self._redis = redis
 
     async def claim(

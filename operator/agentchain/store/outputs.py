@@ -84,7 +84,7 @@ def _head_text(output: bytes) -> str:
 class OutputStore:
     """Captured outputs, one hash per (tenant, job), expiring after a week."""
 
-    def __init__(self, redis: Redis[bytes]) -> None:
+    def __init__(self, redis: Redis) -> None:
         self._redis = redis
 
     async def put(
@@ -135,7 +135,7 @@ class OutputStore:
             await pipe.execute()
 
     async def get(self, tenant: str, job_name: str) -> OutputRecord | None:
-        fields = await self._redis.hgetall(keys.output(tenant, job_name))
+        fields = await self._redis.hgetall(keys.output(tenant, job_name))  # type: ignore[misc]
         if not fields:
             return None
         return OutputRecord(

@@ -60,7 +60,7 @@ def token_digest(token: str) -> str:
 class TokenStore:
     """Issue, resolve and revoke job tokens."""
 
-    def __init__(self, redis: Redis[bytes]) -> None:
+    def __init__(self, redis: Redis) -> None:
         self._redis = redis
         self._ensure = redis.register_script(_ENSURE)
 
@@ -80,7 +80,7 @@ class TokenStore:
         """The scope of a live token, or None for unknown, revoked or expired tokens."""
         if not token or len(token) > _MAX_PRESENTED_TOKEN_CHARS:
             return None
-        fields = await self._redis.hgetall(keys.job_token(token_digest(token)))
+        fields = await self._redis.hgetall(keys.job_token(token_digest(token)))  # type: ignore[misc]
         if not fields:
             return None
         return TokenScope(
@@ -99,7 +99,7 @@ class TokenStore:
                     # reading the old one and deleting both keys.
                     await pipe.watch(by_job)
                     token = await pipe.get(by_job)
-                    pipe.multi()
+                    pipe.multi()  # type: ignore[no-untyped-call]
                     pipe.delete(by_job)
                     if token is not None:
                         pipe.delete(keys.job_token(token_digest(token.decode("ascii"))))

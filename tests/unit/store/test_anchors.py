@@ -39,7 +39,7 @@ ANCHOR: dict[str, Any] = {
 
 
 @pytest.fixture
-def anchors(redis: Redis[bytes]) -> AnchorStore:
+def anchors(redis: Redis) -> AnchorStore:
     return AnchorStore(redis)
 
 
@@ -48,7 +48,7 @@ def _sized(size: int) -> dict[str, Any]:
     return {"task": "x" * (size - base)}
 
 
-async def test_job_anchor_round_trips_compactly(anchors: AnchorStore, redis: Redis[bytes]) -> None:
+async def test_job_anchor_round_trips_compactly(anchors: AnchorStore, redis: Redis) -> None:
     size = await anchors.put_job_anchor(T, "job-1", ANCHOR)
     assert size == len(json.dumps(ANCHOR, separators=(",", ":")).encode())
     assert await anchors.get_job_anchor(T, "job-1") == ANCHOR

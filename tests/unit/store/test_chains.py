@@ -26,7 +26,7 @@ T = "team-a"
 
 
 @pytest.fixture
-def store(redis: Redis[bytes]) -> ChainStore:
+def store(redis: Redis) -> ChainStore:
     return ChainStore(redis)
 
 
@@ -55,7 +55,7 @@ async def test_replayed_hop_is_not_recorded_twice(store: ChainStore) -> None:
     assert record is not None and len(record.hops) == 1
 
 
-async def test_hop_list_is_bounded_and_expires(store: ChainStore, redis: Redis[bytes]) -> None:
+async def test_hop_list_is_bounded_and_expires(store: ChainStore, redis: Redis) -> None:
     for i in range(chains.CHAIN_MAX_HOPS + 5):
         await _hop(store, f"j{i}")
     record = await store.get(T, "c1")

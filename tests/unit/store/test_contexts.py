@@ -34,7 +34,7 @@ NS = "codebase"
 
 
 @pytest.fixture
-def store(redis: Redis[bytes]) -> ContextStore:
+def store(redis: Redis) -> ContextStore:
     return ContextStore(redis)
 
 
@@ -64,7 +64,7 @@ async def test_get_of_missing_key_is_none(store: ContextStore) -> None:
 
 
 async def test_update_without_ttl_removes_the_old_expiry(
-    store: ContextStore, redis: Redis[bytes]
+    store: ContextStore, redis: Redis
 ) -> None:
     await store.upsert(T, NS, "k", "v", writer="a", ttl_seconds=60)
     entry = await store.upsert(T, NS, "k", "v2", writer="a", ttl_seconds=None)
@@ -74,7 +74,7 @@ async def test_update_without_ttl_removes_the_old_expiry(
 
 
 async def test_update_with_ttl_replaces_the_old_expiry(
-    store: ContextStore, redis: Redis[bytes]
+    store: ContextStore, redis: Redis
 ) -> None:
     await store.upsert(T, NS, "k", "v", writer="a", ttl_seconds=1000)
     entry = await store.upsert(T, NS, "k", "v2", writer="a", ttl_seconds=5)
@@ -99,7 +99,7 @@ async def test_an_expired_entry_rewritten_gets_a_fresh_created(store: ContextSto
 
 
 async def test_cleanup_removes_index_rows_of_expired_entries(
-    store: ContextStore, redis: Redis[bytes]
+    store: ContextStore, redis: Redis
 ) -> None:
     for i in range(5):
         await store.upsert(T, NS, f"gone{i}", "v", writer="a", ttl_seconds=0.2)
@@ -113,7 +113,7 @@ async def test_cleanup_removes_index_rows_of_expired_entries(
 
 
 async def test_recent_prunes_expired_rows_it_meets(
-    store: ContextStore, redis: Redis[bytes]
+    store: ContextStore, redis: Redis
 ) -> None:
     await store.upsert(T, NS, "old", "v", writer="a", ttl_seconds=None)
     for i in range(3):
@@ -171,7 +171,7 @@ _PATTERNY = st.text(alphabet="ab%_*?[]\\^-!:é", min_size=0, max_size=4)
 @given(names=st.sets(_PATTERNY.filter(bool), min_size=1, max_size=12), prefix=_PATTERNY)
 def test_list_prefix_matches_str_startswith(redis_url: str, names: set[str], prefix: str) -> None:
     async def scenario() -> list[str]:
-        client: Redis[bytes] = Redis.from_url(redis_url)
+        client: Redis = Redis.from_url(redis_url)
         try:
             await client.flushdb()
             store = ContextStore(client)
@@ -237,7 +237,7 @@ async def test_get_json_parses_and_names_bad_values(store: ContextStore) -> None
 
 
 async def test_delete_removes_entry_and_index_rows(
-    store: ContextStore, redis: Redis[bytes]
+    store: ContextStore, redis: Redis
 ) -> None:
     await store.upsert(T, NS, "k", "v", writer="a", ttl_seconds=60)
     assert await store.delete(T, NS, "k")
@@ -304,7 +304,7 @@ async def test_separator_in_components_cannot_collide(store: ContextStore) -> No
 
 
 async def test_hundred_concurrent_writers_lose_no_update(
-    store: ContextStore, redis: Redis[bytes]
+    store: ContextStore, redis: Redis
 ) -> None:
     written = await asyncio.gather(
         *(store.upsert(T, NS, "hot", f"v{i}", writer=f"w{i}", ttl_seconds=60) for i in range(100))

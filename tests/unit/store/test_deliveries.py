@@ -22,7 +22,7 @@ pytestmark = pytest.mark.redis
 
 
 @pytest.fixture
-def log(redis: Redis[bytes]) -> DeliveryLog:
+def log(redis: Redis) -> DeliveryLog:
     return DeliveryLog(redis)
 
 
@@ -40,7 +40,7 @@ async def test_fifty_concurrent_claimers_one_winner(log: DeliveryLog) -> None:
     assert all(names == winners[0] for _, names in results)
 
 
-async def test_claim_lasts_seventy_two_hours(log: DeliveryLog, redis: Redis[bytes]) -> None:
+async def test_claim_lasts_seventy_two_hours(log: DeliveryLog, redis: Redis) -> None:
     await log.claim("h", "d", [])
     ttl = await redis.ttl(keys.delivery("h", "d"))
     assert keys.DELIVERY_TTL_SECONDS - 5 < ttl <= keys.DELIVERY_TTL_SECONDS == 72 * 3600
@@ -52,7 +52,7 @@ async def test_hooks_are_independent(log: DeliveryLog) -> None:
     assert (await log.claim("h1:d", "x", ["c"]))[0]
 
 
-async def test_record_keeps_the_claim_and_its_ttl(log: DeliveryLog, redis: Redis[bytes]) -> None:
+async def test_record_keeps_the_claim_and_its_ttl(log: DeliveryLog, redis: Redis) -> None:
     await log.claim("h", "d", [])
     await log.record("h", "d", ["ns/job"])
     assert await log.claim("h", "d", ["other"]) == (False, ["ns/job"])
@@ -67,7 +67,7 @@ async def test_release_lets_a_redelivery_act(log: DeliveryLog) -> None:
 
 async def test_claim_survives_a_new_client(log: DeliveryLog, redis_url: str) -> None:
     await log.claim("h", "d", ["ns/job"])
-    fresh: Redis[bytes] = Redis.from_url(redis_url)
+    fresh: Redis = Redis.from_url(redis_url)
     try:
         assert await DeliveryLog(fresh).claim("h", "d", []) == (False, ["ns/job"])
     finally:

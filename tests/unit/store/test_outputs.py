@@ -32,7 +32,7 @@ T = "team-a"
 
 
 @pytest.fixture
-def store(redis: Redis[bytes]) -> OutputStore:
+def store(redis: Redis) -> OutputStore:
     return OutputStore(redis)
 
 
@@ -90,7 +90,7 @@ async def test_uncapturable_output_is_a_visible_reason(store: OutputStore) -> No
 
 @pytest.mark.redis
 async def test_output_expires_after_a_week_and_recapture_replaces_all(
-    store: OutputStore, redis: Redis[bytes]
+    store: OutputStore, redis: Redis
 ) -> None:
     await store.put_unavailable(T, "job", "log endpoint failed")
     await store.put(T, "job", b"second try")

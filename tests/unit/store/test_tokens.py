@@ -22,7 +22,7 @@ pytestmark = pytest.mark.redis
 
 
 @pytest.fixture
-def tokens(redis: Redis[bytes]) -> TokenStore:
+def tokens(redis: Redis) -> TokenStore:
     return TokenStore(redis)
 
 
@@ -53,7 +53,7 @@ async def test_jobs_and_tenants_get_distinct_tokens(tokens: TokenStore) -> None:
 
 
 async def test_plaintext_never_appears_in_key_names(
-    tokens: TokenStore, redis: Redis[bytes]
+    tokens: TokenStore, redis: Redis
 ) -> None:
     token = await tokens.ensure("team-a", "job", "c", 60)
     names = [name.decode() for name in await redis.keys("*")]
@@ -61,7 +61,7 @@ async def test_plaintext_never_appears_in_key_names(
     assert keys.job_token(token_digest(token)) in names
 
 
-async def test_revoke_kills_the_token(tokens: TokenStore, redis: Redis[bytes]) -> None:
+async def test_revoke_kills_the_token(tokens: TokenStore, redis: Redis) -> None:
     token = await tokens.ensure("team-a", "job", "c", 60)
     await tokens.revoke("team-a", "job")
     await tokens.revoke("team-a", "job")
@@ -76,7 +76,7 @@ async def test_unknown_tokens_resolve_to_none(tokens: TokenStore, presented: str
     assert await tokens.resolve(presented) is None
 
 
-async def test_ttl_is_capped_at_a_day(tokens: TokenStore, redis: Redis[bytes]) -> None:
+async def test_ttl_is_capped_at_a_day(tokens: TokenStore, redis: Redis) -> None:
     token = await tokens.ensure("team-a", "job", "c", 10 * 24 * 3600)
     for key in (keys.job_token(token_digest(token)), keys.job_token_by_job("team-a", "job")):
         assert 0 < await redis.ttl(key) <= keys.JOB_TOKEN_MAX_TTL_SECONDS

@@ -33,7 +33,7 @@ SMALL_CAP = 1024 * 1024
 Client = TestClient[web.Request, web.Application]
 
 
-def make_runtime(redis: Redis[bytes], settings: Settings) -> Runtime:
+def make_runtime(redis: Redis, settings: Settings) -> Runtime:
     return Runtime(
         settings=settings,
         redis=redis,
@@ -56,7 +56,7 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def runtime(redis: Redis[bytes], settings: Settings) -> Runtime:
+def runtime(redis: Redis, settings: Settings) -> Runtime:
     return make_runtime(redis, settings)
 
 

@@ -1,0 +1,41 @@
+# agentchain — common tasks. `make help` lists them.
+PYTHON ?= python3
+PYTEST_ARGS ?=
+
+.PHONY: help install binaries lint test unit e2e demo crds bench
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+install: ## install the package with its test tools (pip, editable)
+	$(PYTHON) -m pip install -e '.[test]'
+
+binaries: ## build/cache etcd, kube-apiserver, controller-manager, scheduler, kubectl, helm
+	bash e2e/controlplane/build-binaries.sh all
+	bash e2e/controlplane/build-binaries.sh helm
+
+lint: ## ruff, mypy --strict, import-linter, CRD drift
+	ruff check operator tests e2e bench
+	mypy
+	PYTHONPATH=operator lint-imports
+	$(PYTHON) -m agentchain.crdgen --check
+
+test: lint ## everything CI runs: lint, unit tests, e2e on the local control plane
+	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+unit: ## unit tests only (no control plane; Redis is started by the tests)
+	$(PYTHON) -m pytest -m 'not e2e' $(PYTEST_ARGS)
+
+e2e: ## the end-to-end suite (local control plane, or AGENTCHAIN_E2E_KUBECONFIG's cluster)
+	$(PYTHON) -m pytest -m e2e $(PYTEST_ARGS)
+
+demo: ## the local demo: control plane, Redis, operator, seed agents, a signed webhook, a live chain
+	$(PYTHON) -m e2e.demo
+
+crds: ## regenerate crds/ and docs/reference/crds.md from the models
+	$(PYTHON) -m agentchain crds
+
+bench: ## benchmarks (ratios against baselines measured in the same run)
+	$(PYTHON) bench/bench_store.py
+	$(PYTHON) bench/bench_webhook.py
+	$(PYTHON) bench/bench_hop_latency.py
