@@ -106,6 +106,9 @@ class OperatorProcess:
     admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     webhook_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     extra_env: dict[str, str] = field(default_factory=dict)
+    # Log files are ``logs/<name>-<start>.log``; a second operator in the same
+    # session needs its own name so the two never write to one file.
+    name: str = "operator"
     starts: int = 0
     process: processes.ManagedProcess | None = None
 
@@ -135,7 +138,7 @@ class OperatorProcess:
     def start(self, timeout: float = 60) -> None:
         self.starts += 1
         argv = [sys.executable, "-m", "agentchain", "run"]
-        name = f"operator-{self.starts}"
+        name = f"{self.name}-{self.starts}"
         self.process = processes.start(name, argv, self.info.workdir, env=self.env())
         processes.wait_for(
             self._healthy, what="agentchain operator", timeout=timeout, watch=[self.process]
@@ -161,7 +164,7 @@ class OperatorProcess:
             self.process = None
 
     def log_text(self) -> str:
-        logs = sorted((self.info.workdir / "logs").glob("operator-*.log"))
+        logs = sorted((self.info.workdir / "logs").glob(f"{self.name}-*.log"))
         return "\n".join(p.read_text(errors="replace") for p in logs)
 
 

@@ -96,8 +96,8 @@ def test_issue_fix_review_chain(
             # The parent echoed its own prompt, so its output holds chain-context
             # tags; inside the child's block they must arrive neutralised.
             raw = _output(info, namespace, parent).rstrip("\n")
-            inert = raw.replace("</chain-context>", "‹/chain-context>").replace(
-                "<chain-context>", "‹chain-context>"
+            inert = raw.replace("</chain-context>", "\u2039/chain-context>").replace(
+                "<chain-context>", "\u2039chain-context>"
             )
             expected_block = (
                 "<chain-context>\nPrevious agent output:\n" + inert + "\n</chain-context>\n\n"

@@ -81,7 +81,9 @@ def _finished(obj: Obj, agents: list[tuple[Obj, AiAgent]]) -> chains.Finished:
     job = records.parse(obj)
     role = job.spec.agent_role
     agent = next((a for _, a in agents if a.spec.trigger_name == role), None)
-    refused = job.status.reason in REFUSAL_REASONS or (job.status.phase == "Failed" and agent is None)
+    refused = job.status.reason in REFUSAL_REASONS or (
+        job.status.phase == "Failed" and agent is None
+    )
     step = None
     if agent is not None and not refused:
         step = trigger_step(agent.spec, job.spec.origin, job.spec.event)

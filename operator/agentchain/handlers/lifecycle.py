@@ -41,29 +41,15 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
 
 async def _serve(runtime: Runtime) -> Any:
+    from agentchain.web import app
+
+    host, port = runtime.settings.listen_host, runtime.settings.listen_port
     try:
-        from agentchain.web import app
-    except ImportError:  # TEMPORARY until web.app lands
-        from aiohttp import web
-
-        async def ok(_: web.Request) -> web.Response:
-            return web.Response(text="ok")
-
-        a = web.Application()
-        a.router.add_get("/healthz", ok)
-        runner = web.AppRunner(a)
-        await runner.setup()
-        await web.TCPSite(runner, runtime.settings.listen_host, runtime.settings.listen_port).start()
-        return runner
-
-    try:
-        return await app.serve(runtime, runtime.settings.listen_host, runtime.settings.listen_port)
+        return await app.serve(runtime, host, port)
     except app.WebhookNotConfigured as exc:
-        # Fail closed: without a secret the webhook endpoint is not served at all.
+        # Fail closed: without a secret the webhook is refused, the rest still serves.
         log.error("Webhook endpoint disabled: %s", exc)
-        return await app.serve(
-            runtime, runtime.settings.listen_host, runtime.settings.listen_port, webhook=False
-        )
+        return await app.serve(runtime, host, port, webhook=False)
 
 
 @kopf.on.cleanup()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentchain.kube import resources
@@ -51,3 +52,32 @@ async def agents_by_namespace(namespaces: Sequence[str]) -> dict[str, list[Agent
             continue  # The CRD schema makes this unreachable; its status reports it anyway.
         grouped.setdefault(meta["namespace"], []).append(AgentCandidate(meta["name"], agent.spec))
     return grouped
+
+
+@dataclass
+class SharedAgentListing:
+    """Concurrent callers share one in-flight AiAgent listing; nothing is kept after it.
+
+    A burst of deliveries would otherwise list every AiAgent once per delivery.
+    A caller joining a listing already under way sees agents as of that listing's
+    start, at most one listing's duration before it arrived; there is no cache
+    that could serve older data.  The shared task is shielded so a client that
+    disconnects does not cancel it for the others.
+    """
+
+    namespaces: tuple[str, ...]
+    _inflight: asyncio.Task[dict[str, list[AgentCandidate]]] | None = field(default=None)
+
+    async def get(self) -> dict[str, list[AgentCandidate]]:
+        task = self._inflight
+        if task is None:
+            task = asyncio.ensure_future(agents_by_namespace(self.namespaces))
+            self._inflight = task
+            task.add_done_callback(self._finished)
+        return await asyncio.shield(task)
+
+    def _finished(self, task: asyncio.Task[dict[str, list[AgentCandidate]]]) -> None:
+        if self._inflight is task:
+            self._inflight = None
+        if not task.cancelled():
+            task.exception()  # Retrieved here so a listing nobody awaits is not reported.

@@ -122,6 +122,7 @@ class GithubWebhook:
                 "AGENTCHAIN_WEBHOOK_SECRETS_FILE): refusing to serve POST /webhooks/github"
             )
         self.rt = rt
+        self.agents = listing.SharedAgentListing(rt.settings.namespaces)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -202,7 +203,7 @@ class GithubWebhook:
         return json_response(body, status=202 if jobs else 200)
 
     async def _plan(self, delivery: Delivery) -> tuple[list[Planned], list[dict[str, str]]]:
-        grouped = await listing.agents_by_namespace(self.rt.settings.namespaces)
+        grouped = await self.agents.get()
         event = event_from_payload(
             delivery.event,
             delivery.payload,

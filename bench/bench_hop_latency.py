@@ -1,0 +1,311 @@
+"""Hop latency of a chain against a floor measured in the same run.
+
+``python bench/bench_hop_latency.py [--hops 15] [--sleep 0.3] [--check]``
+
+A hop is the time from the parent agent's container exit to the creation of the
+child's pod.  Both ends are taken on this machine's clock: the agent runs the demo
+agent and then prints ``exited-at <time.time()>`` as its very last act (the local node
+runs containers as host processes), and the child pod's creation is the arrival of its
+ADDED event on a pod watch that this process holds open (``creationTimestamp`` has
+one-second resolution, far too coarse).
+
+The floor is the least any controller could do: a minimal script (``--baseline-worker``,
+run here as a subprocess just as the operator is) that watches the same kind of pod end
+and creates the next batch Job directly.  Everything below it (API server, Job
+controller, scheduler, node) is shared, so ``operator p50 / floor p50`` says what the
+operator itself adds.  The target is a ratio of at most 1.5; ``--check`` turns a miss
+into exit status 1.  Operator and floor chains alternate, after one warm-up chain each,
+so load from other work on the machine falls on both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+from kubernetes.client.exceptions import ApiException
+
+# Run as a script from anywhere: the cluster harness lives in the repository's e2e/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from e2e import operating  # noqa: E402
+from e2e.controlplane import processes  # noqa: E402
+from e2e.controlplane.cluster import ClusterInfo, cluster, say  # noqa: E402
+
+TARGET_RATIO = 1.5
+GROUP, VERSION = "labrats.work", "v1alpha1"
+AGENTS = ("hop-a", "hop-b", "hop-c")
+AGENTJOB_LABEL = f"{GROUP}/agentjob"
+CHAIN_LABEL = "bench.labrats.work/chain"
+HOP_LABEL = "bench.labrats.work/hop"
+EXITED = re.compile(r"^exited-at (\d+\.\d+)$", re.MULTILINE)
+CHAIN_TIMEOUT_SECONDS = 120.0
+
+Obj = dict[str, Any]
+
+
+def agent_command(sleep: float) -> list[str]:
+    """The demo agent, then the exit timestamp: ``date`` is the last thing that runs."""
+    script = (
+        f'agentchain demo-agent --sleep {sleep} --no-context && echo "exited-at $(date +%s.%N)"'
+    )
+    return ["sh", "-c", script]
+
+
+def _api(kubeconfig: Path) -> kubernetes.client.ApiClient:
+    loader = kubernetes.config.new_client_from_config
+    api: kubernetes.client.ApiClient = loader(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+    return api
+
+
+# --- the floor: the minimal controller -------------------------------------------------
+
+
+def baseline_job(chain: str, hop: int, sleep: float) -> Obj:
+    labels = {CHAIN_LABEL: chain, HOP_LABEL: str(hop)}
+    container = {"name": "agent", "image": "agent", "command": agent_command(sleep)}
+    pod_spec = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "containers": [container],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"{chain}-{hop}", "labels": labels},
+        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
+    }
+
+
+def _ended(pod: Any) -> bool:
+    return any(cs.state and cs.state.terminated for cs in pod.status.container_statuses or [])
+
+
+def baseline_worker(kubeconfig: Path, namespace: str, length: int, sleep: float) -> None:
+    """Watch bench pods; when one's container ends, create the next hop's Job."""
+    with _api(kubeconfig) as api:
+        core, batch = kubernetes.client.CoreV1Api(api), kubernetes.client.BatchV1Api(api)
+        listed = core.list_namespaced_pod(namespace, label_selector=CHAIN_LABEL)
+        print("watching", flush=True)
+        version = listed.metadata.resource_version
+        stream = kubernetes.watch.Watch().stream(  # type: ignore[no-untyped-call]
+            core.list_namespaced_pod,
+            namespace,
+            label_selector=CHAIN_LABEL,
+            resource_version=version,
+            timeout_seconds=3600,
+        )
+        for event in stream:
+            pod = event["object"]
+            hop = int(pod.metadata.labels[HOP_LABEL])
+            if hop + 1 >= length or not _ended(pod):
+                continue
+            body = baseline_job(pod.metadata.labels[CHAIN_LABEL], hop + 1, sleep)
+            try:
+                batch.create_namespaced_job(namespace, body)
+            except ApiException as exc:
+                if exc.status != 409:  # AlreadyExists: a later event for the same pod.
+                    raise
+
+
+# --- measuring --------------------------------------------------------------------------
+
+
+class PodArrivals:
+    """When each pod's first watch event reached this process (``time.time()``)."""
+
+    def __init__(self, core: Any, namespace: str) -> None:
+        self.core, self.namespace = core, namespace
+        self.seen: dict[str, float] = {}
+        # Listed here, so every pod created after construction arrives as an event.
+        self.version = core.list_namespaced_pod(namespace).metadata.resource_version
+        threading.Thread(target=self._watch, daemon=True, name="pod-arrivals").start()
+
+    def _watch(self) -> None:
+        stream = kubernetes.watch.Watch().stream(  # type: ignore[no-untyped-call]
+            self.core.list_namespaced_pod,
+            self.namespace,
+            resource_version=self.version,
+            timeout_seconds=3600,
+        )
+        for event in stream:
+            self.seen.setdefault(event["object"].metadata.name, time.time())
+
+
+def _wait(check: Callable[[], Any], what: str) -> Any:
+    deadline = time.monotonic() + CHAIN_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+class Bench:
+    """One namespace, one operator, one floor worker; chains run one at a time."""
+
+    def __init__(self, api: kubernetes.client.ApiClient, namespace: str, sleep: float) -> None:
+        self.namespace, self.sleep = namespace, sleep
+        self.core = kubernetes.client.CoreV1Api(api)
+        self.batch = kubernetes.client.BatchV1Api(api)
+        self.custom = kubernetes.client.CustomObjectsApi(api)
+        self.arrivals = PodArrivals(self.core, namespace)
+
+    def _pod(self, selector: str) -> Any:
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        return pods[0] if len(pods) == 1 and _ended(pods[0]) else None
+
+    def _hop(self, parent: Any, child: Any) -> float:
+        log = self.core.read_namespaced_pod_log(parent.metadata.name, self.namespace)
+        match = EXITED.search(str(log))
+        if match is None:
+            raise RuntimeError(f"pod {parent.metadata.name} printed no exit time: {log!r}")
+        return self.arrivals.seen[child.metadata.name] - float(match.group(1))
+
+    def apply_agents(self) -> None:
+        for i, agent in enumerate(AGENTS):
+            trigger: Obj = {"source": "manual"}
+            if i + 1 < len(AGENTS):
+                trigger["next"] = {"agentTriggerName": AGENTS[i + 1], "condition": "on-success"}
+            spec = {
+                "triggerName": agent,
+                "eventTriggers": [trigger],
+                "command": agent_command(self.sleep),
+            }
+            body = {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "AiAgent",
+                "metadata": {"name": agent},
+                "spec": spec,
+            }
+            self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, "aiagents", body
+            )
+
+    def operator_chain(self, name: str) -> list[float]:
+        root = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "AgentJob",
+            "metadata": {"name": name},
+            "spec": {"agentRole": AGENTS[0], "origin": "manual", "prompt": "bench"},
+        }
+        self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, "agentjobs", root
+        )
+        names = [name]
+        for _ in AGENTS[1:]:
+            names.append(_wait(lambda: self._child_of(names[-1]), f"child of {names[-1]}"))
+        pods = [_wait(lambda n=n: self._pod(f"{AGENTJOB_LABEL}={n}"), n) for n in names]
+        return [self._hop(p, c) for p, c in zip(pods, pods[1:], strict=False)]
+
+    def _child_of(self, name: str) -> str | None:
+        job = self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, "agentjobs", name
+        )
+        entries = (job.get("status") or {}).get("next") or [{}]
+        child = entries[0].get("child")
+        return str(child) if child else None
+
+    def baseline_chain(self, chain: str) -> list[float]:
+        self.batch.create_namespaced_job(self.namespace, baseline_job(chain, 0, self.sleep))
+        selectors = [f"{CHAIN_LABEL}={chain},{HOP_LABEL}={h}" for h in range(len(AGENTS))]
+        pods = [_wait(lambda s=s: self._pod(s), s) for s in selectors]
+        return [self._hop(p, c) for p, c in zip(pods, pods[1:], strict=False)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile: the value below which ``q`` of the sample lies."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _start_worker(info: ClusterInfo, namespace: str, sleep: float) -> processes.ManagedProcess:
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--baseline-worker",
+        "--kubeconfig",
+        str(info.kubeconfig),
+        "--namespace",
+        namespace,
+        "--sleep",
+        str(sleep),
+    ]
+    worker = processes.start("bench-floor", argv, info.workdir)
+    processes.wait_for(
+        lambda: "watching" in worker.log_tail(), what="the floor worker", timeout=60, watch=[worker]
+    )
+    return worker
+
+
+def measure(info: ClusterInfo, hops: int, sleep: float) -> tuple[list[float], list[float]]:
+    operating.install(info)
+    namespace = f"bench-{secrets.token_hex(3)}"
+    info.kubectl("create", "namespace", namespace)
+    _wait(
+        lambda: info.kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0,
+        "the default ServiceAccount",
+    )
+    kubeconfig = operating.operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
+    op = operating.OperatorProcess(info, kubeconfig, extra_env={"AGENTCHAIN_NAMESPACES": namespace})
+    chains = math.ceil(hops / (len(AGENTS) - 1))
+    ours: list[float] = []
+    floor: list[float] = []
+    with _api(info.kubeconfig) as api:
+        bench = Bench(api, namespace, sleep)
+        bench.apply_agents()
+        op.start()
+        worker = _start_worker(info, namespace, sleep)
+        try:
+            bench.operator_chain("warm-up")
+            bench.baseline_chain("warm-up")
+            for i in range(chains):
+                ours += bench.operator_chain(f"op-{i:02d}")
+                floor += bench.baseline_chain(f"floor-{i:02d}")
+                say(f"chain {i + 1}/{chains}: operator {ours[-2:]} floor {floor[-2:]}")
+        finally:
+            worker.stop()
+            op.stop()
+    return ours, floor
+
+
+def report(ours: list[float], floor: list[float]) -> float:
+    print(f"hop latency (parent container exit -> child pod created), {len(ours)} hops each")
+    print(f"{'':10s} {'p50':>8s} {'p90':>8s}")
+    for label, values in (("operator", ours), ("floor", floor)):
+        p50, p90 = percentile(values, 0.5), percentile(values, 0.9)
+        print(f"{label:10s} {p50 * 1000:6.0f}ms {p90 * 1000:6.0f}ms")
+    ratio = percentile(ours, 0.5) / percentile(floor, 0.5)
+    print(f"ratio at p50 {ratio:.2f} (target <= {TARGET_RATIO})")
+    return ratio
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--hops", type=int, default=15, help="hops measured on each side")
+    parser.add_argument("--sleep", type=float, default=0.3, help="each agent's --sleep")
+    parser.add_argument("--check", action="store_true", help="exit 1 above the target ratio")
+    parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--namespace", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.baseline_worker:
+        baseline_worker(args.kubeconfig, args.namespace, len(AGENTS), args.sleep)
+        return 0
+    with cluster() as info:
+        ours, floor = measure(info, args.hops, args.sleep)
+    ratio = report(ours, floor)
+    return 1 if args.check and ratio > TARGET_RATIO else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+{{/* Chart name, truncated to the 63 characters a label value allows. */}}
+{{- define "agentchain.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Fully qualified name: the release name alone when it already contains the chart's. */}}
+{{- define "agentchain.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "agentchain.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "agentchain.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: agentchain
+{{- end }}
+
+{{- define "agentchain.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "agentchain.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{- define "agentchain.redis.fullname" -}}
+{{- printf "%s-redis" (include "agentchain.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "agentchain.redis.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "agentchain.redis.selectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: agentchain
+{{- end }}
+
+{{- define "agentchain.redis.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "agentchain.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: redis
+{{- end }}
+
+{{- define "agentchain.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "agentchain.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "agentchain.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The Secret holding webhook secrets, or "" when none is configured (fail closed). */}}
+{{- define "agentchain.webhookSecretName" -}}
+{{- if .Values.webhook.existingSecret }}
+{{- .Values.webhook.existingSecret }}
+{{- else if .Values.webhook.secrets }}
+{{- printf "%s-webhook" (include "agentchain.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding admin tokens, or "" when none is configured. */}}
+{{- define "agentchain.adminTokensSecretName" -}}
+{{- if .Values.adminTokens.existingSecret }}
+{{- .Values.adminTokens.existingSecret }}
+{{- else if .Values.adminTokens.tokens }}
+{{- printf "%s-admin-tokens" (include "agentchain.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{- define "agentchain.apiUrl" -}}
+{{- default (printf "http://%s.%s.svc:%v" (include "agentchain.fullname" .) .Release.Namespace .Values.service.port) .Values.operator.apiUrl }}
+{{- end }}
+
+{{/* Checks that fail the render with a clear message instead of a broken install. */}}
+{{- define "agentchain.validate" -}}
+{{- if and (not .Values.redis.enabled) (not .Values.externalRedis.url) (not .Values.externalRedis.existingSecret) }}
+{{- fail "redis.enabled is false: set externalRedis.url or externalRedis.existingSecret" }}
+{{- end }}
+{{- if and .Values.redis.enabled (or .Values.externalRedis.url .Values.externalRedis.existingSecret) }}
+{{- fail "set either redis.enabled or externalRedis, not both" }}
+{{- end }}
+{{- range .Values.agents.defaultCommand }}
+{{- if contains "," . }}
+{{- fail (printf "agents.defaultCommand item %q contains a comma; the operator splits the list on commas" .) }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,152 @@
+"""Building and observing chains in end-to-end tests: manifests in, finished chains out.
+
+The chain-policy tests each declare a handful of small agents and read back
+what the operator did; these helpers keep that declaration one line per agent
+and every observation (a chain's jobs, a child's prompt, an object's Events) one
+call, so the tests read as the behaviour they check.  Agents run the demo agent,
+whose flags (``--exit-code``, ``--print-chars``, ``--say``, ``--no-context``) make
+each outcome deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from e2e import operating
+from e2e.controlplane.cluster import ClusterInfo
+
+Obj = dict[str, Any]
+API_VERSION = "labrats.work/v1alpha1"
+CHAIN_TIMEOUT_SECONDS = 120
+
+
+def step(
+    target: str, condition: str = "on-success", policy: str = "stop", window: str | None = None
+) -> Obj:
+    """A ``next`` entry."""
+    out: Obj = {"agentTriggerName": target, "condition": condition, "failurePolicy": policy}
+    if window is not None:
+        out["contextWindow"] = window
+    return out
+
+
+def agent(
+    trigger: str,
+    *flags: str,
+    next_: Obj | None = None,
+    github: str | None = None,
+    enabled: bool = True,
+) -> Obj:
+    """An AiAgent named after its triggerName, running the demo agent with ``flags``.
+
+    ``next_`` goes on its manual trigger, or on a github trigger for events
+    ``github`` (e.g. ``"issues.labeled"``) when that is given.
+    """
+    trigger_entry: Obj = {"source": "manual"}
+    if github is not None:
+        trigger_entry = {"source": "github", "events": [github]}
+    if next_ is not None:
+        trigger_entry["next"] = next_
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "AiAgent",
+        "metadata": {"name": trigger},
+        "spec": {
+            "name": trigger,
+            "triggerName": trigger,
+            "enabled": enabled,
+            "command": ["agentchain", "demo-agent", *flags],
+            "eventTriggers": [trigger_entry],
+        },
+    }
+
+
+def root_job(name: str, agent_role: str, *, github_event: str | None = None) -> Obj:
+    """A root AgentJob; with ``github_event`` ("issues.labeled") it follows a github trigger."""
+    spec: Obj = {"agentRole": agent_role, "type": "e2e", "prompt": f"Work on {name}"}
+    if github_event is not None:
+        event, _, action = github_event.partition(".")
+        spec["origin"] = "github"
+        spec["event"] = {"source": "github", "name": event, "action": action}
+    else:
+        spec["origin"] = "manual"
+    return {"apiVersion": API_VERSION, "kind": "AgentJob", "metadata": {"name": name}, "spec": spec}
+
+
+def apply(info: ClusterInfo, namespace: str, *docs: Obj) -> None:
+    body = "\n---\n".join(yaml.safe_dump(d) for d in docs)
+    info.kubectl("apply", "-n", namespace, "-f", "-", input=body)
+
+
+def chain_jobs(info: ClusterInfo, namespace: str, chain_id: str) -> list[Obj]:
+    """The chain's AgentJobs, by depth."""
+    selector = f"labrats.work/chain-id={chain_id}"
+    out = info.kubectl("get", "agentjobs", "-n", namespace, "-l", selector, "-o", "json")
+    items: list[Obj] = json.loads(out.stdout)["items"]
+    return sorted(items, key=lambda j: (j.get("status") or {}).get("chainDepth", 0))
+
+
+def wait_chain(
+    info: ClusterInfo, namespace: str, root: str, count: int, timeout: float = CHAIN_TIMEOUT_SECONDS
+) -> list[Obj]:
+    """Wait until the chain started by AgentJob ``root`` has ``count`` jobs and is complete."""
+    chain_id = ""
+
+    def root_chain() -> str:
+        nonlocal chain_id
+        job: Obj = operating.get_json(info, "agentjob", root, "-n", namespace)
+        chain_id = str((job.get("status") or {}).get("chainId") or "")
+        return chain_id
+
+    operating.wait_until(root_chain, timeout=60, what=f"chain id of {root}")
+    jobs: list[Obj] = []
+
+    def complete() -> bool:
+        nonlocal jobs
+        jobs = chain_jobs(info, namespace, chain_id)
+        done = any((j.get("status") or {}).get("chainComplete") for j in jobs)
+        return len(jobs) == count and done
+
+    what = f"chain of {root} to complete with {count} jobs"
+    operating.wait_until(complete, timeout=timeout, interval=0.5, what=what)
+    return jobs
+
+
+def prompt_of(info: ClusterInfo, namespace: str, job: Obj) -> str:
+    """AGENT_PROMPT exactly as the job's batch Job hands it to the container."""
+    batch = operating.get_json(info, "job", job["status"]["jobName"], "-n", namespace)
+    env = batch["spec"]["template"]["spec"]["containers"][0]["env"]  # type: ignore[index]
+    return str(next(e["value"] for e in env if e["name"] == "AGENT_PROMPT"))
+
+
+def output_of(info: ClusterInfo, namespace: str, job: Obj) -> str:
+    """The job's container output as ``kubectl logs`` shows it, final newline removed."""
+    out = info.kubectl("logs", f"job/{job['status']['jobName']}", "-n", namespace).stdout
+    return out.rstrip("\n")
+
+
+def events_for(info: ClusterInfo, namespace: str, name: str) -> list[Obj]:
+    selector = f"involvedObject.name={name}"
+    out = info.kubectl("get", "events", "-n", namespace, "--field-selector", selector, "-o", "json")
+    items: list[Obj] = json.loads(out.stdout)["items"]
+    return items
+
+
+def has_event(info: ClusterInfo, namespace: str, name: str, type_: str, reason: str) -> bool:
+    return any(
+        e.get("type") == type_ and e.get("reason") == reason
+        for e in events_for(info, namespace, name)
+    )
+
+
+def batch_job_names(info: ClusterInfo, namespace: str) -> list[str]:
+    out = info.kubectl("get", "jobs", "-n", namespace, "-o", "json")
+    return sorted(j["metadata"]["name"] for j in json.loads(out.stdout)["items"])
+
+
+def condition(obj: Obj, type_: str) -> Obj | None:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == type_), None)

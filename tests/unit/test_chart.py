@@ -1,0 +1,253 @@
+"""The Helm chart, rendered with the cached helm binary (skipped only if helm can't be built).
+
+Aspects covered (issue 7, SPEC §8):
+* ``helm lint --strict`` passes and ``helm template`` renders with defaults and with every
+  optional feature on;
+* the ClusterRole's rules are exactly ``files/rbac-rules.yaml``, the rules the e2e suite
+  runs the operator under, and the binding names the chart's ServiceAccount;
+* the chart's CRDs are byte-for-byte the generated ``crds/``;
+* every ``AGENTCHAIN_*`` variable ``Settings.from_env`` reads is set by the Deployment;
+* both containers (operator, bundled Redis) run non-root, read-only, without capabilities,
+  with seccomp RuntimeDefault and no privilege escalation; probes hit /healthz and /readyz;
+* webhook secrets and admin tokens are files from a Secret (chart-owned or existing), with
+  the ``*_FILE`` variables pointing at them, and are absent when not configured;
+* Redis: bundled with ``--appendonly yes`` on a PVC or emptyDir, or an external URL read
+  from a Secret; a release with neither refuses to render;
+* ServiceMonitor and NetworkPolicy are off by default and render when enabled;
+* every top-level value in values.yaml is documented by a comment.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from e2e import charting
+
+ROOT = charting.ROOT
+CHART = charting.CHART
+SETTINGS = ROOT / "operator" / "agentchain" / "settings.py"
+
+pytestmark = pytest.mark.skipif(
+    charting.helm_binary() is None, reason="helm could not be built (build-binaries.sh helm)"
+)
+
+
+def _container(manifests: list[dict[str, Any]], deployment: str) -> dict[str, Any]:
+    spec = charting.only(manifests, "Deployment", deployment)["spec"]["template"]["spec"]
+    containers: list[dict[str, Any]] = spec["containers"]
+    assert len(containers) == 1
+    container: dict[str, Any] = containers[0]
+    return container
+
+
+def _pod(manifests: list[dict[str, Any]], deployment: str) -> dict[str, Any]:
+    pod: dict[str, Any] = charting.only(manifests, "Deployment", deployment)["spec"]["template"]
+    return pod["spec"]
+
+
+def _env(manifests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in _container(manifests, "agentchain")["env"]}
+
+
+def test_helm_lint_passes() -> None:
+    result = charting.helm("lint", "--strict", str(CHART), check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+class TestRbac:
+    def test_cluster_role_rules_are_the_e2e_rules(self) -> None:
+        role = charting.only(charting.render(), "ClusterRole")
+        expected = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())
+        assert role["rules"] == expected
+
+    def test_binding_names_the_operator_service_account(self) -> None:
+        manifests = charting.render()
+        binding = charting.only(manifests, "ClusterRoleBinding")
+        account = charting.only(manifests, "ServiceAccount")
+        role = charting.only(manifests, "ClusterRole")
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["metadata"]["name"],
+             "namespace": charting.NAMESPACE}
+        ]
+        assert _pod(manifests, "agentchain")["serviceAccountName"] == account["metadata"]["name"]
+
+    def test_rbac_can_be_left_to_the_cluster_admin(self) -> None:
+        kinds = {m["kind"] for m in charting.render("rbac.create=false")}
+        assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
+
+
+def test_chart_crds_equal_generated_crds() -> None:
+    generated = {p.name: p.read_bytes() for p in (ROOT / "crds").glob("*.yaml")}
+    in_chart = {p.name: p.read_bytes() for p in (CHART / "crds").glob("*.yaml")}
+    assert generated, "crds/ is empty"
+    assert in_chart == generated, "run: cp crds/*.yaml charts/agentchain/crds/"
+
+
+def test_every_setting_read_from_env_is_set_by_the_deployment() -> None:
+    read = set(re.findall(r'"(AGENTCHAIN_[A-Z_]+)"', SETTINGS.read_text()))
+    # Secrets arrive as files, never as variables.
+    wanted = {n + "_FILE" if n in ("AGENTCHAIN_WEBHOOK_SECRETS", "AGENTCHAIN_ADMIN_TOKENS") else n
+              for n in read}
+    env = _env(charting.render("webhook.secrets={s1}", "adminTokens.tokens={t1}"))
+    assert wanted <= set(env), sorted(wanted - set(env))
+    assert "AGENTCHAIN_WEBHOOK_SECRETS" not in env and "AGENTCHAIN_ADMIN_TOKENS" not in env
+
+
+class TestSecurityContext:
+    @pytest.mark.parametrize("deployment", ["agentchain", "agentchain-redis"])
+    def test_container_is_locked_down(self, deployment: str) -> None:
+        manifests = charting.render()
+        ctx = _container(manifests, deployment)["securityContext"]
+        pod = _pod(manifests, deployment)["securityContext"]
+        assert ctx["readOnlyRootFilesystem"] is True
+        assert ctx["allowPrivilegeEscalation"] is False
+        assert ctx["capabilities"] == {"drop": ["ALL"]}
+        assert pod["runAsNonRoot"] is True and pod["runAsUser"] != 0
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
+
+    def test_operator_writes_only_to_an_emptydir_tmp(self) -> None:
+        manifests = charting.render()
+        mounts = {m["mountPath"]: m for m in _container(manifests, "agentchain")["volumeMounts"]}
+        volumes = {v["name"]: v for v in _pod(manifests, "agentchain")["volumes"]}
+        assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
+        assert _env(manifests)["HOME"]["value"] == "/tmp"
+
+    def test_probes_hit_health_endpoints_on_the_service_port(self) -> None:
+        container = _container(charting.render(), "agentchain")
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+        assert container["resources"]["requests"] and container["resources"]["limits"]
+
+
+class TestSecrets:
+    @staticmethod
+    def _file_of(manifests: list[dict[str, Any]], var: str) -> tuple[str, str]:
+        """(Secret name, key) behind the file a ``*_FILE`` variable points at."""
+        path = Path(_env(manifests)[var]["value"])
+        container = _container(manifests, "agentchain")
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        volume = {v["name"]: v for v in _pod(manifests, "agentchain")["volumes"]}[
+            mounts[str(path.parent)]
+        ]
+        assert [i["path"] for i in volume["secret"]["items"]] == [path.name]
+        return volume["secret"]["secretName"], volume["secret"]["items"][0]["key"]
+
+    def test_chart_owned_secrets_hold_one_secret_per_line(self) -> None:
+        manifests = charting.render("webhook.secrets={old,new}", "adminTokens.tokens={t1}")
+        name, key = self._file_of(manifests, "AGENTCHAIN_WEBHOOK_SECRETS_FILE")
+        assert charting.only(manifests, "Secret", name)["stringData"][key] == "old\nnew"
+        name, key = self._file_of(manifests, "AGENTCHAIN_ADMIN_TOKENS_FILE")
+        assert charting.only(manifests, "Secret", name)["stringData"][key] == "t1"
+
+    def test_existing_secrets_are_mounted_not_rendered(self) -> None:
+        manifests = charting.render(
+            "webhook.existingSecret=gh-hook", "webhook.existingSecretKey=secrets",
+            "adminTokens.existingSecret=api-admins",
+        )
+        assert not [m for m in manifests if m["kind"] == "Secret"]
+        assert self._file_of(manifests, "AGENTCHAIN_WEBHOOK_SECRETS_FILE") == ("gh-hook", "secrets")
+        assert self._file_of(manifests, "AGENTCHAIN_ADMIN_TOKENS_FILE") == (
+            "api-admins", "admin-tokens")
+
+    def test_nothing_configured_means_no_secret_files(self) -> None:
+        # The operator then fails closed: the webhook endpoint answers 503.
+        manifests = charting.render()
+        env = _env(manifests)
+        assert "AGENTCHAIN_WEBHOOK_SECRETS_FILE" not in env
+        assert "AGENTCHAIN_ADMIN_TOKENS_FILE" not in env
+        assert not [m for m in manifests if m["kind"] == "Secret"]
+
+
+class TestRedis:
+    def test_bundled_redis_has_aof_on_a_volume_claim(self) -> None:
+        manifests = charting.render()
+        args = _container(manifests, "agentchain-redis")["args"]
+        assert args[args.index("--appendonly") + 1] == "yes"
+        volumes = {v["name"]: v for v in _pod(manifests, "agentchain-redis")["volumes"]}
+        claim = volumes["data"]["persistentVolumeClaim"]["claimName"]
+        charting.only(manifests, "PersistentVolumeClaim", claim)
+        service = charting.only(manifests, "Service", "agentchain-redis")
+        url = _env(manifests)["AGENTCHAIN_REDIS_URL"]["value"]
+        assert url == f"redis://{service['metadata']['name']}:6379/0"
+
+    def test_without_persistence_redis_uses_an_emptydir(self) -> None:
+        manifests = charting.render("redis.persistence.enabled=false")
+        volumes = {v["name"]: v for v in _pod(manifests, "agentchain-redis")["volumes"]}
+        assert "emptyDir" in volumes["data"]
+        assert not [m for m in manifests if m["kind"] == "PersistentVolumeClaim"]
+
+    def test_external_redis_url_comes_from_a_secret(self) -> None:
+        url = "rediss://:pw@redis.example:6380/0"
+        manifests = charting.render("redis.enabled=false", f"externalRedis.url={url}")
+        assert not [m for m in manifests if m["metadata"]["name"].endswith("-redis")]
+        ref = _env(manifests)["AGENTCHAIN_REDIS_URL"]["valueFrom"]["secretKeyRef"]
+        secret = charting.only(manifests, "Secret", ref["name"])
+        assert secret["stringData"][ref["key"]] == url
+
+    def test_no_redis_at_all_refuses_to_render(self) -> None:
+        result = charting.helm(
+            "template", "x", str(CHART), "--set", "redis.enabled=false", check=False
+        )
+        assert result.returncode != 0
+        assert "set externalRedis.url or externalRedis.existingSecret" in result.stderr
+
+
+class TestOperatorSettings:
+    def test_namespaces_and_agent_defaults_reach_the_operator(self) -> None:
+        env = _env(charting.render(
+            "operator.namespaces={team-a,team-b}", "operator.maxChainJobs=5",
+            "agents.defaultImage=example/agent:1", "agents.defaultCommand={claude,-p}",
+        ))
+        assert env["AGENTCHAIN_NAMESPACES"]["value"] == "team-a,team-b"
+        assert env["AGENTCHAIN_MAX_CHAIN_JOBS"]["value"] == "5"
+        assert env["AGENTCHAIN_DEFAULT_IMAGE"]["value"] == "example/agent:1"
+        assert env["AGENTCHAIN_DEFAULT_COMMAND"]["value"] == "claude,-p"
+
+    def test_agents_default_to_the_operator_image_and_the_in_cluster_api(self) -> None:
+        manifests = charting.render("image.tag=1.2.3")
+        env = _env(manifests)
+        image = _container(manifests, "agentchain")["image"]
+        assert env["AGENTCHAIN_DEFAULT_IMAGE"]["value"] == image
+        assert env["AGENTCHAIN_API_URL"]["value"] == (
+            f"http://agentchain.{charting.NAMESPACE}.svc:8080")
+
+    def test_service_exposes_the_listen_port(self) -> None:
+        manifests = charting.render()
+        port = charting.only(manifests, "Service", "agentchain")["spec"]["ports"][0]
+        assert port["targetPort"] == "http"
+        assert _env(manifests)["AGENTCHAIN_LISTEN_PORT"]["value"] == "8080"
+
+
+class TestOptionalResources:
+    def test_off_by_default(self) -> None:
+        kinds = {m["kind"] for m in charting.render()}
+        assert not kinds & {"ServiceMonitor", "NetworkPolicy"}
+
+    def test_service_monitor_scrapes_metrics(self) -> None:
+        manifests = charting.render("serviceMonitor.enabled=true")
+        endpoint = charting.only(manifests, "ServiceMonitor")["spec"]["endpoints"][0]
+        assert endpoint["path"] == "/metrics" and endpoint["port"] == "http"
+
+    def test_network_policies_admit_only_the_operator_to_redis(self) -> None:
+        manifests = charting.render("networkPolicy.enabled=true")
+        redis = charting.only(manifests, "NetworkPolicy", "agentchain-redis")
+        peers = redis["spec"]["ingress"][0]["from"]
+        assert peers[0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
+
+
+def test_every_top_level_value_is_documented() -> None:
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    undocumented = []
+    for i, line in enumerate(lines):
+        if not re.match(r"^[A-Za-z]\w*:", line):
+            continue
+        above = lines[i - 1].strip() if i else ""
+        sibling = bool(re.match(r"^[A-Za-z]\w*:", above))
+        if not above.startswith("#") and not sibling:
+            undocumented.append(line.split(":")[0])
+    assert not undocumented
