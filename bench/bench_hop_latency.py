@@ -21,6 +21,7 @@ so load from other work on the machine falls on both alike.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import re
 import secrets
@@ -36,9 +37,9 @@ from kubernetes.client.exceptions import ApiException
 
 # Run as a script from anywhere: the cluster harness lives in the repository's e2e/.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from e2e import operating  # noqa: E402
-from e2e.controlplane import processes  # noqa: E402
-from e2e.controlplane.cluster import ClusterInfo, cluster, say  # noqa: E402
+from e2e import operating
+from e2e.controlplane import processes
+from e2e.controlplane.cluster import ClusterInfo, cluster, say
 
 TARGET_RATIO = 1.5
 GROUP, VERSION = "labrats.work", "v1alpha1"
@@ -92,7 +93,9 @@ def _ended(pod: Any) -> bool:
 def baseline_worker(kubeconfig: Path, namespace: str, length: int, sleep: float) -> None:
     """Watch bench pods; when one's container ends, create the next hop's Job."""
     with _api(kubeconfig) as api:
-        core, batch = kubernetes.client.CoreV1Api(api), kubernetes.client.BatchV1Api(api)
+        # Typed Any: the client's models are too loose to check dict bodies against.
+        core: Any = kubernetes.client.CoreV1Api(api)
+        batch: Any = kubernetes.client.BatchV1Api(api)
         listed = core.list_namespaced_pod(namespace, label_selector=CHAIN_LABEL)
         print("watching", flush=True)
         version = listed.metadata.resource_version
@@ -155,14 +158,17 @@ class Bench:
 
     def __init__(self, api: kubernetes.client.ApiClient, namespace: str, sleep: float) -> None:
         self.namespace, self.sleep = namespace, sleep
-        self.core = kubernetes.client.CoreV1Api(api)
-        self.batch = kubernetes.client.BatchV1Api(api)
-        self.custom = kubernetes.client.CustomObjectsApi(api)
+        self.core: Any = kubernetes.client.CoreV1Api(api)
+        self.batch: Any = kubernetes.client.BatchV1Api(api)
+        self.custom: Any = kubernetes.client.CustomObjectsApi(api)
         self.arrivals = PodArrivals(self.core, namespace)
 
     def _pod(self, selector: str) -> Any:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
         return pods[0] if len(pods) == 1 and _ended(pods[0]) else None
+
+    def _wait_pod(self, selector: str) -> Any:
+        return _wait(lambda: self._pod(selector), f"the ended pod {selector}")
 
     def _hop(self, parent: Any, child: Any) -> float:
         log = self.core.read_namespaced_pod_log(parent.metadata.name, self.namespace)
@@ -203,9 +209,12 @@ class Bench:
         )
         names = [name]
         for _ in AGENTS[1:]:
-            names.append(_wait(lambda: self._child_of(names[-1]), f"child of {names[-1]}"))
-        pods = [_wait(lambda n=n: self._pod(f"{AGENTJOB_LABEL}={n}"), n) for n in names]
-        return [self._hop(p, c) for p, c in zip(pods, pods[1:], strict=False)]
+            names.append(self._wait_child(names[-1]))
+        pods = [self._wait_pod(f"{AGENTJOB_LABEL}={n}") for n in names]
+        return [self._hop(p, c) for p, c in itertools.pairwise(pods)]
+
+    def _wait_child(self, parent: str) -> str:
+        return str(_wait(lambda: self._child_of(parent), f"the child of {parent}"))
 
     def _child_of(self, name: str) -> str | None:
         job = self.custom.get_namespaced_custom_object(
@@ -218,8 +227,8 @@ class Bench:
     def baseline_chain(self, chain: str) -> list[float]:
         self.batch.create_namespaced_job(self.namespace, baseline_job(chain, 0, self.sleep))
         selectors = [f"{CHAIN_LABEL}={chain},{HOP_LABEL}={h}" for h in range(len(AGENTS))]
-        pods = [_wait(lambda s=s: self._pod(s), s) for s in selectors]
-        return [self._hop(p, c) for p, c in zip(pods, pods[1:], strict=False)]
+        pods = [self._wait_pod(s) for s in selectors]
+        return [self._hop(p, c) for p, c in itertools.pairwise(pods)]
 
 
 def percentile(values: list[float], q: float) -> float:

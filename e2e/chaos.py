@@ -226,6 +226,8 @@ def run_chaos(
         finally:
             if own:
                 op.stop()
+            elif op.process is None:
+                op.start()  # The caller's operator is left running, as it came.
         _count(kc, report)
     if report.kills < kills:
         report.problems.append(f"only {report.kills} of {kills} kills landed before the end")

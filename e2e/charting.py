@@ -29,7 +29,10 @@ def helm_binary() -> Path | None:
     try:
         result = subprocess.run(
             ["bash", str(BUILD_SCRIPT), "helm"],
-            capture_output=True, text=True, timeout=BUILD_TIMEOUT_SECONDS, check=False,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_SECONDS,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -67,7 +70,8 @@ def render(*sets: str, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
 def only(manifests: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
     """The one manifest of ``kind`` (and ``name``), failing clearly if not exactly one."""
     found = [
-        m for m in manifests
+        m
+        for m in manifests
         if m["kind"] == kind and (name is None or m["metadata"]["name"] == name)
     ]
     assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"

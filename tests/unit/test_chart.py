@@ -45,8 +45,9 @@ def _container(manifests: list[dict[str, Any]], deployment: str) -> dict[str, An
 
 
 def _pod(manifests: list[dict[str, Any]], deployment: str) -> dict[str, Any]:
-    pod: dict[str, Any] = charting.only(manifests, "Deployment", deployment)["spec"]["template"]
-    return pod["spec"]
+    template = charting.only(manifests, "Deployment", deployment)["spec"]["template"]
+    spec: dict[str, Any] = template["spec"]
+    return spec
 
 
 def _env(manifests: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -71,8 +72,11 @@ class TestRbac:
         role = charting.only(manifests, "ClusterRole")
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
         assert binding["subjects"] == [
-            {"kind": "ServiceAccount", "name": account["metadata"]["name"],
-             "namespace": charting.NAMESPACE}
+            {
+                "kind": "ServiceAccount",
+                "name": account["metadata"]["name"],
+                "namespace": charting.NAMESPACE,
+            }
         ]
         assert _pod(manifests, "agentchain")["serviceAccountName"] == account["metadata"]["name"]
 
@@ -91,8 +95,10 @@ def test_chart_crds_equal_generated_crds() -> None:
 def test_every_setting_read_from_env_is_set_by_the_deployment() -> None:
     read = set(re.findall(r'"(AGENTCHAIN_[A-Z_]+)"', SETTINGS.read_text()))
     # Secrets arrive as files, never as variables.
-    wanted = {n + "_FILE" if n in ("AGENTCHAIN_WEBHOOK_SECRETS", "AGENTCHAIN_ADMIN_TOKENS") else n
-              for n in read}
+    wanted = {
+        n + "_FILE" if n in ("AGENTCHAIN_WEBHOOK_SECRETS", "AGENTCHAIN_ADMIN_TOKENS") else n
+        for n in read
+    }
     env = _env(charting.render("webhook.secrets={s1}", "adminTokens.tokens={t1}"))
     assert wanted <= set(env), sorted(wanted - set(env))
     assert "AGENTCHAIN_WEBHOOK_SECRETS" not in env and "AGENTCHAIN_ADMIN_TOKENS" not in env
@@ -146,13 +152,16 @@ class TestSecrets:
 
     def test_existing_secrets_are_mounted_not_rendered(self) -> None:
         manifests = charting.render(
-            "webhook.existingSecret=gh-hook", "webhook.existingSecretKey=secrets",
+            "webhook.existingSecret=gh-hook",
+            "webhook.existingSecretKey=secrets",
             "adminTokens.existingSecret=api-admins",
         )
         assert not [m for m in manifests if m["kind"] == "Secret"]
         assert self._file_of(manifests, "AGENTCHAIN_WEBHOOK_SECRETS_FILE") == ("gh-hook", "secrets")
         assert self._file_of(manifests, "AGENTCHAIN_ADMIN_TOKENS_FILE") == (
-            "api-admins", "admin-tokens")
+            "api-admins",
+            "admin-tokens",
+        )
 
     def test_nothing_configured_means_no_secret_files(self) -> None:
         # The operator then fails closed: the webhook endpoint answers 503.
@@ -199,10 +208,14 @@ class TestRedis:
 
 class TestOperatorSettings:
     def test_namespaces_and_agent_defaults_reach_the_operator(self) -> None:
-        env = _env(charting.render(
-            "operator.namespaces={team-a,team-b}", "operator.maxChainJobs=5",
-            "agents.defaultImage=example/agent:1", "agents.defaultCommand={claude,-p}",
-        ))
+        env = _env(
+            charting.render(
+                "operator.namespaces={team-a,team-b}",
+                "operator.maxChainJobs=5",
+                "agents.defaultImage=example/agent:1",
+                "agents.defaultCommand={claude,-p}",
+            )
+        )
         assert env["AGENTCHAIN_NAMESPACES"]["value"] == "team-a,team-b"
         assert env["AGENTCHAIN_MAX_CHAIN_JOBS"]["value"] == "5"
         assert env["AGENTCHAIN_DEFAULT_IMAGE"]["value"] == "example/agent:1"
@@ -214,7 +227,8 @@ class TestOperatorSettings:
         image = _container(manifests, "agentchain")["image"]
         assert env["AGENTCHAIN_DEFAULT_IMAGE"]["value"] == image
         assert env["AGENTCHAIN_API_URL"]["value"] == (
-            f"http://agentchain.{charting.NAMESPACE}.svc:8080")
+            f"http://agentchain.{charting.NAMESPACE}.svc:8080"
+        )
 
     def test_service_exposes_the_listen_port(self) -> None:
         manifests = charting.render()

@@ -1,0 +1,140 @@
+"""Context isolation and hand-off on the real control plane (SPEC §5, seeds 001 and 002).
+
+Aspects covered:
+- dependsOn: C waits for A and B and gets exactly their results, nothing of D's;
+- a job without dependencies gets no prior context; memoryScope: all gets every result;
+- a parent's `## Downstream Directives` section is handed on instead of its raw output;
+- a missing completion marker fails an exit-0 job with CompletionMarkerMissing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from e2e import operating
+from e2e.controlplane.cluster import ClusterInfo
+
+
+def _agent(trigger: str, *args: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "labrats.work/v1alpha1",
+        "kind": "AiAgent",
+        "metadata": {"name": trigger},
+        "spec": {
+            "triggerName": trigger,
+            "command": ["agentchain", "demo-agent", "--no-context", *args],
+            **spec,
+        },
+    }
+
+
+def _job(name: str, agent: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "labrats.work/v1alpha1",
+        "kind": "AgentJob",
+        "metadata": {"name": name},
+        "spec": {"agentRole": agent, "prompt": f"task for {name}", **spec},
+    }
+
+
+def _apply(info: ClusterInfo, namespace: str, *objs: dict[str, Any]) -> None:
+    docs = "\n---\n".join(json.dumps(o) for o in objs)
+    info.kubectl("apply", "-n", namespace, "-f", "-", input=docs)
+
+
+def _status(info: ClusterInfo, namespace: str, name: str) -> dict[str, Any]:
+    obj = operating.get_json(info, "agentjob", name, "-n", namespace)
+    return dict(obj.get("status") or {})  # type: ignore[call-overload]
+
+
+def _wait_phase(info: ClusterInfo, namespace: str, name: str, phases: set[str]) -> dict[str, Any]:
+    operating.wait_until(
+        lambda: _status(info, namespace, name).get("phase") in phases,
+        timeout=90,
+        what=f"{name} to reach {phases}",
+    )
+    return _status(info, namespace, name)
+
+
+def _prompt(info: ClusterInfo, namespace: str, name: str) -> str:
+    job_name = _status(info, namespace, name)["jobName"]
+    batch = operating.get_json(info, "job", job_name, "-n", namespace)
+    env = batch["spec"]["template"]["spec"]["containers"][0]["env"]  # type: ignore[index]
+    return str(next(e["value"] for e in env if e["name"] == "AGENT_PROMPT"))
+
+
+def test_depends_on_sees_only_its_dependencies(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    _apply(
+        info,
+        namespace,
+        _agent("worker-a", "--say", "RESULT-FROM-A"),
+        _agent("worker-b", "--say", "RESULT-FROM-B"),
+        _agent("worker-d", "--say", "RESULT-FROM-D"),
+        _agent("synth"),
+    )
+    _apply(
+        info,
+        namespace,
+        _job("job-c", "synth", dependsOn=["job-a", "job-b"], type="synthesis"),
+        _job("job-a", "worker-a", type="analysis-a"),
+        _job("job-b", "worker-b", type="analysis-b"),
+        _job("job-d", "worker-d"),
+    )
+    for name in ("job-a", "job-b", "job-d"):
+        _wait_phase(info, namespace, name, {"Succeeded"})
+    _wait_phase(info, namespace, "job-c", {"Succeeded"})
+    prompt = _prompt(info, namespace, "job-c")
+    assert "### analysis-a (by worker-a)" in prompt
+    assert "### analysis-b (by worker-b)" in prompt
+    assert "RESULT-FROM-A" in prompt and "RESULT-FROM-B" in prompt
+    assert "RESULT-FROM-D" not in prompt
+    # No dependencies: nothing from anyone.
+    assert "RESULT-FROM" not in _prompt(info, namespace, "job-d").replace("RESULT-FROM-D", "")
+    assert _prompt(info, namespace, "job-a") == "task for job-a"
+
+
+def test_downstream_directives_are_handed_on(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    parent = _agent(
+        "planner",
+        "--say",
+        "noise that the child must not see",
+        "--say",
+        "## Downstream Directives",
+        "--say",
+        "- fix LoginForm first",
+        eventTriggers=[{"source": "manual", "next": {"agentTriggerName": "doer"}}],
+    )
+    _apply(info, namespace, parent, _agent("doer"))
+    _apply(info, namespace, _job("plan-1", "planner"))
+    _wait_phase(info, namespace, "plan-1", {"Succeeded"})
+    child = _status(info, namespace, "plan-1")["next"][0]["child"]
+    _wait_phase(info, namespace, child, {"Succeeded"})
+    prompt = _prompt(info, namespace, child)
+    block = prompt.split("</chain-context>")[0]
+    assert "- fix LoginForm first" in block
+    assert "noise that the child must not see" not in block
+
+
+def test_missing_completion_marker_fails_the_job(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    _apply(
+        info,
+        namespace,
+        _agent("strict", completionMarker="TRIAGE_COMPLETE"),
+        _agent("strict-ok", "--say", "TRIAGE_COMPLETE", completionMarker="TRIAGE_COMPLETE"),
+    )
+    _apply(info, namespace, _job("strict-1", "strict"), _job("strict-2", "strict-ok"))
+    failed = _wait_phase(info, namespace, "strict-1", {"Succeeded", "Failed"})
+    assert failed["phase"] == "Failed"
+    assert failed["reason"] == "CompletionMarkerMissing"
+    assert failed["exitCode"] == 0
+    assert _wait_phase(info, namespace, "strict-2", {"Succeeded", "Failed"})["phase"] == "Succeeded"
