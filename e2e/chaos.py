@@ -21,6 +21,7 @@ duplicate that a late resync would create is counted too.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import secrets
 import time
@@ -150,6 +151,17 @@ def completed(jobs: list[Obj]) -> int:
     return sum(1 for j in jobs if _status(j).get("chainComplete"))
 
 
+def start_schedule(chains: int, kills: int) -> list[int]:
+    """How many chains have been started before each kill.
+
+    Starts are spread over the first two thirds of the kills, so that kills keep
+    landing while chains run instead of after the last one ended, and so that every
+    stage of a chain (create, start, finish, spawn) meets some kill.
+    """
+    spread = max(1, kills * 2 // 3)
+    return [min(chains, math.ceil((k + 1) * chains / spread)) for k in range(kills)] or [chains]
+
+
 def _kill_loop(
     op: operating.OperatorProcess,
     kc: _Cluster,
@@ -158,15 +170,22 @@ def _kill_loop(
     chains: int,
     deadline: float,
 ) -> int:
-    """Kill and restart ``kills`` times or until every chain is complete."""
-    done = 0
-    while done < kills and time.monotonic() < deadline:
+    """Start chains and kill and restart the operator ``kills`` times, while chains run."""
+    started = done = 0
+    for target in start_schedule(chains, kills):
+        for i in range(started, target):
+            kc.create("agentjobs", root_job(f"chaos-{i:03d}"))
+        started = target
         time.sleep(rng.uniform(0, MAX_UPTIME_SECONDS))
+        if done >= kills or time.monotonic() > deadline:
+            break
+        if started == chains and completed(kc.agentjobs()) >= chains:
+            break  # Nothing runs any more: a kill now would prove nothing.
         op.kill()
         done += 1
         op.start()
-        if completed(kc.agentjobs()) >= chains:
-            break
+    for i in range(started, chains):  # Left over only when the deadline cut it short.
+        kc.create("agentjobs", root_job(f"chaos-{i:03d}"))
     return done
 
 
@@ -216,8 +235,6 @@ def run_chaos(
         if op.process is None:
             op.start()
         try:
-            for i in range(chains):
-                kc.create("agentjobs", root_job(f"chaos-{i:03d}"))
             report.kills = _kill_loop(op, kc, rng, kills, chains, deadline)
             _wait_complete(kc, chains, deadline)
             report.seconds = round(time.monotonic() - started, 1)

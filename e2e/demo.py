@@ -94,7 +94,8 @@ def main() -> int:
             say("installing CRDs and the operator's RBAC")
             operating.install(info)
             kubeconfig = operating.operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
-            op = operating.OperatorProcess(info, kubeconfig)
+            # Loopback only: the read-only dashboard is safe to switch on here.
+            op = operating.OperatorProcess(info, kubeconfig, extra_env={"AGENTCHAIN_DASHBOARD": "1"})
             say("starting the operator (its own ServiceAccount, not admin)")
             op.start()
             info.kubectl("create", "namespace", NAMESPACE)

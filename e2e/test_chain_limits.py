@@ -17,11 +17,15 @@ Aspects covered:
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from e2e import chaining, operating
 from e2e.chaining import agent, root_job, step
 from e2e.controlplane.cluster import ClusterInfo
+
+# Longer than the session operator's resync interval (AGENTCHAIN_RESYNC_SECONDS=3).
+RESYNC_WAIT_SECONDS = 4.5
 
 
 def _line(prefix: str, count: int) -> list[dict[str, Any]]:
@@ -60,6 +64,12 @@ def test_loop_is_refused(
     name = refused["metadata"]["name"]
     assert chaining.has_event(info, namespace, name, "Warning", "LoopDetected")
     assert len(chaining.batch_job_names(info, namespace)) == 2
+    # The chain is complete once, on the refusal record, and stays so: a resync
+    # must not mark the refused job's parent complete as well.
+    time.sleep(RESYNC_WAIT_SECONDS)
+    jobs = chaining.chain_jobs(info, namespace, refused["status"]["chainId"])
+    complete = [j["metadata"]["name"] for j in jobs if j["status"].get("chainComplete")]
+    assert complete == [name]
 
 
 def test_eleventh_job_exceeds_max_chain_depth(

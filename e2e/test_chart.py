@@ -66,9 +66,10 @@ def test_rendered_chart_passes_server_side_dry_run(
     result = chart_crds.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
     assert result.returncode == 0, result.stderr
     applied = [line for line in result.stdout.splitlines() if line.strip()]
-    kinds = {m["kind"] for m in charting.render(*sets, namespace=namespace)}
-    assert len(applied) == len(charting.render(*sets, namespace=namespace)), result.stdout
+    manifests = charting.render(*sets, namespace=namespace)
+    assert len(applied) == len(manifests), result.stdout
     assert all(line.endswith("(server dry run)") for line in applied), result.stdout
+    kinds = {m["kind"] for m in manifests}
     assert {"Deployment", "ClusterRole", "ClusterRoleBinding", "Service"} <= kinds
 
     # A dry run persists nothing.

@@ -229,8 +229,12 @@ async def complete_chain(rt: Runtime, obj: Obj, action: str, message: str) -> No
         metrics.CHAIN_OUTCOMES.labels(namespace, result).inc()
     text = f"Chain {chain_id} is complete ({result}) at {name}: {message}".strip()
     cond = Condition(type=CHAIN_COMPLETE, status="True", reason=Reason.CHAIN_COMPLETE, message=text)
-    await records.patch(obj, {"chainComplete": True}, condition=cond)
+    # The Event goes first: ``chainComplete`` settles the job, after which nothing
+    # replays this function, so a kill between the two writes in the other order lost
+    # the Event for good (seen in e2e/chaos.py).  The Event's name is deterministic,
+    # so a replay that already emitted it gets AlreadyExists.
     await events.emit(obj, "Normal", Reason.CHAIN_COMPLETE, text, key="chain-complete")
+    await records.patch(obj, {"chainComplete": True}, condition=cond)
 
 
 def _chain_outcome(action: str, phase: str, reason: str) -> str:

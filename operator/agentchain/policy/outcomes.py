@@ -21,8 +21,12 @@ REFUSAL_REASONS = frozenset(
         Reason.NEXT_AGENT_DISABLED,
     }
 )
-# Actions after which the chain continues in another job.
-CONTINUING_ACTIONS = frozenset({"spawned", "skipped"})
+# Actions after which the chain continues in another job.  "refused" belongs
+# here too: the refusal is itself a job record, and the chain is completed on
+# that record (its own decision is End).  Were it left out, the refused job's
+# parent would stay unsettled, and the next resync would mark the chain
+# complete a second time, on the parent.
+CONTINUING_ACTIONS = frozenset({"spawned", "skipped", "refused"})
 
 
 def event_matches(selector: str, event: JobEvent | None) -> bool:
