@@ -74,9 +74,9 @@ def watch_chain(info: ClusterInfo, timeout: float = 180) -> None:
         if table != previous:
             print(f"\n$ kubectl get agentjobs -n {NAMESPACE}\n{table}", flush=True)
             previous = table
-        items = json.loads(
-            info.kubectl("get", "agentjobs", "-n", NAMESPACE, "-o", "json").stdout
-        )["items"]
+        items = json.loads(info.kubectl("get", "agentjobs", "-n", NAMESPACE, "-o", "json").stdout)[
+            "items"
+        ]
         if items and any((i.get("status") or {}).get("chainComplete") for i in items):
             say("the chain is complete")
             return
@@ -95,7 +95,9 @@ def main() -> int:
             operating.install(info)
             kubeconfig = operating.operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
             # Loopback only: the read-only dashboard is safe to switch on here.
-            op = operating.OperatorProcess(info, kubeconfig, extra_env={"AGENTCHAIN_DASHBOARD": "1"})
+            op = operating.OperatorProcess(
+                info, kubeconfig, extra_env={"AGENTCHAIN_DASHBOARD": "1"}
+            )
             say("starting the operator (its own ServiceAccount, not admin)")
             op.start()
             info.kubectl("create", "namespace", NAMESPACE)
