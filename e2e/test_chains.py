@@ -2,8 +2,9 @@
 
 Aspects covered:
 - seed 003's Issue → Fix → Review chain: ids, depths, parents, paths, prompts;
-- the exact <chain-context> block and `kubectl get agentjobs -l` printer columns;
-- a 10,000-character parent output cut to 4,000 plus the marker; closing-tag neutralisation.
+- the exact <chain-context> block (with the parent's echoed tags neutralised);
+- `kubectl get agentjobs -l labrats.work/chain-id=` printer columns.
+(Cutting to 4,000 characters is covered in test_chain_policies.py.)
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ Aspects covered (issue 7, SPEC §8):
 * Redis: bundled with ``--appendonly yes`` on a PVC or emptyDir, or an external URL read
   from a Secret; a release with neither refuses to render;
 * ServiceMonitor and NetworkPolicy are off by default and render when enabled;
-* every top-level value in values.yaml is documented by a comment.
+* every top-level value in values.yaml is documented by a comment, and a misspelt value
+  is refused by values.schema.json rather than ignored.
 """
 
 from __future__ import annotations
@@ -265,3 +266,11 @@ def test_every_top_level_value_is_documented() -> None:
         if not above.startswith("#") and not sibling:
             undocumented.append(line.split(":")[0])
     assert not undocumented
+
+
+def test_misspelt_value_fails_instead_of_being_ignored() -> None:
+    # A silently ignored `webhook.secret` would install an operator that refuses every
+    # delivery; values.schema.json makes it an error at install time.
+    result = charting.helm("template", "x", str(CHART), "--set", "webhook.secret=abc", check=False)
+    assert result.returncode != 0
+    assert "additional properties 'secret' not allowed" in result.stderr

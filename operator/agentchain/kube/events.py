@@ -55,5 +55,8 @@ async def emit(
     except ApiException as exc:
         if already_exists(exc):
             return False
+        if exc.status == 403 and "NamespaceTerminating" in str(exc.body or ""):
+            # The namespace is going away with its Events: nothing left to tell.
+            return False
         raise
     return True
