@@ -32,8 +32,9 @@ e2e: ## the end-to-end suite (local control plane, or AGENTCHAIN_E2E_KUBECONFIG'
 demo: ## the local demo: control plane, Redis, operator, seed agents, a signed webhook, a live chain
 	$(PYTHON) -m e2e.demo
 
-crds: ## regenerate crds/ and docs/reference/crds.md from the models
+crds: ## regenerate crds/, the chart's copy and docs/reference/crds.md from the models
 	$(PYTHON) -m agentchain crds
+	cp crds/*.yaml charts/agentchain/crds/
 
 bench: ## benchmarks (ratios against baselines measured in the same run)
 	$(PYTHON) bench/bench_store.py
