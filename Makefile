@@ -20,7 +20,9 @@ lint: ## ruff, mypy --strict, import-linter, CRD drift
 	PYTHONPATH=operator lint-imports
 	$(PYTHON) -m agentchain.crdgen --check
 
-test: lint ## everything CI runs: lint, unit tests, e2e on the local control plane
+test: ## everything CI runs: setup, lint, unit tests, e2e on the local control plane
+	bash e2e/setup.sh
+	$(MAKE) lint
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
 unit: ## unit tests only (no control plane; Redis is started by the tests)
@@ -30,6 +32,7 @@ e2e: ## the end-to-end suite (local control plane, or AGENTCHAIN_E2E_KUBECONFIG'
 	$(PYTHON) -m pytest -m e2e $(PYTEST_ARGS)
 
 demo: ## the local demo: control plane, Redis, operator, seed agents, a signed webhook, a live chain
+	bash e2e/setup.sh
 	$(PYTHON) -m e2e.demo
 
 crds: ## regenerate crds/, the chart's copy and docs/reference/crds.md from the models

@@ -78,9 +78,14 @@ def agent_manifest(name: str) -> str:
 
 
 def agentjobs(kube: ClusterInfo, namespace: str) -> list[dict[str, Any]]:
+    """The jobs the webhook/API created: roots only.
+
+    When the session operator runs (the full suite), it also runs these jobs
+    and spawns their chain children; those are the chain's doing, not ours.
+    """
     out = kube.kubectl("-n", namespace, "get", "agentjobs", "-o", "json").stdout
     items: list[dict[str, Any]] = json.loads(out)["items"]
-    return items
+    return [i for i in items if (i.get("spec") or {}).get("origin") != "chain"]
 
 
 @contextlib.asynccontextmanager
