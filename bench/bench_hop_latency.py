@@ -34,6 +34,7 @@ from typing import Any
 
 import kubernetes
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import ProtocolError
 
 # Run as a script from anywhere: the cluster harness lives in the repository's e2e/.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -139,8 +140,11 @@ class PodArrivals:
             resource_version=self.version,
             timeout_seconds=3600,
         )
-        for event in stream:
-            self.seen.setdefault(event["object"].metadata.name, time.time())
+        try:
+            for event in stream:
+                self.seen.setdefault(event["object"].metadata.name, time.time())
+        except (ProtocolError, OSError):
+            return  # The cluster is going away at the end of the run; nothing to record.
 
 
 def _wait(check: Callable[[], Any], what: str) -> Any:

@@ -40,9 +40,9 @@ AGENTJOB_LABEL = f"{GROUP}/agentjob"
 AGENTS = ("ai-triage", "ai-developer", "ai-reviewer")
 # The operator's resync period in e2e (operating.OperatorProcess.env).
 RESYNC_SECONDS = 3.0
-# Longest the operator lives between restarts; uniform in [0, this), so about half the
-# kills land within the first second after start-up, while kopf resumes every object.
-MAX_UPTIME_SECONDS = 2.0
+# Longest the operator lives between restarts; uniform in [0, this), so many kills land
+# in the first second after start-up, while kopf resumes every object.
+MAX_UPTIME_SECONDS = 1.5
 REPORT_HEADER = " report (job "  # demo_agent prints it once per run
 
 Obj = dict[str, Any]
@@ -154,12 +154,16 @@ def completed(jobs: list[Obj]) -> int:
 def start_schedule(chains: int, kills: int) -> list[int]:
     """How many chains have been started before each kill.
 
-    Starts are spread over the first two thirds of the kills, so that kills keep
-    landing while chains run instead of after the last one ended, and so that every
-    stage of a chain (create, start, finish, spawn) meets some kill.
+    Half the chains start at once, so the first kills meet many chains in flight; the
+    rest start one by one until three kills before the end, because a restarted
+    operator catches up on a whole chain within a few lives: started all at once, the
+    chains would be over long before the last kill, which would then prove nothing.
     """
-    spread = max(1, kills * 2 // 3)
-    return [min(chains, math.ceil((k + 1) * chains / spread)) for k in range(kills)] or [chains]
+    if kills == 0:
+        return [chains]
+    first = (chains + 1) // 2
+    last = max(1, kills - 3)
+    return [min(chains, first + math.ceil((chains - first) * k / last)) for k in range(kills)]
 
 
 def _kill_loop(
@@ -173,18 +177,22 @@ def _kill_loop(
     """Start chains and kill and restart the operator ``kills`` times, while chains run."""
     started = done = 0
     for target in start_schedule(chains, kills):
+        if time.monotonic() > deadline:
+            break
+        if completed(kc.agentjobs()) >= started:
+            # Nothing is in flight: start the next chain now, or stop if none is left,
+            # since a kill that meets no running chain proves nothing.
+            if started == chains:
+                break
+            target = max(target, started + 1)
         for i in range(started, target):
             kc.create("agentjobs", root_job(f"chaos-{i:03d}"))
         started = target
         time.sleep(rng.uniform(0, MAX_UPTIME_SECONDS))
-        if done >= kills or time.monotonic() > deadline:
-            break
-        if started == chains and completed(kc.agentjobs()) >= chains:
-            break  # Nothing runs any more: a kill now would prove nothing.
         op.kill()
         done += 1
         op.start()
-    for i in range(started, chains):  # Left over only when the deadline cut it short.
+    for i in range(started, chains):  # Left over when kills are few, or time ran out.
         kc.create("agentjobs", root_job(f"chaos-{i:03d}"))
     return done
 
@@ -216,7 +224,7 @@ def run_chaos(
     CRDs and RBAC must be installed already (``operating.install``).
     """
     rng = random.Random(seed)
-    sleeps = {agent: round(rng.uniform(0.2, 1.5), 2) for agent in AGENTS}
+    sleeps = {agent: round(rng.uniform(1.0, 2.0), 2) for agent in AGENTS}
     report = ChaosReport(chains=chains, kills=0, sleeps=sleeps)
     own = operator is None
     op = operator or operating.OperatorProcess(

@@ -17,7 +17,7 @@ import pytest
 from e2e import chaos, operating
 from e2e.controlplane.cluster import ClusterInfo
 
-CHAINS = 5
+CHAINS = 8
 KILLS = 8
 SEED = 4
 
