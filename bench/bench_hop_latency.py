@@ -235,6 +235,10 @@ class Bench:
         return [self._hop(p, c) for p, c in itertools.pairwise(pods)]
 
 
+def _ms(values: list[float]) -> str:
+    return " ".join(f"{v * 1000:.0f}ms" for v in values)
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile: the value below which ``q`` of the sample lies."""
     ordered = sorted(values)
@@ -284,7 +288,7 @@ def measure(info: ClusterInfo, hops: int, sleep: float) -> tuple[list[float], li
             for i in range(chains):
                 ours += bench.operator_chain(f"op-{i:02d}")
                 floor += bench.baseline_chain(f"floor-{i:02d}")
-                say(f"chain {i + 1}/{chains}: operator {ours[-2:]} floor {floor[-2:]}")
+                say(f"chain {i + 1}/{chains}: operator {_ms(ours[-2:])} floor {_ms(floor[-2:])}")
         finally:
             worker.stop()
             op.stop()

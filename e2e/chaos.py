@@ -11,9 +11,11 @@ every agent's report was printed once; every non-last job records the child it s
 that child exists and names it as its parent; and every chain shows exactly one
 ``ChainComplete`` Event, on its last job.
 
-The kills are spread by a seeded RNG over the operator's whole life: some land while it
-resumes (right after ``/healthz`` answers), some mid-hop, some while it idles, so
-replaying one seed replays the same schedule (the cluster's timing still varies).
+The kills come at seeded-random moments (0 to 1.5 s after ``/healthz`` answers), so some
+land while kopf resumes every object, some mid-hop, some while it idles; replaying one
+seed replays the same schedule (the cluster's timing still varies).  Half the chains
+start at once and the rest one by one until just before the last kill, and a kill is
+only sent while some chain is in flight (see ``start_schedule``).
 After the last chain completes the run waits two resync periods before counting, so a
 duplicate that a late resync would create is counted too.
 """
