@@ -8,13 +8,15 @@ only conditions that changed are patched, and each new False gets one Event.
 from __future__ import annotations
 
 from agentchain.engine import records
+from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources
 from agentchain.models.conditions import READY, Condition, set_condition
 from agentchain.policy.agents import readiness
 
 
-async def reconcile_namespace(namespace: str) -> None:
-    agents = await records.agents_in(namespace)
+async def reconcile_namespace(rt: Runtime, namespace: str) -> None:
+    # Always a fresh list: this is where the catalog is squared with the API server.
+    agents = await rt.agents.refresh(namespace)
     specs = [(obj["metadata"]["name"], agent.spec) for obj, agent in agents]
     for obj, agent in agents:
         name = obj["metadata"]["name"]

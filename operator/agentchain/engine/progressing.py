@@ -31,6 +31,7 @@ from agentchain.policy.outcomes import (
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+_AGENT_REASONS = frozenset({Reason.NEXT_AGENT_NOT_FOUND, Reason.NEXT_AGENT_DISABLED})
 
 
 async def progress(rt: Runtime, obj: Obj) -> None:
@@ -50,16 +51,33 @@ async def progress_locked(rt: Runtime, obj: Obj, *, ended_at: float | None = Non
         await complete_chain(rt, obj, last.action, last.message or "")
         return
     namespace = obj["metadata"]["namespace"]
-    agents = await records.agents_in(namespace)
+    agents = await rt.agents.agents_in(namespace)
     try:
-        finished = _finished(obj, agents)
+        decision = _decide(rt, obj, agents)
+        if _needs_confirmation(decision, obj, agents):
+            agents = await rt.agents.refresh(namespace)
+            decision = _decide(rt, obj, agents)
     except chains.ChainMetadataError as exc:
         # Without readable chain metadata there is no chain to continue or complete.
         entry = {"action": "none", "reason": Reason.INVALID_CHAIN_METADATA, "message": str(exc)}
         await records.patch(obj, {"next": [entry], "chainComplete": True})
         return
-    decision = chains.next_step(finished, _infos(agents), _limits(rt))
     await _apply(rt, obj, decision, agents, ended_at)
+
+
+def _decide(rt: Runtime, obj: Obj, agents: list[tuple[Obj, AiAgent]]) -> chains.Decision:
+    return chains.next_step(_finished(obj, agents), _infos(agents), _limits(rt))
+
+
+def _needs_confirmation(
+    decision: chains.Decision, obj: Obj, agents: list[tuple[Obj, AiAgent]]
+) -> bool:
+    """A decision that rests on an agent being absent or disabled is re-checked
+    against a fresh list: the catalog may not have seen a just-made change yet."""
+    if isinstance(decision, chains.Refuse) and decision.reason in _AGENT_REASONS:
+        return True
+    role = records.parse(obj).spec.agent_role
+    return not any(a.spec.trigger_name == role for _, a in agents)
 
 
 def _limits(rt: Runtime) -> chains.Limits:
@@ -115,7 +133,11 @@ async def _apply(
         )
         await complete_chain(rt, obj, action, decision.message)
         return
-    child = await _create_child(rt, obj, decision, agents)
+    # Held across the create so the child's lock epoch says whether anyone touched
+    # the child between its creation and our start (then it is re-read).
+    child_lock = lock_for(namespace, decision.child.name)
+    seen = child_lock.epoch
+    child, created = await _create_child(rt, obj, decision, agents)
     actions = {chains.Spawn: "spawned", chains.Skip: "skipped", chains.Refuse: "refused"}
     entry = {
         "action": actions[type(decision)],
@@ -126,11 +148,13 @@ async def _apply(
     }
     if isinstance(decision, chains.Refuse):
         _count_refusal(namespace, decision.reason)
-    await _record_next(rt, obj, entry)
-    # Fast path: start the child now rather than waiting for its watch event.
-    await starting.start(rt, child)
+    # Fast path: start the child now rather than waiting for its watch event.  The
+    # parent's record comes after, off the hop's critical path: a crash in between
+    # replays the same decision, whose create answers AlreadyExists.
+    await starting.start(rt, child, current_at=seen if created else None)
     if ended_at is not None and isinstance(decision, chains.Spawn):
         metrics.HOP_LATENCY.observe(time.monotonic() - ended_at)
+    await _record_next(rt, obj, entry)
 
 
 def _count_refusal(namespace: str, reason: str) -> None:
@@ -161,7 +185,7 @@ async def _create_child(
     parent: Obj,
     decision: chains.Spawn | chains.Skip | chains.Refuse,
     agents: list[tuple[Obj, AiAgent]],
-) -> Obj:
+) -> tuple[Obj, bool]:
     namespace = parent["metadata"]["namespace"]
     plan = decision.child
     annotations = chains.position_annotations(plan.position, plan.parent)
@@ -194,7 +218,7 @@ async def _create_child(
     if created and isinstance(decision, chains.Spawn) and decision.notify:
         metrics.FAILURE_NOTIFICATIONS.labels(namespace, plan.agent).inc()
         await events.emit(parent, "Warning", Reason.CHAIN_NOTIFY, decision.message, key="notify")
-    return child
+    return child, created
 
 
 async def _context_for(

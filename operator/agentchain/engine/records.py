@@ -12,7 +12,6 @@ from typing import Any
 from agentchain import models
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJob
-from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Condition, set_condition
 from agentchain.policy import chains, naming
 
@@ -46,6 +45,16 @@ def position(obj: Obj) -> chains.ChainPosition:
     return chains.root_position(naming.chain_id_for(meta["uid"]), agent)
 
 
+def chain_fields(obj: Obj, pos: chains.ChainPosition) -> Obj:
+    """The chain's status fields, written with the job's first status write."""
+    return {
+        "chainId": pos.chain_id,
+        "chainDepth": pos.depth,
+        "chainPath": list(pos.path),
+        "parentJobId": parent_of(obj),
+    }
+
+
 def owner_reference(obj: Obj) -> Obj:
     return {
         "apiVersion": models.API_VERSION,
@@ -68,24 +77,6 @@ async def patch(obj: Obj, status: Obj, *, condition: Condition | None = None) ->
     if patched is not None:
         obj["status"] = patched.get("status", {})
     return patched
-
-
-async def agents_in(namespace: str) -> list[tuple[Obj, AiAgent]]:
-    items, _ = await resources.list_objects(namespace, resources.AIAGENTS)
-    parsed: list[tuple[Obj, AiAgent]] = []
-    for item in items:
-        try:
-            parsed.append((item, AiAgent.model_validate(item)))
-        except ValueError:
-            continue  # The CRD schema makes this unreachable; never crash on it.
-    return parsed
-
-
-async def agent_by_trigger(namespace: str, trigger: str) -> AiAgent | None:
-    for _, agent in await agents_in(namespace):
-        if agent.spec.trigger_name == trigger:
-            return agent
-    return None
 
 
 def parent_of(obj: Obj) -> str | None:

@@ -6,10 +6,11 @@ module globals, so tests can run several runtimes against different Redis DBs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 
+from agentchain.engine.catalog import AgentCatalog
 from agentchain.settings import Settings
 from agentchain.store.anchors import AnchorStore
 from agentchain.store.chains import ChainStore
@@ -29,6 +30,7 @@ class Runtime:
     anchors: AnchorStore
     contexts: ContextStore
     deliveries: DeliveryLog
+    agents: AgentCatalog = field(default_factory=AgentCatalog)
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:

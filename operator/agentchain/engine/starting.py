@@ -7,6 +7,7 @@ name is derived from the AgentJob, so a second create answers AlreadyExists.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from agentchain import metrics, models
@@ -26,13 +27,17 @@ log = logging.getLogger(__name__)
 Obj = records.Obj
 
 
-async def start(rt: Runtime, obj: Obj) -> None:
+async def start(rt: Runtime, obj: Obj, *, current_at: int | None = None) -> None:
+    """Start ``obj``; ``current_at`` is the lock epoch at which ``obj`` was known
+    current (a child its parent just created), so it need not be read again."""
     namespace, name = records.name_of(obj)
-    async with lock_for(namespace, name):
-        fresh = await resources.get(namespace, resources.AGENTJOBS, name)
-        if fresh is None:
-            return
-        await _start_locked(rt, fresh)
+    async with lock_for(namespace, name) as epoch:
+        if current_at is None or epoch != current_at:
+            fresh = await resources.get(namespace, resources.AGENTJOBS, name)
+            if fresh is None:
+                return
+            obj = fresh
+        await _start_locked(rt, obj)
 
 
 async def _start_locked(rt: Runtime, obj: Obj) -> None:
@@ -46,27 +51,36 @@ async def _start_locked(rt: Runtime, obj: Obj) -> None:
 
         await finishing.record_failure(rt, obj, Reason.INVALID_CHAIN_METADATA, str(exc))
         return
-    if job.status.chain_id is None:
-        await _init_status(obj, job, pos)
+    # The chain fields go out with the first status write that has to happen anyway
+    # (on the hot path: with the batch Job's name), saving a round trip per hop.
+    init = await _chain_status(obj, job, pos) if job.status.chain_id is None else {}
     annotations = obj["metadata"].get("annotations") or {}
     if annotations.get(records.DISPOSITION):
+        await _write(obj, init)
         await _record_disposition(rt, obj, annotations)
         return
     if job.status.job_name:
+        await _write(obj, init)
         return  # The batch Job exists; the pod and Job watchers take it from here.
-    agent = await records.agent_by_trigger(obj["metadata"]["namespace"], job.spec.agent_role)
+    agent = await rt.agents.by_trigger(obj["metadata"]["namespace"], job.spec.agent_role)
     if agent is None or not agent.spec.enabled:
+        await _write(obj, init)
         await _refuse_agent(rt, obj, job, agent)
         return
     deps = await prompting.dependencies(obj, job)
     if deps.waiting:
+        await _write(obj, init)
         await _wait(obj, deps.reason, deps.message)
         return
-    await _launch(rt, obj, job, agent, pos, deps.results)
+    await _launch(rt, obj, job, agent, pos, deps.results, init)
 
 
-async def _init_status(obj: Obj, job: AgentJob, pos: chains.ChainPosition) -> None:
-    parent = (obj["metadata"].get("annotations") or {}).get(models.PARENT_JOB)
+async def _write(obj: Obj, status: Obj) -> None:
+    if status:
+        await records.patch(obj, status)
+
+
+async def _chain_status(obj: Obj, job: AgentJob, pos: chains.ChainPosition) -> Obj:
     if models.CHAIN_ID not in (obj["metadata"].get("annotations") or {}):
         # A root job: its chain metadata goes on the object too, so that
         # `kubectl get agentjobs -l labrats.work/chain-id=<id>` lists it.
@@ -78,18 +92,12 @@ async def _init_status(obj: Obj, job: AgentJob, pos: chains.ChainPosition) -> No
             labels=chains.position_labels(pos, job.spec.agent_role),
             annotations=chains.position_annotations(pos, None),
         )
-    await records.patch(
-        obj,
-        {
-            "phase": job.status.phase or "Pending",
-            "reason": job.status.reason or Reason.CREATED,
-            "message": job.status.message or "Accepted by the operator.",
-            "chainId": pos.chain_id,
-            "chainDepth": pos.depth,
-            "chainPath": list(pos.path),
-            "parentJobId": parent,
-        },
-    )
+    return {
+        "phase": job.status.phase or "Pending",
+        "reason": job.status.reason or Reason.CREATED,
+        "message": job.status.message or "Accepted by the operator.",
+        **records.chain_fields(obj, pos),
+    }
 
 
 async def _record_disposition(rt: Runtime, obj: Obj, annotations: dict[str, str]) -> None:
@@ -141,6 +149,7 @@ async def _launch(
     agent: AiAgent,
     pos: chains.ChainPosition,
     deps: list[prompting.DependencyResult],
+    init: Obj,
 ) -> None:
     from agentchain.engine import finishing
 
@@ -148,12 +157,12 @@ async def _launch(
     try:
         prompt = await prompting.build(rt, obj, job, agent, pos, deps)
     except PromptRenderError as exc:
+        await _write(obj, init)
         await finishing.record_failure(rt, obj, Reason.PROMPT_RENDER_FAILED, str(exc))
         return
     secret = naming.token_secret_name(name)
     token = await rt.tokens.ensure(namespace, name, pos.chain_id, rt.settings.job_token_ttl_seconds)
     owner = records.owner_reference(obj)
-    await workloads.ensure_secret(namespace, secret, {TOKEN_SECRET_KEY: token}, owner)
     inputs = JobInputs(
         agentjob_name=name,
         job_name=naming.batch_job_name(name),
@@ -167,8 +176,13 @@ async def _launch(
     )
     body = build_job(inputs, rt.settings)
     body["metadata"]["ownerReferences"] = [owner]
-    _, created = await workloads.create_job(namespace, body)
-    status: Obj = {"jobName": inputs.job_name, "reason": Reason.JOB_CREATED}
+    # Side by side: a pod whose Secret is not there yet waits for it
+    # (CreateContainerConfigError), and the Secret is one small write.
+    _, (_, created) = await asyncio.gather(
+        workloads.ensure_secret(namespace, secret, {TOKEN_SECRET_KEY: token}, owner),
+        workloads.create_job(namespace, body),
+    )
+    status: Obj = {**init, "jobName": inputs.job_name, "reason": Reason.JOB_CREATED}
     status["message"] = f"Batch Job {inputs.job_name} created."
     if job.status.phase in (None, "Waiting"):
         status["phase"] = "Pending"
