@@ -2,7 +2,9 @@
 
 Aspects covered:
 - dependsOn: C waits for A and B and gets exactly their results, nothing of D's;
-- a job without dependencies gets no prior context; memoryScope: all gets every result;
+- a job without dependencies gets no prior context;
+- memoryScope: all — a coordinator attached to a two-job chain gets every result of that
+  chain under `### <title> (by <agent>)` headings, and nothing of another chain;
 - a parent's `## Downstream Directives` section is handed on instead of its raw output;
 - a missing completion marker fails an exit-0 job with CompletionMarkerMissing.
 """
@@ -12,6 +14,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentchain import models
+from agentchain.policy import naming
+from agentchain.policy.prompts import CHAIN_RESULTS_HEADING
 from e2e import operating
 from e2e.controlplane.cluster import ClusterInfo
 
@@ -95,6 +100,67 @@ def test_depends_on_sees_only_its_dependencies(
     # No dependencies: nothing from anyone.
     assert "RESULT-FROM" not in _prompt(info, namespace, "job-d").replace("RESULT-FROM-D", "")
     assert _prompt(info, namespace, "job-a") == "task for job-a"
+
+
+def test_memory_scope_all_gets_every_result_of_its_chain(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    scout = _agent(
+        "scout",
+        "--say",
+        "RESULT-OF-SCOUT",
+        eventTriggers=[{"source": "manual", "next": {"agentTriggerName": "fixer"}}],
+    )
+    _apply(
+        info,
+        namespace,
+        scout,
+        _agent("fixer", "--say", "RESULT-OF-FIXER"),
+        _agent("outsider", "--say", "RESULT-OF-OUTSIDER"),
+        _agent("coordinator"),
+    )
+    _apply(
+        info,
+        namespace,
+        _job("scout-1", "scout", type="investigation"),
+        _job("outsider-1", "outsider", type="investigation"),
+    )
+    operating.wait_until(
+        lambda: _status(info, namespace, "scout-1").get("chainId"),
+        timeout=60,
+        what="the chain id of scout-1",
+    )
+    chain_id = _status(info, namespace, "scout-1")["chainId"]
+    fixer = naming.child_name("scout-1", "fixer")
+    assert _wait_phase(info, namespace, "outsider-1", {"Succeeded"})["chainId"] != chain_id
+    # Only an AgentJob written by hand can ask for memoryScope: all (a chain step cannot),
+    # so the coordinator joins the chain through its position annotations, as the third
+    # job, and waits for the other two with dependsOn.
+    path = ["scout", "fixer", "coordinator"]
+    coordinator = _job(
+        "coord-1", "coordinator", type="synthesis", memoryScope="all", dependsOn=["scout-1", fixer]
+    )
+    coordinator["metadata"]["labels"] = {
+        models.CHAIN_ID: chain_id,
+        models.AGENT_ROLE: "coordinator",
+    }
+    coordinator["metadata"]["annotations"] = {
+        models.CHAIN_ID: chain_id,
+        models.CHAIN_DEPTH: "2",
+        models.CHAIN_PATH: json.dumps(path),
+    }
+    _apply(info, namespace, coordinator)
+    assert _wait_phase(info, namespace, "coord-1", {"Succeeded", "Failed"})["phase"] == "Succeeded"
+    assert _status(info, namespace, fixer)["chainId"] == chain_id
+    prompt = _prompt(info, namespace, "coord-1")
+    assert prompt.count(CHAIN_RESULTS_HEADING) == 1
+    scout_at = prompt.index("### investigation (by scout)\n")
+    fixer_at = prompt.index("### investigation (by fixer)\n")
+    assert scout_at < prompt.index("RESULT-OF-SCOUT") < fixer_at < prompt.index("RESULT-OF-FIXER")
+    assert prompt.count("RESULT-OF-SCOUT") == prompt.count("RESULT-OF-FIXER") == 1
+    assert "RESULT-OF-OUTSIDER" not in prompt and "(by outsider" not in prompt
+    assert prompt.endswith("task for coord-1")
 
 
 def test_downstream_directives_are_handed_on(

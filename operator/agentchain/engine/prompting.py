@@ -1,7 +1,7 @@
 """Gathering what goes into an agent's prompt, then handing it to the pure builders.
 
 The I/O half of prompt building: dependency results, learnings (claimed in
-Redis *before* the prompt is built, so a crash never injects them twice),
+Redis for one AgentJob *before* the prompt is built, see :func:`_learnings`),
 store entries the agent may read, and the job's anchor.  The text itself is
 composed by ``policy.prompts``.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agentchain import models
+from agentchain import faults, models
 from agentchain.engine import records
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import resources, workloads
@@ -68,8 +68,17 @@ async def _chain_results(obj: records.Obj, pos: chains.ChainPosition) -> list[De
     selector = f"{models.CHAIN_ID}={pos.chain_id}"
     items, _ = await resources.list_objects(namespace, resources.AGENTJOBS, label_selector=selector)
     ended = [i for i in items if (i.get("status") or {}).get("phase") in TERMINAL_PHASES]
-    ended.sort(key=lambda i: i["metadata"].get("creationTimestamp", ""))
+    # Chain order: creationTimestamp has one-second resolution, so a fast parent and its
+    # child often tie on it; the depth (set before a job runs) does not.
+    ended.sort(key=_chain_order)
     return [_result_of(i) for i in ended if i["metadata"]["name"] != name]
+
+
+def _chain_order(item: records.Obj) -> tuple[int, str, str]:
+    depth = (item.get("status") or {}).get("chainDepth")
+    meta = item["metadata"]
+    created = meta.get("creationTimestamp", "")
+    return (depth if isinstance(depth, int) else 0, created, meta["name"])
 
 
 async def _full_outputs(
@@ -84,14 +93,26 @@ async def _full_outputs(
     return out
 
 
-async def _learnings(rt: Runtime, namespace: str, agent: AiAgent, pos: chains.ChainPosition) -> str:
+async def _learnings(
+    rt: Runtime, obj: records.Obj, agent: AiAgent, pos: chains.ChainPosition
+) -> str:
+    """The learnings section, for the agent's first run in this chain only (SPEC §5).
+
+    The claim names this AgentJob and is recorded before the prompt is built. After a
+    crash anywhere past it, the rebuilt prompt of the *same* job gets the learnings
+    again, and since that prompt only ever reaches the job's one batch Job (fixed name,
+    created once), the learnings land in exactly one run: never twice, never lost.
+    """
     ref = agent.spec.learnings
     if ref is None:
         return ""
-    # Claim first: if we crash after this line the learnings are lost for this
-    # run, never injected twice (SPEC §5).
-    if not await rt.chains.learnings_claim(namespace, pos.chain_id, agent.spec.trigger_name):
+    namespace, name = records.name_of(obj)
+    claimant = f"{name}/{obj['metadata']['uid']}"
+    if not await rt.chains.learnings_claim(
+        namespace, pos.chain_id, agent.spec.trigger_name, claimant
+    ):
         return ""
+    faults.crashpoint("learnings-claimed")
     data = await workloads.read_config_map(namespace, ref.config_map_name)
     return prompts.learnings_section(data or {})
 
@@ -129,7 +150,7 @@ async def build(
     return prompts.assemble_prompt(
         original=original,
         chain_context=job.spec.chain_context,
-        learnings=await _learnings(rt, namespace, agent, pos),
+        learnings=await _learnings(rt, obj, agent, pos),
         store=await _store(rt, namespace, agent),
         dependencies=dependency_text,
         anchor=prompts.anchor_section(anchor) if anchor else "",

@@ -8,10 +8,12 @@ runs twice at the same moment, and what must outlive the AgentJobs for audit:
   decision), and a replayed transition (resync after a restart) is not recorded twice;
 * completion — :meth:`ChainStore.mark_complete` answers True exactly once per chain, so
   the "chain complete" Event and metric are emitted once (``HSETNX`` is the arbiter);
-* learnings claims — :meth:`ChainStore.learnings_claim` answers True exactly once per
-  (chain, agent). The claim is written *before* the prompt is built: if the operator
-  dies in between, the learnings are lost for that run rather than injected twice,
-  which is the failure SPEC §5 allows.
+* learnings claims — :meth:`ChainStore.learnings_claim` records, per (chain, agent),
+  *which* AgentJob gets the learnings: the first claimant wins and keeps winning. The
+  claim is written *before* the prompt is built, and because the winner's prompt can
+  only land in its one batch Job (a deterministic name, created once), a restarted
+  operator that rebuilds the prompt after a crash injects the learnings again for the
+  same job — so they reach exactly one run, neither lost nor doubled (SPEC §5).
 
 Each write is atomic (Lua or MULTI) and pushes the record's expiry forward.
 """
@@ -126,11 +128,24 @@ class ChainStore:
         )
         return bool(won)
 
-    async def learnings_claim(self, tenant: str, chain_id: str, agent: str) -> bool:
-        """True exactly once per (chain, agent): call it before building the prompt."""
+    async def learnings_claim(self, tenant: str, chain_id: str, agent: str, job: str) -> bool:
+        """Whether ``job`` is the one run of ``agent`` in this chain that gets the learnings.
+
+        True for the first claimant and, on every later call, for that same claimant
+        only (a rebuild after a crash); False for any other job. Call it before
+        building the prompt. ``job`` identifies one AgentJob (the engine passes
+        ``name/uid``, so a deleted and recreated job of the same name is a new run).
+        """
         key = keys.chain_learnings(tenant, chain_id)
         async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hsetnx(key, agent, repr(time.time()))
+            pipe.hsetnx(key, agent, job)
+            pipe.hget(key, agent)
             pipe.expire(key, keys.CHAIN_TTL_SECONDS)
-            claimed, _ = await pipe.execute()
-        return bool(claimed)
+            _, claimant, _ = await pipe.execute()
+        # Claims written before claimants were recorded hold a timestamp: never equal.
+        return bool(claimant == job.encode("utf-8"))
+
+    async def learnings_claimant(self, tenant: str, chain_id: str, agent: str) -> str | None:
+        """The job that claimed ``agent``'s learnings in this chain, if any (for audit)."""
+        raw = await self._redis.hget(keys.chain_learnings(tenant, chain_id), agent)  # type: ignore[misc]
+        return None if raw is None else bytes(raw).decode("utf-8")

@@ -5,8 +5,10 @@ Aspects covered:
 - the hop list is bounded; records expire after 30 days;
 - mark_complete is True exactly once, also with 50 concurrent callers, and the first
   caller's outcome is the one kept;
-- learnings_claim is True exactly once per (chain, agent) under concurrency, and
-  independent per agent and per chain;
+- learnings_claim: of many jobs claiming one (chain, agent) at once exactly one wins, and
+  it keeps winning when it claims again (a rebuild after a crash) while every other job
+  keeps losing; claims are independent per agent and per chain, expire with the chain
+  record, and a claim from before claimants were recorded belongs to no job;
 - tenants never see each other's chains; an unknown chain is None.
 """
 
@@ -80,12 +82,51 @@ async def test_mark_complete_exactly_once(store: ChainStore) -> None:
     assert not await store.mark_complete(T, "c1", "again", "j")
 
 
-async def test_learnings_claim_exactly_once_per_chain_and_agent(store: ChainStore) -> None:
-    results = await asyncio.gather(*(store.learnings_claim(T, "c1", "coder") for _ in range(50)))
+async def test_learnings_claim_has_exactly_one_winner(store: ChainStore) -> None:
+    jobs = [f"coder-{i}/uid-{i}" for i in range(50)]
+    results = await asyncio.gather(*(store.learnings_claim(T, "c1", "coder", j) for j in jobs))
     assert results.count(True) == 1
-    assert await store.learnings_claim(T, "c1", "reviewer")
-    assert await store.learnings_claim(T, "c2", "coder")
-    assert not await store.learnings_claim(T, "c1", "coder")
+    winner = jobs[results.index(True)]
+    assert await store.learnings_claimant(T, "c1", "coder") == winner
+    # The winner rebuilding its prompt (many times, concurrently) still gets them; nobody
+    # else ever does, including a job that claims for the first time only now.
+    again = await asyncio.gather(
+        *(store.learnings_claim(T, "c1", "coder", winner) for _ in range(20))
+    )
+    assert all(again)
+    late = [*jobs, "coder-late/uid-late"]
+    others = await asyncio.gather(
+        *(store.learnings_claim(T, "c1", "coder", j) for j in late if j != winner)
+    )
+    assert not any(others)
+    assert await store.learnings_claimant(T, "c1", "coder") == winner
+
+
+async def test_learnings_claim_is_per_chain_and_agent(store: ChainStore) -> None:
+    assert await store.learnings_claim(T, "c1", "coder", "j1/u1")
+    assert await store.learnings_claim(T, "c1", "reviewer", "j2/u2")
+    assert await store.learnings_claim(T, "c2", "coder", "j3/u3")
+    assert not await store.learnings_claim(T, "c1", "coder", "j3/u3")
+    # Same name, other uid: a deleted and recreated AgentJob is another run.
+    assert not await store.learnings_claim(T, "c1", "coder", "j1/u9")
+    assert await store.learnings_claimant(T, "c9", "coder") is None
+
+
+async def test_learnings_claim_expires_with_the_chain(store: ChainStore, redis: Redis) -> None:
+    key = keys.chain_learnings(T, "c1")
+    assert await store.learnings_claim(T, "c1", "coder", "j1/u1")
+    assert 0 < await redis.ttl(key) <= keys.CHAIN_TTL_SECONDS
+    await redis.expire(key, 5)
+    assert await store.learnings_claim(T, "c1", "coder", "j1/u1")  # A claim pushes it forward.
+    assert await redis.ttl(key) > 5
+
+
+async def test_claim_from_before_claimants_belongs_to_no_job(
+    store: ChainStore, redis: Redis
+) -> None:
+    # The previous format stored the claim time; that run got (or lost) the learnings.
+    await redis.hset(keys.chain_learnings(T, "c1"), "coder", repr(1700000000.0))
+    assert not await store.learnings_claim(T, "c1", "coder", "j1/u1")
 
 
 async def test_tenants_are_isolated(store: ChainStore) -> None:
@@ -93,5 +134,5 @@ async def test_tenants_are_isolated(store: ChainStore) -> None:
     assert await store.get("team-b", "c1") is None
     assert await store.mark_complete("team-a", "c1", "ok", "j1")
     assert await store.mark_complete("team-b", "c1", "ok", "j1")
-    assert await store.learnings_claim("team-b", "c1", "coder")
-    assert await store.learnings_claim("team-a", "c1", "coder")
+    assert await store.learnings_claim("team-b", "c1", "coder", "j1/u1")
+    assert await store.learnings_claim("team-a", "c1", "coder", "j2/u2")

@@ -1,0 +1,167 @@
+"""Learnings reach an agent's first run in a chain exactly once, across a crash (SPEC §5).
+
+Aspects covered, on the real control plane with the operator under its ServiceAccount:
+- the operator SIGKILLed at the ``learnings-claimed`` crashpoint (claim recorded, prompt
+  not yet built) leaves no batch Job; restarted without it, the same job runs in one
+  batch Job whose prompt starts with the learnings, which appear in it (and in what the
+  agent echoes) exactly once — neither lost nor doubled;
+- a second run of the agent in the same chain gets none. The operator never starts
+  an agent twice in a chain through ``next`` (LoopDetected), but a delegation may:
+  the learner's child delegates back to it with its job token, so the delegated job is
+  ``learner → helper → learner`` in the same chain;
+- the agent's first run in another chain gets them again.
+
+The session's operator is the one restarted with the crashpoint (as ``test_chaos``
+does), so no second operator ever watches the namespace; it is left running.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import urllib.request
+from typing import Any
+
+import pytest
+
+from agentchain.faults import CRASHPOINT_ENV
+from agentchain.policy import naming
+from agentchain.policy.jobspec import TOKEN_SECRET_KEY
+from agentchain.policy.prompts import LEARNINGS_HEADING
+from e2e import chaining, operating
+from e2e.controlplane.cluster import ClusterInfo
+
+Obj = dict[str, Any]
+LESSON = "L-H-001 - Rerun the flaky login test before blaming the change"
+CONFIG_MAP = "learner-learnings"
+TIMEOUT = 90.0
+# The helper sleeps long enough for the test to delegate with its token while it runs
+# (the token is revoked when the job ends); nothing waits for it to finish.
+HELPER_SLEEP_SECONDS = 30
+
+
+def _agents() -> list[Obj]:
+    learner = chaining.agent("learner", next_=chaining.step("helper"))  # Echoes its prompt.
+    learner["spec"]["learnings"] = {"configMapName": CONFIG_MAP}
+    helper = chaining.agent("helper", "--no-context", "--sleep", str(HELPER_SLEEP_SECONDS))
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": CONFIG_MAP},
+        "data": {"heuristics.md": f"## INDEX\n- {LESSON}\n"},
+    }
+    return [config_map, learner, helper]
+
+
+def _job(info: ClusterInfo, namespace: str, name: str) -> Obj:
+    return operating.get_json(info, "agentjob", name, "-n", namespace)
+
+
+def _status(info: ClusterInfo, namespace: str, name: str) -> Obj:
+    return dict(_job(info, namespace, name).get("status") or {})
+
+
+def _wait_ended(info: ClusterInfo, namespace: str, name: str) -> Obj:
+    operating.wait_until(
+        lambda: _status(info, namespace, name).get("phase") in {"Succeeded", "Failed"},
+        timeout=TIMEOUT,
+        what=f"{name} to end",
+    )
+    return _job(info, namespace, name)
+
+
+def _batch_jobs(info: ClusterInfo, namespace: str, agentjob: str | None = None) -> list[Obj]:
+    selector = f"labrats.work/agentjob={agentjob}" if agentjob else "labrats.work/agentjob"
+    listed = operating.get_json(info, "jobs", "-n", namespace, "-l", selector)
+    items = listed["items"]
+    assert isinstance(items, list)
+    return items
+
+
+def _crash_at_claim(op: operating.OperatorProcess, info: ClusterInfo, namespace: str) -> int:
+    """Start ``learn-1`` under an operator armed to die right after the claim."""
+    saved = dict(op.extra_env)
+    op.kill()
+    op.extra_env = {**saved, CRASHPOINT_ENV: "learnings-claimed"}
+    try:
+        op.start()
+        chaining.apply(info, namespace, chaining.root_job("learn-1", "learner"))
+        process = op.process
+        assert process is not None
+        operating.wait_until(
+            lambda: process.popen.poll() is not None,
+            timeout=TIMEOUT,
+            what="the operator to die at the learnings-claimed crashpoint",
+        )
+        return int(process.popen.returncode)
+    finally:
+        op.extra_env = saved
+        if op.process is not None and op.process.alive():
+            op.kill()  # It never reached the crashpoint: the assertion above fails.
+        op.process = None
+        op.start()
+
+
+def _delegate(info: ClusterInfo, op: operating.OperatorProcess, namespace: str, caller: str) -> Obj:
+    """What the caller's agent would do: POST /api/jobs with its own job token."""
+    secret = naming.token_secret_name(caller)
+    path = f"jsonpath={{.data.{TOKEN_SECRET_KEY}}}"
+    raw = info.kubectl("get", "secret", secret, "-n", namespace, "-o", path).stdout
+    token = base64.b64decode(raw).decode()
+    body = json.dumps({"agentRole": "learner", "task": "double-check the fix"}).encode()
+    request = urllib.request.Request(
+        f"{op.url}/api/jobs",
+        data=body,
+        method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 201
+        answer: Obj = json.loads(response.read())
+    return answer
+
+
+@pytest.mark.timeout(300)
+def test_learnings_once_per_chain_across_a_crash(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    chaining.apply(info, namespace, *_agents())
+
+    assert _crash_at_claim(operator, info, namespace) == -signal.SIGKILL
+    # The claim was recorded and the process died before the prompt existed.
+    assert _batch_jobs(info, namespace) == []
+    assert "jobName" not in _status(info, namespace, "learn-1")
+
+    first = _wait_ended(info, namespace, "learn-1")
+    assert first["status"]["phase"] == "Succeeded", first["status"]
+    assert len(_batch_jobs(info, namespace, "learn-1")) == 1
+    prompt = chaining.prompt_of(info, namespace, first)
+    assert prompt.startswith(LEARNINGS_HEADING)
+    assert prompt.count(LESSON) == 1 and prompt.count(LEARNINGS_HEADING) == 1
+    assert chaining.output_of(info, namespace, first).count(LESSON) == 1
+
+    # The same agent again in the same chain, by delegation from its running child.
+    helper = first["status"]["next"][0]["child"]
+    operating.wait_until(
+        lambda: _status(info, namespace, helper).get("jobName"),
+        timeout=TIMEOUT,
+        what=f"{helper} to run (its token Secret exists by then)",
+    )
+    delegated = _delegate(info, operator, namespace, helper)
+    assert delegated["chainId"] == first["status"]["chainId"]
+    assert delegated["chainPath"] == ["learner", "helper", "learner"]
+    # Meanwhile, the agent's first run in another chain.
+    chaining.apply(info, namespace, chaining.root_job("learn-3", "learner"))
+
+    second = _wait_ended(info, namespace, delegated["id"])
+    assert second["status"]["phase"] == "Succeeded", second["status"]
+    assert LESSON not in chaining.prompt_of(info, namespace, second)
+    assert LEARNINGS_HEADING not in chaining.prompt_of(info, namespace, second)
+    assert LESSON not in chaining.output_of(info, namespace, second)
+
+    other = _wait_ended(info, namespace, "learn-3")
+    assert other["status"]["chainId"] != first["status"]["chainId"]
+    assert chaining.prompt_of(info, namespace, other).count(LESSON) == 1
+    assert len(_batch_jobs(info, namespace, "learn-1")) == 1

@@ -1,0 +1,27 @@
+"""Test-only failpoints: die at a named point, like etcd's gofail.
+
+An end-to-end test proves that a step survives a crash at an exact line by starting
+the operator with ``AGENTCHAIN_CRASHPOINT=<name>``: when the code reaches
+``crashpoint("<name>")`` the process SIGKILLs itself, so no ``finally``, no atexit
+handler and no kopf cleanup runs — the same as an OOM kill or a lost node. The
+variable is read at each call, so a test may set it for one start and drop it for the
+restart. Unset (always, in production) a crashpoint is one dictionary look-up.
+
+Named points:
+
+* ``learnings-claimed`` — in ``engine.prompting``, right after a job's learnings are
+  claimed in Redis and before the ConfigMap is read and the prompt built.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+CRASHPOINT_ENV = "AGENTCHAIN_CRASHPOINT"
+
+
+def crashpoint(name: str) -> None:
+    """SIGKILL this process if ``AGENTCHAIN_CRASHPOINT`` equals ``name``; else do nothing."""
+    if os.environ.get(CRASHPOINT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
