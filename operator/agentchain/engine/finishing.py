@@ -22,7 +22,13 @@ from agentchain.kube import events, resources, workloads
 from agentchain.models.conditions import Reason
 from agentchain.policy import naming
 from agentchain.policy.jobspec import CONTAINER_NAME
-from agentchain.policy.outcomes import is_terminal, job_ending, result_excerpt
+from agentchain.policy.outcomes import (
+    Ending,
+    is_terminal,
+    job_ending,
+    result_excerpt,
+    should_retry,
+)
 from agentchain.store.outputs import OUTPUT_MAX_BYTES
 
 log = logging.getLogger(__name__)
@@ -58,22 +64,24 @@ async def on_pod(rt: Runtime, pod: Obj) -> None:
     if meta.get("deletionTimestamp"):
         return  # Killed by the Job controller (deadline): the Job watcher records why.
     code = _exit_code(terminated)
-    if code != 0:
-        obj = await resources.get(namespace, resources.AGENTJOBS, owner)
-        if obj is None or not await _final_failure(obj, namespace):
-            return
-    await finish(rt, namespace, owner, pod_name=meta["name"], exit_code=code, prefetch=True)
+    await finish(
+        rt,
+        namespace,
+        owner,
+        pod_name=meta["name"],
+        exit_code=code,
+        attempt=attempt_of(pod),
+        prefetch=True,
+    )
 
 
-async def _final_failure(obj: Obj, namespace: str) -> bool:
-    """With backoffLimit 0 a failed pod is the end; otherwise the Job decides."""
-    job_name = (obj.get("status") or {}).get("jobName")
-    if not job_name:
-        return True
-    job = await workloads.get_job(namespace, job_name)
-    if job is None:
-        return True
-    return _job_ended(job) is not None or (job.get("spec") or {}).get("backoffLimit", 0) == 0
+def attempt_of(obj: Obj) -> int:
+    """The attempt a batch Job or pod runs (label; Jobs from before retries: 1)."""
+    raw = ((obj.get("metadata") or {}).get("labels") or {}).get(models.ATTEMPT_LABEL, "1")
+    try:
+        return max(1, int(raw))
+    except ValueError:
+        return 1
 
 
 async def _mark_running(namespace: str, name: str, pod_name: str) -> None:
@@ -106,17 +114,28 @@ async def on_job(rt: Runtime, job: Obj) -> None:
     if not owner or ended is None:
         return
     namespace = meta["namespace"]
-    selector = f"{models.AGENTJOB_LABEL}={owner}"
+    attempt = attempt_of(job)
+    selector = f"job-name={meta['name']}"
     pods = [p for p in await workloads.list_pods(namespace, selector) if terminated_state(p)]
     pods.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
     if pods and ended != "DeadlineExceeded":
         last = pods[-1]
         code = _exit_code(terminated_state(last) or {})
-        await finish(rt, namespace, owner, pod_name=last["metadata"]["name"], exit_code=code)
+        pod = last["metadata"]["name"]
+        await finish(rt, namespace, owner, pod_name=pod, exit_code=code, attempt=attempt)
         return
     deadline = ended == "DeadlineExceeded"
     lost = f"The batch Job ended ({ended}) and no pod was left to read output from."
-    await finish(rt, namespace, owner, pod_name=None, exit_code=None, deadline=deadline, lost=lost)
+    await finish(
+        rt,
+        namespace,
+        owner,
+        pod_name=None,
+        exit_code=None,
+        deadline=deadline,
+        lost=lost,
+        attempt=attempt,
+    )
 
 
 async def finish(
@@ -128,11 +147,13 @@ async def finish(
     exit_code: int | None,
     deadline: bool = False,
     lost: str | None = None,
+    attempt: int = 1,
     prefetch: bool = False,
 ) -> None:
-    """Record how the job ended and progress its chain.  ``prefetch`` (the pod
-    watcher, first to see a container end) reads the log alongside the job: one
-    round trip less per hop, wasted only when the job turns out already ended."""
+    """Record how ``attempt`` of the job ended: retry it, or end the job and progress
+    its chain.  ``prefetch`` (the pod watcher, first to see a container end) reads the
+    log alongside the job: one round trip less per hop, wasted only when the job
+    turns out already ended."""
     ended_at = time.monotonic()
     async with lock_for(namespace, name):
         obj, captured = await asyncio.gather(
@@ -141,13 +162,28 @@ async def finish(
         )
         if obj is None:
             return
-        if is_terminal(records.parse(obj).status):
+        status = records.parse(obj).status
+        if is_terminal(status):
             await progressing.progress_locked(rt, obj)
             return
+        if attempt < (status.attempt or 1):
+            return  # An earlier attempt's late event: that attempt was already retried.
         if not prefetch:
             captured = await _read_output(namespace, pod_name)
         text, lost = await _capture(rt, namespace, name, pod_name, captured, lost)
-        await _record_end(rt, obj, exit_code, text, deadline=deadline, lost=lost, pod=pod_name)
+        agent = await rt.agents.by_trigger(namespace, obj["spec"]["agentRole"])
+        marker = agent.spec.completion_marker if agent else None
+        ending = job_ending(
+            exit_code, text, completion_marker=marker, deadline_exceeded=deadline, lost_reason=lost
+        )
+        if agent is not None and should_retry(ending, attempt, agent.spec.backoff_limit):
+            from agentchain.engine import starting
+
+            await starting.retry(rt, obj, agent, attempt + 1, f"exited with code {exit_code}")
+            return
+        await _record_end(
+            rt, obj, ending, exit_code, text, deadline=deadline, lost=lost, pod=pod_name
+        )
         await progressing.progress_locked(rt, obj, ended_at=ended_at)
     await wake_dependents(rt, namespace, name)
 
@@ -192,6 +228,7 @@ async def _capture(
 async def _record_end(
     rt: Runtime,
     obj: Obj,
+    ending: Ending,
     exit_code: int | None,
     text: str | None,
     *,
@@ -199,11 +236,6 @@ async def _record_end(
     lost: str | None,
     pod: str | None,
 ) -> None:
-    agent = await rt.agents.by_trigger(obj["metadata"]["namespace"], obj["spec"]["agentRole"])
-    marker = agent.spec.completion_marker if agent else None
-    ending = job_ending(
-        exit_code, text, completion_marker=marker, deadline_exceeded=deadline, lost_reason=lost
-    )
     status: Obj = {
         "phase": ending.phase,
         "reason": ending.reason,

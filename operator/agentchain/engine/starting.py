@@ -72,7 +72,7 @@ async def _start_locked(rt: Runtime, obj: Obj) -> None:
         await _write(obj, init)
         await _wait(obj, deps.reason, deps.message)
         return
-    await _launch(rt, obj, job, agent, pos, deps.results, init)
+    await launch(rt, obj, agent, deps.results, init=init)
 
 
 async def _write(obj: Obj, status: Obj) -> None:
@@ -142,17 +142,35 @@ async def _wait(obj: Obj, reason: str, message: str) -> None:
         await events.emit(obj, "Warning", reason, message, key=f"wait:{message}")
 
 
-async def _launch(
+async def retry(rt: Runtime, obj: Obj, agent: AiAgent, attempt: int, why: str) -> None:
+    """Run ``attempt`` (from 2) as a new batch Job; the caller holds the job's lock.
+
+    The prompt is rebuilt, so it carries whatever anchor the failed attempt wrote.
+    """
+    job = records.parse(obj)
+    deps = await prompting.dependencies(obj, job)  # All ended: the job already ran.
+    total = agent.spec.backoff_limit + 1
+    message = f"Attempt {attempt} of {total} after attempt {attempt - 1} {why}"
+    await launch(rt, obj, agent, deps.results, attempt=attempt, retry_message=message)
+    await events.emit(obj, "Warning", Reason.RETRYING, message, key=f"retry:{attempt}")
+
+
+async def launch(
     rt: Runtime,
     obj: Obj,
-    job: AgentJob,
     agent: AiAgent,
-    pos: chains.ChainPosition,
     deps: list[prompting.DependencyResult],
-    init: Obj,
+    *,
+    init: Obj | None = None,
+    attempt: int = 1,
+    retry_message: str | None = None,
 ) -> None:
+    """Build the prompt and create the batch Job of ``attempt``; the caller holds the lock."""
     from agentchain.engine import finishing
 
+    job = records.parse(obj)
+    pos = records.position(obj)
+    init = init or {}
     namespace, name = records.name_of(obj)
     try:
         prompt = await prompting.build(rt, obj, job, agent, pos, deps)
@@ -165,7 +183,7 @@ async def _launch(
     owner = records.owner_reference(obj)
     inputs = JobInputs(
         agentjob_name=name,
-        job_name=naming.batch_job_name(name),
+        job_name=naming.attempt_job_name(name, attempt),
         namespace=namespace,
         agent=agent.spec,
         prompt=prompt,
@@ -173,6 +191,7 @@ async def _launch(
         token_secret=secret,
         labels=chains.position_labels(pos, job.spec.agent_role),
         annotations=chains.position_annotations(pos, records.parent_of(obj)),
+        attempt=attempt,
     )
     body = build_job(inputs, rt.settings)
     body["metadata"]["ownerReferences"] = [owner]
@@ -182,15 +201,21 @@ async def _launch(
         workloads.ensure_secret(namespace, secret, {TOKEN_SECRET_KEY: token}, owner),
         workloads.create_job(namespace, body),
     )
-    status: Obj = {**init, "jobName": inputs.job_name, "reason": Reason.JOB_CREATED}
-    status["message"] = f"Batch Job {inputs.job_name} created."
+    status: Obj = {**init, "jobName": inputs.job_name, "attempt": attempt}
+    if retry_message is None:
+        status["reason"] = Reason.JOB_CREATED
+        status["message"] = f"Batch Job {inputs.job_name} created."
+    else:
+        status.update({"phase": "Pending", "reason": Reason.RETRYING, "podName": None})
+        status["message"] = f"{retry_message}: batch Job {inputs.job_name} created."
     if job.status.phase in (None, "Waiting"):
         status["phase"] = "Pending"
     await records.patch(obj, status)
     if created:
         log.info(
-            "Created batch Job %s/%s for agent %s",
+            "Created batch Job %s/%s (attempt %d) for agent %s",
             namespace,
             inputs.job_name,
+            attempt,
             agent.spec.trigger_name,
         )

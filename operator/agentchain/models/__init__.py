@@ -15,4 +15,6 @@ CHAIN_PATH = f"{GROUP}/chain-path"
 PARENT_JOB = f"{GROUP}/parent-job"
 AGENT_ROLE = f"{GROUP}/agent"
 AGENTJOB_LABEL = f"{GROUP}/agentjob"
+# On batch Jobs and their pods: which attempt (1-based) of the AgentJob they run.
+ATTEMPT_LABEL = f"{GROUP}/attempt"
 MANAGED_BY = "app.kubernetes.io/managed-by"

@@ -82,6 +82,7 @@ class AgentJobStatus(KubeModel):
     parent_job_id: str | None = None
     chain_path: list[str] = Field(default_factory=list)
     job_name: str | None = None
+    attempt: int | None = Field(default=None, ge=1, description="Current attempt, from 1.")
     pod_name: str | None = None
     exit_code: int | None = None
     start_time: dt.datetime | None = None

@@ -102,7 +102,15 @@ class AiAgentSpec(KubeModel):
     resources: dict[str, Any] | None = None
     service_account_name: str | None = None
     timeout_seconds: int | None = Field(default=None, ge=1)
-    backoff_limit: int = Field(default=0, ge=0, le=10)
+    backoff_limit: int = Field(
+        default=0,
+        ge=0,
+        le=10,
+        description=(
+            "Retries after the container exits non-zero. Each retry is a new batch Job "
+            "whose prompt is rebuilt, so it carries the job's anchor."
+        ),
+    )
     prompt_template: str | None = Field(
         default=None, description="Jinja template rendered in a sandbox with the event as data."
     )

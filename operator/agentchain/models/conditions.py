@@ -37,6 +37,7 @@ class Reason:
     WAITING_FOR_DEPENDENCIES = "WaitingForDependencies"
     DEPENDENCY_NOT_FOUND = "DependencyNotFound"
     JOB_CREATED = "JobCreated"
+    RETRYING = "Retrying"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "ContainerFailed"

@@ -30,6 +30,7 @@ class JobInputs:
     token_secret: str | None
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
+    attempt: int = 1
 
 
 def agent_env(inputs: JobInputs, settings: Settings) -> list[dict[str, Any]]:
@@ -40,6 +41,7 @@ def agent_env(inputs: JobInputs, settings: Settings) -> list[dict[str, Any]]:
         {"name": "AGENT_MODEL", "value": agent.default_model or ""},
         {"name": "AGENT_EFFORT", "value": agent.default_effort or ""},
         {"name": "AGENT_JOB", "value": inputs.agentjob_name},
+        {"name": "AGENT_ATTEMPT", "value": str(inputs.attempt)},
         {"name": "AGENT_ROLE", "value": agent.trigger_name},
         {"name": "AGENT_CHAIN_ID", "value": inputs.chain_id},
         {"name": "AGENT_NAMESPACE", "value": inputs.namespace},
@@ -73,7 +75,11 @@ def build_job(inputs: JobInputs, settings: Settings) -> dict[str, Any]:
     }
     if agent.service_account_name:
         pod_spec["serviceAccountName"] = agent.service_account_name
-    labels = {**inputs.labels, models.AGENTJOB_LABEL: inputs.agentjob_name}
+    labels = {
+        **inputs.labels,
+        models.AGENTJOB_LABEL: inputs.agentjob_name,
+        models.ATTEMPT_LABEL: str(inputs.attempt),
+    }
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -84,7 +90,8 @@ def build_job(inputs: JobInputs, settings: Settings) -> dict[str, Any]:
             "annotations": dict(inputs.annotations),
         },
         "spec": {
-            "backoffLimit": agent.backoff_limit,
+            # Retries are the operator's (a new Job per attempt, see naming.attempt_job_name).
+            "backoffLimit": 0,
             "activeDeadlineSeconds": agent.timeout_seconds or settings.default_timeout_seconds,
             "template": {
                 "metadata": {"labels": labels, "annotations": dict(inputs.annotations)},

@@ -89,6 +89,23 @@ def batch_job_name(agentjob_name: str) -> str:
     return _readable(agentjob_name, _digest("job", agentjob_name))
 
 
+def attempt_job_name(agentjob_name: str, attempt: int) -> str:
+    """The batch Job for ``attempt`` (1-based) of an AgentJob.
+
+    The first is :func:`batch_job_name`; each retry is a Job of its own, ``-a<N>``,
+    because its prompt is rebuilt (it carries the job's anchor) and a Job's pod
+    template cannot change.
+    """
+    first = batch_job_name(agentjob_name)
+    if attempt <= 1:
+        return first
+    suffix = f"-a{attempt}"
+    if is_dns_label(first + suffix):
+        return first + suffix
+    room = MAX_NAME_LENGTH - len(suffix)
+    return _readable(agentjob_name, _digest("job", agentjob_name), room) + suffix
+
+
 def token_secret_name(agentjob_name: str) -> str:
     """The Secret holding an AgentJob's job token (``<name>-token``, at most 63 characters)."""
     plain = agentjob_name + TOKEN_SECRET_SUFFIX

@@ -193,3 +193,18 @@ def test_generated_names_round_trip_through_batch_job_name() -> None:
 )
 def test_label_value_keeps_only_valid_values(text: str, kept: bool) -> None:
     assert (naming.label_value(text) == text) is kept
+
+
+@given(st.text(min_size=1, max_size=120), st.integers(min_value=2, max_value=11))
+def test_attempt_job_names_are_distinct_dns_labels(name: str, attempt: int) -> None:
+    first = naming.attempt_job_name(name, 1)
+    later = naming.attempt_job_name(name, attempt)
+    assert first == naming.batch_job_name(name)
+    assert naming.is_dns_label(later) and later.endswith(f"-a{attempt}")
+    assert later != first and later != naming.attempt_job_name(name, attempt + 1)
+
+
+def test_a_retry_is_named_after_the_first_attempt() -> None:
+    assert naming.attempt_job_name("fix-123", 2) == "fix-123-a2"
+    long = "x" * 63
+    assert len(naming.attempt_job_name(long, 10)) <= 63

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from agentchain.models.agentjob import AgentJobStatus
-from agentchain.policy.outcomes import is_settled
+from agentchain.policy.outcomes import is_settled, job_ending, should_retry
 
 
 def _status(phase: str | None, action: str | None, complete: bool = False) -> AgentJobStatus:
@@ -37,3 +37,23 @@ def test_a_chain_ending_here_settles_only_once_complete(action: str) -> None:
 @pytest.mark.parametrize(("phase", "action"), [("Running", None), ("Succeeded", None)])
 def test_unfinished_or_undecided_is_not_settled(phase: str, action: str | None) -> None:
     assert not is_settled(_status(phase, action))
+
+
+@pytest.mark.parametrize(
+    ("code", "deadline", "marker_output", "attempt", "limit", "expected"),
+    [
+        (3, False, "done", 1, 1, True),
+        (3, False, "done", 2, 1, False),  # The limit counts retries, not attempts.
+        (3, False, "done", 1, 0, False),
+        (3, False, "done", 10, 10, True),
+        (None, True, "done", 1, 3, False),  # A timeout is not retried.
+        (None, False, "done", 1, 3, False),  # Nor a lost end.
+        (0, False, "no marker here", 1, 3, False),  # Nor a missing completion marker.
+        (0, False, "done", 1, 3, False),
+    ],
+)
+def test_should_retry_only_non_zero_exits_within_the_limit(
+    code: int | None, deadline: bool, marker_output: str, attempt: int, limit: int, expected: bool
+) -> None:
+    ending = job_ending(code, marker_output, completion_marker="done", deadline_exceeded=deadline)
+    assert should_retry(ending, attempt, limit) is expected
