@@ -11,6 +11,7 @@ each outcome deterministic.
 from __future__ import annotations
 
 import json
+import urllib.request
 from typing import Any
 
 import yaml
@@ -150,3 +151,14 @@ def batch_job_names(info: ClusterInfo, namespace: str) -> list[str]:
 def condition(obj: Obj, type_: str) -> Obj | None:
     conditions = (obj.get("status") or {}).get("conditions") or []
     return next((c for c in conditions if c.get("type") == type_), None)
+
+
+def team_anchor(operator: operating.OperatorProcess, namespace: str, chain_id: str) -> Obj:
+    """The chain's team anchor, read through the job API with an admin token."""
+    request = urllib.request.Request(
+        f"{operator.url}/api/chains/{namespace}/{chain_id}/anchor",
+        headers={"Authorization": f"Bearer {operator.admin_token}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        anchor: Obj = json.load(resp)["anchor"]
+    return anchor

@@ -116,6 +116,10 @@ def test_error_escalation_runs_only_on_failure(
     assert escalation["status"]["chainPath"] == ["ai-primary", "ai-escalate"]
     failed_output = chaining.output_of(info, namespace, primary)
     assert chaining.prompt_of(info, namespace, escalation).startswith(OPEN + failed_output + CLOSE)
+    anchor = chaining.team_anchor(operator, namespace, primary["status"]["chainId"])
+    [escalated] = anchor["escalations"]
+    assert (escalated["from"], escalated["to"]) == ("fails", escalation["metadata"]["name"])
+    assert anchor["jobs"]["fails"]["phase"] == "Failed" and "handoffs" not in anchor
 
     (ok,) = chaining.wait_chain(info, namespace, "passes", 1)
     assert ok["status"]["phase"] == "Succeeded"

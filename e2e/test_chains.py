@@ -9,11 +9,12 @@ Aspects covered:
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
 
-from e2e import operating
+from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,3 +115,23 @@ def test_issue_fix_review_chain(
     header = table.stdout.splitlines()[0].split()
     assert header == ["NAME", "AGENT", "PHASE", "CHAIN", "DEPTH", "PARENT", "EXIT", "AGE"]
     assert len(table.stdout.splitlines()) == 4
+    _check_team_anchor(operator, namespace, chain_id, jobs)
+
+
+def _check_team_anchor(
+    operator: operating.OperatorProcess, namespace: str, chain_id: str, jobs: list[Any]
+) -> None:
+    """SPEC §6: the operator keeps the chain's team anchor, readable through the API."""
+    anchor = chaining.team_anchor(operator, namespace, chain_id)
+    names = [j["metadata"]["name"] for j in jobs]
+    assert anchor["chainId"] == chain_id
+    assert list(anchor["jobs"]) == names
+    assert {n: e["phase"] for n, e in anchor["jobs"].items()} == dict.fromkeys(names, "Succeeded")
+    assert [(h["from"], h["to"]) for h in anchor["handoffs"]] == list(itertools.pairwise(names))
+    assert "escalations" not in anchor
+    assert [(d["job"], d["action"]) for d in anchor["decisions"]] == [(names[-1], "none")]
+    assert anchor["complete"] == {
+        "outcome": "succeeded",
+        "lastJob": names[-1],
+        "at": anchor["complete"]["at"],
+    }

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from agentchain import metrics, models
-from agentchain.engine import progressing, records
+from agentchain.engine import progressing, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
@@ -59,7 +59,7 @@ async def on_pod(rt: Runtime, pod: Obj) -> None:
     terminated = terminated_state(pod)
     if terminated is None:
         if (pod.get("status") or {}).get("phase") == "Running":
-            await _mark_running(namespace, owner, meta["name"])
+            await _mark_running(rt, namespace, owner, meta["name"])
         return
     if meta.get("deletionTimestamp"):
         return  # Killed by the Job controller (deadline): the Job watcher records why.
@@ -84,7 +84,7 @@ def attempt_of(obj: Obj) -> int:
         return 1
 
 
-async def _mark_running(namespace: str, name: str, pod_name: str) -> None:
+async def _mark_running(rt: Runtime, namespace: str, name: str, pod_name: str) -> None:
     obj = await resources.get(namespace, resources.AGENTJOBS, name)
     if obj is None or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
         return
@@ -92,6 +92,7 @@ async def _mark_running(namespace: str, name: str, pod_name: str) -> None:
     status["message"] = f"Pod {pod_name} is running."
     status["startTime"] = records.now().isoformat()
     await records.patch(obj, status)
+    await team.job(rt, obj)
 
 
 def _job_ended(job: Obj) -> str | None:
@@ -267,6 +268,7 @@ async def _close(rt: Runtime, obj: Obj, status: Obj) -> None:
     namespace, name = records.name_of(obj)
     await records.patch(obj, status)
     await rt.tokens.revoke(namespace, name)  # A job token dies with its job.
+    await team.job(rt, obj)
     phase = str(status["phase"])
     metrics.JOBS.labels(namespace, obj["spec"]["agentRole"], phase).inc()
     if phase == "Failed":

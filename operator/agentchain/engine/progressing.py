@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from agentchain import metrics, models
-from agentchain.engine import records
+from agentchain.engine import records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources
@@ -178,6 +178,7 @@ async def _record_next(rt: Runtime, obj: Obj, entry: Obj) -> None:
         decision=str(entry["action"]),
         detail=str(entry.get("child") or entry.get("message") or ""),
     )
+    await team.hop(rt, obj, entry)
 
 
 async def _create_child(
@@ -251,6 +252,7 @@ async def complete_chain(rt: Runtime, obj: Obj, action: str, message: str) -> No
     first = await rt.chains.mark_complete(namespace, chain_id, result, name)
     if first:
         metrics.CHAIN_OUTCOMES.labels(namespace, result).inc()
+    await team.complete(rt, obj, result)
     text = f"Chain {chain_id} is complete ({result}) at {name}: {message}".strip()
     cond = Condition(type=CHAIN_COMPLETE, status="True", reason=Reason.CHAIN_COMPLETE, message=text)
     # The Event goes first: ``chainComplete`` settles the job, after which nothing

@@ -11,7 +11,7 @@ import asyncio
 import logging
 
 from agentchain import metrics, models
-from agentchain.engine import prompting, records
+from agentchain.engine import prompting, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
@@ -70,7 +70,7 @@ async def _start_locked(rt: Runtime, obj: Obj) -> None:
     deps = await prompting.dependencies(obj, job)
     if deps.waiting:
         await _write(obj, init)
-        await _wait(obj, deps.reason, deps.message)
+        await _wait(rt, obj, deps.reason, deps.message)
         return
     await launch(rt, obj, agent, deps.results, init=init)
 
@@ -115,6 +115,7 @@ async def _record_disposition(rt: Runtime, obj: Obj, annotations: dict[str, str]
         obj,
         {"phase": phase, "reason": reason, "message": message, "completionTime": now},
     )
+    await team.job(rt, obj)
     kind: events.EventType = "Normal" if phase == "Skipped" else "Warning"
     await events.emit(obj, kind, reason, message, key=f"disposition:{reason}")
     metrics.JOBS.labels(obj["metadata"]["namespace"], obj["spec"]["agentRole"], phase).inc()
@@ -134,10 +135,11 @@ async def _refuse_agent(rt: Runtime, obj: Obj, job: AgentJob, agent: AiAgent | N
     await finishing.record_failure(rt, obj, reason, message)
 
 
-async def _wait(obj: Obj, reason: str, message: str) -> None:
+async def _wait(rt: Runtime, obj: Obj, reason: str, message: str) -> None:
     if records.parse(obj).status.reason == reason:
         return
     await records.patch(obj, {"phase": "Waiting", "reason": reason, "message": message})
+    await team.job(rt, obj)
     if reason == Reason.DEPENDENCY_NOT_FOUND:
         await events.emit(obj, "Warning", reason, message, key=f"wait:{message}")
 
@@ -211,6 +213,7 @@ async def launch(
     if job.status.phase in (None, "Waiting"):
         status["phase"] = "Pending"
     await records.patch(obj, status)
+    await team.job(rt, obj)  # After the Job exists: off the hop's critical path.
     if created:
         log.info(
             "Created batch Job %s/%s (attempt %d) for agent %s",
