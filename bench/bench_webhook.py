@@ -1,43 +1,66 @@
 """Webhook 202 latency at 200 concurrent deliveries, against a bare aiohttp endpoint.
 
 What is measured: the full ``POST /webhooks/github`` path of ``build_app`` — size
-cap, HMAC check, JSON parse, listing AiAgents from the real API server, matching,
-the Redis delivery claim and creating the root AgentJob in the real API server —
-up to the 202 answer.  The chain run after it (the engine) is not part of it: the
-endpoint only queues work as AgentJobs.  The baseline is a bare aiohttp handler
-answering 202 with a small JSON body, served the same way (same process, same
-event loop as the client, real TCP on loopback), in the same run.
+cap, HMAC check, JSON parse, matching against the cached AiAgent listing, and the
+one Redis step that claims the delivery and queues its AgentJob — up to the 202
+answer.  Creating the AgentJob is not on that path any more: the app's dispatcher
+does it in the background (same process, same event loop, as in the operator), so
+it runs *during* the measured burst for the burst's own jobs, and its figure is
+printed separately: the time from a burst's start until every one of its
+AgentJobs exists.  The baseline is a bare aiohttp handler answering 202 with a
+small JSON body, served the same way (same process, same event loop as the client,
+real TCP on loopback), in the same run.
+
+Each endpoint first gets a warm-up burst of as many deliveries (keep-alive
+connections opened, the AiAgent listing cached), then :data:`ROUNDS` measured
+bursts, the two endpoints taking turns so that a change in the machine's load
+weighs on both.  After each webhook burst the bench waits until the dispatcher
+created its jobs, so a burst never competes with the API server still writing the
+previous burst's 200 jobs.  The p99 reported is the median over the bursts of each
+burst's p99 (one burst's p99 is nearly its slowest request: a single sample).  At
+the end every 202 must have become an AgentJob.
 
 Run: ``python -m bench.bench_webhook`` (starts the local control plane and Redis,
 or uses the cluster named by KUBECONFIG).  Prints p50/p99 of both and the ratio;
-the target is a p99 ratio ≤ 2.
+the target is a p99 ratio ≤ 2.  On a small shared machine the API server, etcd
+and Redis compete with the bench for the same cores: run it more than once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import os
 import statistics
 import sys
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 from aiohttp import web
-from e2e.controlplane.cluster import cluster, make_workdir
+from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir
 
 from agentchain.engine.runtime import Runtime
-from agentchain.kube import clients
+from agentchain.kube import clients, resources
 from agentchain.settings import Settings
+from agentchain.store.deliveries import JobQueue
+from agentchain.web import listing
 from agentchain.web.app import build_app
 from agentchain.web.signatures import sign
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "bench secret"
 CONCURRENCY = 200
+# Measured bursts per endpoint, taking turns, so a change in the machine's load while
+# the bench runs weighs on both; the p99 reported is the median of the bursts' p99s.
+ROUNDS = 5
+# Before each burst: the API server and etcd finish with the previous burst's jobs, so
+# neither endpoint's burst competes with them for the machine's cores.
+SETTLE_SECONDS = 1.0
 NAMESPACE = f"bench-{uuid.uuid4().hex[:6]}"
 
 
@@ -90,13 +113,49 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
 
 
-async def measure(url: str, offset: int) -> list[float]:
-    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        # Warm-up opens the keep-alive connections, so the measured burst is not
-        # measuring TCP handshakes.
-        await burst(session, url, CONCURRENCY, offset)
-        return await burst(session, url, CONCURRENCY, offset + CONCURRENCY)
+async def drained(queue: JobQueue | None) -> None:
+    """Until the dispatcher has created every queued AgentJob (at once for the bare one)."""
+    while queue is not None and await queue.pending(NAMESPACE):
+        await asyncio.sleep(0.01)
+
+
+@dataclass
+class Endpoint:
+    name: str
+    url: str
+    queue: JobQueue | None  # The webhook's: its bursts are done when the queue is empty.
+    p99s: list[float] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    created: list[float] = field(default_factory=list)
+
+
+async def measure(endpoints: list[Endpoint]) -> None:
+    """A warm-up burst each, then ROUNDS rounds of one burst each, taking turns."""
+    async with contextlib.AsyncExitStack() as stack:
+        # One client per endpoint, each with as many keep-alive connections as a burst.
+        sessions = [
+            await stack.enter_async_context(
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=CONCURRENCY))
+            )
+            for _ in endpoints
+        ]
+        offset = 0
+        for endpoint, session in zip(endpoints, sessions, strict=True):
+            # Opens the keep-alive connections (the measured bursts are not measuring TCP
+            # handshakes) and caches the AiAgent listing.
+            await burst(session, endpoint.url, CONCURRENCY, offset)
+            await drained(endpoint.queue)
+            offset += CONCURRENCY
+        for _ in range(ROUNDS):
+            for endpoint, session in zip(endpoints, sessions, strict=True):
+                await asyncio.sleep(SETTLE_SECONDS)
+                started = time.perf_counter()
+                latencies = await burst(session, endpoint.url, CONCURRENCY, offset)
+                await drained(endpoint.queue)
+                offset += CONCURRENCY
+                endpoint.p99s.append(percentile(latencies, 99))
+                endpoint.latencies += latencies
+                endpoint.created.append(time.perf_counter() - started)
 
 
 async def run(redis_url: str) -> None:
@@ -108,41 +167,60 @@ async def run(redis_url: str) -> None:
     rt = Runtime.create(settings)
     bare_app = web.Application()
     bare_app.router.add_post("/webhooks/github", bare)
-    results: dict[str, list[float]] = {}
-    apps: list[tuple[str, web.Application, int]] = [
-        ("bare aiohttp", bare_app, 0),
-        ("agentchain webhook", build_app(rt, dashboard_enabled=False), 10_000),
+    bare_runner, bare_url = await serve(bare_app)
+    ours_runner, ours_url = await serve(build_app(rt, dashboard_enabled=False))
+    endpoints = [
+        Endpoint("bare aiohttp", bare_url, None),
+        Endpoint("agentchain webhook", ours_url, JobQueue(rt.redis, (NAMESPACE,))),
     ]
-    for name, app, offset in apps:
-        runner, url = await serve(app)
-        try:
-            results[name] = await measure(url, offset)
-        finally:
-            await runner.cleanup()
-    await rt.close()
-    report(results)
+    try:
+        await measure(endpoints)
+    finally:
+        await bare_runner.cleanup()
+        await ours_runner.cleanup()
+        await rt.close()
+    report(*endpoints)
+    # Every 202 must have become an AgentJob: warm-up and measured bursts, none dropped.
+    jobs = await listing.list_all(NAMESPACE, resources.AGENTJOBS)
+    if len(jobs) != (ROUNDS + 1) * CONCURRENCY:
+        raise RuntimeError(f"{len(jobs)} AgentJobs exist, expected {(ROUNDS + 1) * CONCURRENCY}")
 
 
-def report(results: dict[str, list[float]]) -> None:
-    print(f"{CONCURRENCY} concurrent deliveries (after a warm-up burst of as many), latency in ms:")
-    for name, values in results.items():
-        p50, p99 = percentile(values, 50) * 1e3, percentile(values, 99) * 1e3
-        print(f"  {name:20s} p50 {p50:8.1f}  p99 {p99:8.1f}")
-    base, ours = results["bare aiohttp"], results["agentchain webhook"]
-    ratio = percentile(ours, 99) / percentile(base, 99)
+def report(base: Endpoint, ours: Endpoint) -> None:
+    print(f"{CONCURRENCY} concurrent deliveries, {ROUNDS} bursts each (after a warm-up burst):")
+    for e in (base, ours):
+        rounds = " ".join(f"{p * 1e3:.0f}" for p in e.p99s)
+        p50, p99 = percentile(e.latencies, 50) * 1e3, statistics.median(e.p99s) * 1e3
+        print(f"  {e.name:20s} p50 {p50:6.1f} ms  p99 {p99:6.1f} ms  (p99 per burst: {rounds})")
+    ratio = statistics.median(ours.p99s) / statistics.median(base.p99s)
     print(f"p99 ratio (webhook / bare): {ratio:.2f}  (target ≤ 2)")
+    created = statistics.median(ours.created) * 1e3
+    print(f"a burst's {CONCURRENCY} AgentJobs all exist {created:.0f} ms after it began (median)")
+
+
+def established(info: ClusterInfo, *crds: str) -> None:
+    """Wait for the CRDs; ``kubectl wait`` fails at once while a new CRD has no status yet."""
+    deadline = time.monotonic() + 60
+    argv = ["wait", "--for=condition=Established", "--timeout=60s", *crds]
+    while info.kubectl(*argv, check=False).returncode != 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"CRDs not established: {crds}")
+        time.sleep(0.2)
 
 
 def main(argv: list[str] | None = None) -> int:
-    with cluster(make_workdir()) as info:
+    workdir = make_workdir()
+    with cluster(workdir) as info:
         info.kubectl("apply", "-f", str(REPO / "crds"))
-        info.kubectl("wait", "--for=condition=Established", "crd/aiagents.labrats.work")
+        # Both: the dispatcher creates AgentJobs, and drops a job whose create is a 404.
+        established(info, "crd/aiagents.labrats.work", "crd/agentjobs.labrats.work")
         info.kubectl("create", "namespace", NAMESPACE)
         seed = REPO / "config/samples/labrats.work_v1alpha1_aiagent_issue-fix-review.yaml"
         info.kubectl("-n", NAMESPACE, "apply", "-f", str(seed))
         os.environ["KUBECONFIG"] = str(info.kubeconfig)
         clients.api_client.cache_clear()
         asyncio.run(run(info.redis_url))
+    finish_workdir(workdir, succeeded=True)  # Kept (with its logs) only if the bench failed.
     return 0
 
 

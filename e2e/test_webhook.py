@@ -1,11 +1,16 @@
 """The GitHub webhook against the real API server and Redis (the engine is not running).
 
 Aspects covered:
-* a signed ``issues.opened`` for seed 003's triage agent → 202 and one root AgentJob
-  (origin github, chain labels and annotations, the event as data);
-* the same delivery again → 202, ``duplicate``, nothing new; also from a fresh app and
-  runtime (an operator restart), and after the Redis record is gone (names alone);
-* 200 deliveries plus 10 % redeliveries, sent concurrently → exactly 200 AgentJobs;
+* a signed ``issues.opened`` for seed 003's triage agent → 202 with the queued job, and
+  once the dispatcher ran, one root AgentJob (origin github, chain labels and
+  annotations, the event as data);
+* the same delivery again → 202, ``duplicate``, nothing new;
+* a dispatcher that dies before creating (the app served without it, the entry even
+  left leased): the 202's job is created exactly once by the next app and runtime (an
+  operator restart), at once, not after the lease; the delivery sent again after the
+  restart, and again once its Redis record is gone (names alone), creates nothing new;
+* 1,000 deliveries plus 10 % redeliveries, sent concurrently → exactly 1,000 AgentJobs
+  once the dispatcher drained its queue, and still 1,000 a little later;
 * a stranger's issue and an event no agent wants → 200 with no jobs and the reasons;
 * ``/metrics`` counts deliveries by result; ``/readyz`` is ready with both backends.
 """
@@ -16,14 +21,17 @@ import asyncio
 import random
 
 import pytest
+from prometheus_client import REGISTRY
 
 from agentchain import models
 from agentchain.store import keys
+from agentchain.store.deliveries import JobQueue
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.webharness import (
     SEED_AGENTS,
     agentjobs,
     apply,
+    drained,
     issue_opened,
     kube,
     served,
@@ -32,6 +40,14 @@ from e2e.webharness import (
 
 __all__ = ["kube"]  # The fixture is used by name.
 PATH = "/webhooks/github"
+DELIVERIES = 1000
+# After the count reaches its target, this long again to catch a late, extra job.
+OVERSHOOT_WAIT_SECONDS = 3.0
+
+
+def dispatched(result: str) -> float:
+    value = REGISTRY.get_sample_value("agentchain_webhook_jobs_total", {"result": result})
+    return value or 0.0
 
 
 @pytest.fixture
@@ -44,16 +60,19 @@ async def test_issue_opened_creates_one_root_job_and_redelivery_nothing(
     kube: ClusterInfo, seeded: str
 ) -> None:
     body, headers = signed(issue_opened())
-    async with served(kube, seeded) as (client, _):
+    async with served(kube, seeded, own_redis=True) as (client, rt):
         first = await client.post(PATH, data=body, headers=headers)
         assert first.status == 202, await first.text()
         answer = await first.json()
         assert answer["duplicate"] is False
         [job] = answer["jobs"]
         assert job["agent"] == "ai-triage" and job["created"] is True
+        assert job["namespace"] == seeded
+        await drained(rt, seeded)
         again = await (await client.post(PATH, data=body, headers=headers)).json()
         assert again["duplicate"] is True
         assert [(j["name"], j["created"]) for j in again["jobs"]] == [(job["name"], False)]
+        await drained(rt, seeded)
     [obj] = agentjobs(kube, seeded)
     assert obj["metadata"]["name"] == job["name"]
     assert obj["spec"]["origin"] == "github" and obj["spec"]["agentRole"] == "ai-triage"
@@ -69,36 +88,58 @@ async def test_redelivery_after_restart_and_after_the_record_expired(
     kube: ClusterInfo, seeded: str
 ) -> None:
     body, headers = signed(issue_opened())
-    async with served(kube, seeded) as (client, _):
-        assert (await client.post(PATH, data=body, headers=headers)).status == 202
-    async with served(kube, seeded) as (client, rt):  # A restarted operator.
+    # The first operator's dispatcher dies before creating anything.
+    dies_early = served(kube, seeded, dispatch=False, own_redis=True)
+    async with dies_early as (client, rt):
+        first = await client.post(PATH, data=body, headers=headers)
+        assert first.status == 202, await first.text()
+        [job] = (await first.json())["jobs"]
+        # The killed dispatcher had even leased the entry: the restart must not wait it out.
+        [leased], _ = await JobQueue(rt.redis, (seeded,)).take(10, lease_seconds=600)
+        assert leased.name == job["name"]
+    assert agentjobs(kube, seeded) == []
+    created, existed = dispatched("created"), dispatched("existed")
+    async with served(kube, seeded, own_redis=True) as (client, rt):  # A restarted operator.
+        await drained(rt, seeded, timeout=20)
+        [obj] = agentjobs(kube, seeded)
+        assert obj["metadata"]["name"] == job["name"]
+        assert dispatched("created") == created + 1
         again = await (await client.post(PATH, data=body, headers=headers)).json()
-        assert again["duplicate"] is True
+        assert again["duplicate"] is True and again["jobs"][0]["created"] is False
+        await drained(rt, seeded)
         await rt.redis.delete(keys.delivery("4242", headers["X-GitHub-Delivery"]))
         late = await (await client.post(PATH, data=body, headers=headers)).json()
-        assert late["duplicate"] is False and late["jobs"][0]["created"] is False
-    assert len(agentjobs(kube, seeded)) == 1
+        # Newly accepted (the record is gone), but the same name: found existing.
+        assert late["duplicate"] is False and late["jobs"][0]["name"] == job["name"]
+        await drained(rt, seeded)
+        assert dispatched("created") == created + 1
+        assert dispatched("existed") == existed + 2
+    [same] = agentjobs(kube, seeded)
+    assert same["metadata"]["uid"] == obj["metadata"]["uid"]
 
 
 @pytest.mark.slow
 async def test_concurrent_deliveries_with_redeliveries_yield_exact_job_count(
     kube: ClusterInfo, seeded: str
 ) -> None:
-    unique = [signed(issue_opened(number=n)) for n in range(200)]
-    requests = unique + random.Random(5).sample(unique, 20)
+    unique = [signed(issue_opened(number=n)) for n in range(DELIVERIES)]
+    requests = unique + random.Random(5).sample(unique, DELIVERIES // 10)
     random.Random(7).shuffle(requests)
-    async with served(kube, seeded) as (client, _):
+    async with served(kube, seeded, own_redis=True) as (client, rt):
         answers = await asyncio.gather(
             *(client.post(PATH, data=body, headers=headers) for body, headers in requests)
         )
         assert sorted({a.status for a in answers}) == [202]
         duplicates = [(await a.json())["duplicate"] for a in answers]
-    assert duplicates.count(True) == 20
-    assert len(agentjobs(kube, seeded)) == 200
+        await drained(rt, seeded, timeout=90)
+        assert len(agentjobs(kube, seeded)) == DELIVERIES
+        await asyncio.sleep(OVERSHOOT_WAIT_SECONDS)
+    assert duplicates.count(True) == DELIVERIES // 10
+    assert len(agentjobs(kube, seeded)) == DELIVERIES
 
 
 async def test_stranger_and_unwanted_events_create_nothing(kube: ClusterInfo, seeded: str) -> None:
-    async with served(kube, seeded) as (client, _):
+    async with served(kube, seeded, own_redis=True) as (client, _):
         body, headers = signed(issue_opened(association="NONE"))
         stranger = await client.post(PATH, data=body, headers=headers)
         assert stranger.status == 200

@@ -5,14 +5,21 @@ CRDs applied once per session, the product's Kubernetes client pointed at the
 session's kubeconfig, and an app whose settings confine it to the test's
 namespace (so agents of other tests never match its deliveries).  The operator
 itself is not running here: these tests check what the endpoints create and
-answer, not the chains the engine then runs.
+answer, not the chains the engine then runs.  The webhook's dispatcher does run
+(it is part of the app): a test waits for it with :func:`drained` before counting
+the AgentJobs a delivery queued, or serves with ``dispatch=False`` to play a
+dispatcher that died before creating anything.  When the whole suite runs, the
+session's operator (cluster-wide) drains webhook queues too; ``own_redis=True``
+gives the app a Redis database of its own so that only the test's app acts.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -25,6 +32,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import clients
 from agentchain.settings import Settings
+from agentchain.store.deliveries import JobQueue
 from agentchain.web.app import build_app
 from agentchain.web.signatures import sign
 from e2e.controlplane.cluster import ClusterInfo
@@ -34,6 +42,8 @@ SEED_AGENTS = REPO / "config/samples/labrats.work_v1alpha1_aiagent_issue-fix-rev
 WEBHOOK_SECRET = "e2e webhook secret"
 ADMIN_TOKEN = "e2e-admin-token-0123456789abcdef"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+# The Redis database of apps served with own_redis: the session operator uses /0.
+OWN_REDIS_DB = 7
 Client = TestClient[web.Request, web.Application]
 
 
@@ -89,19 +99,34 @@ def agentjobs(kube: ClusterInfo, namespace: str) -> list[dict[str, Any]]:
 
 
 @contextlib.asynccontextmanager
-async def served(kube: ClusterInfo, namespace: str) -> AsyncIterator[tuple[Client, Runtime]]:
+async def served(
+    kube: ClusterInfo, namespace: str, *, dispatch: bool = True, own_redis: bool = False
+) -> AsyncIterator[tuple[Client, Runtime]]:
+    redis_url = kube.redis_url
+    if own_redis:
+        redis_url = f"{redis_url.rpartition('/')[0]}/{OWN_REDIS_DB}"
     settings = Settings(
-        redis_url=kube.redis_url,
+        redis_url=redis_url,
         namespaces=(namespace,),
         webhook_secrets=(WEBHOOK_SECRET,),
         admin_tokens=(ADMIN_TOKEN,),
     )
     rt = Runtime.create(settings)
     try:
-        async with TestClient(TestServer(build_app(rt, dashboard_enabled=True))) as client:
+        app = build_app(rt, dashboard_enabled=True, dispatch=dispatch)
+        async with TestClient(TestServer(app)) as client:
             yield client, rt
     finally:
         await rt.close()
+
+
+async def drained(rt: Runtime, namespace: str, timeout: float = 60.0) -> None:
+    """Wait until the webhook's queue for ``namespace`` is empty: every job created."""
+    queue = JobQueue(rt.redis, (namespace,))
+    deadline = time.monotonic() + timeout
+    while (left := await queue.pending(namespace)) > 0:
+        assert time.monotonic() < deadline, f"{left} queued job(s) still not created"
+        await asyncio.sleep(0.1)
 
 
 def issue_opened(number: int = 1, association: str = "OWNER") -> dict[str, Any]:

@@ -41,3 +41,8 @@ WEBHOOK_DELIVERIES = Counter(
     "GitHub webhook deliveries by result.",
     ["result"],
 )
+WEBHOOK_JOBS = Counter(
+    "agentchain_webhook_jobs_total",
+    "AgentJobs queued by the webhook, by dispatch result (created, existed, failed, retried).",
+    ["result"],
+)

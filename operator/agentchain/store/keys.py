@@ -46,7 +46,8 @@ CHAIN_META_PREFIX = ROOT_PREFIX + "chain:meta:"
 CHAIN_HOPS_PREFIX = ROOT_PREFIX + "chain:hops:"
 # Set per chain: identities of hops already recorded, so a replayed transition adds nothing.
 CHAIN_HOP_IDS_PREFIX = ROOT_PREFIX + "chain:hop-ids:"
-# Hash per chain: agent -> time its learnings were claimed (recorded before prompt building).
+# Hash per chain: agent -> the one job (name/uid) whose prompt gets its learnings; claimed
+# before the prompt is built, and that same job keeps it when its prompt is rebuilt.
 CHAIN_LEARNINGS_PREFIX = ROOT_PREFIX + "chain:learnings:"
 # A month: chains are audited after the fact; every write pushes the expiry forward.
 CHAIN_TTL_SECONDS = 30 * 24 * 3600
@@ -65,6 +66,16 @@ JOB_TOKEN_MAX_TTL_SECONDS = 24 * 3600
 DELIVERY_PREFIX = ROOT_PREFIX + "delivery:"
 # GitHub redelivers for up to three days; dedup must outlive that and operator restarts.
 DELIVERY_TTL_SECONDS = 72 * 3600
+# Sorted set per namespace: AgentJob name -> time (unix s) it is next due for a create
+# attempt; the webhook enqueues, the dispatcher leases (pushes the score ahead) and removes.
+WEBHOOK_QUEUE_PREFIX = ROOT_PREFIX + "webhook:queue:"
+# Hash per namespace: AgentJob name -> its JSON body, for the entries of the queue above.
+WEBHOOK_QUEUE_BODY_PREFIX = ROOT_PREFIX + "webhook:body:"
+# Set of namespaces whose queue may hold entries, so a cluster-wide dispatcher finds them.
+WEBHOOK_QUEUE_NAMESPACES = ROOT_PREFIX + "webhook:namespaces"
+# Refreshed on every enqueue: a job that could not be created while GitHub could still
+# redeliver its event is moot, and a queue nobody feeds must not stay forever.
+WEBHOOK_QUEUE_TTL_SECONDS = DELIVERY_TTL_SECONDS
 
 # --- anchors (SPEC §6, seed 004) --------------------------------------------------------
 # String per job: compact JSON job anchor, written only through that job's token.
@@ -130,6 +141,14 @@ def job_token_by_job(tenant: str, job_name: str) -> str:
 
 def delivery(hook_id: str, delivery_id: str) -> str:
     return _join(DELIVERY_PREFIX, hook_id, delivery_id)
+
+
+def webhook_queue(namespace: str) -> str:
+    return _join(WEBHOOK_QUEUE_PREFIX, namespace)
+
+
+def webhook_queue_body(namespace: str) -> str:
+    return _join(WEBHOOK_QUEUE_BODY_PREFIX, namespace)
 
 
 def job_anchor(tenant: str, job_name: str) -> str:

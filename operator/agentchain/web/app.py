@@ -15,6 +15,10 @@ delegate and to write anchors.
 Health: ``/healthz`` is liveness (the event loop answers); ``/readyz`` checks
 that Redis answers PING and the Kubernetes API answers ``/version``, because
 without either nothing the endpoint accepts could be acted on.
+
+The webhook's dispatcher (``dispatch.py``) runs as a task of this app: started when
+it starts serving, stopped on cleanup.  It runs even when the webhook is not served,
+so jobs a previous run accepted are still created.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import clients
+from agentchain.store.deliveries import JobQueue
 from agentchain.web import api, auth, dashboard, openapi, storeapi, submitting
 from agentchain.web import webhook as webhooks
+from agentchain.web.dispatch import Dispatcher
 from agentchain.web.responses import error_middleware, error_response, json_response
 from agentchain.web.webhook import WebhookNotConfigured
 
@@ -75,9 +81,16 @@ async def _webhook_not_configured(request: web.Request) -> web.Response:
 
 
 def build_app(
-    rt: Runtime, *, webhook: bool = True, dashboard_enabled: bool | None = None
+    rt: Runtime,
+    *,
+    webhook: bool = True,
+    dashboard_enabled: bool | None = None,
+    dispatch: bool = True,
 ) -> web.Application:
-    """The whole HTTP surface; raises :class:`WebhookNotConfigured` unless ``webhook=False``."""
+    """The whole HTTP surface; raises :class:`WebhookNotConfigured` unless ``webhook=False``.
+
+    ``dispatch=False`` leaves the webhook's queue undrained (tests of a crashed dispatcher).
+    """
     app = web.Application(
         middlewares=[error_middleware, auth.auth_middleware(rt)],
         client_max_size=API_MAX_BODY_BYTES,
@@ -86,8 +99,11 @@ def build_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_page)
+    dispatcher = Dispatcher(JobQueue(rt.redis, rt.settings.namespaces)) if dispatch else None
+    if dispatcher is not None:
+        app.cleanup_ctx.append(dispatcher.lifespan)
     if webhook:
-        webhooks.add_routes(app, rt)
+        webhooks.add_routes(app, rt, dispatcher)
     else:
         app.router.add_post(webhooks.PATH, _webhook_not_configured)
     openapi.add_routes(app)

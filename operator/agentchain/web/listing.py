@@ -3,12 +3,15 @@
 The API server lists custom resources in name order, not creation order, and its
 ``continue`` tokens cannot resume a differently-ordered view, so the job API
 reads every matching object (narrowed server-side by label selectors, fetched in
-pages of :data:`PAGE`) and orders and pages them itself (see ``api.py``).
+pages of :data:`PAGE`) and orders and pages them itself (see ``api.py``).  The
+webhook matches against a short-lived in-memory AiAgent listing
+(:class:`SharedAgentListing`), never one API list per delivery.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +22,9 @@ from agentchain.policy.matching import AgentCandidate
 
 Obj = dict[str, Any]
 PAGE = 500
+# How long the webhook matches against one AiAgent listing: short enough that a new agent
+# is seen within seconds, long enough that a burst of deliveries lists once, not per delivery.
+AGENTS_MAX_AGE_SECONDS = 2.0
 
 
 async def list_all(namespace: str | None, plural: str, selector: str | None = None) -> list[Obj]:
@@ -56,25 +62,40 @@ async def agents_by_namespace(namespaces: Sequence[str]) -> dict[str, list[Agent
 
 @dataclass
 class SharedAgentListing:
-    """Concurrent callers share one in-flight AiAgent listing; nothing is kept after it.
+    """AiAgents for the webhook: one listing reused for :data:`AGENTS_MAX_AGE_SECONDS`.
 
-    A burst of deliveries would otherwise list every AiAgent once per delivery.
-    A caller joining a listing already under way sees agents as of that listing's
-    start, at most one listing's duration before it arrived; there is no cache
-    that could serve older data.  The shared task is shielded so a client that
-    disconnects does not cancel it for the others.
+    A burst of deliveries would otherwise list every AiAgent once per delivery, and
+    the listing (an API round trip plus parsing every agent) would dominate the
+    webhook's answer time.  A listing younger than ``max_age`` (measured from when it
+    started) is served from memory; an older one is refreshed by the first caller,
+    and callers arriving meanwhile share that one in-flight listing.  So an agent
+    created or changed less than ``max_age`` ago may not be seen yet: a delivery
+    in that window matches the agents as they were.  The shared task is shielded so
+    a client that disconnects does not cancel it for the others.  Callers must not
+    mutate the answer: it is shared.
     """
 
     namespaces: tuple[str, ...]
+    max_age: float = AGENTS_MAX_AGE_SECONDS
     _inflight: asyncio.Task[dict[str, list[AgentCandidate]]] | None = field(default=None)
+    _cached: tuple[float, dict[str, list[AgentCandidate]]] | None = field(default=None)
 
     async def get(self) -> dict[str, list[AgentCandidate]]:
+        cached = self._cached
+        if cached is not None and time.monotonic() - cached[0] < self.max_age:
+            return cached[1]
         task = self._inflight
         if task is None:
-            task = asyncio.ensure_future(agents_by_namespace(self.namespaces))
+            task = asyncio.ensure_future(self._refresh())
             self._inflight = task
             task.add_done_callback(self._finished)
         return await asyncio.shield(task)
+
+    async def _refresh(self) -> dict[str, list[AgentCandidate]]:
+        started = time.monotonic()
+        grouped = await agents_by_namespace(self.namespaces)
+        self._cached = (started, grouped)
+        return grouped
 
     def _finished(self, task: asyncio.Task[dict[str, list[AgentCandidate]]]) -> None:
         if self._inflight is task:

@@ -1,6 +1,7 @@
-"""``POST /webhooks/github`` over HTTP, up to the point where agents would be listed.
+"""``POST /webhooks/github`` over HTTP, with the queue on real Redis and no Kubernetes.
 
-Aspects covered (no Kubernetes needed: every case answers before the API server):
+Aspects covered (no Kubernetes needed: every case answers before the API server, or
+the AiAgent listing and the AgentJob create are replaced by in-memory fakes):
 * ``ping`` with a valid signature → 200 ``{"pong": true}``, JSON or form-encoded;
 * missing or invalid ``X-GitHub-Event`` / ``X-GitHub-Delivery`` → 400;
 * missing, bad or wrong-secret signature → 401; secrets and signatures never logged;
@@ -10,7 +11,13 @@ Aspects covered (no Kubernetes needed: every case answers before the API server)
   sent; a chunked body growing past the cap → 413 while traced memory stays bounded;
 * every error is JSON ``{"error", "detail"}``; deliveries are counted by result;
 * fail closed: without a secret ``build_app`` raises ``WebhookNotConfigured``, and
-  ``webhook=False`` serves a 503 at the webhook path while the rest stays up.
+  ``webhook=False`` serves a 503 at the webhook path while the rest stays up;
+* the queue: a matched delivery → 202 with the job ``created`` (newly accepted) before
+  any AgentJob exists, then the dispatcher creates it and empties the queue; a
+  redelivery → ``duplicate``, queued again, found existing; 40 deliveries list the
+  AiAgents once; Redis down → 503 and nothing queued;
+* the dispatcher: a refused job (422) is dropped and counted, once; a transient
+  failure (500) is retried after a back-off and then created.
 """
 
 from __future__ import annotations
@@ -18,17 +25,23 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import tracemalloc
 import urllib.parse
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from aiohttp import ClientError, ClientResponse
 from aiohttp.test_utils import TestClient, TestServer
+from kubernetes.client.exceptions import ApiException
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
+from agentchain.models.aiagent import AiAgentSpec
+from agentchain.policy.matching import AgentCandidate
 from agentchain.settings import Settings
+from agentchain.store.deliveries import JobQueue, QueuedJob
+from agentchain.web import dispatch, listing
 from agentchain.web.app import WebhookNotConfigured, build_app
 from agentchain.web.signatures import sign
 from tests.unit.web.conftest import SMALL_CAP, WEBHOOK_SECRET, Client, make_runtime
@@ -235,3 +248,147 @@ async def test_webhook_off_answers_503_and_the_rest_stays_up(
         await assert_error(await c.post(PATH, data=PING, headers=headers(PING)), 503)
         assert (await c.get("/healthz")).status == 200
         assert (await c.get("/api/openapi.json")).status == 200
+
+
+# --------------------------------------------------------------------------- the queue
+
+NAMESPACE = "team-a"
+TRIAGE = AiAgentSpec.model_validate(
+    {"triggerName": "ai-triage", "eventTriggers": [{"source": "github", "events": ["issues"]}]}
+)
+ISSUE = json.dumps(
+    {
+        "action": "opened",
+        "issue": {"number": 7, "title": "t", "author_association": "OWNER"},
+        "repository": {"full_name": "acme/app"},
+        "sender": {"login": "alice", "type": "User"},
+    }
+).encode()
+
+
+def dispatched(result: str) -> float:
+    value = REGISTRY.get_sample_value("agentchain_webhook_jobs_total", {"result": result})
+    return value or 0.0
+
+
+class FakeKube:
+    """The AiAgent listing and the AgentJob create, in memory; ``fail`` scripts refusals."""
+
+    def __init__(self) -> None:
+        self.listings = 0
+        self.jobs: dict[str, dict[str, object]] = {}
+        self.creates = 0
+        self.fail: list[int] = []
+
+    async def agents(self, namespaces: object) -> dict[str, list[AgentCandidate]]:
+        self.listings += 1
+        return {NAMESPACE: [AgentCandidate("issue-triage", TRIAGE)]}
+
+    async def create(self, job: QueuedJob) -> str:
+        self.creates += 1
+        if self.fail:
+            raise ApiException(status=self.fail.pop(0), reason="scripted")
+        if job.key in self.jobs:
+            return "existed"
+        self.jobs[job.key] = job.body
+        return "created"
+
+
+@pytest.fixture
+def kube(monkeypatch: pytest.MonkeyPatch) -> FakeKube:
+    fake = FakeKube()
+    monkeypatch.setattr(listing, "agents_by_namespace", fake.agents)
+    monkeypatch.setattr(dispatch, "_create", fake.create)
+    return fake
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.02)
+
+
+def drained(redis: Redis) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return await JobQueue(redis, (NAMESPACE,)).pending(NAMESPACE) == 0
+
+    return check
+
+
+def issue_headers(delivery: str = "d-1") -> dict[str, str]:
+    return headers(ISSUE, "issues", **{"X-GitHub-Delivery": delivery})
+
+
+async def test_a_delivery_is_queued_then_created_by_the_dispatcher(
+    client: Client, kube: FakeKube, redis: Redis
+) -> None:
+    before = dispatched("created"), dispatched("existed")
+    response = await client.post(PATH, data=ISSUE, headers=issue_headers())
+    assert response.status == 202, await response.text()
+    answer = await response.json()
+    [job] = answer["jobs"]
+    assert answer["duplicate"] is False
+    assert (job["namespace"], job["agent"], job["created"]) == (NAMESPACE, "ai-triage", True)
+    await eventually(drained(redis))
+    assert list(kube.jobs) == [f"{NAMESPACE}/{job['name']}"]
+    meta = kube.jobs[f"{NAMESPACE}/{job['name']}"]["metadata"]
+    assert isinstance(meta, dict) and (meta["name"], meta["namespace"]) == (job["name"], NAMESPACE)
+    again = await (await client.post(PATH, data=ISSUE, headers=issue_headers())).json()
+    assert again["duplicate"] is True
+    assert [(j["name"], j["created"]) for j in again["jobs"]] == [(job["name"], False)]
+    await eventually(drained(redis))
+    assert kube.creates == 2 and len(kube.jobs) == 1
+    assert (dispatched("created"), dispatched("existed")) == (before[0] + 1, before[1] + 1)
+
+
+async def test_a_burst_lists_the_agents_once(client: Client, kube: FakeKube, redis: Redis) -> None:
+    answers = await asyncio.gather(
+        *(client.post(PATH, data=ISSUE, headers=issue_headers(f"d-{n}")) for n in range(40))
+    )
+    assert {a.status for a in answers} == {202}
+    assert kube.listings == 1
+    await eventually(drained(redis))
+    assert len(kube.jobs) == 40
+
+
+async def test_redis_down_is_503_and_nothing_is_queued(
+    settings: Settings, kube: FakeKube, redis: Redis
+) -> None:
+    dead: Redis = Redis.from_url("redis://127.0.0.1:1/0")
+    before = delivered("unavailable")
+    try:
+        app = build_app(make_runtime(dead, settings), dashboard_enabled=False)
+        async with TestClient(TestServer(app)) as c:
+            response = await c.post(PATH, data=ISSUE, headers=issue_headers())
+            body = await assert_error(response, 503)
+            assert "nothing was queued" in str(body["detail"])
+    finally:
+        await dead.aclose()  # type: ignore[attr-defined,unused-ignore]
+    assert delivered("unavailable") == before + 1
+    assert await redis.dbsize() == 0 and kube.creates == 0
+
+
+async def test_a_refused_job_is_dropped_once_and_counted(
+    client: Client, kube: FakeKube, redis: Redis
+) -> None:
+    kube.fail = [422]
+    before = dispatched("failed")
+    assert (await client.post(PATH, data=ISSUE, headers=issue_headers())).status == 202
+    await eventually(drained(redis))
+    await asyncio.sleep(0.1)  # Nothing retries it.
+    assert kube.creates == 1 and kube.jobs == {}
+    assert dispatched("failed") == before + 1
+
+
+async def test_a_transient_failure_is_retried_after_a_back_off(
+    client: Client, kube: FakeKube, redis: Redis
+) -> None:
+    kube.fail = [500]
+    before = dispatched("retried")
+    started = time.monotonic()
+    assert (await client.post(PATH, data=ISSUE, headers=issue_headers())).status == 202
+    await eventually(drained(redis))
+    assert time.monotonic() - started >= 0.8 * dispatch.RETRY_MIN_SECONDS
+    assert kube.creates == 2 and len(kube.jobs) == 1
+    assert dispatched("retried") == before + 1
