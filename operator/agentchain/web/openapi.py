@@ -1,9 +1,10 @@
 """The OpenAPI 3.1 document of the webhook and the job API (``GET /api/openapi.json``).
 
-Request schemas are generated from the same pydantic models the handlers
-validate with (``schemas.py``), so the document cannot drift from what is
-enforced; paths and responses are written here by hand, which keeps the
-document readable and lets the fuzz tests derive requests from it.
+Request bodies and query parameters are generated from the same pydantic models
+the handlers validate with (``schemas.py``), so the document cannot drift from
+what is enforced; paths and responses are written here by hand, which keeps the
+document readable.  The fuzz tests (``e2e/test_api_fuzz.py``) derive their requests
+from this document and check every answer's status against it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
+from pydantic import BaseModel
 
+from agentchain.store.anchors import JOB_ANCHOR_FIELDS, JOB_ANCHOR_MAX_BYTES
 from agentchain.web.responses import json_response
 from agentchain.web.schemas import (
     AdminJobRequest,
     DelegationRequest,
+    JobQuery,
+    StoreQuery,
     StoreWrite,
+    TenantQuery,
+    WaitQuery,
     schema_of,
 )
 
@@ -24,7 +31,9 @@ PATH = "/api/openapi.json"
 VERSION = "0.1.0"
 
 _ERROR = {"$ref": "#/components/responses/Error"}
-_AUTH_ERRORS = {"401": _ERROR, "403": _ERROR}
+# Every job API operation: no valid token (401), outside the token's scope (403), a query
+# parameter or the body invalid (422), Redis or the Kubernetes API not answering (503).
+_API_ERRORS = {code: _ERROR for code in ("401", "403", "422", "503")}
 _OBJECT = {"type": "object"}
 
 
@@ -40,7 +49,6 @@ _NS = _param("namespace", "path", {"type": "string"})
 _NAME = _param("name", "path", {"type": "string"})
 _CHAIN = _param("chainId", "path", {"type": "string"})
 _KEY = _param("key", "path", {"type": "string"})
-_TENANT = _param("tenant", "query", {"type": "string"})
 _JOB = {"$ref": "#/components/schemas/Job"}
 
 _JOB_SCHEMA: dict[str, Any] = {
@@ -69,35 +77,67 @@ _JOB_SCHEMA: dict[str, Any] = {
 }
 
 
+def _job_anchor() -> dict[str, Any]:
+    """The job anchor's shape, from the table ``store/anchors.py`` validates with."""
+    kinds: dict[type, dict[str, str]] = {str: {"type": "string"}, list: {"type": "array"}}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "description": f"At most {JOB_ANCHOR_MAX_BYTES} bytes as compact JSON.",
+        "properties": {
+            name: {"anyOf": [kinds[t] for t in types]} if len(types) > 1 else kinds[types[0]]
+            for name, types in JOB_ANCHOR_FIELDS.items()
+        },
+    }
+
+
+def _query(model: type[BaseModel]) -> list[dict[str, Any]]:
+    """A query model's fields as optional query parameters (a query string is never null)."""
+    params = []
+    for name, field in schema_of(model)["properties"].items():
+        [schema] = [s for s in field.get("anyOf", [field]) if s.get("type") != "null"]
+        schema = {k: v for k, v in schema.items() if k not in ("title", "description")}
+        if field.get("default") is not None:
+            schema["default"] = field["default"]
+        param = _param(name, "query", schema)
+        if "description" in field:
+            param["description"] = field["description"]
+        params.append(param)
+    return params
+
+
+_FORM = {"type": "object", "properties": {"payload": {"type": "string"}}}
+
+
 def _paths() -> dict[str, Any]:
-    list_params = [
-        _param(n, "query", {"type": "string"})
-        for n in ("chainId", "agentRole", "status", "namespace", "continue")
-    ] + [_param("limit", "query", {"type": "integer", "minimum": 1, "maximum": 500})]
-    wait = _param("wait", "query", {"type": "number", "minimum": 0, "maximum": 300})
-    store_list = [_param("prefix", "query", {"type": "string"}), _TENANT]
+    tenant = _query(TenantQuery)
     return {
         "/webhooks/github": {
             "post": {
                 "summary": "GitHub webhook delivery (HMAC-SHA256 signed).",
                 "security": [],
-                "requestBody": {"content": {"application/json": {"schema": _OBJECT}}},
+                "requestBody": {
+                    "content": {
+                        "application/json": {"schema": _OBJECT},
+                        "application/x-www-form-urlencoded": {"schema": _FORM},
+                    }
+                },
                 "responses": {
                     "200": _json(_OBJECT, "ping, or nothing matched"),
                     "202": _json(_OBJECT, "AgentJobs created or already there"),
-                    **{c: _ERROR for c in ("400", "401", "413", "415")},
+                    **{c: _ERROR for c in ("400", "401", "413", "415", "503")},
                 },
             }
         },
         "/api/jobs": {
             "get": {
                 "summary": "Jobs, newest first (paginated with next).",
-                "parameters": list_params,
-                "responses": {"200": _json(_OBJECT), "422": _ERROR, **_AUTH_ERRORS},
+                "parameters": _query(JobQuery),
+                "responses": {"200": _json(_OBJECT), **_API_ERRORS},
             },
             "post": {
                 "summary": "Manual run (admin token) or delegation (job token).",
-                "parameters": [wait],
+                "parameters": _query(WaitQuery),
                 "requestBody": {
                     "content": {
                         "application/json": {
@@ -113,33 +153,34 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": _json(_JOB, "the job already existed"),
                     "201": _json(_JOB, "created"),
-                    "409": _ERROR,
-                    "422": _ERROR,
-                    **_AUTH_ERRORS,
+                    "400": _ERROR,  # A body its Content-Encoding does not decode.
+                    "404": _ERROR,  # A delegating job that no longer exists.
+                    "409": _ERROR,  # A delegation refused (loop, depth).
+                    "413": _ERROR,
+                    **_API_ERRORS,
                 },
             },
         },
-        "/api/jobs/{name}": _get([_NAME], _JOB),
+        "/api/jobs/{name}": {"get": _op([_NAME], _JOB, extra=("409",))},  # Name ambiguous.
         "/api/jobs/{namespace}/{name}": _get([_NS, _NAME], _JOB),
         "/api/jobs/{namespace}/{name}/output": _get([_NS, _NAME], _OBJECT),
         "/api/jobs/{namespace}/{name}/anchor": {
             **_get([_NS, _NAME], _OBJECT),
-            "put": _op([_NS, _NAME], _OBJECT, body=_OBJECT, extra=("413", "422")),
+            "put": _op([_NS, _NAME], _OBJECT, body={"$ref": "#/components/schemas/JobAnchor"}),
         },
         "/api/chains/{namespace}/{chainId}": _get([_NS, _CHAIN], _OBJECT),
         "/api/chains/{namespace}/{chainId}/anchor": _get([_NS, _CHAIN], _OBJECT),
-        "/api/store/{namespace}": _get([_NS, *store_list], _OBJECT),
+        "/api/store/{namespace}": _get([_NS, *_query(StoreQuery)], _OBJECT),
         "/api/store/{namespace}/{key}": {
-            **_get([_NS, _KEY, _TENANT], _OBJECT),
+            **_get([_NS, _KEY, *_query(StoreQuery)], _OBJECT),
             "put": _op(
-                [_NS, _KEY, _TENANT],
+                [_NS, _KEY, *tenant],
                 _OBJECT,
                 body={"$ref": "#/components/schemas/StoreWrite"},
-                extra=("413", "422"),
             ),
             "delete": {
-                "parameters": [_NS, _KEY, _TENANT],
-                "responses": {"204": {"description": "deleted"}, "404": _ERROR, **_AUTH_ERRORS},
+                "parameters": [_NS, _KEY, *tenant],
+                "responses": {"204": {"description": "deleted"}, "404": _ERROR, **_API_ERRORS},
             },
         },
     }
@@ -154,11 +195,13 @@ def _op(
 ) -> dict[str, Any]:
     op: dict[str, Any] = {
         "parameters": params,
-        "responses": {"200": _json(schema), "404": _ERROR, **_AUTH_ERRORS},
+        "responses": {"200": _json(schema), "404": _ERROR, **_API_ERRORS},
     }
     op["responses"].update({code: _ERROR for code in extra})
     if body is not None:
         op["requestBody"] = {"content": {"application/json": {"schema": body}}}
+        op["responses"]["400"] = _ERROR  # A body its Content-Encoding does not decode.
+        op["responses"]["413"] = _ERROR  # Over the body cap, or a store value over its limit.
     return op
 
 
@@ -179,6 +222,7 @@ def document() -> dict[str, Any]:
                 "AdminJobRequest": schema_of(AdminJobRequest),
                 "DelegationRequest": schema_of(DelegationRequest),
                 "StoreWrite": schema_of(StoreWrite),
+                "JobAnchor": _job_anchor(),
                 "Error": {
                     "type": "object",
                     "required": ["error", "detail"],

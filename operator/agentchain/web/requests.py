@@ -9,6 +9,7 @@ or hostile, and a client already has it.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -34,13 +35,34 @@ def parse_query(model: type[M], request: web.Request) -> M:
         raise _invalid("query", exc) from exc
 
 
+# A ``\uD800``-``\uDFFF`` escape: only then can the decoded JSON hold a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def loads_unicode(raw: bytes) -> Any:
+    """``raw`` as JSON whose strings are all valid Unicode (``ValueError`` otherwise).
+
+    JSON may escape a lone surrogate (``"\ud800"``), which Python decodes to a
+    string that cannot be encoded as UTF-8: it would fail later, far from the
+    input, wherever the text is written to Redis or to a response.  RFC 8259
+    leaves such strings undefined and I-JSON (RFC 7493) forbids them; so do we.
+    """
+    value = json.loads(raw)
+    if _SURROGATE_ESCAPE.search(raw):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError("a string holds an unpaired UTF-16 surrogate") from exc
+    return value
+
+
 async def read_json(request: web.Request) -> Any:
     """The body as JSON (aiohttp's ``client_max_size`` bounds it: 413 past 1 MiB)."""
     raw = await request.read()
     try:
-        return json.loads(raw)
+        return loads_unicode(raw)
     except (ValueError, RecursionError) as exc:
-        raise ApiError(422, "invalid body", "The body must be JSON.") from exc
+        raise ApiError(422, "invalid body", f"The body must be JSON: {exc}.") from exc
 
 
 def validate(model: type[M], data: Any) -> M:

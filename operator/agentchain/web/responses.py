@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 from kubernetes.client.exceptions import ApiException
 from redis.exceptions import RedisError
 from urllib3.exceptions import HTTPError as Urllib3Error
@@ -39,7 +40,11 @@ class ApiError(Exception):
 
 def json_response(data: Any, status: int = 200) -> web.Response:
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return web.Response(text=text, status=status, content_type="application/json")
+    # A lone surrogate (a JSON "\ud800" escape in a webhook payload, echoed in a reason)
+    # has no UTF-8 form; "backslashreplace" writes it back as that same escape, which is
+    # valid JSON, instead of failing the answer with a 500.
+    body = text.encode("utf-8", "backslashreplace")
+    return web.Response(body=body, status=status, content_type="application/json", charset="utf-8")
 
 
 def error_response(status: int, error: str, detail: str = "", **extra: Any) -> web.Response:
@@ -57,6 +62,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status < 400:
             raise
         return error_response(exc.status, exc.reason, "")
+    except RequestPayloadError:
+        # The body stopped decoding mid-read (a gzip or deflate Content-Encoding it does not
+        # match, a broken chunk): the client's fault.  Undecodable from the first byte,
+        # aiohttp's parser answers 400 itself, before any handler runs.
+        return error_response(400, "unreadable body", "The request body could not be decoded.")
     except RedisError as exc:
         # A dependency being down is the server's problem but not a bug: 503, retry later.
         log.warning("redis unavailable for %s %s: %s", request.method, request.path, type(exc))
