@@ -143,7 +143,13 @@ def test_learnings_once_per_chain_across_a_crash(
     assert chaining.output_of(info, namespace, first).count(LESSON) == 1
 
     # The same agent again in the same chain, by delegation from its running child.
-    helper = first["status"]["next"][0]["child"]
+    # status.next is written just after the child starts, so it may trail the phase.
+    operating.wait_until(
+        lambda: _status(info, namespace, "learn-1").get("next"),
+        timeout=TIMEOUT,
+        what="learn-1's status.next",
+    )
+    helper = _status(info, namespace, "learn-1")["next"][0]["child"]
     operating.wait_until(
         lambda: _status(info, namespace, helper).get("jobName"),
         timeout=TIMEOUT,
