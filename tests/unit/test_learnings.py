@@ -30,12 +30,6 @@ from agentchain.models.aiagent import AiAgent
 from agentchain.policy import chains
 from agentchain.policy.prompts import LEARNINGS_HEADING
 from agentchain.settings import Settings
-from agentchain.store.anchors import AnchorStore
-from agentchain.store.chains import ChainStore
-from agentchain.store.contexts import ContextStore
-from agentchain.store.deliveries import DeliveryLog
-from agentchain.store.outputs import OutputStore
-from agentchain.store.tokens import TokenStore
 
 NS = "team-a"
 LESSON = "L-001 - Always rerun the flaky login test twice"
@@ -47,16 +41,7 @@ class Crashed(Exception):
 
 @pytest.fixture
 def rt(redis: Redis) -> Runtime:
-    return Runtime(
-        settings=Settings(),
-        redis=redis,
-        outputs=OutputStore(redis),
-        tokens=TokenStore(redis),
-        chains=ChainStore(redis),
-        anchors=AnchorStore(redis),
-        contexts=ContextStore(redis),
-        deliveries=DeliveryLog(redis),
-    )
+    return Runtime.from_client(Settings(), redis)
 
 
 @pytest.fixture

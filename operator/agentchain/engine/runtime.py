@@ -34,7 +34,13 @@ class Runtime:
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
-        client = aioredis.Redis.from_url(settings.redis_url, decode_responses=False)
+        return cls.from_client(
+            settings, aioredis.Redis.from_url(settings.redis_url, decode_responses=False)
+        )
+
+    @classmethod
+    def from_client(cls, settings: Settings, client: aioredis.Redis) -> Runtime:
+        """Every store on one Redis client (tests pass their own)."""
         return cls(
             settings=settings,
             redis=client,

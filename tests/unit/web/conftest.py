@@ -18,12 +18,6 @@ from redis.asyncio import Redis
 
 from agentchain.engine.runtime import Runtime
 from agentchain.settings import Settings
-from agentchain.store.anchors import AnchorStore
-from agentchain.store.chains import ChainStore
-from agentchain.store.contexts import ContextStore
-from agentchain.store.deliveries import DeliveryLog
-from agentchain.store.outputs import OutputStore
-from agentchain.store.tokens import TokenStore
 from agentchain.web.app import build_app
 
 WEBHOOK_SECRET = "It's a Secret to Everybody"
@@ -34,16 +28,7 @@ Client = TestClient[web.Request, web.Application]
 
 
 def make_runtime(redis: Redis, settings: Settings) -> Runtime:
-    return Runtime(
-        settings=settings,
-        redis=redis,
-        outputs=OutputStore(redis),
-        tokens=TokenStore(redis),
-        chains=ChainStore(redis),
-        anchors=AnchorStore(redis),
-        contexts=ContextStore(redis),
-        deliveries=DeliveryLog(redis),
-    )
+    return Runtime.from_client(settings, redis)
 
 
 @pytest.fixture
