@@ -80,10 +80,15 @@ def _batch_jobs(info: ClusterInfo, namespace: str, agentjob: str | None = None) 
 
 
 def _crash_at_claim(op: operating.OperatorProcess, info: ClusterInfo, namespace: str) -> int:
-    """Start ``learn-1`` under an operator armed to die right after the claim."""
+    """Start ``learn-1`` under an operator armed to die right after the claim.
+
+    The operator stays down on a normal return, so the caller can look at what the
+    crash left before a fresh operator races to repair it; the caller restarts it.
+    """
     saved = dict(op.extra_env)
     op.kill()
     op.extra_env = {**saved, CRASHPOINT_ENV: "learnings-claimed"}
+    returned = False
     try:
         op.start()
         chaining.apply(info, namespace, chaining.root_job("learn-1", "learner"))
@@ -94,13 +99,16 @@ def _crash_at_claim(op: operating.OperatorProcess, info: ClusterInfo, namespace:
             timeout=TIMEOUT,
             what="the operator to die at the learnings-claimed crashpoint",
         )
-        return int(process.popen.returncode)
+        code = int(process.popen.returncode)
+        returned = True
+        return code
     finally:
         op.extra_env = saved
         if op.process is not None and op.process.alive():
             op.kill()  # It never reached the crashpoint: the assertion above fails.
         op.process = None
-        op.start()
+        if not returned:
+            op.start()  # The next test needs an operator either way.
 
 
 def _delegate(info: ClusterInfo, op: operating.OperatorProcess, namespace: str, caller: str) -> Obj:
@@ -131,8 +139,11 @@ def test_learnings_once_per_chain_across_a_crash(
 
     assert _crash_at_claim(operator, info, namespace) == -signal.SIGKILL
     # The claim was recorded and the process died before the prompt existed.
-    assert _batch_jobs(info, namespace) == []
-    assert "jobName" not in _status(info, namespace, "learn-1")
+    try:
+        assert _batch_jobs(info, namespace) == []
+        assert "jobName" not in _status(info, namespace, "learn-1")
+    finally:
+        operator.start()
 
     first = _wait_ended(info, namespace, "learn-1")
     assert first["status"]["phase"] == "Succeeded", first["status"]
