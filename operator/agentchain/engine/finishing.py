@@ -29,7 +29,7 @@ from agentchain.policy.outcomes import (
     result_excerpt,
     should_retry,
 )
-from agentchain.store.outputs import OUTPUT_MAX_BYTES
+from agentchain.store.outputs import OUTPUT_MAX_BYTES, Capture
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -157,9 +157,10 @@ async def finish(
     turns out already ended."""
     ended_at = time.monotonic()
     async with lock_for(namespace, name):
-        obj, captured = await asyncio.gather(
+        obj, captured, stored = await asyncio.gather(
             resources.get(namespace, resources.AGENTJOBS, name),
             _read_output(namespace, pod_name if prefetch else None),
+            rt.outputs.get_capture(namespace, name),
         )
         if obj is None:
             return
@@ -169,9 +170,16 @@ async def finish(
             return
         if attempt < (status.attempt or 1):
             return  # An earlier attempt's late event: that attempt was already retried.
-        if not prefetch:
-            captured = await _read_output(namespace, pod_name)
-        text, lost = await _capture(rt, namespace, name, pod_name, captured, lost)
+        if stored is not None and stored.attempt == attempt:
+            # Decided before a crash, perhaps acted on too: decide the same again,
+            # whatever is left of the pod now.
+            text, lost = await _stored_output(rt, namespace, name)
+            exit_code, deadline, pod_name = stored.exit_code, stored.deadline, stored.pod
+        else:
+            if not prefetch:
+                captured = await _read_output(namespace, pod_name)
+            capture = Capture(attempt=attempt, exit_code=exit_code, pod=pod_name, deadline=deadline)
+            text, lost = await _capture(rt, namespace, name, capture, captured, lost)
         agent = await rt.agents.by_trigger(namespace, obj["spec"]["agentRole"])
         marker = agent.spec.completion_marker if agent else None
         ending = job_ending(
@@ -182,11 +190,29 @@ async def finish(
 
             await starting.retry(rt, obj, agent, attempt + 1, f"exited with code {exit_code}")
             return
-        await _record_end(
-            rt, obj, ending, exit_code, text, deadline=deadline, lost=lost, pod=pod_name
-        )
-        await progressing.progress_locked(rt, obj, ended_at=ended_at)
+        end = _end_status(obj, ending, exit_code, text, deadline=deadline, lost=lost, pod=pod_name)
+        await _end_and_progress(rt, obj, end, ended_at, (text, lost))
     await wake_dependents(rt, namespace, name)
+
+
+async def _end_and_progress(
+    rt: Runtime, obj: Obj, end: Obj, ended_at: float, output: progressing.Output
+) -> None:
+    """Write the job's end while its chain already moves on from it.
+
+    The ending is durable in Redis (``_capture``), so the child can be created and
+    started from the status about to be written instead of after it: the parent's
+    patch is off the hop's critical path.  ``progress_locked`` waits for it before
+    it records anything that says the job ended (``status.next``, chain complete).
+    """
+    projected = {**obj, "status": {**(obj.get("status") or {}), **end}}
+    closing = asyncio.ensure_future(_close(rt, obj, end))
+    moving = progressing.progress_locked(
+        rt, projected, ended_at=ended_at, closing=closing, output=output
+    )
+    for outcome in await asyncio.gather(closing, moving, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 async def wake_dependents(rt: Runtime, namespace: str, name: str) -> None:
@@ -210,24 +236,33 @@ async def _capture(
     rt: Runtime,
     namespace: str,
     name: str,
-    pod: str | None,
+    capture: Capture,
     captured: tuple[bytes, int] | None,
     lost: str | None,
 ) -> tuple[str | None, str | None]:
+    pod = capture.pod
     if pod is not None and captured is None:
         lost = f"Pod {pod} was gone before its output could be read."
     if pod is None or captured is None:
         # Retrievable as a reason, never as an empty string (SPEC §2).
         reason = lost or "The output could not be captured."
-        await rt.outputs.put_unavailable(namespace, name, reason)
+        await rt.outputs.put_unavailable(namespace, name, reason, capture=capture)
         return None, reason
     data, _full = captured
-    record = await rt.outputs.put(namespace, name, data)
+    record = await rt.outputs.put(namespace, name, data, capture=capture)
     return record.text, None
 
 
-async def _record_end(
-    rt: Runtime,
+async def _stored_output(rt: Runtime, namespace: str, name: str) -> tuple[str | None, str | None]:
+    record = await rt.outputs.get(namespace, name)
+    if record is None:  # Expired between two reads: a week after the capture.
+        return None, "The output expired before the job's end was recorded."
+    if record.unavailable_reason is not None:
+        return None, record.unavailable_reason
+    return record.text, None
+
+
+def _end_status(
     obj: Obj,
     ending: Ending,
     exit_code: int | None,
@@ -236,7 +271,7 @@ async def _record_end(
     deadline: bool,
     lost: str | None,
     pod: str | None,
-) -> None:
+) -> Obj:
     status: Obj = {
         "phase": ending.phase,
         "reason": ending.reason,
@@ -253,7 +288,7 @@ async def _record_end(
     if text is not None:
         result, truncated, size = result_excerpt(text)
         status.update({"result": result, "resultTruncated": truncated, "resultSize": size})
-    await _close(rt, obj, status)
+    return status
 
 
 async def record_failure(rt: Runtime, obj: Obj, reason: str, message: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from agentchain import metrics, models
@@ -31,6 +32,8 @@ from agentchain.policy.outcomes import (
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+Output = tuple[str | None, str | None]
+"""A job's captured output and, when it was lost, why."""
 _AGENT_REASONS = frozenset({Reason.NEXT_AGENT_NOT_FOUND, Reason.NEXT_AGENT_DISABLED})
 
 
@@ -42,12 +45,29 @@ async def progress(rt: Runtime, obj: Obj) -> None:
             await progress_locked(rt, fresh)
 
 
-async def progress_locked(rt: Runtime, obj: Obj, *, ended_at: float | None = None) -> None:
+async def progress_locked(
+    rt: Runtime,
+    obj: Obj,
+    *,
+    ended_at: float | None = None,
+    closing: Awaitable[object] | None = None,
+    output: Output | None = None,
+) -> None:
+    """Apply the chain's next step after ``obj``, whose status says it ended.
+
+    ``closing`` is the write of that status when it is still in flight: the child
+    is created and started meanwhile, and nothing that records the step (which
+    readers take to mean the job ended) is written before it is done.  ``output``
+    is the job's (text, lost reason) when the caller just captured it.
+    """
+    closed = _Closed(closing)
     job = records.parse(obj)
     if not is_terminal(job.status) or is_settled(job.status):
+        await closed()
         return
     if job.status.next:  # Decided before a crash; only the completion is missing.
         last = job.status.next[-1]
+        await closed()
         await complete_chain(rt, obj, last.action, last.message or "")
         return
     namespace = obj["metadata"]["namespace"]
@@ -60,9 +80,22 @@ async def progress_locked(rt: Runtime, obj: Obj, *, ended_at: float | None = Non
     except chains.ChainMetadataError as exc:
         # Without readable chain metadata there is no chain to continue or complete.
         entry = {"action": "none", "reason": Reason.INVALID_CHAIN_METADATA, "message": str(exc)}
+        await closed()
         await records.patch(obj, {"next": [entry], "chainComplete": True})
         return
-    await _apply(rt, obj, decision, agents, ended_at)
+    await _apply(rt, obj, decision, agents, ended_at, closed, output)
+
+
+class _Closed:
+    """Waits once for the in-flight end-status write, if there is one."""
+
+    def __init__(self, closing: Awaitable[object] | None) -> None:
+        self._closing = closing
+
+    async def __call__(self) -> None:
+        closing, self._closing = self._closing, None
+        if closing is not None:
+            await closing
 
 
 def _decide(rt: Runtime, obj: Obj, agents: list[tuple[Obj, AiAgent]]) -> chains.Decision:
@@ -121,11 +154,14 @@ async def _apply(
     decision: chains.Decision,
     agents: list[tuple[Obj, AiAgent]],
     ended_at: float | None,
+    closed: _Closed,
+    output: Output | None,
 ) -> None:
     from agentchain.engine import starting
 
     namespace = obj["metadata"]["namespace"]
     if isinstance(decision, chains.Stop | chains.End):
+        await closed()
         action = "stopped" if isinstance(decision, chains.Stop) else "none"
         reason = decision.reason if isinstance(decision, chains.Stop) else Reason.CHAIN_COMPLETE
         await _record_next(
@@ -137,7 +173,7 @@ async def _apply(
     # the child between its creation and our start (then it is re-read).
     child_lock = lock_for(namespace, decision.child.name)
     seen = child_lock.epoch
-    child, created = await _create_child(rt, obj, decision, agents)
+    child, created = await _create_child(rt, obj, decision, agents, output)
     actions = {chains.Spawn: "spawned", chains.Skip: "skipped", chains.Refuse: "refused"}
     entry = {
         "action": actions[type(decision)],
@@ -151,9 +187,12 @@ async def _apply(
     # Fast path: start the child now rather than waiting for its watch event.  The
     # parent's record comes after, off the hop's critical path: a crash in between
     # replays the same decision, whose create answers AlreadyExists.
+    if (child.get("spec") or {}).get("memoryScope") == "all":
+        await closed()  # Its prompt lists the chain's ended jobs, this one among them.
     await starting.start(rt, child, current_at=seen if created else None)
     if ended_at is not None and isinstance(decision, chains.Spawn):
         metrics.HOP_LATENCY.observe(time.monotonic() - ended_at)
+    await closed()
     await _record_next(rt, obj, entry)
 
 
@@ -186,6 +225,7 @@ async def _create_child(
     parent: Obj,
     decision: chains.Spawn | chains.Skip | chains.Refuse,
     agents: list[tuple[Obj, AiAgent]],
+    output: Output | None,
 ) -> tuple[Obj, bool]:
     namespace = parent["metadata"]["namespace"]
     plan = decision.child
@@ -202,7 +242,7 @@ async def _create_child(
         "type": spec.type,
         "origin": "chain",
         "event": spec.event.to_api() if spec.event else None,
-        "chainContext": await _context_for(rt, parent, plan, agents),
+        "chainContext": await _context_for(rt, parent, plan, agents, output),
     }
     body: Obj = {
         "apiVersion": models.API_VERSION,
@@ -223,19 +263,30 @@ async def _create_child(
 
 
 async def _context_for(
-    rt: Runtime, parent: Obj, plan: chains.ChildPlan, agents: list[tuple[Obj, AiAgent]]
+    rt: Runtime,
+    parent: Obj,
+    plan: chains.ChildPlan,
+    agents: list[tuple[Obj, AiAgent]],
+    output: Output | None,
 ) -> str:
     """The child's <chain-context>: the parent's output, or its hand-off section."""
     namespace, name = records.name_of(parent)
     job = records.parse(parent)
     if job.status.phase == "Skipped":
         return job.spec.chain_context or ""  # Pass the last real output across the skip.
-    record = await rt.outputs.get(namespace, name)
+    if output is None:
+        record = await rt.outputs.get(namespace, name)
+        if record is None:
+            output = (None, None)
+        elif record.available:
+            output = (record.text, None)
+        else:  # Never an empty string standing in for output that was lost.
+            output = (None, record.unavailable_reason)
+    text, lost = output
     window: ContextWindow = "head" if plan.context_window == "head" else "tail"
-    if record is None:
-        lost = job.status.message or "The parent's output was not captured."
+    if text is None:
+        lost = lost or job.status.message or "The parent's output was not captured."
         return context.chain_context_block(None, window=window, lost_reason=lost)
-    text = record.text
     agent = next((a for _, a in agents if a.spec.trigger_name == job.spec.agent_role), None)
     if agent is not None:
         handoff = prompts.extract_handoff(text, agent.spec.handoff_heading)

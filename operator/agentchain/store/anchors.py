@@ -125,9 +125,7 @@ class AnchorStore:
         )
 
     @staticmethod
-    async def _try_update(
-        pipe: Pipeline, key: str, mutate: TeamAnchorMutation
-    ) -> dict[str, Any]:
+    async def _try_update(pipe: Pipeline, key: str, mutate: TeamAnchorMutation) -> dict[str, Any]:
         # Any exception leaves the pipeline watching; the caller's ``async with`` resets it.
         await pipe.watch(key)
         current = await pipe.get(key)

@@ -19,6 +19,8 @@ an empty string.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from dataclasses import dataclass
 
@@ -28,6 +30,21 @@ from agentchain.store import keys
 
 OUTPUT_MAX_BYTES = 1024 * 1024
 OUTPUT_HEAD_BYTES = 16 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """How one attempt's container ended, stored with its output in one write.
+
+    Once it is in Redis the ending is decided: a replay after a crash (when the pod
+    may be gone) reads it back instead of deciding again from what is left, so the
+    engine can act on the ending before the job's status records it.
+    """
+
+    attempt: int
+    exit_code: int | None
+    pod: str | None
+    deadline: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +60,7 @@ class OutputRecord:
     captured_at: float
     head: str = ""
     unavailable_reason: str | None = None
+    capture: Capture | None = None
 
     @property
     def available(self) -> bool:
@@ -88,7 +106,13 @@ class OutputStore:
         self._redis = redis
 
     async def put(
-        self, tenant: str, job_name: str, output: bytes, *, full_size: int | None = None
+        self,
+        tenant: str,
+        job_name: str,
+        output: bytes,
+        *,
+        full_size: int | None = None,
+        capture: Capture | None = None,
     ) -> OutputRecord:
         """Store a capture; ``full_size`` says how big the output was when ``output``
         is already only its tail (a log read with a byte limit)."""
@@ -101,11 +125,14 @@ class OutputStore:
             captured_at=time.time(),
             # The real beginning is unknown when the caller only had the tail.
             head="" if already_cut else _head_text(output),
+            capture=capture,
         )
         await self._write(tenant, job_name, record)
         return record
 
-    async def put_unavailable(self, tenant: str, job_name: str, reason: str) -> OutputRecord:
+    async def put_unavailable(
+        self, tenant: str, job_name: str, reason: str, *, capture: Capture | None = None
+    ) -> OutputRecord:
         """Record that the output could not be captured, and why."""
         record = OutputRecord(
             text="",
@@ -113,6 +140,7 @@ class OutputStore:
             truncated=False,
             captured_at=time.time(),
             unavailable_reason=reason,
+            capture=capture,
         )
         await self._write(tenant, job_name, record)
         return record
@@ -127,12 +155,19 @@ class OutputStore:
             "captured_at": repr(record.captured_at),
             "unavailable": record.unavailable_reason or "",
         }
+        if record.capture is not None:
+            mapping["capture"] = json.dumps(dataclasses.asdict(record.capture))
         async with self._redis.pipeline(transaction=True) as pipe:
             # Replace the whole hash so no field of an older capture survives.
             pipe.delete(key)
             pipe.hset(key, mapping=mapping)
             pipe.expire(key, keys.OUTPUT_TTL_SECONDS)
             await pipe.execute()
+
+    async def get_capture(self, tenant: str, job_name: str) -> Capture | None:
+        """Only the stored ending: the output may be a megabyte."""
+        raw = await self._redis.hget(keys.output(tenant, job_name), "capture")  # type: ignore[misc]
+        return _capture(raw)
 
     async def get(self, tenant: str, job_name: str) -> OutputRecord | None:
         fields = await self._redis.hgetall(keys.output(tenant, job_name))  # type: ignore[misc]
@@ -145,4 +180,17 @@ class OutputStore:
             captured_at=float(fields[b"captured_at"]),
             head=fields[b"head"].decode("utf-8"),
             unavailable_reason=fields[b"unavailable"].decode("utf-8") or None,
+            capture=_capture(fields.get(b"capture")),
         )
+
+
+def _capture(raw: bytes | None) -> Capture | None:
+    if raw is None:
+        return None  # Stored before endings were, or never captured from a pod.
+    data = json.loads(raw)
+    return Capture(
+        attempt=int(data["attempt"]),
+        exit_code=None if data["exit_code"] is None else int(data["exit_code"]),
+        pod=data["pod"],
+        deadline=bool(data["deadline"]),
+    )

@@ -7,7 +7,9 @@ Aspects covered:
   also when the caller could only read the tail and passes the real size;
 - output that is not UTF-8 is kept with replacement characters, not refused;
 - "could not be captured" is a visible reason, not an empty string;
-- expiry set to a week, and a re-capture leaves no stale field behind; tenant isolation.
+- expiry set to a week, and a re-capture leaves no stale field behind; tenant isolation;
+- the ending (attempt, exit code, pod, deadline) is stored with the output in one write
+  and read back alone; a re-capture without one drops the old ending.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from agentchain.store import keys
 from agentchain.store.outputs import (
     OUTPUT_HEAD_BYTES,
     OUTPUT_MAX_BYTES,
+    Capture,
     OutputStore,
     utf8_head,
     utf8_tail,
@@ -98,6 +101,23 @@ async def test_output_expires_after_a_week_and_recapture_replaces_all(
     assert record is not None and record.available and record.text == "second try"
     ttl = await redis.ttl(keys.output(T, "job"))
     assert keys.OUTPUT_TTL_SECONDS - 5 < ttl <= keys.OUTPUT_TTL_SECONDS
+
+
+@pytest.mark.redis
+async def test_the_ending_is_stored_with_the_output(store: OutputStore) -> None:
+    assert await store.get_capture(T, "job") is None
+    ended = Capture(attempt=2, exit_code=3, pod="job-a2-x1", deadline=False)
+    await store.put(T, "job", b"failed twice", capture=ended)
+    assert await store.get_capture(T, "job") == ended
+    record = await store.get(T, "job")
+    assert record is not None and record.capture == ended and record.text == "failed twice"
+
+    lost = Capture(attempt=3, exit_code=None, pod=None, deadline=True)
+    await store.put_unavailable(T, "job", "deadline exceeded", capture=lost)
+    assert await store.get_capture(T, "job") == lost
+
+    await store.put(T, "job", b"no ending")  # A whole-hash replace: nothing stale left.
+    assert await store.get_capture(T, "job") is None
 
 
 @pytest.mark.redis
