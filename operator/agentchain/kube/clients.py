@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,23 @@ def batch() -> client.BatchV1Api:
 
 async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+async def call_json(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``call`` for typed core/batch methods, returning the API's JSON as is.
+
+    The client's typed models cost milliseconds per Job to build and turn back into
+    JSON; on the hop's critical path the operator only needs the dict.
+    """
+
+    def _fetch() -> Any:
+        resp = fn(*args, _preload_content=False, **kwargs)
+        try:
+            return json.loads(resp.data)
+        finally:
+            resp.release_conn()
+
+    return await asyncio.to_thread(_fetch)
 
 
 def is_status(exc: BaseException, code: int) -> bool:

@@ -12,21 +12,22 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from agentchain.kube.clients import already_exists, api_client, batch, call, core, not_found
+from agentchain.kube.clients import (
+    already_exists,
+    batch,
+    call,
+    call_json,
+    core,
+    not_found,
+)
 
 Obj = dict[str, Any]
 
 
-def as_json(model: Any) -> Obj:
-    """The API's own JSON shape (camelCase), as kopf delivers bodies, not ``to_dict()``."""
-    result: Obj = api_client().sanitize_for_serialization(model)  # type: ignore[no-untyped-call]
-    return result
-
-
 async def create_job(namespace: str, body: Obj) -> tuple[Obj | None, bool]:
     try:
-        job = await call(batch().create_namespaced_job, namespace, body)
-        return as_json(job), True
+        job: Obj = await call_json(batch().create_namespaced_job, namespace, body)
+        return job, True
     except ApiException as exc:
         if not already_exists(exc):
             raise
@@ -35,17 +36,17 @@ async def create_job(namespace: str, body: Obj) -> tuple[Obj | None, bool]:
 
 async def get_job(namespace: str, name: str) -> Obj | None:
     try:
-        job = await call(batch().read_namespaced_job, name, namespace)
+        job: Obj = await call_json(batch().read_namespaced_job, name, namespace)
     except ApiException as exc:
         if not_found(exc):
             return None
         raise
-    return as_json(job)
+    return job
 
 
 async def list_pods(namespace: str, label_selector: str) -> list[Obj]:
-    pods = await call(core().list_namespaced_pod, namespace, label_selector=label_selector)
-    return [as_json(p) for p in pods.items]
+    pods = await call_json(core().list_namespaced_pod, namespace, label_selector=label_selector)
+    return list(pods.get("items") or [])
 
 
 async def read_log_tail(
@@ -87,7 +88,7 @@ async def ensure_secret(namespace: str, name: str, data: dict[str, str], owner: 
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
     }
     try:
-        await call(core().create_namespaced_secret, namespace, body)
+        await call_json(core().create_namespaced_secret, namespace, body)
     except ApiException as exc:
         if not already_exists(exc):
             raise
@@ -95,9 +96,9 @@ async def ensure_secret(namespace: str, name: str, data: dict[str, str], owner: 
 
 async def read_config_map(namespace: str, name: str) -> dict[str, str] | None:
     try:
-        cm = await call(core().read_namespaced_config_map, name, namespace)
+        cm = await call_json(core().read_namespaced_config_map, name, namespace)
     except ApiException as exc:
         if not_found(exc):
             return None
         raise
-    return dict(cm.data or {})
+    return dict(cm.get("data") or {})
