@@ -11,58 +11,26 @@ down.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import signal
 import sys
 import time
-import urllib.request
-import uuid
 from pathlib import Path
 from types import FrameType
 
-from e2e import operating
+from e2e import delivering, operating
 from e2e.controlplane.cluster import ClusterInfo, cluster, say
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "config" / "samples" / "labrats.work_v1alpha1_aiagent_issue-fix-review.yaml"
 NAMESPACE = "demo"
-ISSUE = {
-    "action": "opened",
-    "issue": {
-        "number": 42,
-        "title": "Login fails after password reset",
-        "body": "Steps: reset password, log in, see a 500. {{ not a template }}",
-        "html_url": "https://github.com/acme/webapp/issues/42",
-        "author_association": "OWNER",
-        "labels": [{"name": "bug"}],
-        "user": {"login": "alice", "type": "User"},
-    },
-    "repository": {"full_name": "acme/webapp"},
-    "sender": {"login": "alice", "type": "User"},
-}
 
 
 def send_delivery(op: operating.OperatorProcess) -> dict[str, object]:
-    body = json.dumps(ISSUE).encode()
-    digest = hmac.new(op.webhook_secret.encode(), body, hashlib.sha256).hexdigest()
-    request = urllib.request.Request(
-        f"{op.url}/webhooks/github",
-        data=body,
-        method="POST",
-        headers={
-            "Content-Type": "application/json",
-            "X-GitHub-Event": "issues",
-            "X-GitHub-Delivery": str(uuid.uuid4()),
-            "X-GitHub-Hook-ID": "1",
-            "X-Hub-Signature-256": f"sha256={digest}",
-        },
-    )
-    with urllib.request.urlopen(request, timeout=30) as resp:
-        answer: dict[str, object] = json.loads(resp.read())
-        say(f"webhook answered {resp.status}: {json.dumps(answer)[:300]}")
-        return answer
+    body, headers = delivering.signed(op.webhook_secret, delivering.issue_opened())
+    status, answer = delivering.send(op, body, headers)
+    say(f"webhook answered {status}: {json.dumps(answer)[:300]}")
+    return answer
 
 
 def watch_chain(info: ClusterInfo, timeout: float = 180) -> None:
