@@ -694,7 +694,8 @@ def webhook_body(draw: st.DrawFn) -> tuple[bytes, str, bool, str | None]:
     if kind in ("json", "form"):
         event, payload = draw(near_match() | st.tuples(st.none(), github_payload() | JUNK_JSON))
         raw = encode_json(payload, draw(st.booleans()))
-        is_object = isinstance(payload, dict)
+        # A lone surrogate anywhere makes the payload malformed (400), like bad JSON.
+        is_object = isinstance(payload, dict) and _valid_unicode(payload)
         if kind == "json":
             return raw, JSON_TYPE, is_object, event
         form = b"payload=" + urllib.parse.quote_plus(raw).encode()
@@ -708,6 +709,14 @@ def webhook_body(draw: st.DrawFn) -> tuple[bytes, str, bool, str | None]:
         return junk, FORM_TYPE, False, None
     junk = draw(st.binary(max_size=128) | deep_nesting() | st.just(b""))
     return junk, JSON_TYPE, False, None
+
+
+def _valid_unicode(value: Json) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # Job names derive from (hook id, delivery id, agent): small pools keep the jobs the

@@ -47,7 +47,9 @@ def loads_unicode(raw: bytes) -> Any:
     input, wherever the text is written to Redis or to a response.  RFC 8259
     leaves such strings undefined and I-JSON (RFC 7493) forbids them; so do we.
     """
-    value = json.loads(raw)
+    # Strict UTF-8 (RFC 8259): json.loads(bytes) would decode with "surrogatepass" and
+    # let a raw, unescaped surrogate through.
+    value = json.loads(raw.decode("utf-8-sig"))
     if _SURROGATE_ESCAPE.search(raw):
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")

@@ -66,7 +66,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         # The body stopped decoding mid-read (a gzip or deflate Content-Encoding it does not
         # match, a broken chunk): the client's fault.  Undecodable from the first byte,
         # aiohttp's parser answers 400 itself, before any handler runs.
-        return error_response(400, "unreadable body", "The request body could not be decoded.")
+        # Ending the failed stream keeps aiohttp from reading it again after the answer
+        # (its "lingering"), which logged the same error as unhandled; the parser cannot
+        # find a next request behind a broken body, so the connection closes.
+        request.content.feed_eof()
+        response = error_response(400, "unreadable body", "The request body could not be decoded.")
+        response.force_close()
+        return response
     except RedisError as exc:
         # A dependency being down is the server's problem but not a bug: 503, retry later.
         log.warning("redis unavailable for %s %s: %s", request.method, request.path, type(exc))

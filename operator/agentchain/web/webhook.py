@@ -5,8 +5,15 @@ costs more than its headers: a declared ``Content-Length`` over the cap is
 refused before a byte is read, headers and content type before the body, and
 the body itself is read in chunks and refused the moment it passes the cap, so
 a lying or absent ``Content-Length`` never makes the process buffer more than
-the cap plus one chunk.  A 413 also closes the connection so the rest of an
-oversized upload is not drained.
+the cap plus one chunk.  A 413 also answers ``Connection: close``; aiohttp still
+reads and discards what the client goes on sending for its lingering time (10 s)
+before it closes, so the client can read the answer, but nothing is buffered.
+A body that stops decoding mid-read (a ``Content-Encoding`` it does not match) is
+a 400 ``unreadable body`` counted as invalid, and closes the connection: the
+parser cannot find the next request behind a broken body.
+Payload text must be valid Unicode: a JSON escape of a lone UTF-16 surrogate
+(``"\\ud800"``) is a 400 like any malformed payload, so it never reaches an
+AgentJob spec or Redis (``requests.loads_unicode``).
 
 Design decision: a durable queue in Redis between the 202 and the API server (as
 Argo Events puts its event bus between the event source and the sensors).  Creating
@@ -37,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
-import json
 import logging
 import re
 import urllib.parse
@@ -45,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import StreamReader, web
+from aiohttp.web_protocol import RequestPayloadError
 from redis.exceptions import RedisError
 
 from agentchain import metrics
@@ -55,6 +62,7 @@ from agentchain.policy.matching import Ignored, Match, event_from_payload, match
 from agentchain.store.deliveries import QueuedJob
 from agentchain.web import bodies, listing
 from agentchain.web.dispatch import Dispatcher
+from agentchain.web.requests import loads_unicode
 from agentchain.web.responses import ApiError, json_response
 from agentchain.web.signatures import verify_signature
 
@@ -92,18 +100,31 @@ class Planned(QueuedJob):
     agent: str
 
 
+class _ClosingError(ApiError):
+    """A refusal after which the connection is closed (see :meth:`GithubWebhook.handle`)."""
+
+
 async def read_capped(stream: StreamReader, cap: int) -> bytes:
-    """The whole body, or 413 as soon as it passes ``cap`` bytes."""
+    """The whole body; 413 as soon as it passes ``cap`` bytes, 400 if it does not decode."""
     buf = bytearray()
-    async for chunk in stream.iter_chunked(CHUNK_BYTES):
-        if len(buf) + len(chunk) > cap:
-            raise _too_large(cap)
-        buf += chunk
+    try:
+        async for chunk in stream.iter_chunked(CHUNK_BYTES):
+            if len(buf) + len(chunk) > cap:
+                raise _too_large(cap)
+            buf += chunk
+    except RequestPayloadError as exc:
+        # aiohttp's parser feeds a stream nothing more once it failed it; marking it ended
+        # keeps aiohttp from reading it again after the answer ("lingering"), where the
+        # same error is logged as an unhandled ERROR.  The stream keeps its exception.
+        stream.feed_eof()
+        raise _ClosingError(
+            400, "unreadable body", "The request body could not be decoded."
+        ) from exc
     return bytes(buf)
 
 
 def _too_large(cap: int) -> ApiError:
-    return ApiError(413, "payload too large", f"The body is over {cap} bytes.", limit=cap)
+    return _ClosingError(413, "payload too large", f"The body is over {cap} bytes.", limit=cap)
 
 
 def _header(request: web.Request, name: str, pattern: re.Pattern[str]) -> str:
@@ -114,14 +135,21 @@ def _header(request: web.Request, name: str, pattern: re.Pattern[str]) -> str:
 
 
 def parse_payload(content_type: str, body: bytes) -> dict[str, Any]:
-    """The delivery's JSON object, from a JSON body or a form's ``payload`` field."""
+    """The delivery's JSON object, from a JSON body or a form's ``payload`` field.
+
+    Its strings are valid Unicode: a lone surrogate escape is refused here, as malformed,
+    rather than failing wherever the text is encoded next (Redis, a job spec, an answer).
+    """
     try:
         if content_type == FORM_TYPE:
             fields = urllib.parse.parse_qs(body.decode("utf-8"), max_num_fields=16, errors="strict")
             body = (fields.get("payload") or [""])[0].encode("utf-8")
-        payload = json.loads(body)
+        payload = loads_unicode(body)
     except (ValueError, RecursionError) as exc:
-        raise ApiError(400, "malformed payload", f"Not valid JSON: {type(exc).__name__}.") from exc
+        detail = "a string holds an unpaired UTF-16 surrogate" if "surrogate" in str(exc) else ""
+        raise ApiError(
+            400, "malformed payload", f"Not valid JSON: {detail or type(exc).__name__}."
+        ) from exc
     if not isinstance(payload, dict):
         raise ApiError(400, "malformed payload", "The payload must be a JSON object.")
     return payload
@@ -147,8 +175,8 @@ class GithubWebhook:
         except ApiError as exc:
             metrics.WEBHOOK_DELIVERIES.labels(result=_RESULT_BY_STATUS[exc.status]).inc()
             response = exc.response()
-            if exc.status == 413:
-                response.force_close()  # Do not drain the rest of an oversized upload.
+            if isinstance(exc, _ClosingError):
+                response.force_close()  # Oversized or undecodable: no next request on it.
             return response
         if delivery.event == "ping":
             metrics.WEBHOOK_DELIVERIES.labels(result="accepted").inc()

@@ -83,6 +83,20 @@ def test_loads_unicode_refuses_lone_surrogates(raw: bytes) -> None:
         loads_unicode(raw)
 
 
+async def test_a_raw_surrogate_in_a_body_is_refused_not_a_500(
+    client: Client, runtime: Runtime
+) -> None:
+    # UTF-8 bytes of U+D800, which json.loads(bytes) used to accept ("surrogatepass").
+    body = b'{"value": "\xed\xa0\x80"}'
+    response = await client.put("/api/store/notes/k", data=body, headers=await job_token(runtime))
+    assert response.status == 422, await response.text()
+    assert (await response.json())["error"] == "invalid body"
+
+
+def test_loads_unicode_keeps_a_leading_bom_acceptable() -> None:
+    assert loads_unicode(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}
+
+
 @pytest.mark.parametrize("value", ["acme/\ud800", {"\udfff": ["x\udc00"]}, "ok é \U0001f600"])
 def test_json_response_writes_lone_surrogates_as_their_escape(value: Any) -> None:
     response = json_response({"reason": value})
