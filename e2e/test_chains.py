@@ -108,6 +108,11 @@ def test_issue_fix_review_chain(
             assert _prompt_of(info, namespace, job).startswith(expected_block)
         else:
             assert status.get("parentJobId") is None
+        # No kopf bookkeeping on AgentJobs: no finalizer (deleting one never waits for
+        # the operator) and no diff-base annotation, writes the engine never reads.
+        meta = job["metadata"]
+        assert not meta.get("finalizers"), meta
+        assert not [a for a in meta.get("annotations") or {} if a.startswith("kopf.")], meta
     assert jobs[-1]["status"]["chainComplete"] is True
     table = info.kubectl(
         "get", "agentjobs", "-n", namespace, "-l", f"labrats.work/chain-id={chain_id}"

@@ -216,14 +216,15 @@ async def _end_and_progress(
 
 
 async def wake_dependents(rt: Runtime, namespace: str, name: str) -> None:
-    """Start Waiting jobs that depend on ``name`` now, not at the next resync."""
+    """Start Waiting jobs that depend on ``name`` now, not at the next resync.
+
+    They come from the watch-fed index, not a list of every AgentJob per finished job;
+    one whose Waiting status the watch has not delivered yet is the resync's.
+    """
     from agentchain.engine import starting
 
-    items, _ = await resources.list_objects(namespace, resources.AGENTJOBS)
-    for item in items:
-        waiting = (item.get("status") or {}).get("phase") == "Waiting"
-        if waiting and name in ((item.get("spec") or {}).get("dependsOn") or []):
-            await starting.start(rt, item)
+    for item in rt.unsettled.waiting_on(namespace, name):
+        await starting.start(rt, item)
 
 
 async def _read_output(namespace: str, pod: str | None) -> tuple[bytes, int] | None:

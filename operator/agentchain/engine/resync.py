@@ -1,26 +1,25 @@
 """The periodic resync: catch up on whatever happened while the operator was away.
 
-Watches can miss events (operator down, watch expired); this looks at one
-AgentJob's recorded state and redoes the next idempotent step.
+Watches can miss events (operator down, watch expired) and a handler can fail on a
+transient error; every ``resync_seconds`` each unsettled AgentJob's recorded state
+is looked at and the next idempotent step redone.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from typing import Any
 
 from agentchain.engine import finishing, progressing, records, starting
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import workloads
-from agentchain.policy.outcomes import is_settled, is_terminal
+from agentchain.policy.outcomes import is_terminal
 
-
-def needs_resync(status: Any, **_: Any) -> bool:
-    """kopf ``when=`` filter: settled jobs cost nothing on every tick."""
-    try:
-        parsed = records.parse({"status": dict(status or {}), "spec": {"agentRole": "x"}})
-    except ValueError:
-        return True
-    return not is_settled(parsed.status)
+log = logging.getLogger(__name__)
+# Resyncs run side by side, but not all at once after a long outage.
+CONCURRENCY = 8
 
 
 async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
@@ -41,3 +40,24 @@ async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
         obj["metadata"]["namespace"], f"job-name={job.status.job_name}"
     ):
         await finishing.on_pod(rt, pod)
+
+
+async def keep_resyncing(rt: Runtime) -> None:
+    """Run until cancelled: resync each unsettled job once per ``resync_seconds``."""
+    interval = float(rt.settings.resync_seconds)
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(obj: dict[str, Any]) -> None:
+        async with gate:
+            try:
+                await resync(rt, obj)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # One job's failure must not stop the others' resync.
+                log.exception("resync of %s/%s failed", *records.name_of(obj))
+
+    while True:
+        await asyncio.sleep(min(interval, 1.0))
+        due = rt.unsettled.take_due(time.monotonic(), interval)
+        if due:
+            await asyncio.gather(*(one(obj) for obj in due))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import redis.asyncio as aioredis
 
 from agentchain.engine.catalog import AgentCatalog
+from agentchain.engine.unsettled import Unsettled
 from agentchain.settings import Settings
 from agentchain.store.anchors import AnchorStore
 from agentchain.store.chains import ChainStore
@@ -31,6 +32,7 @@ class Runtime:
     contexts: ContextStore
     deliveries: DeliveryLog
     agents: AgentCatalog = field(default_factory=AgentCatalog)
+    unsettled: Unsettled = field(default_factory=Unsettled)
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:

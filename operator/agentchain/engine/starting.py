@@ -1,7 +1,7 @@
 """Starting an AgentJob: status, dependencies, prompt, token and exactly one batch Job.
 
-Every step is idempotent so kopf's create/resume handlers, the resync timer and
-the parent's fast path may all call ``start`` for the same job: the batch Job's
+Every step is idempotent so the AgentJob event handler, the resync and the
+parent's fast path may all call ``start`` for the same job: the batch Job's
 name is derived from the AgentJob, so a second create answers AlreadyExists.
 """
 
@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 
 from agentchain import metrics, models
 from agentchain.engine import prompting, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
-from agentchain.models.agentjob import AgentJob
+from agentchain.models.agentjob import TERMINAL_PHASES, AgentJob
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
 from agentchain.policy import chains, naming
@@ -27,17 +28,43 @@ log = logging.getLogger(__name__)
 Obj = records.Obj
 
 
+# (namespace, name, uid) of jobs this process started (launched or ended): their
+# creation event, arriving after the fast path is done, needs no read to see that.
+_STARTED_HERE: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+_STARTED_HERE_MAX = 10_000
+
+
+def _key(obj: Obj) -> tuple[str, str, str]:
+    namespace, name = records.name_of(obj)
+    return namespace, name, str(obj["metadata"].get("uid"))
+
+
+def wants_start(obj: Obj) -> bool:
+    """Whether a watched job may need starting: not launched, not ended, not by us."""
+    status = obj.get("status") or {}
+    if status.get("jobName") or status.get("phase") in TERMINAL_PHASES:
+        return False
+    return _key(obj) not in _STARTED_HERE
+
+
 async def start(rt: Runtime, obj: Obj, *, current_at: int | None = None) -> None:
     """Start ``obj``; ``current_at`` is the lock epoch at which ``obj`` was known
     current (a child its parent just created), so it need not be read again."""
     namespace, name = records.name_of(obj)
     async with lock_for(namespace, name) as epoch:
+        if current_at is None and _key(obj) in _STARTED_HERE:
+            return  # Started by the fast path while this caller waited for the lock.
         if current_at is None or epoch != current_at:
             fresh = await resources.get(namespace, resources.AGENTJOBS, name)
             if fresh is None:
                 return
             obj = fresh
         await _start_locked(rt, obj)
+        status = obj.get("status") or {}  # As the last patch answered.
+        if status.get("jobName") or status.get("phase") in TERMINAL_PHASES:
+            _STARTED_HERE[_key(obj)] = None
+            while len(_STARTED_HERE) > _STARTED_HERE_MAX:
+                _STARTED_HERE.popitem(last=False)
 
 
 async def _start_locked(rt: Runtime, obj: Obj) -> None:

@@ -1,26 +1,30 @@
-"""AgentJob handlers: start on create/resume, and a resync timer for missed events."""
+"""AgentJob handlers: start what is new, and index what is unsettled for the resync.
+
+A plain event handler, not kopf's on.create/on.resume plus a timer: those keep a
+finalizer and a diff-base annotation on every AgentJob, three writes per job that
+the engine never reads, and the finalizer held up the first handler call by one
+round trip and blocked deletions while the operator was down.  Start-up is
+covered too: kopf lists every AgentJob when its watch begins.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import kopf
 
-from agentchain.engine import resync, starting
+from agentchain.engine import starting
 from agentchain.models import GROUP, VERSION
-from agentchain.settings import Settings
-
-_RESYNC = Settings.from_env().resync_seconds
 
 
-@kopf.on.create(GROUP, VERSION, "agentjobs")
-@kopf.on.resume(GROUP, VERSION, "agentjobs")
-async def start(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await starting.start(memo.runtime, dict(body))
-
-
-@kopf.timer(
-    GROUP, VERSION, "agentjobs", interval=_RESYNC, initial_delay=_RESYNC, when=resync.needs_resync
-)
-async def resync_job(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await resync.resync(memo.runtime, dict(body))
+@kopf.on.event(GROUP, VERSION, "agentjobs")
+async def observed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    runtime = memo.runtime
+    obj = dict(body)
+    if type == "DELETED":
+        runtime.unsettled.forget(obj)
+        return
+    runtime.unsettled.observe(obj, time.monotonic(), float(runtime.settings.resync_seconds))
+    if starting.wants_start(obj):
+        await starting.start(runtime, obj)

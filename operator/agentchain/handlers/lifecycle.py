@@ -14,6 +14,7 @@ from typing import Any
 
 import kopf
 
+from agentchain.engine import resync
 from agentchain.engine.runtime import Runtime
 from agentchain.settings import Settings
 
@@ -38,6 +39,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     runtime = Runtime.create(config)
     memo.runtime = runtime
     memo.web = await _serve(runtime)
+    memo.resyncer = asyncio.create_task(resync.keep_resyncing(runtime), name="resync")
 
 
 async def _serve(runtime: Runtime) -> Any:
@@ -54,6 +56,9 @@ async def _serve(runtime: Runtime) -> Any:
 
 @kopf.on.cleanup()
 async def shutdown(memo: kopf.Memo, **_: Any) -> None:
+    resyncer = getattr(memo, "resyncer", None)
+    if resyncer is not None:
+        resyncer.cancel()
     web = getattr(memo, "web", None)
     if web is not None:
         await web.cleanup()

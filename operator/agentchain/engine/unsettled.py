@@ -1,0 +1,89 @@
+"""AgentJobs the engine still has work on, as the operator's own watch shows them.
+
+The periodic resync (``resync.keep_resyncing``) walks this index instead of
+asking kopf for a timer per object: a kopf timer needs a finalizer on every
+AgentJob, which cost two extra writes per job (adding and removing it), delayed
+the first handler call by one round trip, and blocked deleting an AgentJob while
+the operator was down.  The index is fed by the AgentJob watch kopf already
+holds, so it costs no API calls; kopf re-lists on every watch restart, so
+nothing stays missing from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentchain.engine import records
+from agentchain.policy.outcomes import is_settled
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+
+
+def needs_resync(obj: Obj) -> bool:
+    """Whether the engine may still have something to do for this job."""
+    try:
+        parsed = records.parse({"status": obj.get("status") or {}, "spec": {"agentRole": "x"}})
+    except ValueError:
+        return True  # An unreadable status is looked at again, not forgotten.
+    return not is_settled(parsed.status)
+
+
+@dataclass
+class _Entry:
+    obj: Obj
+    due: float
+
+
+class Unsettled:
+    """Latest body of each unsettled AgentJob and when it is next due for a resync."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[Key, _Entry] = {}
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def observe(self, obj: Obj, now: float, interval: float) -> None:
+        """A watch event: keep the newest body; a job first seen is due ``interval`` later."""
+        key = records.name_of(obj)
+        if not needs_resync(obj):
+            self._jobs.pop(key, None)
+            return
+        entry = self._jobs.get(key)
+        if entry is None or _uid(entry.obj) != _uid(obj):
+            self._jobs[key] = _Entry(obj, now + interval)
+        else:
+            entry.obj = obj
+
+    def forget(self, obj: Obj) -> None:
+        key = records.name_of(obj)
+        entry = self._jobs.get(key)
+        if entry is not None and _uid(entry.obj) == _uid(obj):
+            del self._jobs[key]
+
+    def waiting_on(self, namespace: str, name: str) -> list[Obj]:
+        """Waiting jobs of ``namespace`` whose ``dependsOn`` names ``name``."""
+        found = []
+        for (ns, _), entry in self._jobs.items():
+            obj = entry.obj
+            if ns != namespace or (obj.get("status") or {}).get("phase") != "Waiting":
+                continue
+            if name in ((obj.get("spec") or {}).get("dependsOn") or []):
+                found.append(obj)
+        return found
+
+    def take_due(self, now: float, interval: float) -> list[Obj]:
+        """Jobs due by ``now``; each is due again ``interval`` later unless it settles."""
+        due = []
+        for entry in self._jobs.values():
+            if entry.due <= now:
+                due.append(entry.obj)
+                entry.due = now + interval
+        return due
+
+
+def _uid(obj: Obj) -> str | None:
+    uid = (obj.get("metadata") or {}).get("uid")
+    return str(uid) if uid is not None else None

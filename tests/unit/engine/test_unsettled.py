@@ -1,0 +1,98 @@
+"""The index the resync walks, and which watched jobs the event handler starts.
+
+Aspects covered:
+- a job is due one interval after it is first seen, then once per interval;
+- a settled job leaves the index, an unreadable status stays in it;
+- a newer body replaces the old without resetting when it is due; a recreated job
+  (same name, new uid) starts over; a deletion of an older uid leaves the new one;
+- ``wants_start``: new and Waiting jobs yes, launched or ended jobs no.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentchain.engine.starting import wants_start
+from agentchain.engine.unsettled import Unsettled, needs_resync
+
+Obj = dict[str, Any]
+
+
+def job(name: str = "j", uid: str = "u1", **status: Any) -> Obj:
+    return {
+        "metadata": {"namespace": "ns", "name": name, "uid": uid},
+        "spec": {"agentRole": "a"},
+        "status": status,
+    }
+
+
+SETTLED = {
+    "phase": "Succeeded",
+    "next": [{"action": "none", "reason": "ChainComplete"}],
+    "chainComplete": True,
+}
+
+
+def test_due_one_interval_after_first_seen_then_every_interval() -> None:
+    index = Unsettled()
+    index.observe(job(), now=100.0, interval=30.0)
+    assert index.take_due(129.9, 30.0) == []
+    assert [o["metadata"]["name"] for o in index.take_due(130.0, 30.0)] == ["j"]
+    assert index.take_due(159.0, 30.0) == []
+    assert len(index.take_due(160.0, 30.0)) == 1
+
+
+def test_settling_removes_and_unreadable_status_stays() -> None:
+    index = Unsettled()
+    index.observe(job(), 0.0, 1.0)
+    index.observe(job(**SETTLED), 0.5, 1.0)
+    assert len(index) == 0
+    broken = job(phase=["not", "a", "phase"])
+    assert needs_resync(broken)
+    index.observe(broken, 0.0, 1.0)
+    assert len(index) == 1
+
+
+def test_newer_body_keeps_its_due_time_and_a_recreated_job_starts_over() -> None:
+    index = Unsettled()
+    index.observe(job(phase="Pending"), 0.0, 10.0)
+    index.observe(job(phase="Running"), 9.0, 10.0)
+    due = index.take_due(10.0, 10.0)
+    assert [o["status"]["phase"] for o in due] == ["Running"]
+    index.observe(job(uid="u2"), 10.5, 10.0)
+    assert index.take_due(20.0, 10.0) == []  # u2 was first seen at 10.5.
+    index.forget(job(uid="u1"))  # The old object's deletion arrives late.
+    assert len(index) == 1
+    index.forget(job(uid="u2"))
+    assert len(index) == 0
+
+
+@given(
+    phase=st.sampled_from([None, "Pending", "Waiting", "Running", "Succeeded", "Failed"]),
+    job_name=st.none() | st.just("j-a1"),
+)
+def test_wants_start_only_what_is_neither_launched_nor_ended(
+    phase: str | None, job_name: str | None
+) -> None:
+    status = {k: v for k, v in {"phase": phase, "jobName": job_name}.items() if v}
+    expected = job_name is None and phase not in ("Succeeded", "Failed")
+    assert wants_start(job(uid=f"fresh-{phase}-{job_name}", **status)) is expected
+
+
+def test_waiting_on_finds_waiting_dependents_in_the_namespace_only() -> None:
+    index = Unsettled()
+    waiting = job("after", phase="Waiting")
+    waiting["spec"]["dependsOn"] = ["first", "second"]
+    running = job("busy", uid="u2", phase="Running")
+    running["spec"]["dependsOn"] = ["first"]
+    elsewhere = job("after", uid="u3", phase="Waiting")
+    elsewhere["metadata"]["namespace"] = "other"
+    elsewhere["spec"]["dependsOn"] = ["first"]
+    for obj in (waiting, running, elsewhere):
+        index.observe(obj, 0.0, 1.0)
+    assert index.waiting_on("ns", "first") == [waiting]
+    assert index.waiting_on("ns", "second") == [waiting]
+    assert index.waiting_on("ns", "third") == []
