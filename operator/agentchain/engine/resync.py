@@ -12,6 +12,8 @@ import logging
 import time
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from agentchain.engine import finishing, progressing, records, starting
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import workloads
@@ -53,6 +55,17 @@ async def keep_resyncing(rt: Runtime) -> None:
                 await resync(rt, obj)
             except asyncio.CancelledError:
                 raise
+            except ApiException as exc:
+                # Expected now and then (a namespace being deleted answers 403 to every
+                # create): one line per job and tick, retried at the next tick.
+                namespace, name = records.name_of(obj)
+                log.warning(
+                    "resync of %s/%s: the API answered %s %s",
+                    namespace,
+                    name,
+                    exc.status,
+                    exc.reason,
+                )
             except Exception:  # One job's failure must not stop the others' resync.
                 log.exception("resync of %s/%s failed", *records.name_of(obj))
 
