@@ -42,6 +42,9 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp import web
+
+# Run as a script from anywhere: the cluster harness lives in the repository's e2e/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir
 
 from agentchain.engine.runtime import Runtime
