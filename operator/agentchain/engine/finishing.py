@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from agentchain import metrics, models
-from agentchain.engine import progressing, records, team
+from agentchain.engine import orphans, progressing, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
@@ -111,6 +111,8 @@ async def on_job(rt: Runtime, job: Obj) -> None:
     """The batch Job ended: finish from its newest terminated pod, or say why not."""
     meta = job["metadata"]
     owner = (meta.get("labels") or {}).get(models.AGENTJOB_LABEL)
+    if owner and orphans.is_orphan(job):
+        await orphans.settle(rt, job)
     ended = _job_ended(job)
     if not owner or ended is None:
         return
@@ -170,7 +172,8 @@ async def finish(
             return
         if attempt < (status.attempt or 1):
             return  # An earlier attempt's late event: that attempt was already retried.
-        if stored is not None and stored.attempt == attempt:
+        first_pass = stored is None or stored.attempt != attempt
+        if stored is not None and not first_pass:
             # Decided before a crash, perhaps acted on too: decide the same again,
             # whatever is left of the pod now.
             text, lost = await _stored_output(rt, namespace, name)
@@ -191,28 +194,37 @@ async def finish(
             await starting.retry(rt, obj, agent, attempt + 1, f"exited with code {exit_code}")
             return
         end = _end_status(obj, ending, exit_code, text, deadline=deadline, lost=lost, pod=pod_name)
-        await _end_and_progress(rt, obj, end, ended_at, (text, lost))
+        await _end_and_progress(rt, obj, end, ended_at, (text, lost), first_pass)
     await wake_dependents(rt, namespace, name)
 
 
 async def _end_and_progress(
-    rt: Runtime, obj: Obj, end: Obj, ended_at: float, output: progressing.Output
+    rt: Runtime,
+    obj: Obj,
+    end: Obj,
+    ended_at: float,
+    output: progressing.Output,
+    first_pass: bool,
 ) -> None:
-    """Write the job's end while its chain already moves on from it.
+    """Move the chain on from the job, writing the job's end after the child's creates.
 
     The ending is durable in Redis (``_capture``), so the child can be created and
-    started from the status about to be written instead of after it: the parent's
-    patch is off the hop's critical path.  ``progress_locked`` waits for it before
-    it records anything that says the job ended (``status.next``, chain complete).
+    started from the status about to be written: the parent's patch leaves the hop's
+    critical path and carries ``status.next`` with it.  When progressing fails first,
+    the end is written anyway, so the job shows that it ended.
     """
     projected = {**obj, "status": {**(obj.get("status") or {}), **end}}
-    closing = asyncio.ensure_future(_close(rt, obj, end))
-    moving = progressing.progress_locked(
-        rt, projected, ended_at=ended_at, closing=closing, output=output
-    )
-    for outcome in await asyncio.gather(closing, moving, return_exceptions=True):
-        if isinstance(outcome, BaseException):
-            raise outcome
+
+    async def close(fields: Obj) -> None:
+        await _close(rt, obj, {**end, **fields})
+
+    closed = progressing.Closed(close)
+    try:
+        await progressing.progress_locked(
+            rt, projected, ended_at=ended_at, closed=closed, output=output, first_pass=first_pass
+        )
+    finally:
+        await closed()
 
 
 async def wake_dependents(rt: Runtime, namespace: str, name: str) -> None:

@@ -6,11 +6,8 @@ low), so the same AgentJob can be touched from two tasks at once.  A lock per
 (namespace, name) makes those two paths take turns; across processes and
 restarts, deterministic names and AlreadyExists keep things exactly-once.
 
-Each release bumps the lock's ``epoch``.  A caller that holds the lock object
-from before it obtained a copy of the object (the child its parent just
-created) can tell on entry whether anyone worked on the object in between, and
-skip re-reading it when nobody did.  Holding the lock object also keeps it,
-and so its epoch, alive.
+A parent holds its new child's lock from before creating it to the end of
+starting it, so the child's own watch event waits rather than starting it twice.
 """
 
 from __future__ import annotations
@@ -23,11 +20,9 @@ from types import TracebackType
 class ObjectLock:
     def __init__(self) -> None:
         self._lock = asyncio.Lock()
-        self.epoch = 0
 
-    async def __aenter__(self) -> int:
+    async def __aenter__(self) -> None:
         await self._lock.acquire()
-        return self.epoch
 
     async def __aexit__(
         self,
@@ -35,7 +30,6 @@ class ObjectLock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.epoch += 1
         self._lock.release()
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from agentchain.engine import finishing, progressing, records, starting
+from agentchain.engine import finishing, orphans, progressing, records, starting
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import workloads
 from agentchain.policy.outcomes import is_terminal
@@ -74,3 +74,8 @@ async def keep_resyncing(rt: Runtime) -> None:
         due = rt.unsettled.take_due(time.monotonic(), interval)
         if due:
             await asyncio.gather(*(one(obj) for obj in due))
+        if rt.orphans:
+            try:
+                await orphans.settle_due(rt)
+            except ApiException as exc:  # Looked at again when the Job next changes.
+                log.warning("settling ownerless batch Jobs: the API answered %s", exc.status)

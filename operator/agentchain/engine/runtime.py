@@ -33,6 +33,8 @@ class Runtime:
     deliveries: DeliveryLog
     agents: AgentCatalog = field(default_factory=AgentCatalog)
     unsettled: Unsettled = field(default_factory=Unsettled)
+    orphans: dict[tuple[str, str], float] = field(default_factory=dict)
+    """Ownerless batch Jobs waiting for their AgentJob: (namespace, name) -> when to look."""
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:

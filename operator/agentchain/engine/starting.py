@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
-from agentchain import metrics, models
+from agentchain import faults, metrics, models
 from agentchain.engine import prompting, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
@@ -39,6 +41,23 @@ def _key(obj: Obj) -> tuple[str, str, str]:
     return namespace, name, str(obj["metadata"].get("uid"))
 
 
+_K = TypeVar("_K", bound=tuple[str, ...])
+
+# (namespace, batch Job name) of Jobs this process created ahead of their AgentJob:
+# their creator owns them, so the Job watch leaves them alone (engine/orphans).
+_CREATED_AHEAD: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+
+def created_ahead(namespace: str, job_name: str) -> bool:
+    return (namespace, job_name) in _CREATED_AHEAD
+
+
+def _remember(memo: OrderedDict[_K, None], key: _K) -> None:
+    memo[key] = None
+    while len(memo) > _STARTED_HERE_MAX:
+        memo.popitem(last=False)
+
+
 def wants_start(obj: Obj) -> bool:
     """Whether a watched job may need starting: not launched, not ended, not by us."""
     status = obj.get("status") or {}
@@ -47,27 +66,38 @@ def wants_start(obj: Obj) -> bool:
     return _key(obj) not in _STARTED_HERE
 
 
-async def start(rt: Runtime, obj: Obj, *, current_at: int | None = None) -> None:
-    """Start ``obj``; ``current_at`` is the lock epoch at which ``obj`` was known
-    current (a child its parent just created), so it need not be read again."""
+async def start(rt: Runtime, obj: Obj) -> None:
+    """Start ``obj`` from a fresh read, unless this process already started it."""
     namespace, name = records.name_of(obj)
-    async with lock_for(namespace, name) as epoch:
-        if current_at is None and _key(obj) in _STARTED_HERE:
+    async with lock_for(namespace, name):
+        if _key(obj) in _STARTED_HERE:
             return  # Started by the fast path while this caller waited for the lock.
-        if current_at is None or epoch != current_at:
-            fresh = await resources.get(namespace, resources.AGENTJOBS, name)
-            if fresh is None:
-                return
-            obj = fresh
-        await _start_locked(rt, obj)
-        status = obj.get("status") or {}  # As the last patch answered.
-        if status.get("jobName") or status.get("phase") in TERMINAL_PHASES:
-            _STARTED_HERE[_key(obj)] = None
-            while len(_STARTED_HERE) > _STARTED_HERE_MAX:
-                _STARTED_HERE.popitem(last=False)
+        fresh = await resources.get(namespace, resources.AGENTJOBS, name)
+        if fresh is not None:
+            await start_locked(rt, fresh)
 
 
-async def _start_locked(rt: Runtime, obj: Obj) -> None:
+async def start_locked(rt: Runtime, obj: Obj, prepared: Prepared | None = None) -> None:
+    """Start ``obj``, current as given (just read, or just created by its parent, whose
+    launch ``prepared`` was built meanwhile); the caller holds its lock."""
+    namespace = obj["metadata"]["namespace"]
+    unowned = prepared.unowned if prepared is not None else None
+    await _start_locked(rt, obj, prepared)
+    status = obj.get("status") or {}  # As the last patch answered.
+    if unowned is not None and status.get("jobName") != unowned["metadata"]["name"]:
+        await _drop(namespace, unowned)  # Not launched after all (e.g. agent gone).
+    if status.get("jobName") or status.get("phase") in TERMINAL_PHASES:
+        _remember(_STARTED_HERE, _key(obj))
+
+
+async def _drop(namespace: str, unowned: Obj | None) -> None:
+    """Delete a batch Job created ahead for a start that did not use it: it must not run."""
+    if unowned is not None:
+        meta = unowned["metadata"]
+        await workloads.delete_job(namespace, meta["name"], meta["uid"])
+
+
+async def _start_locked(rt: Runtime, obj: Obj, prepared: Prepared | None = None) -> None:
     job = records.parse(obj)
     if is_terminal(job.status):
         return
@@ -99,7 +129,7 @@ async def _start_locked(rt: Runtime, obj: Obj) -> None:
         await _write(obj, init)
         await _wait(rt, obj, deps.reason, deps.message)
         return
-    await launch(rt, obj, agent, deps.results, init=init)
+    await launch(rt, obj, agent, deps.results, init=init, prepared=prepared)
 
 
 async def _write(obj: Obj, status: Obj) -> None:
@@ -184,6 +214,78 @@ async def retry(rt: Runtime, obj: Obj, agent: AiAgent, attempt: int, why: str) -
     await events.emit(obj, "Warning", Reason.RETRYING, message, key=f"retry:{attempt}")
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A job's prompt, token and batch Job, built before any of it is created.
+
+    A chain child's are built while its AgentJob is being created: nothing in them
+    needs the AgentJob's uid, only the ownerReferences added at creation.
+    """
+
+    agent: AiAgent
+    job: Obj
+    token: str
+    unowned: Obj | None = None
+    """The batch Job, when it was created before its AgentJob existed: without owner."""
+
+
+async def prepare(
+    rt: Runtime,
+    obj: Obj,
+    agent: AiAgent,
+    deps: list[prompting.DependencyResult],
+    *,
+    attempt: int = 1,
+) -> Prepared:
+    """Render the prompt and issue the token of ``attempt``; raises PromptRenderError."""
+    job = records.parse(obj)
+    pos = records.position(obj)
+    namespace, name = records.name_of(obj)
+    prompt, token = await asyncio.gather(
+        prompting.build(rt, obj, job, agent, pos, deps),
+        rt.tokens.ensure(namespace, name, pos.chain_id, rt.settings.job_token_ttl_seconds),
+        return_exceptions=True,  # Both done before a failure is raised (and revoked).
+    )
+    if isinstance(prompt, BaseException):
+        raise prompt
+    if isinstance(token, BaseException):
+        raise token
+    inputs = JobInputs(
+        agentjob_name=name,
+        job_name=naming.attempt_job_name(name, attempt),
+        namespace=namespace,
+        agent=agent.spec,
+        prompt=prompt,
+        chain_id=pos.chain_id,
+        token_secret=naming.token_secret_name(name),
+        labels=chains.position_labels(pos, job.spec.agent_role),
+        annotations=chains.position_annotations(pos, records.parent_of(obj)),
+        attempt=attempt,
+    )
+    return Prepared(agent, build_job(inputs, rt.settings), token)
+
+
+async def create_unowned(prepared: Prepared) -> Prepared:
+    """Create the prepared batch Job before its AgentJob exists (a chain child that
+    cannot exist yet), so that the two creates overlap; ``launch`` adds the owner.
+
+    Until then it has no ownerReference; a crash in between leaves it to the
+    replay's ``launch`` (same child, same Job: adopted) or to ``orphans``.
+    """
+    meta = prepared.job["metadata"]
+    _remember(_CREATED_AHEAD, (meta["namespace"], meta["name"]))
+    job, created = await workloads.create_job(meta["namespace"], prepared.job)
+    faults.crashpoint("child-job-unowned")
+    return replace(prepared, unowned=job) if created else prepared
+
+
+def preparable(obj: Obj, agent: AiAgent) -> bool:
+    """Whether ``obj``'s launch can be prepared before it exists: nothing in its prompt
+    depends on the object (learnings are claimed in its uid's name) or on others."""
+    spec = records.parse(obj).spec
+    return not spec.depends_on and spec.memory_scope != "all" and agent.spec.learnings is None
+
+
 async def launch(
     rt: Runtime,
     obj: Obj,
@@ -193,50 +295,50 @@ async def launch(
     init: Obj | None = None,
     attempt: int = 1,
     retry_message: str | None = None,
+    prepared: Prepared | None = None,
 ) -> None:
-    """Build the prompt and create the batch Job of ``attempt``; the caller holds the lock."""
+    """Create the batch Job of ``attempt`` (built now unless ``prepared`` for this
+    agent); the caller holds the lock."""
     from agentchain.engine import finishing
 
     job = records.parse(obj)
-    pos = records.position(obj)
     init = init or {}
     namespace, name = records.name_of(obj)
-    try:
-        prompt = await prompting.build(rt, obj, job, agent, pos, deps)
-    except PromptRenderError as exc:
-        await _write(obj, init)
-        await finishing.record_failure(rt, obj, Reason.PROMPT_RENDER_FAILED, str(exc))
-        return
-    secret = naming.token_secret_name(name)
-    token = await rt.tokens.ensure(namespace, name, pos.chain_id, rt.settings.job_token_ttl_seconds)
+    job_name = naming.attempt_job_name(name, attempt)
+    if (
+        prepared is None
+        or deps
+        or prepared.agent.spec != agent.spec
+        or prepared.job["metadata"]["name"] != job_name
+    ):
+        try:
+            prepared = await prepare(rt, obj, agent, deps, attempt=attempt)
+        except PromptRenderError as exc:
+            await _write(obj, init)
+            await finishing.record_failure(rt, obj, Reason.PROMPT_RENDER_FAILED, str(exc))
+            return
     owner = records.owner_reference(obj)
-    inputs = JobInputs(
-        agentjob_name=name,
-        job_name=naming.attempt_job_name(name, attempt),
-        namespace=namespace,
-        agent=agent.spec,
-        prompt=prompt,
-        chain_id=pos.chain_id,
-        token_secret=secret,
-        labels=chains.position_labels(pos, job.spec.agent_role),
-        annotations=chains.position_annotations(pos, records.parent_of(obj)),
-        attempt=attempt,
-    )
-    body = build_job(inputs, rt.settings)
-    body["metadata"]["ownerReferences"] = [owner]
+    body = {**prepared.job, "metadata": {**prepared.job["metadata"], "ownerReferences": [owner]}}
+    secret = naming.token_secret_name(name)
     # Side by side: a pod whose Secret is not there yet waits for it
     # (CreateContainerConfigError), and the Secret is one small write.
-    _, (_, created) = await asyncio.gather(
-        workloads.ensure_secret(namespace, secret, {TOKEN_SECRET_KEY: token}, owner),
-        workloads.create_job(namespace, body),
-    )
-    status: Obj = {**init, "jobName": inputs.job_name, "attempt": attempt}
+    ensuring = workloads.ensure_secret(namespace, secret, {TOKEN_SECRET_KEY: prepared.token}, owner)
+    if prepared.unowned is not None:
+        created = True
+        await asyncio.gather(ensuring, workloads.set_owner(namespace, job_name, owner))
+    else:
+        _, (existing, created) = await asyncio.gather(
+            ensuring, workloads.create_job(namespace, body)
+        )
+        if existing is not None and not existing["metadata"].get("ownerReferences"):
+            await workloads.set_owner(namespace, job_name, owner)  # Created by a crashed run.
+    status: Obj = {**init, "jobName": job_name, "attempt": attempt}
     if retry_message is None:
         status["reason"] = Reason.JOB_CREATED
-        status["message"] = f"Batch Job {inputs.job_name} created."
+        status["message"] = f"Batch Job {job_name} created."
     else:
         status.update({"phase": "Pending", "reason": Reason.RETRYING, "podName": None})
-        status["message"] = f"{retry_message}: batch Job {inputs.job_name} created."
+        status["message"] = f"{retry_message}: batch Job {job_name} created."
     if job.status.phase in (None, "Waiting"):
         status["phase"] = "Pending"
     await records.patch(obj, status)
@@ -245,7 +347,7 @@ async def launch(
         log.info(
             "Created batch Job %s/%s (attempt %d) for agent %s",
             namespace,
-            inputs.job_name,
+            job_name,
             attempt,
             agent.spec.trigger_name,
         )

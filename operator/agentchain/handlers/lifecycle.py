@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 import kopf
 
@@ -22,15 +23,32 @@ log = logging.getLogger(__name__)
 PREFIX = "kopf.labrats.work"
 
 
+class AiAgentDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's diff base, built for AiAgents only.
+
+    kopf builds one (a deep copy of the whole object) for every event of every
+    watched resource, but only AiAgents have change handlers that read it; pods,
+    batch Jobs and AgentJobs have event handlers only, and copying each of their
+    events was a tenth of the operator's CPU on a busy chain.
+    """
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[kopf.FieldSpec] | None = None
+    ) -> kopf.BodyEssence:
+        if body.get("kind") != "AiAgent":
+            return cast(kopf.BodyEssence, {})
+        return super().build(body=body, extra_fields=extra_fields)
+
+
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = AiAgentDiffBase(
         prefix=PREFIX, key="last-handled-configuration"
     )
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
-    settings.batching.idle_timeout = 0.1
+    settings.queueing.idle_timeout = 0.1
     # Kubernetes calls run in threads; the default pool (cores + 4) queues chains.
     asyncio.get_running_loop().set_default_executor(
         concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agentchain.kube.clients import (
@@ -42,6 +43,35 @@ async def get_job(namespace: str, name: str) -> Obj | None:
             return None
         raise
     return job
+
+
+async def set_owner(namespace: str, name: str, owner: Obj) -> Obj | None:
+    """Make ``owner`` the batch Job's controller; None when the Job is gone."""
+    patch = {"metadata": {"ownerReferences": [owner]}}
+    try:
+        job: Obj = await call_json(
+            batch().patch_namespaced_job,
+            name,
+            namespace,
+            patch,
+            _content_type="application/merge-patch+json",
+        )
+    except ApiException as exc:
+        if not_found(exc):
+            return None
+        raise
+    return job
+
+
+async def delete_job(namespace: str, name: str, uid: str | None = None) -> None:
+    """Delete the batch Job and its pods (the one with ``uid``, when given)."""
+    preconditions = client.V1Preconditions(uid=uid) if uid is not None else None
+    body = client.V1DeleteOptions(propagation_policy="Background", preconditions=preconditions)
+    try:
+        await call_json(batch().delete_namespaced_job, name, namespace, body=body)
+    except ApiException as exc:
+        if not (not_found(exc) or already_exists(exc)):  # 409: another Job by now.
+            raise
 
 
 async def list_pods(namespace: str, label_selector: str) -> list[Obj]:

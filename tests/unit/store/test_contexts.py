@@ -63,9 +63,7 @@ async def test_get_of_missing_key_is_none(store: ContextStore) -> None:
     assert await store.get(T, NS, "nope") is None
 
 
-async def test_update_without_ttl_removes_the_old_expiry(
-    store: ContextStore, redis: Redis
-) -> None:
+async def test_update_without_ttl_removes_the_old_expiry(store: ContextStore, redis: Redis) -> None:
     await store.upsert(T, NS, "k", "v", writer="a", ttl_seconds=60)
     entry = await store.upsert(T, NS, "k", "v2", writer="a", ttl_seconds=None)
     assert entry.expires_at is None
@@ -73,9 +71,7 @@ async def test_update_without_ttl_removes_the_old_expiry(
     assert await redis.pttl(keys.context_entry(T, NS, "k")) == -1
 
 
-async def test_update_with_ttl_replaces_the_old_expiry(
-    store: ContextStore, redis: Redis
-) -> None:
+async def test_update_with_ttl_replaces_the_old_expiry(store: ContextStore, redis: Redis) -> None:
     await store.upsert(T, NS, "k", "v", writer="a", ttl_seconds=1000)
     entry = await store.upsert(T, NS, "k", "v2", writer="a", ttl_seconds=5)
     assert entry.expires_at is not None
@@ -112,9 +108,7 @@ async def test_cleanup_removes_index_rows_of_expired_entries(
     assert await store.cleanup_expired(T, NS) == 0
 
 
-async def test_recent_prunes_expired_rows_it_meets(
-    store: ContextStore, redis: Redis
-) -> None:
+async def test_recent_prunes_expired_rows_it_meets(store: ContextStore, redis: Redis) -> None:
     await store.upsert(T, NS, "old", "v", writer="a", ttl_seconds=None)
     for i in range(3):
         await store.upsert(T, NS, f"new{i}", "v", writer="a", ttl_seconds=0.2)
@@ -236,9 +230,7 @@ async def test_get_json_parses_and_names_bad_values(store: ContextStore) -> None
         await store.get_json(T, NS, "bad")
 
 
-async def test_delete_removes_entry_and_index_rows(
-    store: ContextStore, redis: Redis
-) -> None:
+async def test_delete_removes_entry_and_index_rows(store: ContextStore, redis: Redis) -> None:
     await store.upsert(T, NS, "k", "v", writer="a", ttl_seconds=60)
     assert await store.delete(T, NS, "k")
     assert not await store.delete(T, NS, "k")
@@ -303,9 +295,7 @@ async def test_separator_in_components_cannot_collide(store: ContextStore) -> No
     assert [v.value if v else None for v in values] == ["first", "second", "third", "fourth"]
 
 
-async def test_hundred_concurrent_writers_lose_no_update(
-    store: ContextStore, redis: Redis
-) -> None:
+async def test_hundred_concurrent_writers_lose_no_update(store: ContextStore, redis: Redis) -> None:
     written = await asyncio.gather(
         *(store.upsert(T, NS, "hot", f"v{i}", writer=f"w{i}", ttl_seconds=60) for i in range(100))
     )

@@ -52,9 +52,7 @@ async def test_jobs_and_tenants_get_distinct_tokens(tokens: TokenStore) -> None:
     assert scope is not None and scope.tenant == "team-b"
 
 
-async def test_plaintext_never_appears_in_key_names(
-    tokens: TokenStore, redis: Redis
-) -> None:
+async def test_plaintext_never_appears_in_key_names(tokens: TokenStore, redis: Redis) -> None:
     token = await tokens.ensure("team-a", "job", "c", 60)
     names = [name.decode() for name in await redis.keys("*")]
     assert not any(token in name for name in names)
