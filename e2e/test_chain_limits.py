@@ -140,7 +140,11 @@ def test_next_naming_missing_or_disabled_agent(
             what=f"{name} Ready=False/{reason}",
         )
         assert (ready(name) or {})["status"] == "False"
-        assert chaining.has_event(info, namespace, name, "Warning", reason)
+        operating.wait_until(  # Emitted just after the condition is written.
+            lambda n=name, r=reason: chaining.has_event(info, namespace, n, "Warning", r),
+            timeout=30,
+            what=f"{name}'s Warning Event {reason}",
+        )
 
     chaining.apply(
         info,

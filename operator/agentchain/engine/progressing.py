@@ -190,8 +190,11 @@ async def _apply(
     async with lock_for(namespace, decision.child.name):
         made = await _create_child(rt, obj, decision, agents, output, first_pass)
         child, created, prepared = made
-        if (child.get("spec") or {}).get("memoryScope") == "all":
-            await closed()  # Its prompt lists the chain's ended jobs, this one among them.
+        if prepared is None:
+            # Only a prepared launch goes before the parent's end: any other start may
+            # end the child, even the chain, at once (a Skipped or refused record, a
+            # missing agent), and a memoryScope: all prompt lists the ended jobs.
+            await closed()
         # Fast path: start the child now rather than on its watch event.  The parent's
         # record comes after, off the hop's critical path: a crash in between replays
         # the same decision, whose create answers AlreadyExists.
