@@ -148,6 +148,14 @@ def batch_job_names(info: ClusterInfo, namespace: str) -> list[str]:
     return sorted(j["metadata"]["name"] for j in json.loads(out.stdout)["items"])
 
 
+def batch_jobs(info: ClusterInfo, namespace: str, agentjob: str | None = None) -> list[Obj]:
+    """The operator's batch Jobs in ``namespace``, or those of one AgentJob."""
+    selector = f"labrats.work/agentjob={agentjob}" if agentjob else "labrats.work/agentjob"
+    items = operating.get_json(info, "jobs", "-n", namespace, "-l", selector)["items"]
+    assert isinstance(items, list)
+    return items
+
+
 def condition(obj: Obj, type_: str) -> Obj | None:
     conditions = (obj.get("status") or {}).get("conditions") or []
     return next((c for c in conditions if c.get("type") == type_), None)

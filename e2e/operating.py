@@ -17,11 +17,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from agentchain.faults import CRASHPOINT_ENV
 from e2e.controlplane import processes
 from e2e.controlplane.cluster import ClusterInfo
 
@@ -162,6 +164,39 @@ class OperatorProcess:
         if self.process is not None:
             self.process.stop()
             self.process = None
+
+    def crash_at(self, crashpoint: str, begin: Callable[[], None], *, timeout: float) -> int:
+        """Restart armed to die at ``crashpoint``, call ``begin`` (what leads there),
+        and return the exit code once the operator died.
+
+        The operator stays down on a normal return, so the caller can look at what
+        the crash left before a fresh operator races to repair it; the caller
+        restarts it.  On a failure it is restarted here: the next test needs one.
+        """
+        saved = dict(self.extra_env)
+        self.kill()
+        self.extra_env = {**saved, CRASHPOINT_ENV: crashpoint}
+        returned = False
+        try:
+            self.start()
+            begin()
+            process = self.process
+            assert process is not None
+            wait_until(
+                lambda: process.popen.poll() is not None,
+                timeout=timeout,
+                what=f"the operator to die at the {crashpoint} crashpoint",
+            )
+            code = int(process.popen.returncode)
+            returned = True
+            return code
+        finally:
+            self.extra_env = saved
+            if self.process is not None and self.process.alive():
+                self.kill()  # It never reached the crashpoint: the wait above failed.
+            self.process = None
+            if not returned:
+                self.start()
 
     def log_text(self) -> str:
         logs = sorted((self.info.workdir / "logs").glob(f"{self.name}-*.log"))

@@ -25,7 +25,6 @@ from typing import Any
 
 import pytest
 
-from agentchain.faults import CRASHPOINT_ENV
 from agentchain.policy import naming
 from agentchain.policy.jobspec import TOKEN_SECRET_KEY
 from agentchain.policy.prompts import LEARNINGS_HEADING
@@ -71,46 +70,6 @@ def _wait_ended(info: ClusterInfo, namespace: str, name: str) -> Obj:
     return _job(info, namespace, name)
 
 
-def _batch_jobs(info: ClusterInfo, namespace: str, agentjob: str | None = None) -> list[Obj]:
-    selector = f"labrats.work/agentjob={agentjob}" if agentjob else "labrats.work/agentjob"
-    listed = operating.get_json(info, "jobs", "-n", namespace, "-l", selector)
-    items = listed["items"]
-    assert isinstance(items, list)
-    return items
-
-
-def _crash_at_claim(op: operating.OperatorProcess, info: ClusterInfo, namespace: str) -> int:
-    """Start ``learn-1`` under an operator armed to die right after the claim.
-
-    The operator stays down on a normal return, so the caller can look at what the
-    crash left before a fresh operator races to repair it; the caller restarts it.
-    """
-    saved = dict(op.extra_env)
-    op.kill()
-    op.extra_env = {**saved, CRASHPOINT_ENV: "learnings-claimed"}
-    returned = False
-    try:
-        op.start()
-        chaining.apply(info, namespace, chaining.root_job("learn-1", "learner"))
-        process = op.process
-        assert process is not None
-        operating.wait_until(
-            lambda: process.popen.poll() is not None,
-            timeout=TIMEOUT,
-            what="the operator to die at the learnings-claimed crashpoint",
-        )
-        code = int(process.popen.returncode)
-        returned = True
-        return code
-    finally:
-        op.extra_env = saved
-        if op.process is not None and op.process.alive():
-            op.kill()  # It never reached the crashpoint: the assertion above fails.
-        op.process = None
-        if not returned:
-            op.start()  # The next test needs an operator either way.
-
-
 def _delegate(info: ClusterInfo, op: operating.OperatorProcess, namespace: str, caller: str) -> Obj:
     """What the caller's agent would do: POST /api/jobs with its own job token."""
     secret = naming.token_secret_name(caller)
@@ -137,17 +96,22 @@ def test_learnings_once_per_chain_across_a_crash(
     info = cluster_info
     chaining.apply(info, namespace, *_agents())
 
-    assert _crash_at_claim(operator, info, namespace) == -signal.SIGKILL
+    code = operator.crash_at(
+        "learnings-claimed",
+        lambda: chaining.apply(info, namespace, chaining.root_job("learn-1", "learner")),
+        timeout=TIMEOUT,
+    )
+    assert code == -signal.SIGKILL
     # The claim was recorded and the process died before the prompt existed.
     try:
-        assert _batch_jobs(info, namespace) == []
+        assert chaining.batch_jobs(info, namespace) == []
         assert "jobName" not in _status(info, namespace, "learn-1")
     finally:
         operator.start()
 
     first = _wait_ended(info, namespace, "learn-1")
     assert first["status"]["phase"] == "Succeeded", first["status"]
-    assert len(_batch_jobs(info, namespace, "learn-1")) == 1
+    assert len(chaining.batch_jobs(info, namespace, "learn-1")) == 1
     prompt = chaining.prompt_of(info, namespace, first)
     assert prompt.startswith(LEARNINGS_HEADING)
     assert prompt.count(LESSON) == 1 and prompt.count(LEARNINGS_HEADING) == 1
@@ -181,4 +145,4 @@ def test_learnings_once_per_chain_across_a_crash(
     other = _wait_ended(info, namespace, "learn-3")
     assert other["status"]["chainId"] != first["status"]["chainId"]
     assert chaining.prompt_of(info, namespace, other).count(LESSON) == 1
-    assert len(_batch_jobs(info, namespace, "learn-1")) == 1
+    assert len(chaining.batch_jobs(info, namespace, "learn-1")) == 1

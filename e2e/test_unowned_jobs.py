@@ -20,18 +20,11 @@ from typing import Any
 
 import pytest
 
-from agentchain.faults import CRASHPOINT_ENV
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 
 Obj = dict[str, Any]
 TIMEOUT = 90.0
-
-
-def _batch_jobs(info: ClusterInfo, namespace: str, agentjob: str | None = None) -> list[Obj]:
-    selector = f"labrats.work/agentjob={agentjob}" if agentjob else "labrats.work/agentjob"
-    items: list[Obj] = operating.get_json(info, "jobs", "-n", namespace, "-l", selector)["items"]
-    return items
 
 
 def _owned_by(job: Obj, agentjob: Obj) -> bool:
@@ -52,7 +45,7 @@ def _agents() -> list[Obj]:
 def _assert_chain_owns_its_jobs(info: ClusterInfo, namespace: str, jobs: list[Obj]) -> None:
     for agentjob in jobs:
         name = agentjob["metadata"]["name"]
-        batch = _batch_jobs(info, namespace, name)
+        batch = chaining.batch_jobs(info, namespace, name)
         assert len(batch) == 1, (name, [b["metadata"]["name"] for b in batch])
         assert _owned_by(batch[0], agentjob), batch[0]["metadata"]
 
@@ -68,45 +61,22 @@ def test_chain_jobs_are_owned_by_their_agentjobs(
     _assert_chain_owns_its_jobs(info, namespace, jobs)
 
 
-def _crash_at_unowned(op: operating.OperatorProcess, info: ClusterInfo, namespace: str) -> int:
-    """Start a chain under an operator armed to die right after creating a child's
-    Job without owner; the operator stays down on return (the caller restarts it)."""
-    saved = dict(op.extra_env)
-    op.kill()
-    op.extra_env = {**saved, CRASHPOINT_ENV: "child-job-unowned"}
-    returned = False
-    try:
-        op.start()
-        chaining.apply(info, namespace, chaining.root_job("own-2", "own-a"))
-        process = op.process
-        assert process is not None
-        operating.wait_until(
-            lambda: process.popen.poll() is not None,
-            timeout=TIMEOUT,
-            what="the operator to die at the child-job-unowned crashpoint",
-        )
-        returned = True
-        return int(process.popen.returncode)
-    finally:
-        op.extra_env = saved
-        if op.process is not None and op.process.alive():
-            op.kill()
-        op.process = None
-        if not returned:
-            op.start()
-
-
 @pytest.mark.timeout(480)
 def test_a_crash_before_the_owner_is_set_is_adopted_by_the_replay(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
     chaining.apply(info, namespace, *_agents())
-    assert _crash_at_unowned(operator, info, namespace) == -signal.SIGKILL
+    code = operator.crash_at(
+        "child-job-unowned",
+        lambda: chaining.apply(info, namespace, chaining.root_job("own-2", "own-a")),
+        timeout=TIMEOUT,
+    )
+    assert code == -signal.SIGKILL
     try:
         children = [
             j
-            for j in _batch_jobs(info, namespace)
+            for j in chaining.batch_jobs(info, namespace)
             if j["metadata"]["labels"].get("labrats.work/agentjob") != "own-2"
         ]
         assert len(children) == 1, [j["metadata"]["name"] for j in children]
@@ -118,7 +88,7 @@ def test_a_crash_before_the_owner_is_set_is_adopted_by_the_replay(
     jobs = chaining.wait_chain(info, namespace, "own-2", 3, timeout=3 * TIMEOUT)
     assert [j["status"]["phase"] for j in jobs] == ["Succeeded"] * 3
     _assert_chain_owns_its_jobs(info, namespace, jobs)
-    child = _batch_jobs(info, namespace, jobs[1]["metadata"]["name"])[0]
+    child = chaining.batch_jobs(info, namespace, jobs[1]["metadata"]["name"])[0]
     assert child["metadata"]["uid"] == unowned_uid  # Adopted, not created again.
 
 
@@ -159,10 +129,11 @@ def test_an_ownerless_job_its_agentjob_will_not_run_is_deleted(
     operating.wait_until(
         lambda: (
             not any(
-                j["metadata"]["name"] == "own-3-a7" for j in _batch_jobs(info, namespace, "own-3")
+                j["metadata"]["name"] == "own-3-a7"
+                for j in chaining.batch_jobs(info, namespace, "own-3")
             )
         ),
         timeout=TIMEOUT,
         what="the stray ownerless Job to be deleted",
     )
-    assert len(_batch_jobs(info, namespace, "own-3")) == 1
+    assert len(chaining.batch_jobs(info, namespace, "own-3")) == 1
