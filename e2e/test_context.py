@@ -17,7 +17,7 @@ from typing import Any
 from agentchain import models
 from agentchain.policy import naming
 from agentchain.policy.prompts import CHAIN_RESULTS_HEADING
-from e2e import operating
+from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 
 
@@ -41,11 +41,6 @@ def _job(name: str, agent: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"agentRole": agent, "prompt": f"task for {name}", **spec},
     }
-
-
-def _apply(info: ClusterInfo, namespace: str, *objs: dict[str, Any]) -> None:
-    docs = "\n---\n".join(json.dumps(o) for o in objs)
-    info.kubectl("apply", "-n", namespace, "-f", "-", input=docs)
 
 
 def _status(info: ClusterInfo, namespace: str, name: str) -> dict[str, Any]:
@@ -73,7 +68,7 @@ def test_depends_on_sees_only_its_dependencies(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    _apply(
+    chaining.apply(
         info,
         namespace,
         _agent("worker-a", "--say", "RESULT-FROM-A"),
@@ -81,7 +76,7 @@ def test_depends_on_sees_only_its_dependencies(
         _agent("worker-d", "--say", "RESULT-FROM-D"),
         _agent("synth"),
     )
-    _apply(
+    chaining.apply(
         info,
         namespace,
         _job("job-c", "synth", dependsOn=["job-a", "job-b"], type="synthesis"),
@@ -112,7 +107,7 @@ def test_memory_scope_all_gets_every_result_of_its_chain(
         "RESULT-OF-SCOUT",
         eventTriggers=[{"source": "manual", "next": {"agentTriggerName": "fixer"}}],
     )
-    _apply(
+    chaining.apply(
         info,
         namespace,
         scout,
@@ -120,7 +115,7 @@ def test_memory_scope_all_gets_every_result_of_its_chain(
         _agent("outsider", "--say", "RESULT-OF-OUTSIDER"),
         _agent("coordinator"),
     )
-    _apply(
+    chaining.apply(
         info,
         namespace,
         _job("scout-1", "scout", type="investigation"),
@@ -150,7 +145,7 @@ def test_memory_scope_all_gets_every_result_of_its_chain(
         models.CHAIN_DEPTH: "2",
         models.CHAIN_PATH: json.dumps(path),
     }
-    _apply(info, namespace, coordinator)
+    chaining.apply(info, namespace, coordinator)
     assert _wait_phase(info, namespace, "coord-1", {"Succeeded", "Failed"})["phase"] == "Succeeded"
     assert _status(info, namespace, fixer)["chainId"] == chain_id
     prompt = _prompt(info, namespace, "coord-1")
@@ -177,8 +172,8 @@ def test_downstream_directives_are_handed_on(
         "- fix LoginForm first",
         eventTriggers=[{"source": "manual", "next": {"agentTriggerName": "doer"}}],
     )
-    _apply(info, namespace, parent, _agent("doer"))
-    _apply(info, namespace, _job("plan-1", "planner"))
+    chaining.apply(info, namespace, parent, _agent("doer"))
+    chaining.apply(info, namespace, _job("plan-1", "planner"))
     _wait_phase(info, namespace, "plan-1", {"Succeeded"})
     child = _status(info, namespace, "plan-1")["next"][0]["child"]
     _wait_phase(info, namespace, child, {"Succeeded"})
@@ -192,13 +187,13 @@ def test_missing_completion_marker_fails_the_job(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    _apply(
+    chaining.apply(
         info,
         namespace,
         _agent("strict", completionMarker="TRIAGE_COMPLETE"),
         _agent("strict-ok", "--say", "TRIAGE_COMPLETE", completionMarker="TRIAGE_COMPLETE"),
     )
-    _apply(info, namespace, _job("strict-1", "strict"), _job("strict-2", "strict-ok"))
+    chaining.apply(info, namespace, _job("strict-1", "strict"), _job("strict-2", "strict-ok"))
     failed = _wait_phase(info, namespace, "strict-1", {"Succeeded", "Failed"})
     assert failed["phase"] == "Failed"
     assert failed["reason"] == "CompletionMarkerMissing"

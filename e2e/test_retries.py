@@ -13,13 +13,12 @@ Aspects covered:
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 from agentchain import models
 from agentchain.policy.prompts import ANCHOR_HEADING
-from e2e import operating
+from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 
 # Attempt 1 records its progress in its anchor and fails; a later attempt succeeds only
@@ -65,11 +64,6 @@ def _job(name: str, agent: str) -> dict[str, Any]:
     }
 
 
-def _apply(info: ClusterInfo, namespace: str, *objs: dict[str, Any]) -> None:
-    docs = "\n---\n".join(json.dumps(o) for o in objs)
-    info.kubectl("apply", "-n", namespace, "-f", "-", input=docs)
-
-
 def _status(info: ClusterInfo, namespace: str, name: str) -> dict[str, Any]:
     obj = operating.get_json(info, "agentjob", name, "-n", namespace)
     return dict(obj.get("status") or {})  # type: ignore[call-overload]
@@ -108,8 +102,8 @@ def test_a_retried_attempt_resumes_from_its_anchor(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    _apply(info, namespace, _agent("resumer", [sys.executable, "-c", RESUMER], backoff=2))
-    _apply(info, namespace, _job("resume-1", "resumer"))
+    chaining.apply(info, namespace, _agent("resumer", [sys.executable, "-c", RESUMER], backoff=2))
+    chaining.apply(info, namespace, _job("resume-1", "resumer"))
     status = _ended(info, namespace, "resume-1")
     assert status["phase"] == "Succeeded", status
     assert status["attempt"] == 2 and status["jobName"] == "resume-1-a2", status
@@ -133,8 +127,10 @@ def test_retries_stop_at_the_backoff_limit(
     info = cluster_info
     failing = ["agentchain", "demo-agent", "--no-context", "--exit-code", "5"]
     steady = ["agentchain", "demo-agent", "--no-context"]
-    _apply(info, namespace, _agent("flaky", failing, backoff=1), _agent("steady", steady, 0))
-    _apply(info, namespace, _job("flaky-1", "flaky"), _job("steady-1", "steady"))
+    chaining.apply(
+        info, namespace, _agent("flaky", failing, backoff=1), _agent("steady", steady, 0)
+    )
+    chaining.apply(info, namespace, _job("flaky-1", "flaky"), _job("steady-1", "steady"))
     status = _ended(info, namespace, "flaky-1")
     assert status["phase"] == "Failed" and status["exitCode"] == 5, status
     assert status["attempt"] == 2, status
