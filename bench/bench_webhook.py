@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         seed = REPO / "config/samples/labrats.work_v1alpha1_aiagent_issue-fix-review.yaml"
         info.kubectl("-n", NAMESPACE, "apply", "-f", str(seed))
         os.environ["KUBECONFIG"] = str(info.kubeconfig)
-        clients.api_client.cache_clear()
+        clients.reset()
         asyncio.run(run(info.redis_url))
     finish_workdir(workdir, succeeded=True)  # Kept (with its logs) only if the bench failed.
     return 0

@@ -60,9 +60,9 @@ def kube(cluster_info: ClusterInfo) -> Iterator[ClusterInfo]:
     )
     previous = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = str(cluster_info.kubeconfig)
-    clients.api_client.cache_clear()
+    clients.reset()
     yield cluster_info
-    clients.api_client.cache_clear()
+    clients.reset()
     if previous is None:
         os.environ.pop("KUBECONFIG", None)
     else:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from kubernetes.client.exceptions import ApiException
 
-from agentchain.kube.clients import already_exists, call, core
+from agentchain.kube.clients import already_exists, core_path, request
 
 EventType = Literal["Normal", "Warning"]
 COMPONENT = "agentchain-operator"
@@ -51,7 +51,7 @@ async def emit(
         "count": 1,
     }
     try:
-        await call(core().create_namespaced_event, meta["namespace"], body)
+        await request("POST", core_path(meta["namespace"], "events"), body=body)
     except ApiException as exc:
         if already_exists(exc):
             return False

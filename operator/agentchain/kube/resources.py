@@ -11,7 +11,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from agentchain.kube.clients import GROUP, VERSION, already_exists, call, custom, not_found
+from agentchain.kube.clients import MERGE_PATCH, already_exists, custom_path, not_found, request
 
 AGENTJOBS = "agentjobs"
 AIAGENTS = "aiagents"
@@ -20,9 +20,7 @@ Obj = dict[str, Any]
 
 async def get(namespace: str, plural: str, name: str) -> Obj | None:
     try:
-        obj: Obj = await call(
-            custom().get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name
-        )
+        obj: Obj = await request("GET", custom_path(namespace, plural, name))
     except ApiException as exc:
         if not_found(exc):
             return None
@@ -38,31 +36,31 @@ async def list_objects(
     limit: int | None = None,
     continue_token: str | None = None,
 ) -> tuple[list[Obj], str | None]:
-    kwargs: dict[str, Any] = {}
+    params: dict[str, str] = {}
     if label_selector:
-        kwargs["label_selector"] = label_selector
+        params["labelSelector"] = label_selector
     if limit:
-        kwargs["limit"] = limit
+        params["limit"] = str(limit)
     if continue_token:
-        kwargs["_continue"] = continue_token
-    result: Obj
-    if namespace:
-        api = custom().list_namespaced_custom_object
-        result = await call(api, GROUP, VERSION, namespace, plural, **kwargs)
-    else:
-        result = await call(custom().list_cluster_custom_object, GROUP, VERSION, plural, **kwargs)
+        params["continue"] = continue_token
+    result: Obj = await request("GET", custom_path(namespace, plural), params=params)
     items: list[Obj] = result.get("items", [])
     return items, (result.get("metadata") or {}).get("continue") or None
+
+
+async def create_only(
+    namespace: str, plural: str, body: Obj, *, timeout: float | None = None
+) -> Obj:
+    """Create; AlreadyExists is the caller's to judge (raised as ApiException 409)."""
+    obj: Obj = await request("POST", custom_path(namespace, plural), body=body, timeout=timeout)
+    return obj
 
 
 async def create(namespace: str, plural: str, body: Obj) -> tuple[Obj, bool]:
     """Create, or return the existing object of that name: (object, created)."""
     name = body["metadata"]["name"]
     try:
-        obj: Obj = await call(
-            custom().create_namespaced_custom_object, GROUP, VERSION, namespace, plural, body
-        )
-        return obj, True
+        return await create_only(namespace, plural, body), True
     except ApiException as exc:
         if not already_exists(exc):
             raise
@@ -72,35 +70,25 @@ async def create(namespace: str, plural: str, body: Obj) -> tuple[Obj, bool]:
     return existing, False
 
 
-async def patch_status(namespace: str, plural: str, name: str, status: Obj) -> Obj | None:
-    """Merge-patch the status subresource; a vanished object is not an error."""
+async def _patch(namespace: str, plural: str, name: str, body: Obj, *sub: str) -> Obj | None:
+    """Merge-patch; a vanished object is not an error."""
+    url = custom_path(namespace, plural, name, *sub)
     try:
-        obj: Obj = await call(
-            custom().patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            plural,
-            name,
-            {"status": status},
-        )
+        obj: Obj = await request("PATCH", url, body=body, content_type=MERGE_PATCH)
     except ApiException as exc:
         if not_found(exc):
             return None
         raise
     return obj
+
+
+async def patch_status(namespace: str, plural: str, name: str, status: Obj) -> Obj | None:
+    """Merge-patch the status subresource; a vanished object is not an error."""
+    return await _patch(namespace, plural, name, {"status": status}, "status")
 
 
 async def patch_metadata(
     namespace: str, plural: str, name: str, *, labels: Obj, annotations: Obj
 ) -> Obj | None:
     body = {"metadata": {"labels": labels, "annotations": annotations}}
-    try:
-        obj: Obj = await call(
-            custom().patch_namespaced_custom_object, GROUP, VERSION, namespace, plural, name, body
-        )
-    except ApiException as exc:
-        if not_found(exc):
-            return None
-        raise
-    return obj
+    return await _patch(namespace, plural, name, body)

@@ -10,16 +10,16 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from agentchain.kube.clients import (
+    MERGE_PATCH,
     already_exists,
-    batch,
-    call,
-    call_json,
-    core,
+    batch_path,
+    core_path,
     not_found,
+    open_response,
+    request,
 )
 
 Obj = dict[str, Any]
@@ -27,7 +27,7 @@ Obj = dict[str, Any]
 
 async def create_job(namespace: str, body: Obj) -> tuple[Obj | None, bool]:
     try:
-        job: Obj = await call_json(batch().create_namespaced_job, namespace, body)
+        job: Obj = await request("POST", batch_path(namespace), body=body)
         return job, True
     except ApiException as exc:
         if not already_exists(exc):
@@ -37,7 +37,7 @@ async def create_job(namespace: str, body: Obj) -> tuple[Obj | None, bool]:
 
 async def get_job(namespace: str, name: str) -> Obj | None:
     try:
-        job: Obj = await call_json(batch().read_namespaced_job, name, namespace)
+        job: Obj = await request("GET", batch_path(namespace, name))
     except ApiException as exc:
         if not_found(exc):
             return None
@@ -49,12 +49,8 @@ async def set_owner(namespace: str, name: str, owner: Obj) -> Obj | None:
     """Make ``owner`` the batch Job's controller; None when the Job is gone."""
     patch = {"metadata": {"ownerReferences": [owner]}}
     try:
-        job: Obj = await call_json(
-            batch().patch_namespaced_job,
-            name,
-            namespace,
-            patch,
-            _content_type="application/merge-patch+json",
+        job: Obj = await request(
+            "PATCH", batch_path(namespace, name), body=patch, content_type=MERGE_PATCH
         )
     except ApiException as exc:
         if not_found(exc):
@@ -65,17 +61,19 @@ async def set_owner(namespace: str, name: str, owner: Obj) -> Obj | None:
 
 async def delete_job(namespace: str, name: str, uid: str | None = None) -> None:
     """Delete the batch Job and its pods (the one with ``uid``, when given)."""
-    preconditions = client.V1Preconditions(uid=uid) if uid is not None else None
-    body = client.V1DeleteOptions(propagation_policy="Background", preconditions=preconditions)
+    body: Obj = {"propagationPolicy": "Background"}
+    if uid is not None:
+        body["preconditions"] = {"uid": uid}
     try:
-        await call_json(batch().delete_namespaced_job, name, namespace, body=body)
+        await request("DELETE", batch_path(namespace, name), body=body)
     except ApiException as exc:
         if not (not_found(exc) or already_exists(exc)):  # 409: another Job by now.
             raise
 
 
 async def list_pods(namespace: str, label_selector: str) -> list[Obj]:
-    pods = await call_json(core().list_namespaced_pod, namespace, label_selector=label_selector)
+    params = {"labelSelector": label_selector}
+    pods = await request("GET", core_path(namespace, "pods"), params=params)
     return list(pods.get("items") or [])
 
 
@@ -84,29 +82,21 @@ async def read_log_tail(
 ) -> tuple[bytes, int] | None:
     """The last ``max_bytes`` of a container's log and its full size; None if gone."""
 
-    def _read() -> tuple[bytes, int]:
-        resp: Any = core().read_namespaced_pod_log(
-            pod, namespace, container=container, _preload_content=False
-        )
-        tail = bytearray()
-        total = 0
-        try:
-            for chunk in resp.stream(64 * 1024):
+    url = core_path(namespace, "pods", pod, "log")
+    tail = bytearray()
+    total = 0
+    try:
+        async with open_response("GET", url, params={"container": container}) as resp:
+            async for chunk in resp.content.iter_chunked(64 * 1024):
                 total += len(chunk)
                 tail += chunk
                 if len(tail) > 2 * max_bytes:
                     del tail[: len(tail) - max_bytes]
-        finally:
-            resp.release_conn()
-        return bytes(tail[-max_bytes:]), total
-
-    try:
-        result: tuple[bytes, int] = await call(_read)
     except ApiException as exc:
         if not_found(exc) or exc.status == 400:
             return None
         raise
-    return result
+    return bytes(tail[-max_bytes:]), total
 
 
 async def ensure_secret(namespace: str, name: str, data: dict[str, str], owner: Obj) -> None:
@@ -118,7 +108,7 @@ async def ensure_secret(namespace: str, name: str, data: dict[str, str], owner: 
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()},
     }
     try:
-        await call_json(core().create_namespaced_secret, namespace, body)
+        await request("POST", core_path(namespace, "secrets"), body=body)
     except ApiException as exc:
         if not already_exists(exc):
             raise
@@ -126,7 +116,7 @@ async def ensure_secret(namespace: str, name: str, data: dict[str, str], owner: 
 
 async def read_config_map(namespace: str, name: str) -> dict[str, str] | None:
     try:
-        cm = await call_json(core().read_namespaced_config_map, name, namespace)
+        cm = await request("GET", core_path(namespace, "configmaps", name))
     except ApiException as exc:
         if not_found(exc):
             return None

@@ -27,7 +27,6 @@ import asyncio
 import logging
 
 from aiohttp import web
-from kubernetes import client
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from agentchain.engine.runtime import Runtime
@@ -53,7 +52,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def _kube_reachable() -> None:
-    await clients.call(client.VersionApi(clients.api_client()).get_code)
+    await clients.request("GET", "/version")
 
 
 async def readyz(request: web.Request) -> web.Response:

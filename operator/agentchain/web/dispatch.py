@@ -65,14 +65,8 @@ def _backoff(attempts: int) -> float:
 async def _create(job: QueuedJob) -> str:
     """``created`` or ``existed``; raises what the API server answered otherwise."""
     try:
-        await clients.call(
-            clients.custom().create_namespaced_custom_object,
-            clients.GROUP,
-            clients.VERSION,
-            job.namespace,
-            resources.AGENTJOBS,
-            job.body,
-            _request_timeout=CREATE_TIMEOUT_SECONDS,
+        await resources.create_only(
+            job.namespace, resources.AGENTJOBS, job.body, timeout=CREATE_TIMEOUT_SECONDS
         )
     except ApiException as exc:
         if clients.already_exists(exc):

@@ -14,11 +14,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 from kubernetes.client.exceptions import ApiException
 from redis.exceptions import RedisError
-from urllib3.exceptions import HTTPError as Urllib3Error
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -82,6 +82,6 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status in (400, 422):
             return error_response(422, "invalid object", "The API server refused the AgentJob.")
         return error_response(503, "kubernetes unavailable", "The API server refused or failed.")
-    except Urllib3Error as exc:
+    except (aiohttp.ClientError, TimeoutError) as exc:  # The kube client's transport.
         log.warning("kubernetes API unreachable for %s: %s", request.path, type(exc).__name__)
         return error_response(503, "kubernetes unavailable", "The API server did not answer.")
