@@ -29,7 +29,13 @@ from agentchain.policy.outcomes import (
     result_excerpt,
     should_retry,
 )
-from agentchain.store.outputs import OUTPUT_MAX_BYTES, Capture
+from agentchain.store.outputs import (
+    OUTPUT_MAX_BYTES,
+    Capture,
+    OutputRecord,
+    unavailable,
+)
+from agentchain.store.outputs import captured as outputs_captured
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -53,7 +59,9 @@ async def on_pod(rt: Runtime, pod: Obj) -> None:
     """A watched pod changed: mark Running, or finish when the agent container ended."""
     meta = pod["metadata"]
     namespace = meta["namespace"]
-    owner = (meta.get("labels") or {}).get(models.AGENTJOB_LABEL)
+    labels = meta.get("labels") or {}
+    rt.pods.seen(namespace, labels)
+    owner = labels.get(models.AGENTJOB_LABEL)
     if not owner:
         return
     terminated = terminated_state(pod)
@@ -159,9 +167,10 @@ async def finish(
     turns out already ended."""
     ended_at = time.monotonic()
     async with lock_for(namespace, name):
-        obj, captured, stored = await asyncio.gather(
-            resources.get(namespace, resources.AGENTJOBS, name),
+        # The log read is the one on the hop's critical path: sent first.
+        captured, obj, stored = await asyncio.gather(
             _read_output(namespace, pod_name if prefetch else None),
+            resources.get(namespace, resources.AGENTJOBS, name),
             rt.outputs.get_capture(namespace, name),
         )
         if obj is None:
@@ -173,6 +182,7 @@ async def finish(
         if attempt < (status.attempt or 1):
             return  # An earlier attempt's late event: that attempt was already retried.
         first_pass = stored is None or stored.attempt != attempt
+        durable: asyncio.Future[None] | None = None
         if stored is not None and not first_pass:
             # Decided before a crash, perhaps acted on too: decide the same again,
             # whatever is left of the pod now.
@@ -182,19 +192,37 @@ async def finish(
             if not prefetch:
                 captured = await _read_output(namespace, pod_name)
             capture = Capture(attempt=attempt, exit_code=exit_code, pod=pod_name, deadline=deadline)
-            text, lost = await _capture(rt, namespace, name, capture, captured, lost)
-        agent = await rt.agents.by_trigger(namespace, obj["spec"]["agentRole"])
-        marker = agent.spec.completion_marker if agent else None
-        ending = job_ending(
-            exit_code, text, completion_marker=marker, deadline_exceeded=deadline, lost_reason=lost
-        )
-        if agent is not None and should_retry(ending, attempt, agent.spec.backoff_limit):
-            from agentchain.engine import starting
+            record, lost = _record(capture, captured, lost)
+            text = record.text if record.unavailable_reason is None else None
+            # Written while the chain's next step is decided and prepared; nothing
+            # acts on the decision before it is durable (``_end_and_progress``).
+            durable = asyncio.ensure_future(rt.outputs.write(namespace, name, record))
+        try:
+            agent = await rt.agents.by_trigger(namespace, obj["spec"]["agentRole"])
+            marker = agent.spec.completion_marker if agent else None
+            ending = job_ending(
+                exit_code,
+                text,
+                completion_marker=marker,
+                deadline_exceeded=deadline,
+                lost_reason=lost,
+            )
+            if agent is not None and should_retry(ending, attempt, agent.spec.backoff_limit):
+                from agentchain.engine import starting
 
-            await starting.retry(rt, obj, agent, attempt + 1, f"exited with code {exit_code}")
-            return
-        end = _end_status(obj, ending, exit_code, text, deadline=deadline, lost=lost, pod=pod_name)
-        await _end_and_progress(rt, obj, end, ended_at, (text, lost), first_pass)
+                if durable is not None:
+                    await durable
+                await starting.retry(rt, obj, agent, attempt + 1, f"exited with code {exit_code}")
+                return
+            end = _end_status(
+                obj, ending, exit_code, text, deadline=deadline, lost=lost, pod=pod_name
+            )
+            await _end_and_progress(rt, obj, end, ended_at, (text, lost), first_pass, durable)
+        finally:
+            if durable is not None:
+                await asyncio.wait([durable])  # Never left running past the lock.
+                if not durable.cancelled():
+                    durable.exception()  # Raised above, where it was awaited, if at all.
     await wake_dependents(rt, namespace, name)
 
 
@@ -205,23 +233,33 @@ async def _end_and_progress(
     ended_at: float,
     output: progressing.Output,
     first_pass: bool,
+    durable: asyncio.Future[None] | None,
 ) -> None:
     """Move the chain on from the job, writing the job's end after the child's creates.
 
-    The ending is durable in Redis (``_capture``), so the child can be created and
-    started from the status about to be written: the parent's patch leaves the hop's
-    critical path and carries ``status.next`` with it.  When progressing fails first,
-    the end is written anyway, so the job shows that it ended.
+    The ending is durable in Redis once ``durable`` is done, so the child can be
+    created and started from the status about to be written: the parent's patch
+    leaves the hop's critical path and carries ``status.next`` with it.  Nothing is
+    written or created before ``durable``: a replay must decide the same.  When
+    progressing fails first, the end is written anyway, so the job shows that it ended.
     """
     projected = {**obj, "status": {**(obj.get("status") or {}), **end}}
 
     async def close(fields: Obj) -> None:
+        if durable is not None:
+            await durable
         await _close(rt, obj, {**end, **fields})
 
     closed = progressing.Closed(close)
     try:
         await progressing.progress_locked(
-            rt, projected, ended_at=ended_at, closed=closed, output=output, first_pass=first_pass
+            rt,
+            projected,
+            ended_at=ended_at,
+            closed=closed,
+            output=output,
+            first_pass=first_pass,
+            durable=durable,
         )
     finally:
         await closed()
@@ -245,25 +283,19 @@ async def _read_output(namespace: str, pod: str | None) -> tuple[bytes, int] | N
     return await workloads.read_log_tail(namespace, pod, CONTAINER_NAME, OUTPUT_MAX_BYTES)
 
 
-async def _capture(
-    rt: Runtime,
-    namespace: str,
-    name: str,
-    capture: Capture,
-    captured: tuple[bytes, int] | None,
-    lost: str | None,
-) -> tuple[str | None, str | None]:
+def _record(
+    capture: Capture, captured: tuple[bytes, int] | None, lost: str | None
+) -> tuple[OutputRecord, str | None]:
+    """What to store of the capture, and why the output is lost if it is."""
     pod = capture.pod
     if pod is not None and captured is None:
         lost = f"Pod {pod} was gone before its output could be read."
     if pod is None or captured is None:
         # Retrievable as a reason, never as an empty string (SPEC §2).
         reason = lost or "The output could not be captured."
-        await rt.outputs.put_unavailable(namespace, name, reason, capture=capture)
-        return None, reason
-    data, _full = captured
-    record = await rt.outputs.put(namespace, name, data, capture=capture)
-    return record.text, None
+        return unavailable(reason, capture=capture), reason
+    data, full_size = captured
+    return outputs_captured(data, full_size=full_size, capture=capture), None
 
 
 async def _stored_output(rt: Runtime, namespace: str, name: str) -> tuple[str | None, str | None]:

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from agentchain import metrics, models
 from agentchain.engine import records, starting, team
@@ -38,6 +38,7 @@ from agentchain.policy.outcomes import (
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+T = TypeVar("T")
 Output = tuple[str | None, str | None]
 """A job's captured output and, when it was lost, why."""
 Close = Callable[[Obj], Awaitable[object]]
@@ -61,6 +62,7 @@ async def progress_locked(
     closed: Closed | None = None,
     output: Output | None = None,
     first_pass: bool = False,
+    durable: Awaitable[None] | None = None,
 ) -> None:
     """Apply the chain's next step after ``obj``, whose status says it ended.
 
@@ -69,6 +71,8 @@ async def progress_locked(
     step.  ``output`` is the job's (text, lost reason) when the caller just captured
     it.  ``first_pass`` says the ending was decided just now, for the first time, so
     no child of it can exist yet: the child's batch Job may be created beside it.
+    ``durable`` is the write of that ending, still under way: the child's launch is
+    prepared meanwhile, but nothing is created before it is done.
     """
     closed = closed or Closed(None)
     job = records.parse(obj)
@@ -94,7 +98,7 @@ async def progress_locked(
         if not await closed(fields):
             await records.patch(obj, fields)
         return
-    await _apply(rt, obj, decision, agents, ended_at, closed, output, first_pass)
+    await _apply(rt, obj, decision, agents, ended_at, closed, output, first_pass, durable)
 
 
 class Closed:
@@ -175,6 +179,7 @@ async def _apply(
     closed: Closed,
     output: Output | None,
     first_pass: bool,
+    durable: Awaitable[None] | None,
 ) -> None:
     namespace = obj["metadata"]["namespace"]
     if isinstance(decision, chains.Stop | chains.End):
@@ -188,7 +193,7 @@ async def _apply(
     # watch event, often here before the create's answer, waits and then finds it
     # started, instead of reading and starting it a second time.
     async with lock_for(namespace, decision.child.name):
-        made = await _create_child(rt, obj, decision, agents, output, first_pass)
+        made = await _create_child(rt, obj, decision, agents, output, first_pass, durable)
         child, created, prepared = made
         if prepared is None:
             # Only a prepared launch goes before the parent's end: any other start may
@@ -249,8 +254,10 @@ async def _create_child(
     agents: list[tuple[Obj, AiAgent]],
     output: Output | None,
     first_pass: bool,
+    durable: Awaitable[None] | None,
 ) -> tuple[Obj, bool, starting.Prepared | None]:
-    """Create the child; a Spawn's launch is prepared (prompt, token) meanwhile."""
+    """Create the child once ``durable``; a Spawn's launch is prepared (prompt, token)
+    meanwhile."""
     namespace = parent["metadata"]["namespace"]
     plan = decision.child
     annotations = chains.position_annotations(plan.position, plan.parent)
@@ -279,11 +286,11 @@ async def _create_child(
         },
         "spec": {k: v for k, v in child_spec.items() if v is not None},
     }
-    creating = resources.create(namespace, resources.AGENTJOBS, body)
+    creating = _after(durable, lambda: resources.create(namespace, resources.AGENTJOBS, body))
     agent = next((a for _, a in agents if a.spec.trigger_name == plan.agent), None)
     prepared = None
     if isinstance(decision, chains.Spawn) and agent and starting.preparable(body, agent):
-        ahead = _try_prepare(rt, body, agent, create=first_pass)
+        ahead = _try_prepare(rt, body, agent, create=first_pass, durable=durable)
         made, ready = await asyncio.gather(creating, ahead, return_exceptions=True)
         if isinstance(ready, BaseException):
             raise ready  # Cancelled: _try_prepare swallows everything else.
@@ -306,15 +313,23 @@ async def _create_child(
     return child, created, prepared
 
 
+async def _after(durable: Awaitable[None] | None, then: Callable[[], Awaitable[T]]) -> T:
+    if durable is not None:
+        await durable
+    return await then()
+
+
 async def _try_prepare(
-    rt: Runtime, body: Obj, agent: AiAgent, *, create: bool
+    rt: Runtime, body: Obj, agent: AiAgent, *, create: bool, durable: Awaitable[None] | None
 ) -> starting.Prepared | None:
-    """The child's launch (its batch Job created too when ``create``), or None to leave
-    it to the ordinary start, which then meets the same failure (e.g. a template
-    that does not render) and records it."""
+    """The child's launch (its batch Job created too when ``create``, once ``durable``),
+    or None to leave it to the ordinary start, which then meets the same failure
+    (e.g. a template that does not render) and records it."""
     try:
         prepared = await starting.prepare(rt, body, agent, [])
-        return await starting.create_unowned(prepared) if create else prepared
+        if not create:
+            return prepared
+        return await _after(durable, lambda: starting.create_unowned(prepared))
     except Exception:  # Retried, and reported, by the ordinary start.
         log.debug("Preparing %s ahead failed", body["metadata"]["name"], exc_info=True)
         return None

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 
+from agentchain.engine.arrivals import PodArrivals
 from agentchain.engine.catalog import AgentCatalog
 from agentchain.engine.unsettled import Unsettled
+from agentchain.kube import clients
 from agentchain.settings import Settings
 from agentchain.store.anchors import AnchorStore
 from agentchain.store.chains import ChainStore
@@ -35,6 +37,7 @@ class Runtime:
     unsettled: Unsettled = field(default_factory=Unsettled)
     orphans: dict[tuple[str, str], float] = field(default_factory=dict)
     """Ownerless batch Jobs waiting for their AgentJob: (namespace, name) -> when to look."""
+    pods: PodArrivals = field(default_factory=PodArrivals)
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
@@ -58,3 +61,4 @@ class Runtime:
 
     async def close(self) -> None:
         await self.redis.aclose()
+        await clients.close()  # This loop's API connections.

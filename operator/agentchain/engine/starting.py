@@ -325,7 +325,9 @@ async def launch(
     ensuring = workloads.ensure_secret(namespace, secret, {TOKEN_SECRET_KEY: prepared.token}, owner)
     if prepared.unowned is not None:
         created = True
-        await asyncio.gather(ensuring, workloads.set_owner(namespace, job_name, owner))
+        # The owner and the status below are bookkeeping: the hop's pod goes first.
+        await asyncio.gather(ensuring, rt.pods.wait(namespace, job_name))
+        await workloads.set_owner(namespace, job_name, owner)
     else:
         _, (existing, created) = await asyncio.gather(
             ensuring, workloads.create_job(namespace, body)

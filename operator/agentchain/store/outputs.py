@@ -99,6 +99,36 @@ def _head_text(output: bytes) -> str:
     return utf8_head(output, OUTPUT_HEAD_BYTES).decode("utf-8", errors="replace")
 
 
+def captured(
+    output: bytes, *, full_size: int | None = None, capture: Capture | None = None
+) -> OutputRecord:
+    """The record of a capture, before it is stored (the caller may use its text
+    while the write is under way)."""
+    size = max(full_size or 0, len(output))
+    already_cut = size > len(output)
+    return OutputRecord(
+        text=utf8_tail(output, OUTPUT_MAX_BYTES).decode("utf-8", errors="replace"),
+        full_size=size,
+        truncated=size > OUTPUT_MAX_BYTES or already_cut,
+        captured_at=time.time(),
+        # The real beginning is unknown when the caller only had the tail.
+        head="" if already_cut else _head_text(output),
+        capture=capture,
+    )
+
+
+def unavailable(reason: str, *, capture: Capture | None = None) -> OutputRecord:
+    """The record saying that the output could not be captured, and why."""
+    return OutputRecord(
+        text="",
+        full_size=0,
+        truncated=False,
+        captured_at=time.time(),
+        unavailable_reason=reason,
+        capture=capture,
+    )
+
+
 class OutputStore:
     """Captured outputs, one hash per (tenant, job), expiring after a week."""
 
@@ -116,36 +146,20 @@ class OutputStore:
     ) -> OutputRecord:
         """Store a capture; ``full_size`` says how big the output was when ``output``
         is already only its tail (a log read with a byte limit)."""
-        size = max(full_size or 0, len(output))
-        already_cut = size > len(output)
-        record = OutputRecord(
-            text=utf8_tail(output, OUTPUT_MAX_BYTES).decode("utf-8", errors="replace"),
-            full_size=size,
-            truncated=size > OUTPUT_MAX_BYTES or already_cut,
-            captured_at=time.time(),
-            # The real beginning is unknown when the caller only had the tail.
-            head="" if already_cut else _head_text(output),
-            capture=capture,
-        )
-        await self._write(tenant, job_name, record)
+        record = captured(output, full_size=full_size, capture=capture)
+        await self.write(tenant, job_name, record)
         return record
 
     async def put_unavailable(
         self, tenant: str, job_name: str, reason: str, *, capture: Capture | None = None
     ) -> OutputRecord:
         """Record that the output could not be captured, and why."""
-        record = OutputRecord(
-            text="",
-            full_size=0,
-            truncated=False,
-            captured_at=time.time(),
-            unavailable_reason=reason,
-            capture=capture,
-        )
-        await self._write(tenant, job_name, record)
+        record = unavailable(reason, capture=capture)
+        await self.write(tenant, job_name, record)
         return record
 
-    async def _write(self, tenant: str, job_name: str, record: OutputRecord) -> None:
+    async def write(self, tenant: str, job_name: str, record: OutputRecord) -> None:
+        """Store a record made by :func:`captured` or :func:`unavailable`."""
         key = keys.output(tenant, job_name)
         mapping: dict[str | bytes, bytes | float | int | str] = {
             "text": record.text,
