@@ -29,6 +29,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
 import jinja2
@@ -81,6 +82,13 @@ _ENV = _PromptEnvironment(
 )
 
 
+@lru_cache(maxsize=256)
+def _compiled(template: str) -> jinja2.Template:
+    """Compiling costs ~50x a render, and every job of an agent has the same template;
+    jinja caches only templates from a loader, and there is none here."""
+    return _ENV.from_string(template)
+
+
 # --------------------------------------------------------------------------- rendering
 
 
@@ -101,7 +109,7 @@ def render_prompt(
         return default_prompt(event)
     data = event.model_dump(mode="json") if event is not None else None
     try:
-        rendered = _ENV.from_string(template).render(event=data, agent=agent, prompt=fallback)
+        rendered = _compiled(template).render(event=data, agent=agent, prompt=fallback)
     except Exception as exc:  # Any template failure is the user's to fix, never a crash.
         raise PromptRenderError(_describe(exc)) from exc
     size = len(rendered.encode("utf-8", "replace"))

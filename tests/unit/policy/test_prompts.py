@@ -135,6 +135,15 @@ class TestInjection:
         assert fragment in str(info.value)
         assert info.value.reason == Reason.PROMPT_RENDER_FAILED
 
+    def test_a_reused_template_is_sandboxed_and_renders_each_event(self) -> None:
+        # Compiled templates are cached: the cache must keep neither data nor a way out.
+        template = "{{ event.title }}{{ ''.__class__ if event.body == 'escape' else '' }}"
+        for title in ("one", "two", "one"):
+            assert prompts.render_prompt(template, issue_event(title=title), agent="a") == title
+        for _ in range(2):
+            with pytest.raises(PromptRenderError, match="'__class__' of 'str'"):
+                prompts.render_prompt(template, issue_event(body="escape"), agent="a")
+
     def test_output_is_not_escaped(self) -> None:
         out = prompts.render_prompt("{{ event.title }}", issue_event(title="<b>&</b>"), agent="a")
         assert out == "<b>&</b>"
