@@ -197,6 +197,7 @@ async def finish(
             # Written while the chain's next step is decided and prepared; nothing
             # acts on the decision before it is durable (``_end_and_progress``).
             durable = asyncio.ensure_future(rt.outputs.write(namespace, name, record))
+            await asyncio.sleep(0)  # Sent now, not after the decision's CPU work below.
         try:
             agent = await rt.agents.by_trigger(namespace, obj["spec"]["agentRole"])
             marker = agent.spec.completion_marker if agent else None

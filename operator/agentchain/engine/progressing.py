@@ -291,7 +291,9 @@ async def _create_child(
     prepared = None
     if isinstance(decision, chains.Spawn) and agent and starting.preparable(body, agent):
         ahead = _try_prepare(rt, body, agent, create=first_pass, durable=durable)
-        made, ready = await asyncio.gather(creating, ahead, return_exceptions=True)
+        # The batch Job's create first: both wait for ``durable``, woken in the order
+        # they began to wait, and the Job (then its pod) is the hop's critical path.
+        ready, made = await asyncio.gather(ahead, creating, return_exceptions=True)
         if isinstance(ready, BaseException):
             raise ready  # Cancelled: _try_prepare swallows everything else.
         prepared = ready

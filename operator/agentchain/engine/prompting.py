@@ -135,7 +135,15 @@ async def build(
     agent: AiAgent,
     pos: chains.ChainPosition,
     deps: list[DependencyResult],
+    *,
+    attempt: int = 1,
 ) -> str:
+    """The prompt of ``attempt`` of the job.
+
+    Only a retried attempt carries the job's anchor (SPEC §6): attempt 1 has not
+    run, so an anchor under its name was written by an earlier AgentJob of the same
+    name (deleted and created again) and is not this job's to resume from.
+    """
     namespace, name = records.name_of(obj)
     original = job.spec.prompt or prompts.render_prompt(
         agent.spec.prompt_template, job.spec.event, agent=agent.spec.trigger_name
@@ -146,7 +154,7 @@ async def build(
     if deps:
         full = await _full_outputs(rt, namespace, deps)
         dependency_text = prompts.dependency_section(full, scope=job.spec.memory_scope)
-    anchor = await rt.anchors.get_job_anchor(namespace, name)
+    anchor = await rt.anchors.get_job_anchor(namespace, name) if attempt > 1 else None
     return prompts.assemble_prompt(
         original=original,
         chain_context=job.spec.chain_context,

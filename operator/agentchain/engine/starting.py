@@ -216,15 +216,16 @@ async def retry(rt: Runtime, obj: Obj, agent: AiAgent, attempt: int, why: str) -
 
 @dataclass(frozen=True)
 class Prepared:
-    """A job's prompt, token and batch Job, built before any of it is created.
+    """A job's prompt and batch Job, built before either is created.
 
     A chain child's are built while its AgentJob is being created: nothing in them
-    needs the AgentJob's uid, only the ownerReferences added at creation.
+    needs the AgentJob's uid, only the ownerReferences added at creation.  The token
+    is not part of it: only the Secret holds it, and that is created once the AgentJob
+    exists (``launch``), off the hop's critical path.
     """
 
     agent: AiAgent
     job: Obj
-    token: str
     unowned: Obj | None = None
     """The batch Job, when it was created before its AgentJob existed: without owner."""
 
@@ -237,19 +238,11 @@ async def prepare(
     *,
     attempt: int = 1,
 ) -> Prepared:
-    """Render the prompt and issue the token of ``attempt``; raises PromptRenderError."""
+    """Render the prompt and build the batch Job of ``attempt``; raises PromptRenderError."""
     job = records.parse(obj)
     pos = records.position(obj)
     namespace, name = records.name_of(obj)
-    prompt, token = await asyncio.gather(
-        prompting.build(rt, obj, job, agent, pos, deps),
-        rt.tokens.ensure(namespace, name, pos.chain_id, rt.settings.job_token_ttl_seconds),
-        return_exceptions=True,  # Both done before a failure is raised (and revoked).
-    )
-    if isinstance(prompt, BaseException):
-        raise prompt
-    if isinstance(token, BaseException):
-        raise token
+    prompt = await prompting.build(rt, obj, job, agent, pos, deps, attempt=attempt)
     inputs = JobInputs(
         agentjob_name=name,
         job_name=naming.attempt_job_name(name, attempt),
@@ -262,7 +255,7 @@ async def prepare(
         annotations=chains.position_annotations(pos, records.parent_of(obj)),
         attempt=attempt,
     )
-    return Prepared(agent, build_job(inputs, rt.settings), token)
+    return Prepared(agent, build_job(inputs, rt.settings))
 
 
 async def create_unowned(prepared: Prepared) -> Prepared:
@@ -277,6 +270,20 @@ async def create_unowned(prepared: Prepared) -> Prepared:
     job, created = await workloads.create_job(meta["namespace"], prepared.job)
     faults.crashpoint("child-job-unowned")
     return replace(prepared, unowned=job) if created else prepared
+
+
+async def _ensure_token_secret(rt: Runtime, obj: Obj, owner: Obj) -> None:
+    """Issue the job's token (the live one again on a replay or retry) into its Secret.
+
+    Issued only once the AgentJob exists and owns the Secret: a launch that never
+    gets this far leaves no token behind to revoke.
+    """
+    namespace, name = records.name_of(obj)
+    chain_id = records.position(obj).chain_id
+    ttl = rt.settings.job_token_ttl_seconds
+    token = await rt.tokens.ensure(namespace, name, chain_id, ttl)
+    secret = naming.token_secret_name(name)
+    await workloads.ensure_secret(namespace, secret, {TOKEN_SECRET_KEY: token}, owner)
 
 
 def preparable(obj: Obj, agent: AiAgent) -> bool:
@@ -319,10 +326,9 @@ async def launch(
             return
     owner = records.owner_reference(obj)
     body = {**prepared.job, "metadata": {**prepared.job["metadata"], "ownerReferences": [owner]}}
-    secret = naming.token_secret_name(name)
     # Side by side: a pod whose Secret is not there yet waits for it
-    # (CreateContainerConfigError), and the Secret is one small write.
-    ensuring = workloads.ensure_secret(namespace, secret, {TOKEN_SECRET_KEY: prepared.token}, owner)
+    # (CreateContainerConfigError), and the token and its Secret are two small writes.
+    ensuring = _ensure_token_secret(rt, obj, owner)
     if prepared.unowned is not None:
         created = True
         # The owner and the status below are bookkeeping: the hop's pod goes first.

@@ -1,0 +1,55 @@
+"""Only a retried attempt's prompt carries the job's anchor (SPEC §6), on a real Redis.
+
+Attempt 1 has never run: an anchor stored under its name was written by an earlier
+AgentJob of that name (deleted and created again), and must not reach the new job.
+"""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import Redis
+
+from agentchain.engine import prompting, records
+from agentchain.engine.runtime import Runtime
+from agentchain.models.aiagent import AiAgent
+from agentchain.policy import chains
+from agentchain.policy.prompts import ANCHOR_HEADING
+from agentchain.settings import Settings
+
+NS = "team-a"
+ANCHOR = {"task": "fix the flaky test", "status": "in_progress", "progress": "found it"}
+
+
+@pytest.fixture
+def rt(redis: Redis) -> Runtime:
+    return Runtime.from_client(Settings(), redis)
+
+
+async def _prompt(rt: Runtime, attempt: int) -> str:
+    obj: records.Obj = {
+        "metadata": {"name": "job-1", "namespace": NS, "uid": "uid-1"},
+        "spec": {"agentRole": "coder", "prompt": "the task"},
+    }
+    agent = AiAgent.model_validate({"spec": {"triggerName": "coder"}})
+    pos = chains.root_position("c1", "coder")
+    return await prompting.build(rt, obj, records.parse(obj), agent, pos, [], attempt=attempt)
+
+
+@pytest.mark.redis
+async def test_a_first_attempt_ignores_an_anchor_under_its_name(rt: Runtime) -> None:
+    await rt.anchors.put_job_anchor(NS, "job-1", ANCHOR)
+    assert await _prompt(rt, 1) == "the task"
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("attempt", [2, 3])
+async def test_a_retried_attempt_carries_the_anchor(rt: Runtime, attempt: int) -> None:
+    await rt.anchors.put_job_anchor(NS, "job-1", ANCHOR)
+    prompt = await _prompt(rt, attempt)
+    assert ANCHOR_HEADING in prompt and "found it" in prompt
+    assert prompt.endswith("the task")
+
+
+@pytest.mark.redis
+async def test_a_retry_without_an_anchor_gets_the_plain_prompt(rt: Runtime) -> None:
+    assert await _prompt(rt, 2) == "the task"
