@@ -14,7 +14,6 @@ created first and the parent's end goes out afterwards in the same patch as its
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -256,8 +255,8 @@ async def _create_child(
     first_pass: bool,
     durable: Awaitable[None] | None,
 ) -> tuple[Obj, bool, starting.Prepared | None]:
-    """Create the child once ``durable``; a Spawn's launch is prepared (prompt, token)
-    meanwhile."""
+    """Create the child once ``durable``; a Spawn's launch is prepared (its prompt, on a
+    first pass its batch Job created too) before."""
     namespace = parent["metadata"]["namespace"]
     plan = decision.child
     annotations = chains.position_annotations(plan.position, plan.parent)
@@ -286,33 +285,39 @@ async def _create_child(
         },
         "spec": {k: v for k, v in child_spec.items() if v is not None},
     }
-    creating = _after(durable, lambda: resources.create(namespace, resources.AGENTJOBS, body))
+
+    def creating() -> Awaitable[tuple[Obj, bool]]:
+        return _after(durable, lambda: resources.create(namespace, resources.AGENTJOBS, body))
+
     agent = next((a for _, a in agents if a.spec.trigger_name == plan.agent), None)
     prepared = None
     if isinstance(decision, chains.Spawn) and agent and starting.preparable(body, agent):
-        ahead = _try_prepare(rt, body, agent, create=first_pass, durable=durable)
-        # The batch Job's create first: both wait for ``durable``, woken in the order
-        # they began to wait, and the Job (then its pod) is the hop's critical path.
-        ready, made = await asyncio.gather(ahead, creating, return_exceptions=True)
-        if isinstance(ready, BaseException):
-            raise ready  # Cancelled: _try_prepare swallows everything else.
-        prepared = ready
-        if isinstance(made, BaseException) or not made[1]:
-            # No child of ours, or one made elsewhere that may have run already:
-            # a batch Job created for it here must not run.
-            if prepared is not None and prepared.unowned is not None:
-                unowned = prepared.unowned["metadata"]
-                await workloads.delete_job(namespace, unowned["name"], unowned["uid"])
+        # The batch Job's create goes out alone, before the AgentJob's: its pod is the
+        # hop, the API server answers it sooner without a second create beside it, and
+        # nothing the AgentJob is needed for (owner, Secret, status) is on the hop.
+        prepared = await _try_prepare(rt, body, agent, create=first_pass, durable=durable)
+        try:
+            child, created = await creating()
+        except Exception:
+            await _drop_unowned(namespace, prepared)
+            raise
+        if not created:
+            # A child made elsewhere, which may have run already: a batch Job created
+            # for it here must not run.
+            await _drop_unowned(namespace, prepared)
             prepared = None
-        if isinstance(made, BaseException):
-            raise made
-        child, created = made
     else:
-        child, created = await creating
+        child, created = await creating()
     if created and isinstance(decision, chains.Spawn) and decision.notify:
         metrics.FAILURE_NOTIFICATIONS.labels(namespace, plan.agent).inc()
         await events.emit(parent, "Warning", Reason.CHAIN_NOTIFY, decision.message, key="notify")
     return child, created, prepared
+
+
+async def _drop_unowned(namespace: str, prepared: starting.Prepared | None) -> None:
+    if prepared is not None and prepared.unowned is not None:
+        unowned = prepared.unowned["metadata"]
+        await workloads.delete_job(namespace, unowned["name"], unowned["uid"])
 
 
 async def _after(durable: Awaitable[None] | None, then: Callable[[], Awaitable[T]]) -> T:

@@ -260,7 +260,8 @@ async def prepare(
 
 async def create_unowned(prepared: Prepared) -> Prepared:
     """Create the prepared batch Job before its AgentJob exists (a chain child that
-    cannot exist yet), so that the two creates overlap; ``launch`` adds the owner.
+    cannot exist yet), so that its pod is not held up by that create; ``launch`` adds
+    the owner.
 
     Until then it has no ownerReference; a crash in between leaves it to the
     replay's ``launch`` (same child, same Job: adopted) or to ``orphans``.
