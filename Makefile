@@ -17,6 +17,7 @@ binaries: ## build/cache etcd, kube-apiserver, controller-manager, scheduler, ku
 lint: ## ruff, mypy --strict, import-linter, CRD drift
 	ruff check operator tests e2e bench
 	mypy
+	mypy --strict tests e2e bench
 	PYTHONPATH=operator lint-imports
 	$(PYTHON) -m agentchain.crdgen --check
 

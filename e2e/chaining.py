@@ -119,7 +119,7 @@ def wait_chain(
 def prompt_of(info: ClusterInfo, namespace: str, job: Obj) -> str:
     """AGENT_PROMPT exactly as the job's batch Job hands it to the container."""
     batch = operating.get_json(info, "job", job["status"]["jobName"], "-n", namespace)
-    env = batch["spec"]["template"]["spec"]["containers"][0]["env"]  # type: ignore[index]
+    env = batch["spec"]["template"]["spec"]["containers"][0]["env"]
     return str(next(e["value"] for e in env if e["name"] == "AGENT_PROMPT"))
 
 

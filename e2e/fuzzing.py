@@ -202,10 +202,12 @@ class Schemas:
     # ----------------------------------------------------------------- valid values
 
     def valid(self, schema: Schema, name: str | None = None) -> SearchStrategy[Json]:
-        if name in self.only:
+        if name is not None and name in self.only:
             return self.only[name]
         drawn = st.one_of([self._valid(b) for b in self.branches(schema)])
-        return _mostly(self.likely[name], drawn) if name in self.likely else drawn
+        if name is not None and name in self.likely:
+            return _mostly(self.likely[name], drawn)
+        return drawn
 
     def _valid(self, schema: Schema) -> SearchStrategy[Json]:
         if "enum" in schema:

@@ -20,6 +20,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -215,6 +216,6 @@ def wait_until(check: object, *, timeout: float, interval: float = 0.25, what: s
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 
-def get_json(info: ClusterInfo, *args: str) -> dict[str, object]:
-    result: dict[str, object] = json.loads(info.kubectl("get", *args, "-o", "json").stdout)
+def get_json(info: ClusterInfo, *args: str) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(info.kubectl("get", *args, "-o", "json").stdout)
     return result

@@ -76,10 +76,11 @@ def test_issue_fix_review_chain(
     def root_chain() -> str | None:
         nonlocal root
         root = operating.get_json(info, "agentjob", "issue-42", "-n", namespace)
-        return (root.get("status") or {}).get("chainId")  # type: ignore[union-attr]
+        chain_id = (root.get("status") or {}).get("chainId")
+        return str(chain_id) if chain_id is not None else None
 
     operating.wait_until(root_chain, timeout=60, what="root job chain id")
-    chain_id = str(root["status"]["chainId"])  # type: ignore[index]
+    chain_id = str(root["status"]["chainId"])
     check = _chain_done(info, namespace, chain_id, 3)
     operating.wait_until(check, timeout=120, what="three-job chain to complete")
     jobs = check()

@@ -45,7 +45,7 @@ def _job(name: str, agent: str, **spec: Any) -> dict[str, Any]:
 
 def _status(info: ClusterInfo, namespace: str, name: str) -> dict[str, Any]:
     obj = operating.get_json(info, "agentjob", name, "-n", namespace)
-    return dict(obj.get("status") or {})  # type: ignore[call-overload]
+    return dict(obj.get("status") or {})
 
 
 def _wait_phase(info: ClusterInfo, namespace: str, name: str, phases: set[str]) -> dict[str, Any]:
@@ -60,7 +60,7 @@ def _wait_phase(info: ClusterInfo, namespace: str, name: str, phases: set[str]) 
 def _prompt(info: ClusterInfo, namespace: str, name: str) -> str:
     job_name = _status(info, namespace, name)["jobName"]
     batch = operating.get_json(info, "job", job_name, "-n", namespace)
-    env = batch["spec"]["template"]["spec"]["containers"][0]["env"]  # type: ignore[index]
+    env = batch["spec"]["template"]["spec"]["containers"][0]["env"]
     return str(next(e["value"] for e in env if e["name"] == "AGENT_PROMPT"))
 
 

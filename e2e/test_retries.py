@@ -66,7 +66,7 @@ def _job(name: str, agent: str) -> dict[str, Any]:
 
 def _status(info: ClusterInfo, namespace: str, name: str) -> dict[str, Any]:
     obj = operating.get_json(info, "agentjob", name, "-n", namespace)
-    return dict(obj.get("status") or {})  # type: ignore[call-overload]
+    return dict(obj.get("status") or {})
 
 
 def _ended(info: ClusterInfo, namespace: str, name: str) -> dict[str, Any]:
@@ -82,7 +82,7 @@ def _batch_jobs(info: ClusterInfo, namespace: str, name: str) -> dict[str, dict[
     found = operating.get_json(
         info, "jobs", "-n", namespace, "-l", f"{models.AGENTJOB_LABEL}={name}"
     )
-    items: list[dict[str, Any]] = found["items"]  # type: ignore[assignment]
+    items: list[dict[str, Any]] = found["items"]
     return {item["metadata"]["name"]: item for item in items}
 
 
@@ -95,7 +95,7 @@ def _reasons(info: ClusterInfo, namespace: str, name: str) -> list[str]:
     events = operating.get_json(
         info, "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}"
     )
-    return [e.get("reason", "") for e in events["items"]]  # type: ignore[index, union-attr]
+    return [e.get("reason", "") for e in events["items"]]
 
 
 def test_a_retried_attempt_resumes_from_its_anchor(

@@ -29,7 +29,7 @@ def job(name: str = "j", uid: str = "u1", **status: Any) -> Obj:
     }
 
 
-SETTLED = {
+SETTLED: dict[str, Any] = {
     "phase": "Succeeded",
     "next": [{"action": "none", "reason": "ChainComplete"}],
     "chainComplete": True,

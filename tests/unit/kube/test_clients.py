@@ -8,6 +8,7 @@ for ``AUTH_REFRESH_SECONDS`` and then taken again, so a rotated token is picked 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,7 +48,7 @@ def cfg(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Configuration]:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     now = [1000.0]
-    monkeypatch.setattr(clients.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
     return now
 
 

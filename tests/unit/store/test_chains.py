@@ -125,7 +125,7 @@ async def test_claim_from_before_claimants_belongs_to_no_job(
     store: ChainStore, redis: Redis
 ) -> None:
     # The previous format stored the claim time; that run got (or lost) the learnings.
-    await redis.hset(keys.chain_learnings(T, "c1"), "coder", repr(1700000000.0))
+    await redis.hset(keys.chain_learnings(T, "c1"), "coder", repr(1700000000.0))  # type: ignore[misc]
     assert not await store.learnings_claim(T, "c1", "coder", "j1/u1")
 
 

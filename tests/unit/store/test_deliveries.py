@@ -100,9 +100,9 @@ async def test_accept_claims_and_queues_in_one_step(log: DeliveryLog, redis: Red
     assert await log.get("h", "d") == ["ns/a", "other/b"]
     assert await queued(redis) == {"a": 100.0}
     assert await queued(redis, "other") == {"b": 100.0}
-    body = await redis.hget(keys.webhook_queue_body("ns"), "a")
+    body = await redis.hget(keys.webhook_queue_body("ns"), "a")  # type: ignore[misc]
     assert body is not None and json.loads(body) == jobs[0].body
-    members = await redis.smembers(keys.WEBHOOK_QUEUE_NAMESPACES)
+    members = await redis.smembers(keys.WEBHOOK_QUEUE_NAMESPACES)  # type: ignore[misc]
     assert members == {b"ns", b"other"}
     for key in (keys.webhook_queue("ns"), keys.webhook_queue_body("ns")):
         assert 0 < await redis.ttl(key) <= keys.WEBHOOK_QUEUE_TTL_SECONDS
@@ -175,10 +175,10 @@ async def test_done_removes_the_entry_and_the_empty_namespace(
     await log.accept("h", "d", [job("a"), job("b")])
     await queue.done("ns", "a")
     assert await queue.pending("ns") == 1
-    assert await redis.smembers(keys.WEBHOOK_QUEUE_NAMESPACES) == {b"ns"}
+    assert await redis.smembers(keys.WEBHOOK_QUEUE_NAMESPACES) == {b"ns"}  # type: ignore[misc]
     await queue.done("ns", "b")
     assert await queue.pending("ns") == 0
-    assert await redis.smembers(keys.WEBHOOK_QUEUE_NAMESPACES) == set()
+    assert await redis.smembers(keys.WEBHOOK_QUEUE_NAMESPACES) == set()  # type: ignore[misc]
     assert await redis.exists(keys.webhook_queue_body("ns")) == 0
     assert await queue.take(5, 30) == ([], None)
 
