@@ -92,8 +92,17 @@ def attempt_of(obj: Obj) -> int:
         return 1
 
 
+async def _agentjob(rt: Runtime, namespace: str, name: str) -> Obj | None:
+    """The AgentJob as of now: from the watch when that is as of our last write to it
+    (one read less beside the hop's log read), else read."""
+    cached = rt.unsettled.current(namespace, name)
+    if cached is not None:
+        return cached
+    return await resources.get(namespace, resources.AGENTJOBS, name)
+
+
 async def _mark_running(rt: Runtime, namespace: str, name: str, pod_name: str) -> None:
-    obj = await resources.get(namespace, resources.AGENTJOBS, name)
+    obj = await _agentjob(rt, namespace, name)
     if obj is None or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
         return
     status = {"phase": "Running", "reason": Reason.RUNNING, "podName": pod_name}
@@ -170,7 +179,7 @@ async def finish(
         # The log read is the one on the hop's critical path: sent first.
         captured, obj, stored = await asyncio.gather(
             _read_output(namespace, pod_name if prefetch else None),
-            resources.get(namespace, resources.AGENTJOBS, name),
+            _agentjob(rt, namespace, name),
             rt.outputs.get_capture(namespace, name),
         )
         if obj is None:

@@ -7,6 +7,7 @@ which stamps ``observedGeneration`` so users can tell a stale status apart.
 from __future__ import annotations
 
 import datetime as dt
+from collections import OrderedDict
 from typing import Any
 
 from agentchain import models
@@ -18,6 +19,35 @@ from agentchain.policy import chains, naming
 Obj = dict[str, Any]
 DISPOSITION = f"{models.GROUP}/disposition"
 DISPOSITION_MESSAGE = f"{models.GROUP}/disposition-message"
+
+
+# (namespace, name) -> (uid, resourceVersion) of this process's last write to each
+# AgentJob: a watched body at that version is known to be current as of our own last
+# write (``Unsettled.current``), so it can stand in for a read.
+_WRITTEN: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+_WRITTEN_MAX = 10_000
+
+
+def wrote(obj: Obj | None) -> None:
+    """Remember ``obj``, as an AgentJob write of ours answered, as our last write to it."""
+    meta = (obj or {}).get("metadata") or {}
+    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    if not (uid and version and meta.get("namespace") and meta.get("name")):
+        return
+    key = (meta["namespace"], meta["name"])
+    _WRITTEN.pop(key, None)
+    _WRITTEN[key] = (str(uid), str(version))
+    while len(_WRITTEN) > _WRITTEN_MAX:
+        _WRITTEN.popitem(last=False)
+
+
+def last_write(namespace: str, name: str) -> tuple[str, str] | None:
+    """(uid, resourceVersion) of this process's last write to the AgentJob, if known."""
+    return _WRITTEN.get((namespace, name))
+
+
+def forget_writes(namespace: str, name: str) -> None:
+    _WRITTEN.pop((namespace, name), None)
 
 
 def now() -> dt.datetime:
@@ -76,6 +106,7 @@ async def patch(obj: Obj, status: Obj, *, condition: Condition | None = None) ->
     patched = await resources.patch_status(namespace, resources.AGENTJOBS, name, status)
     if patched is not None:
         obj["status"] = patched.get("status", {})
+        wrote(patched)
     return patched
 
 

@@ -142,13 +142,14 @@ async def _chain_status(obj: Obj, job: AgentJob, pos: chains.ChainPosition) -> O
         # A root job: its chain metadata goes on the object too, so that
         # `kubectl get agentjobs -l labrats.work/chain-id=<id>` lists it.
         namespace, name = records.name_of(obj)
-        await resources.patch_metadata(
+        patched = await resources.patch_metadata(
             namespace,
             resources.AGENTJOBS,
             name,
             labels=chains.position_labels(pos, job.spec.agent_role),
             annotations=chains.position_annotations(pos, None),
         )
+        records.wrote(patched)
     return {
         "phase": job.status.phase or "Pending",
         "reason": job.status.reason or Reason.CREATED,

@@ -11,6 +11,7 @@ nothing stays missing from it.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,7 @@ class Unsettled:
         key = records.name_of(obj)
         if not needs_resync(obj):
             self._jobs.pop(key, None)
+            records.forget_writes(*key)
             return
         entry = self._jobs.get(key)
         if entry is None or _uid(entry.obj) != _uid(obj):
@@ -62,6 +64,26 @@ class Unsettled:
         entry = self._jobs.get(key)
         if entry is not None and _uid(entry.obj) == _uid(obj):
             del self._jobs[key]
+            records.forget_writes(*key)
+
+    def current(self, namespace: str, name: str) -> Obj | None:
+        """A copy of the job as watched, when that is as of this process's last write
+        to it; else None, and the caller reads it.
+
+        Only the engine writes an AgentJob's status, so the body the watch delivered
+        for our own last write is what a read would answer, bar a write by someone
+        else that the watch has not delivered yet, which a read a moment earlier
+        would miss just the same.  A body older than our last write (the watch lags),
+        newer (someone else wrote), or of another object of the same name is not used.
+        """
+        entry = self._jobs.get((namespace, name))
+        written = records.last_write(namespace, name)
+        if entry is None or written is None:
+            return None
+        meta = entry.obj.get("metadata") or {}
+        if (_uid(entry.obj), str(meta.get("resourceVersion"))) != written:
+            return None
+        return copy.deepcopy(entry.obj)  # Patches update the caller's copy in place.
 
     def waiting_on(self, namespace: str, name: str) -> list[Obj]:
         """Waiting jobs of ``namespace`` whose ``dependsOn`` names ``name``."""

@@ -5,7 +5,9 @@ Aspects covered:
 - a settled job leaves the index, an unreadable status stays in it;
 - a newer body replaces the old without resetting when it is due; a recreated job
   (same name, new uid) starts over; a deletion of an older uid leaves the new one;
-- ``wants_start``: new and Waiting jobs yes, launched or ended jobs no.
+- ``wants_start``: new and Waiting jobs yes, launched or ended jobs no;
+- ``current`` stands in for a read only with the watched body of our own last write
+  (same uid and resourceVersion), as a copy; never once the job settles or is deleted.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentchain.engine import records
 from agentchain.engine.starting import wants_start
 from agentchain.engine.unsettled import Unsettled, needs_resync
 
@@ -96,3 +99,52 @@ def test_waiting_on_finds_waiting_dependents_in_the_namespace_only() -> None:
     assert index.waiting_on("ns", "first") == [waiting]
     assert index.waiting_on("ns", "second") == [waiting]
     assert index.waiting_on("ns", "third") == []
+
+
+def versioned(rv: str, uid: str = "u1", **status: Any) -> Obj:
+    obj = job(uid=uid, **status)
+    obj["metadata"]["resourceVersion"] = rv
+    return obj
+
+
+def test_current_is_the_watched_body_of_our_last_write_only() -> None:
+    index = Unsettled()
+    records.forget_writes("ns", "j")
+    index.observe(versioned("10", phase="Running"), 0.0, 1.0)
+    assert index.current("ns", "j") is None  # No write of ours: read.
+    records.wrote(versioned("11", phase="Running"))
+    assert index.current("ns", "j") is None  # The watch has not delivered it yet.
+    index.observe(versioned("11", phase="Running"), 0.0, 1.0)
+    found = index.current("ns", "j")
+    assert found == versioned("11", phase="Running")
+    found["status"]["phase"] = "Succeeded"  # The caller's patches change its copy only.
+    assert (index.current("ns", "j") or {})["status"]["phase"] == "Running"
+    index.observe(versioned("12", phase="Running"), 0.0, 1.0)
+    assert index.current("ns", "j") is None  # Someone else wrote since.
+
+
+def test_current_is_never_another_object_of_the_same_name() -> None:
+    index = Unsettled()
+    records.wrote(versioned("11"))
+    index.observe(versioned("11", uid="u2"), 0.0, 1.0)
+    assert index.current("ns", "j") is None
+
+
+def test_a_settled_or_deleted_job_is_read_again() -> None:
+    index = Unsettled()
+    records.wrote(versioned("11"))
+    index.observe(versioned("11"), 0.0, 1.0)
+    assert index.current("ns", "j") is not None
+    index.observe(versioned("12", **SETTLED), 0.0, 1.0)
+    assert index.current("ns", "j") is None and records.last_write("ns", "j") is None
+    records.wrote(versioned("13"))
+    index.observe(versioned("13"), 0.0, 1.0)
+    index.forget(versioned("13"))
+    assert index.current("ns", "j") is None and records.last_write("ns", "j") is None
+
+
+def test_incomplete_write_answers_are_not_remembered() -> None:
+    records.forget_writes("ns", "j")
+    records.wrote(None)
+    records.wrote({"metadata": {"namespace": "ns", "name": "j", "uid": "u1"}})
+    assert records.last_write("ns", "j") is None
