@@ -188,6 +188,15 @@ async def _apply(
         await _record_next(rt, obj, entry, closed)
         await complete_chain(rt, obj, action, decision.message)
         return
+    actions = {chains.Spawn: "spawned", chains.Skip: "skipped", chains.Refuse: "refused"}
+    entry = {
+        "action": actions[type(decision)],
+        "agent": decision.child.agent,
+        "child": decision.child.name,
+        "reason": getattr(decision, "reason", Reason.CHILD_SPAWNED),
+        "message": decision.message,
+    }
+    spawn = isinstance(decision, chains.Spawn)
     # The child's lock is held from before its create to the end of its start: its
     # watch event, often here before the create's answer, waits and then finds it
     # started, instead of reading and starting it a second time.
@@ -199,24 +208,24 @@ async def _apply(
             # end the child, even the chain, at once (a Skipped or refused record, a
             # missing agent), and a memoryScope: all prompt lists the ended jobs.
             await closed()
-        # Fast path: start the child now rather than on its watch event.  The parent's
-        # record comes after, off the hop's critical path: a crash in between replays
-        # the same decision, whose create answers AlreadyExists.
+        if not spawn:
+            # A Skipped or refused record ends as it starts and may complete the chain:
+            # the parent's record of the step goes first, so that a complete chain
+            # never shows a parent without its ``next``.  The child exists, so a crash
+            # here leaves it to its watch event and the resync, like any unstarted job.
+            await _record_next(rt, obj, entry, closed)
+        # Fast path: start the child now rather than on its watch event.  A spawned
+        # child's parent record comes after, off the hop's critical path: a crash in
+        # between replays the same decision, whose create answers AlreadyExists.
         if created:
             await starting.start_locked(rt, child, prepared)
     if not created:
         await starting.start(rt, child)
-    actions = {chains.Spawn: "spawned", chains.Skip: "skipped", chains.Refuse: "refused"}
-    entry = {
-        "action": actions[type(decision)],
-        "agent": decision.child.agent,
-        "child": decision.child.name,
-        "reason": getattr(decision, "reason", Reason.CHILD_SPAWNED),
-        "message": decision.message,
-    }
     if isinstance(decision, chains.Refuse):
         _count_refusal(namespace, decision.reason)
-    if ended_at is not None and isinstance(decision, chains.Spawn):
+    if not spawn:
+        return
+    if ended_at is not None:
         metrics.HOP_LATENCY.observe(time.monotonic() - ended_at)
     await _record_next(rt, obj, entry, closed)
 
