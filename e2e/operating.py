@@ -32,6 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SYSTEM_NAMESPACE = "agentchain-system"
 SERVICE_ACCOUNT = "agentchain-operator"
 RULES_FILE = ROOT / "charts" / "agentchain" / "files" / "rbac-rules.yaml"
+# The operator key of every operator the harness runs (and of in-process apps, see
+# webharness.py): one key, so any of them opens what another queued. Not a secret: the
+# harness's cluster and Redis live on loopback for one session.
+OPERATOR_KEY = "e2e operator key, loopback only"
 
 
 def rbac_manifests() -> list[dict[str, object]]:
@@ -108,6 +112,7 @@ class OperatorProcess:
     port: int = field(default_factory=processes.free_port)
     admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     webhook_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    operator_key: str = OPERATOR_KEY
     extra_env: dict[str, str] = field(default_factory=dict)
     # Log files are ``logs/<name>-<start>.log``; a second operator in the same
     # session needs its own name so the two never write to one file.
@@ -130,6 +135,7 @@ class OperatorProcess:
                 "AGENTCHAIN_API_URL": self.url,
                 "AGENTCHAIN_ADMIN_TOKENS": self.admin_token,
                 "AGENTCHAIN_WEBHOOK_SECRETS": self.webhook_secret,
+                "AGENTCHAIN_OPERATOR_KEY": self.operator_key,
                 "AGENTCHAIN_RESYNC_SECONDS": "3",
                 "AGENTCHAIN_DEFAULT_COMMAND": "agentchain,demo-agent",
                 "PYTHONUNBUFFERED": "1",

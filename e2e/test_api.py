@@ -53,7 +53,9 @@ async def start(client: Client, namespace: str, agent: str, **extra: Any) -> dic
 
 
 async def token_for(rt: Any, job: dict[str, Any]) -> dict[str, str]:
-    token = await rt.tokens.ensure(job["namespace"], job["id"], job["chainId"], 600)
+    token = await rt.tokens.issue(
+        job["namespace"], job["id"], f"test-{job['id']}", job["chainId"], 600
+    )
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -127,7 +129,7 @@ async def test_job_token_scope_and_revocation(kube: ClusterInfo, seeded: str) ->
         assert (
             await client.get(f"/api/chains/{seeded}/{other['chainId']}", headers=token)
         ).status == 403
-        await rt.tokens.revoke(seeded, "mine")
+        await rt.tokens.revoke(seeded, "mine", "test-mine")
         assert (await client.get(f"/api/jobs/{seeded}/mine", headers=token)).status == 401
         posted = await client.post(
             "/api/jobs", json={"agentRole": "ai-b", "task": "x"}, headers=token

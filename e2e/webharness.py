@@ -35,12 +35,15 @@ from agentchain.settings import Settings
 from agentchain.store.deliveries import JobQueue
 from agentchain.web.app import build_app
 from agentchain.web.signatures import sign
+from e2e import operating
 from e2e.controlplane.cluster import ClusterInfo
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_AGENTS = REPO / "config/samples/labrats.work_v1alpha1_aiagent_issue-fix-review.yaml"
 WEBHOOK_SECRET = "e2e webhook secret"
 ADMIN_TOKEN = "e2e-admin-token-0123456789abcdef"
+# The session operator's too: it drains (cluster-wide) what these apps queue on /0.
+OPERATOR_KEY = operating.OPERATOR_KEY
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 # The Redis database of apps served with own_redis: the session operator uses /0.
 OWN_REDIS_DB = 7
@@ -110,6 +113,7 @@ async def served(
         namespaces=(namespace,),
         webhook_secrets=(WEBHOOK_SECRET,),
         admin_tokens=(ADMIN_TOKEN,),
+        operator_keys=(OPERATOR_KEY,),
     )
     rt = Runtime.create(settings)
     try:
@@ -133,6 +137,8 @@ def issue_opened(number: int = 1, association: str = "OWNER") -> dict[str, Any]:
     return {
         "action": "opened",
         "issue": {
+            # Unique like GitHub's: an identical signed body is one delivery, however sent.
+            "id": uuid.uuid4().int >> 80,
             "number": number,
             "title": "Login fails with <script>alert(1)</script>",
             "body": "Steps to reproduce...",

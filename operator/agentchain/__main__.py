@@ -16,10 +16,15 @@ def _run(args: argparse.Namespace) -> int:
     import kopf
 
     import agentchain.handlers  # noqa: F401  (registers the handlers)
+    from agentchain.engine.runtime import MISSING_KEY_MESSAGE
     from agentchain.settings import Settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    namespaces = list(Settings.from_env().namespaces)
+    settings = Settings.from_env()
+    if not settings.operator_keys:
+        print(f"agentchain: {MISSING_KEY_MESSAGE}", file=sys.stderr)
+        return 2
+    namespaces = list(settings.namespaces)
     kopf.run(
         standalone=True,
         clusterwide=not namespaces,

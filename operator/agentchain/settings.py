@@ -23,6 +23,13 @@ def _list(name: str) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Settings:
     redis_url: str = "redis://127.0.0.1:6379/0"
+    # Password for the URL's user when the URL carries none (a mounted Secret, so it is not
+    # in the pod spec): AGENTCHAIN_REDIS_PASSWORD_FILE, or AGENTCHAIN_REDIS_PASSWORD.
+    redis_password: str = ""
+    # Secret keys job tokens derive from and queued webhook jobs are sealed with, one per
+    # line, the first current (AGENTCHAIN_OPERATOR_KEY_FILE or AGENTCHAIN_OPERATOR_KEY).
+    # `agentchain run` refuses to start without one.
+    operator_keys: tuple[str, ...] = ()
     # Namespaces to watch; empty means cluster-wide.
     namespaces: tuple[str, ...] = ()
     default_image: str = "ghcr.io/labrats-work/agentchain:latest"
@@ -39,12 +46,17 @@ class Settings:
     admin_tokens: tuple[str, ...] = ()
     webhook_max_bytes: int = 25 * 1024 * 1024
     job_token_ttl_seconds: int = 24 * 3600
+    # Per Kubernetes namespace, the most context-store entries and bytes (0: no limit).
+    store_quota_entries: int = 10_000
+    store_quota_bytes: int = 64 * 1024 * 1024
     extra_labels: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls) -> Settings:
         return cls(
             redis_url=os.environ.get("AGENTCHAIN_REDIS_URL", cls.redis_url),
+            redis_password=next(iter(_secrets("AGENTCHAIN_REDIS_PASSWORD")), ""),
+            operator_keys=_secrets("AGENTCHAIN_OPERATOR_KEY"),
             namespaces=_list("AGENTCHAIN_NAMESPACES"),
             default_image=os.environ.get("AGENTCHAIN_DEFAULT_IMAGE", cls.default_image),
             default_command=_list("AGENTCHAIN_DEFAULT_COMMAND") or cls.default_command,
@@ -58,6 +70,8 @@ class Settings:
             admin_tokens=_secrets("AGENTCHAIN_ADMIN_TOKENS"),
             webhook_max_bytes=_int("AGENTCHAIN_WEBHOOK_MAX_BYTES", cls.webhook_max_bytes),
             job_token_ttl_seconds=_int("AGENTCHAIN_JOB_TOKEN_TTL", cls.job_token_ttl_seconds),
+            store_quota_entries=_int("AGENTCHAIN_STORE_QUOTA_ENTRIES", cls.store_quota_entries),
+            store_quota_bytes=_int("AGENTCHAIN_STORE_QUOTA_BYTES", cls.store_quota_bytes),
         )
 
 

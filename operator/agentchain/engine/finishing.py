@@ -357,7 +357,8 @@ async def record_failure(rt: Runtime, obj: Obj, reason: str, message: str) -> No
 async def _close(rt: Runtime, obj: Obj, status: Obj) -> None:
     namespace, name = records.name_of(obj)
     await records.patch(obj, status)
-    await rt.tokens.revoke(namespace, name)  # A job token dies with its job.
+    # A job token dies with its job.
+    await rt.tokens.revoke(namespace, name, obj["metadata"].get("uid", ""))
     await team.job(rt, obj)
     phase = str(status["phase"])
     metrics.JOBS.labels(namespace, obj["spec"]["agentRole"], phase).inc()

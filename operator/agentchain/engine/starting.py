@@ -283,7 +283,8 @@ async def _ensure_token_secret(rt: Runtime, obj: Obj, owner: Obj) -> None:
     namespace, name = records.name_of(obj)
     chain_id = records.position(obj).chain_id
     ttl = rt.settings.job_token_ttl_seconds
-    token = await rt.tokens.ensure(namespace, name, chain_id, ttl)
+    uid = obj["metadata"]["uid"]
+    token = await rt.tokens.issue(namespace, name, uid, chain_id, ttl)
     secret = naming.token_secret_name(name)
     await workloads.ensure_secret(namespace, secret, {TOKEN_SECRET_KEY: token}, owner)
 

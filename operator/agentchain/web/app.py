@@ -98,7 +98,11 @@ def build_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_page)
-    dispatcher = Dispatcher(JobQueue(rt.redis, rt.settings.namespaces)) if dispatch else None
+    dispatcher = (
+        Dispatcher(JobQueue(rt.redis, rt.settings.namespaces), rt.operator_keys)
+        if dispatch
+        else None
+    )
     if dispatcher is not None:
         app.cleanup_ctx.append(dispatcher.lifespan)
     if webhook:
