@@ -4,8 +4,9 @@ Aspects covered (issue 7, "Done when"):
 * the chart's CRDs apply for real and become Established;
 * the rest of the rendered chart passes ``kubectl apply --dry-run=server`` — admission,
   schema validation and RBAC escalation checks included — with the defaults and with the
-  optional features on (chart-owned Secrets, NetworkPolicies, emptyDir Redis, dashboard),
-  and with an external Redis and existing Secrets;
+  optional features on (chart-owned Secrets, emptyDir Redis, dashboard), with an
+  external Redis and existing Secrets, and with an existing Redis password and the
+  (default-on) NetworkPolicies off;
 * the dry run creates nothing.
 
 The ServiceMonitor is left out: it needs the Prometheus Operator's CRDs, which a bare
@@ -40,7 +41,11 @@ VARIANTS = {
         "externalRedis.existingSecret=redis-credentials",
         "webhook.existingSecret=github-webhook",
         "adminTokens.existingSecret=agentchain-admins",
-        "networkPolicy.enabled=true",
+        "operatorKey.existingSecret=agentchain-operator-key",
+    ),
+    "existing-redis-password-no-network-policies": (
+        "redis.auth.existingSecret=redis-password",
+        "networkPolicy.enabled=false",
     ),
 }
 

@@ -13,13 +13,20 @@ Aspects covered (issue 7, SPEC §8):
   the ``*_FILE`` variables pointing at them, and are absent when not configured;
 * Redis: bundled with ``--appendonly yes`` on a PVC or emptyDir, or an external URL read
   from a Secret; a release with neither refuses to render;
-* ServiceMonitor and NetworkPolicy are off by default and render when enabled;
+* Redis authentication (issue 14): the chart's start script, run against Debian's
+  redis-server, lets the operator's ACL user in with the Secret's password only, refuses
+  the default user, other keys and dangerous commands, never evicts (noeviction under a
+  maxmemory) and never puts the password in the pod spec; the operator reads it, and the
+  generated operator key, from mounted Secrets (or existing ones);
+* the NetworkPolicies are on by default (only the operator reaches Redis); the
+  ServiceMonitor is off by default and renders when enabled;
 * every top-level value in values.yaml is documented by a comment, and a misspelt value
   is refused by values.schema.json rather than ignored.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 from typing import Any
@@ -96,13 +103,16 @@ def test_chart_crds_equal_generated_crds() -> None:
 def test_every_setting_read_from_env_is_set_by_the_deployment() -> None:
     read = set(re.findall(r'"(AGENTCHAIN_[A-Z_]+)"', SETTINGS.read_text()))
     # Secrets arrive as files, never as variables.
-    wanted = {
-        n + "_FILE" if n in ("AGENTCHAIN_WEBHOOK_SECRETS", "AGENTCHAIN_ADMIN_TOKENS") else n
-        for n in read
-    }
+    files = (
+        "AGENTCHAIN_WEBHOOK_SECRETS",
+        "AGENTCHAIN_ADMIN_TOKENS",
+        "AGENTCHAIN_REDIS_PASSWORD",
+        "AGENTCHAIN_OPERATOR_KEY",
+    )
+    wanted = {n + "_FILE" if n in files else n for n in read}
     env = _env(charting.render("webhook.secrets={s1}", "adminTokens.tokens={t1}"))
     assert wanted <= set(env), sorted(wanted - set(env))
-    assert "AGENTCHAIN_WEBHOOK_SECRETS" not in env and "AGENTCHAIN_ADMIN_TOKENS" not in env
+    assert not set(files) & set(env)
 
 
 class TestSecurityContext:
@@ -156,6 +166,8 @@ class TestSecrets:
             "webhook.existingSecret=gh-hook",
             "webhook.existingSecretKey=secrets",
             "adminTokens.existingSecret=api-admins",
+            "redis.auth.existingSecret=redis-auth",
+            "operatorKey.existingSecret=op-key",
         )
         assert not [m for m in manifests if m["kind"] == "Secret"]
         assert self._file_of(manifests, "AGENTCHAIN_WEBHOOK_SECRETS_FILE") == ("gh-hook", "secrets")
@@ -163,6 +175,17 @@ class TestSecrets:
             "api-admins",
             "admin-tokens",
         )
+        assert self._file_of(manifests, "AGENTCHAIN_REDIS_PASSWORD_FILE") == (
+            "redis-auth",
+            "redis-password",
+        )
+        assert self._file_of(manifests, "AGENTCHAIN_OPERATOR_KEY_FILE") == (
+            "op-key",
+            "operator-key",
+        )
+        redis_pod = _pod(manifests, "agentchain-redis")
+        [auth] = [v for v in redis_pod["volumes"] if v["name"] == "auth"]
+        assert auth["secret"]["secretName"] == "redis-auth"
 
     def test_nothing_configured_means_no_secret_files(self) -> None:
         # The operator then fails closed: the webhook endpoint answers 503.
@@ -170,20 +193,42 @@ class TestSecrets:
         env = _env(manifests)
         assert "AGENTCHAIN_WEBHOOK_SECRETS_FILE" not in env
         assert "AGENTCHAIN_ADMIN_TOKENS_FILE" not in env
-        assert not [m for m in manifests if m["kind"] == "Secret"]
+        # Only what the chart generates: the Redis password and the operator key.
+        names = {m["metadata"]["name"] for m in manifests if m["kind"] == "Secret"}
+        assert names == {"agentchain-redis", "agentchain-operator-key"}
+
+    def test_generated_secrets_are_random_and_files_not_variables(self) -> None:
+        first, second = charting.render(), charting.render()
+        for name, key in (
+            ("agentchain-redis", "redis-password"),
+            ("agentchain-operator-key", "operator-key"),
+        ):
+            value = base64.b64decode(charting.only(first, "Secret", name)["data"][key])
+            assert len(value) >= 32
+            assert value != base64.b64decode(charting.only(second, "Secret", name)["data"][key])
+            text = yaml.safe_dump([m for m in first if m["kind"] != "Secret"])
+            assert value.decode() not in text
+        assert self._file_of(first, "AGENTCHAIN_OPERATOR_KEY_FILE") == (
+            "agentchain-operator-key",
+            "operator-key",
+        )
+        assert self._file_of(first, "AGENTCHAIN_REDIS_PASSWORD_FILE") == (
+            "agentchain-redis",
+            "redis-password",
+        )
 
 
 class TestRedis:
     def test_bundled_redis_has_aof_on_a_volume_claim(self) -> None:
         manifests = charting.render()
-        args = _container(manifests, "agentchain-redis")["args"]
-        assert args[args.index("--appendonly") + 1] == "yes"
+        script = _container(manifests, "agentchain-redis")["args"][-1]
+        assert "--appendonly yes --dir /data" in script
         volumes = {v["name"]: v for v in _pod(manifests, "agentchain-redis")["volumes"]}
         claim = volumes["data"]["persistentVolumeClaim"]["claimName"]
         charting.only(manifests, "PersistentVolumeClaim", claim)
         service = charting.only(manifests, "Service", "agentchain-redis")
         url = _env(manifests)["AGENTCHAIN_REDIS_URL"]["value"]
-        assert url == f"redis://{service['metadata']['name']}:6379/0"
+        assert url == f"redis://agentchain@{service['metadata']['name']}:6379/0"
 
     def test_without_persistence_redis_uses_an_emptydir(self) -> None:
         manifests = charting.render("redis.persistence.enabled=false")
@@ -239,9 +284,11 @@ class TestOperatorSettings:
 
 
 class TestOptionalResources:
-    def test_off_by_default(self) -> None:
-        kinds = {m["kind"] for m in charting.render()}
-        assert not kinds & {"ServiceMonitor", "NetworkPolicy"}
+    def test_service_monitor_off_and_network_policies_on_by_default(self) -> None:
+        kinds = [m["kind"] for m in charting.render()]
+        assert "ServiceMonitor" not in kinds and kinds.count("NetworkPolicy") == 2
+        kinds = [m["kind"] for m in charting.render("networkPolicy.enabled=false")]
+        assert "NetworkPolicy" not in kinds
 
     def test_service_monitor_scrapes_metrics(self) -> None:
         manifests = charting.render("serviceMonitor.enabled=true")
@@ -249,7 +296,7 @@ class TestOptionalResources:
         assert endpoint["path"] == "/metrics" and endpoint["port"] == "http"
 
     def test_network_policies_admit_only_the_operator_to_redis(self) -> None:
-        manifests = charting.render("networkPolicy.enabled=true")
+        manifests = charting.render()
         redis = charting.only(manifests, "NetworkPolicy", "agentchain-redis")
         peers = redis["spec"]["ingress"][0]["from"]
         assert peers[0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
