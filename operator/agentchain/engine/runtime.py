@@ -80,7 +80,11 @@ class Runtime:
             tokens=TokenStore(client, operator_keys),
             chains=ChainStore(client),
             anchors=AnchorStore(client),
-            contexts=ContextStore(client),
+            contexts=ContextStore(
+                client,
+                max_entries=settings.store_quota_entries,
+                max_bytes=settings.store_quota_bytes,
+            ),
             deliveries=DeliveryLog(client, operator_keys),
         )
 

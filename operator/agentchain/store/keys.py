@@ -30,6 +30,11 @@ CONTEXT_RECENT_PREFIX = ROOT_PREFIX + "ctx:recent:"
 CONTEXT_LEX_PREFIX = ROOT_PREFIX + "ctx:lex:"
 # Sorted set per (tenant, namespace): member = key, score = expiry ms; finds stale index rows.
 CONTEXT_EXPIRY_PREFIX = ROOT_PREFIX + "ctx:expiry:"
+# Sorted set per tenant: entry key -> expiry ms (NEVER in entries.py if none), every live
+# entry of the tenant's store namespaces; the quota's count. Bounded by the quota.
+CONTEXT_TALLY_PREFIX = ROOT_PREFIX + "ctx:tally:"
+# Hash per tenant: entry key -> its bytes, and "#total"; the quota's size.
+CONTEXT_SIZES_PREFIX = ROOT_PREFIX + "ctx:sizes:"
 # Default lifetime for write-and-extend and get-and-extend: knowledge nobody reads ages out.
 DEFAULT_CONTEXT_TTL_SECONDS = 90 * 24 * 3600
 
@@ -115,6 +120,14 @@ def context_lex(tenant: str, namespace: str) -> str:
 
 def context_expiry(tenant: str, namespace: str) -> str:
     return _join(CONTEXT_EXPIRY_PREFIX, tenant, namespace)
+
+
+def context_tally(tenant: str) -> str:
+    return _join(CONTEXT_TALLY_PREFIX, tenant)
+
+
+def context_sizes(tenant: str) -> str:
+    return _join(CONTEXT_SIZES_PREFIX, tenant)
 
 
 def output(tenant: str, job_name: str) -> str:
