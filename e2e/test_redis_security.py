@@ -4,12 +4,15 @@ Aspects covered, on the real control plane with the session's operator process (
 logs in to the harness's Redis as its ACL user, with a password):
 * a running job's token works at the API, and no key name or value in Redis holds it:
   only its sha256 (the token derives from the operator key and the job's uid);
-* deleting the AgentJob while it runs revokes its token at once: the API answers 401.
+* deleting the AgentJob while it runs revokes its token at once: the API answers 401;
+* an AgentJob queued straight into Redis (as a pod that reached Redis would) is dropped
+  by the operator's dispatcher and counted ``forged``, never created.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import urllib.error
 import urllib.request
 from typing import Any
@@ -104,3 +107,32 @@ def test_deleting_a_running_job_revokes_its_token(
         timeout=TIMEOUT,
         what="the deleted job's token to be refused",
     )
+
+
+def _forged_count(op: operating.OperatorProcess) -> float:
+    with urllib.request.urlopen(f"{op.url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    prefix = 'agentchain_webhook_jobs_total{result="forged"} '
+    lines = [line for line in text.splitlines() if line.startswith(prefix)]
+    return float(lines[0].removeprefix(prefix)) if lines else 0.0
+
+
+def test_a_job_queued_straight_into_redis_is_never_created(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    chaining.apply(cluster_info, namespace, chaining.agent("worker"))
+    job = chaining.root_job("forged", "worker")
+    job["metadata"]["namespace"] = namespace
+    before = _forged_count(operator)
+    with redis.Redis.from_url(cluster_info.redis_url) as client:
+        client.hset(keys.webhook_queue_body(namespace), "forged", json.dumps(job))
+        client.zadd(keys.webhook_queue(namespace), {"forged": 0})
+        client.sadd(keys.WEBHOOK_QUEUE_NAMESPACES, namespace)
+        operating.wait_until(
+            lambda: client.zcard(keys.webhook_queue(namespace)) == 0,
+            timeout=TIMEOUT,
+            what="the dispatcher to take the forged entry",
+        )
+    assert _forged_count(operator) == before + 1
+    items = operating.get_json(cluster_info, "agentjobs", "-n", namespace)["items"]
+    assert items == []

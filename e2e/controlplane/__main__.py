@@ -14,6 +14,7 @@ captured without the noise.
 from __future__ import annotations
 
 import argparse
+import secrets
 import signal
 import sys
 from types import FrameType
@@ -34,6 +35,8 @@ def up() -> int:
     with cluster() as info:
         print(f"export KUBECONFIG={info.kubeconfig}")
         print(f"export AGENTCHAIN_REDIS_URL={info.redis_url}")
+        # The operator refuses to start without a key; a fresh one for this cluster.
+        print(f"export AGENTCHAIN_OPERATOR_KEY={secrets.token_hex(32)}")
         print(f"# API server {info.server}; kubectl is in {info.bin_dir or 'PATH'}")
         print("# Ctrl-C stops the cluster and removes its workdir", flush=True)
         # Inside the with block: being stopped is this command's normal end, so the
