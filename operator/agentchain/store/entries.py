@@ -59,10 +59,10 @@ for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now_ms
   redis.call('ZREM', KEYS[5], gone)
 end
 local size = #ARGV[1] + #ARGV[2]
-local tallied = redis.call('ZSCORE', KEYS[5], KEYS[1])
-local old = tonumber(redis.call('HGET', KEYS[6], KEYS[1])) or 0
-local count = redis.call('ZCARD', KEYS[5]) + (tallied and 0 or 1)
-local total = (tonumber(redis.call('HGET', KEYS[6], '#total')) or 0) - old + size
+local got = redis.call('HMGET', KEYS[6], KEYS[1], '#total')
+local old = tonumber(got[1]) or 0
+local count = redis.call('ZCARD', KEYS[5]) + (got[1] and 0 or 1)
+local total = (tonumber(got[2]) or 0) - old + size
 if tonumber(ARGV[5]) > 0 and count > tonumber(ARGV[5]) then
   return {'quota', 'entries', count - 1, ARGV[5]}
 end
@@ -87,8 +87,9 @@ end
 redis.call('APPEND', KEYS[1], ARGV[2])
 local never = '253402300799000'  -- NEVER
 redis.call('ZADD', KEYS[5], expires > 0 and string.format('%.0f', expires) or never, KEYS[1])
-redis.call('HSET', KEYS[6], KEYS[1], size)
-redis.call('HINCRBY', KEYS[6], '#total', size - old)
+if size ~= old then
+  redis.call('HSET', KEYS[6], KEYS[1], size, '#total', total)
+end
 redis.call('ZADD', KEYS[2], updated, ARGV[1])
 -- A live entry always has its lex row (only PRUNE removes rows, and only of dead entries).
 if not existed then redis.call('ZADD', KEYS[3], 0, ARGV[1]) end
