@@ -64,7 +64,7 @@ def main() -> int:
             kubeconfig = operating.operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
             # Loopback only: the read-only dashboard is safe to switch on here.
             op = operating.OperatorProcess(
-                info, kubeconfig, extra_env={"AGENTCHAIN_DASHBOARD": "1"}
+                info, kubeconfig, extra_env={"AGENTCHAIN_DASHBOARD": "true"}
             )
             say("starting the operator (its own ServiceAccount, not admin)")
             op.start()
