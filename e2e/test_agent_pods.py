@@ -12,7 +12,8 @@ Aspects covered:
   with ``token: stolen``, never reaches the agent: its token is its own and the job API
   accepts it;
 - a chain runs to Succeeded in a namespace that enforces PodSecurity ``restricted``
-  (the API server refuses an ordinary pod there, so the admission is really on).
+  (the API server refuses an ordinary pod there, so the admission is really on), one
+  agent with its own ``podSecurityContext``/``securityContext`` merged over the defaults.
 """
 
 from __future__ import annotations
@@ -190,12 +191,24 @@ def test_a_chain_runs_where_pod_security_is_restricted(
     )
     assert refused.returncode != 0 and "violates PodSecurity" in refused.stderr
 
+    second = chaining.agent("second")
+    second["spec"]["podSecurityContext"] = {"runAsUser": 2000}  # Kept by the CRD's schema.
+    second["spec"]["securityContext"] = {"readOnlyRootFilesystem": True}
     chaining.apply(
         info,
         namespace,
         chaining.agent("first", next_=chaining.step("second")),
-        chaining.agent("second"),
+        second,
         chaining.root_job("locked-1", "first"),
     )
     jobs = chaining.wait_chain(info, namespace, "locked-1", 2)
     assert [j["status"]["phase"] for j in jobs] == ["Succeeded", "Succeeded"]
+    batch = operating.get_json(info, "job", jobs[1]["status"]["jobName"], "-n", namespace)
+    pod = batch["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == 2000
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
