@@ -187,7 +187,19 @@ def _mount_point(mount: Mount) -> None:
 def materialise(
     pod: Json, container: Json, root: Path, secrets: ObjectData, config_maps: ObjectData
 ) -> list[Mount]:
-    """Write the container's volumes under ``root``; the mounts to make for it."""
+    """Write the container's volumes under ``root``; the mounts to make for it.
+
+    EnvError (the container waits and the node retries) while an object is missing
+    or the node cannot write a file or mount point."""
+    try:
+        return _materialise(pod, container, root, secrets, config_maps)
+    except OSError as exc:
+        raise EnvError(f"setting up volumes failed: {exc}") from exc
+
+
+def _materialise(
+    pod: Json, container: Json, root: Path, secrets: ObjectData, config_maps: ObjectData
+) -> list[Mount]:
     dirs: dict[str, Path] = {}
     for volume in mounted_volumes(pod, container):
         plan = plan_volume(volume, secrets, config_maps)
