@@ -299,8 +299,12 @@ async def _ensure_secret(rt: Runtime, obj: Obj, owner: Obj, job: Obj, prompt: st
 
 async def _adopt(rt: Runtime, obj: Obj, owner: Obj, existing: Obj, built: Obj, prompt: str) -> None:
     """A Job an earlier (crashed) run created: own it, and create the Secret it names
-    (the Secret just created for ``built`` goes with the AgentJob, unused)."""
-    if not existing["metadata"].get("ownerReferences"):
+    (the Secret just created for ``built`` goes with the AgentJob, unused).  A Job
+    owned by another AgentJob of this name (deleted, created again) is left alone."""
+    owners = [ref.get("uid") for ref in existing["metadata"].get("ownerReferences") or []]
+    if owners and owner["uid"] not in owners:
+        return
+    if not owners:
         namespace, name = records.name_of(existing)
         await workloads.set_owner(namespace, name, owner)
     if jobspec.secret_name_of(existing) != jobspec.secret_name_of(built):
