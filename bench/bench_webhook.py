@@ -170,7 +170,7 @@ async def run(redis_url: str) -> None:
         redis_url=redis_url,
         namespaces=(NAMESPACE,),
         webhook_secrets=(SECRET,),
-        operator_keys=("bench operator key",),
+        operator_key=("bench operator key",),
     )
     rt = Runtime.create(settings)
     bare_app = web.Application()

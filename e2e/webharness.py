@@ -113,7 +113,7 @@ async def served(
         namespaces=(namespace,),
         webhook_secrets=(WEBHOOK_SECRET,),
         admin_tokens=(ADMIN_TOKEN,),
-        operator_keys=(OPERATOR_KEY,),
+        operator_key=(OPERATOR_KEY,),
     )
     rt = Runtime.create(settings)
     try:

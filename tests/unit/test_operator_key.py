@@ -45,6 +45,6 @@ def test_keys_and_the_redis_password_come_from_mounted_files(
     (tmp_path / "password").write_text("s3cret, with a comma\n")
     monkeypatch.setenv("AGENTCHAIN_OPERATOR_KEY_FILE", str(tmp_path / "key"))
     monkeypatch.setenv("AGENTCHAIN_REDIS_PASSWORD_FILE", str(tmp_path / "password"))
-    settings = Settings.from_env()
-    assert settings.operator_keys == ("current", "previous")
+    settings = Settings()
+    assert settings.operator_key == ("current", "previous")
     assert settings.redis_password == "s3cret, with a comma"

@@ -56,7 +56,7 @@ class Runtime:
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
         """The operator's runtime; refuses settings without an operator key."""
-        if not settings.operator_keys:
+        if not settings.operator_key:
             raise MissingOperatorKeyError(MISSING_KEY_MESSAGE)
         # A password from the URL wins; otherwise the separately mounted one is used.
         client = aioredis.Redis.from_url(
@@ -71,7 +71,7 @@ class Runtime:
         Without a configured operator key, a random one for this runtime only: tokens and
         queued jobs then do not survive it, which suits tests and nothing else.
         """
-        operator_keys = OperatorKeys(settings.operator_keys or (secrets.token_bytes(32),))
+        operator_keys = OperatorKeys(settings.operator_key or (secrets.token_bytes(32),))
         return cls(
             settings=settings,
             redis=client,
