@@ -36,7 +36,7 @@ RULES_FILE = ROOT / "charts" / "agentchain" / "files" / "rbac-rules.yaml"
 # The operator key of every operator the harness runs (and of in-process apps, see
 # webharness.py): one key, so any of them opens what another queued. Not a secret: the
 # harness's cluster and Redis live on loopback for one session.
-OPERATOR_KEY = "e2e operator key, loopback only"
+OPERATOR_KEY = "e2e-operator-key-loopback-only"
 
 
 def rbac_manifests() -> list[dict[str, object]]:
