@@ -62,6 +62,9 @@ CHAIN_TTL_SECONDS = 30 * 24 * 3600
 # replay cannot revive it). Redis never holds a token itself: tokens derive from the
 # operator key and the job's uid (tokens.py), so issuing again gives the same one.
 JOB_TOKEN_PREFIX = ROOT_PREFIX + "token:"
+# Legacy, read only to revoke: before tokens were derived, the plaintext per (tenant, job).
+# Revoking a job that started before the upgrade deletes it; none outlives its 24 h TTL.
+LEGACY_JOB_TOKEN_BY_JOB_PREFIX = ROOT_PREFIX + "token-job:"
 # Hard cap on a job token's life even if nobody revokes it (jobs time out well before);
 # also how long a revoked token's tombstone stays.
 JOB_TOKEN_MAX_TTL_SECONDS = 24 * 3600
@@ -152,6 +155,10 @@ def chain_learnings(tenant: str, chain_id: str) -> str:
 
 def job_token(token_sha256_hex: str) -> str:
     return _join(JOB_TOKEN_PREFIX, token_sha256_hex)
+
+
+def legacy_job_token_by_job(tenant: str, job_name: str) -> str:
+    return _join(LEGACY_JOB_TOKEN_BY_JOB_PREFIX, tenant, job_name)
 
 
 def delivery(delivery_id: str) -> str:

@@ -131,4 +131,8 @@ class TokenStore:
             keys.job_token(token_digest(derive_token(key, tenant, job_name, uid)))
             for key in self._subkeys
         ]
+        # A job started before tokens were derived has a random token, kept in clear.
+        legacy = await self._redis.getdel(keys.legacy_job_token_by_job(tenant, job_name))
+        if isinstance(legacy, bytes):
+            digests.append(keys.job_token(token_digest(legacy.decode("ascii", "replace"))))
         await self._revoke(keys=digests, args=[keys.JOB_TOKEN_MAX_TTL_SECONDS])

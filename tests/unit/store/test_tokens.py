@@ -123,3 +123,18 @@ async def test_bad_arguments_are_refused(tokens: TokenStore) -> None:
         await tokens.issue("team-a", "job", "", "c", 60)
     with pytest.raises(ValueError, match="operator key"):
         OperatorKeys([])
+
+
+async def test_revoke_also_kills_a_token_issued_before_the_upgrade(
+    tokens: TokenStore, redis: Redis
+) -> None:
+    # What the previous version wrote: a random token, kept in clear per job.
+    old = "random-token-of-a-job-started-before-the-upgrade"
+    await redis.hset(
+        keys.job_token(token_digest(old)), mapping={"tenant": "t", "job": "j", "chain": "c"}
+    )  # type: ignore[misc]
+    await redis.set(keys.legacy_job_token_by_job("t", "j"), old, ex=60)
+    assert await tokens.resolve(old) is not None
+    await tokens.revoke("t", "j", "uid")
+    assert await tokens.resolve(old) is None
+    assert await redis.exists(keys.legacy_job_token_by_job("t", "j")) == 0
