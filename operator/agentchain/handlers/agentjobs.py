@@ -22,6 +22,7 @@ import kopf
 from redis.exceptions import RedisError
 
 from agentchain.engine import starting
+from agentchain.engine.runtime import Runtime
 from agentchain.models import GROUP, VERSION
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ async def observed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any)
         await starting.start(runtime, obj)
 
 
-async def _revoke(runtime: Any, obj: dict[str, Any]) -> None:
+async def _revoke(runtime: Runtime, obj: dict[str, Any]) -> None:
     meta = obj.get("metadata") or {}
     try:
         await runtime.tokens.revoke(meta.get("namespace", ""), meta.get("name", ""), meta["uid"])
