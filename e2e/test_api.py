@@ -31,6 +31,7 @@ from e2e.webharness import (
     apply,
     kube,
     served,
+    served_internal,
 )
 
 __all__ = ["kube"]
@@ -206,9 +207,13 @@ async def test_output_and_dashboard(kube: ClusterInfo, seeded: str) -> None:
         await rt.outputs.put(seeded, "out", b"line one\n<script>alert(1)</script>\n")
         captured = await get(client, path, ADMIN)
         assert captured["output"].startswith("line one") and captured["truncated"] is False
-        page = await client.get(f"/jobs/{seeded}/out")
-        html = await page.text()
-        assert page.status == 200 and "&lt;script&gt;" in html and "<script>" not in html
-        assert job["chainId"] in html
-        assert (await client.get(f"/chains/{seeded}/{job['chainId']}")).status == 200
-        assert (await client.get("/")).status == 200
+        async with served_internal(rt) as dashboard:
+            page = await dashboard.get(f"/jobs/{seeded}/out")
+            html = await page.text()
+            assert page.status == 200 and "&lt;script&gt;" in html and "<script>" not in html
+            assert job["chainId"] in html
+            assert (await dashboard.get(f"/chains/{seeded}/{job['chainId']}")).status == 200
+            assert (await dashboard.get("/")).status == 200
+            assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
+            assert page.headers["X-Content-Type-Options"] == "nosniff"
+        assert (await client.get(f"/jobs/{seeded}/out")).status == 404  # Not on GitHub's side.

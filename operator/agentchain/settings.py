@@ -15,6 +15,11 @@ def _int(name: str, default: int) -> int:
     return int(raw) if raw else default
 
 
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw else default
+
+
 def _list(name: str) -> tuple[str, ...]:
     raw = os.environ.get(name, "")
     return tuple(part.strip() for part in raw.split(",") if part.strip())
@@ -38,6 +43,13 @@ class Settings:
     webhook_secrets: tuple[str, ...] = ()
     admin_tokens: tuple[str, ...] = ()
     webhook_max_bytes: int = 25 * 1024 * 1024
+    # Bytes of webhook bodies read at once, before their signature is checked; past it
+    # a delivery is refused with 503 + Retry-After (never below webhook_max_bytes).
+    webhook_inflight_bytes: int = 64 * 1024 * 1024
+    # Seconds a webhook body has to arrive in full once its headers did (408 after).
+    webhook_read_timeout_seconds: float = 10.0
+    # Port of the internal listener (same host): /metrics, /healthz, /readyz, dashboard.
+    internal_port: int = 8081
     job_token_ttl_seconds: int = 24 * 3600
     extra_labels: dict[str, str] = field(default_factory=dict)
 
@@ -57,6 +69,13 @@ class Settings:
             webhook_secrets=_secrets("AGENTCHAIN_WEBHOOK_SECRETS"),
             admin_tokens=_secrets("AGENTCHAIN_ADMIN_TOKENS"),
             webhook_max_bytes=_int("AGENTCHAIN_WEBHOOK_MAX_BYTES", cls.webhook_max_bytes),
+            webhook_inflight_bytes=_int(
+                "AGENTCHAIN_WEBHOOK_INFLIGHT_BYTES", cls.webhook_inflight_bytes
+            ),
+            webhook_read_timeout_seconds=_float(
+                "AGENTCHAIN_WEBHOOK_READ_TIMEOUT", cls.webhook_read_timeout_seconds
+            ),
+            internal_port=_int("AGENTCHAIN_INTERNAL_PORT", cls.internal_port),
             job_token_ttl_seconds=_int("AGENTCHAIN_JOB_TOKEN_TTL", cls.job_token_ttl_seconds),
         )
 

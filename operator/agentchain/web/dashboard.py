@@ -26,6 +26,7 @@ from agentchain.web import api, listing, serializers
 ENV_FLAG = "AGENTCHAIN_DASHBOARD"
 TEMPLATES = Path(__file__).with_name("static")
 JOBS_SHOWN = 200
+STYLESHEET = (TEMPLATES / "dashboard.css").read_text(encoding="utf-8")
 
 _env = jinja2.Environment(
     loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -80,7 +81,13 @@ async def chain_page(request: web.Request) -> web.Response:
     return render("chain.html", chain=tree)
 
 
+async def stylesheet(request: web.Request) -> web.Response:
+    # A file, not an inline <style>: the pages' Content-Security-Policy allows no inline code.
+    return web.Response(text=STYLESHEET, content_type="text/css")
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/", jobs_page)
+    app.router.add_get("/dashboard.css", stylesheet)
     app.router.add_get("/jobs/{namespace}/{name}", job_page)
     app.router.add_get("/chains/{namespace}/{chain_id}", chain_page)
