@@ -1,9 +1,12 @@
 """A read-only HTML dashboard: the jobs list, a job's detail, a chain's tree.
 
 Off by default.  It has no login of its own, so it is mounted only when
-``AGENTCHAIN_DASHBOARD=1`` (the Helm chart leaves it off); whoever turns it on
-exposes job metadata and outputs to anyone who can reach the port, and should
-put it behind ``kubectl port-forward`` or an authenticating proxy.  Everything
+``AGENTCHAIN_DASHBOARD=1`` (the Helm chart leaves it off), and only on the
+internal listener, never the port GitHub reaches; whoever turns it on exposes job
+metadata and outputs to anyone who can reach that port, and should put it behind
+``kubectl port-forward`` or an authenticating proxy.  Its style sheet is a file,
+not inline, so the Content-Security-Policy every answer carries (``default-src
+'self'``) allows no inline code at all.  Everything
 shown comes from the same serializers as the JSON API.
 
 Job text (prompts, issue titles, agent output) is untrusted, so templates are

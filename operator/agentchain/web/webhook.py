@@ -2,15 +2,17 @@
 
 Checks run cheapest-first and the body is read last, so nothing unauthenticated
 costs more than its headers: a declared ``Content-Length`` over the cap is
-refused before a byte is read, headers and content type before the body, and
-the body itself is read in chunks and refused the moment it passes the cap, so
-a lying or absent ``Content-Length`` never makes the process buffer more than
-the cap plus one chunk.  A 413 also answers ``Connection: close``; aiohttp still
-reads and discards what the client goes on sending for its lingering time (10 s)
-before it closes, so the client can read the answer, but nothing is buffered.
-A body that stops decoding mid-read (a ``Content-Encoding`` it does not match) is
-a 400 ``unreadable body`` counted as invalid, and closes the connection: the
-parser cannot find the next request behind a broken body.
+refused before a byte is read, then the headers, the content type and the
+``Content-Encoding`` (none is decoded: 415).  The body is then read under the
+limits of ``intake.py``: a reservation from the in-flight byte budget (503 with
+``Retry-After`` when it is spent), a deadline for the whole body (408), and the
+cap while streaming (413), so a lying or absent ``Content-Length`` never makes
+the process buffer more than the cap, and all unauthenticated bodies together
+never more than the budget.  Those refusals answer ``Connection: close``; aiohttp
+still reads and discards what the client goes on sending for its lingering time
+(10 s) before it closes, so the client can read the answer, but nothing is
+buffered.  A body that stops parsing mid-read (broken chunked framing) is a 400
+``unreadable body`` counted as invalid.
 Payload text must be valid Unicode: a JSON escape of a lone UTF-16 surrogate
 (``"\\ud800"``) is a 400 like any malformed payload, so it never reaches an
 AgentJob spec or Redis (``requests.loads_unicode``).

@@ -135,8 +135,8 @@ async def test_every_github_example_is_answered_2xx(
             response = await client.post(PATH, data=body, headers=headers)
             answers[response.status] = answers.get(response.status, 0) + 1
             if not 200 <= response.status < 300:
-                text = await response.text()
-                refused.append(f"{event['name']}[{number}] → {response.status} {text}")
+                said = await response.text()
+                refused.append(f"{event['name']}[{number}] → {response.status} {said}")
     assert not refused, "\n".join(refused[:20])
     assert sum(answers.values()) >= 300, answers  # The package documents 329 examples.
     assert answers.get(202, 0) >= sum(answers.values()) // 2, answers  # Most queue a job.
