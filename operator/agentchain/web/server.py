@@ -9,7 +9,7 @@ bytes, up to everything that arrived, and logs a traceback.  The API's errors ar
 JSON and never echo input, so :class:`Protocol` answers those the same way: the
 JSON error shape, ``Connection: close``, one log line naming the status and the
 exception's type, not its text (which holds the input).  A handler's own crash
-(500) keeps its traceback in the log: that one is a bug of ours.
+(500) is JSON too, and keeps its traceback in the log: that one is a bug of ours.
 
 aiohttp builds its protocol inside ``web.Server`` with no hook to choose the class,
 so :class:`Runner` swaps in a :class:`Server` that does; production (``app.serve``)
@@ -47,12 +47,17 @@ class Protocol(RequestHandler):
         message: str | None = None,
     ) -> web.StreamResponse:
         if status >= 500 and exc is not None:
-            return super().handle_error(request, status, exc, message)  # A bug: traceback.
-        log.info("refused a request from %s: %d (%s)", request.remote, status, type(exc).__name__)
+            # A handler raised past every middleware: a bug of ours, so the traceback.
+            self.log_exception("Error handling request from %s", request.remote, exc_info=exc)
+            detail = "The server failed; the error is logged."
+        else:
+            what = type(exc).__name__
+            log.info("refused a request from %s: %d (%s)", request.remote, status, what)
+            detail = "The request could not be read as HTTP/1.1."
         if request.writer.output_size > 0:
             raise ConnectionError("the answer had begun; the connection is closed instead")
         phrase = HTTPStatus(status).phrase.lower() if status in _KNOWN else "error"
-        body = {"error": phrase, "detail": "The request could not be read as HTTP/1.1."}
+        body = {"error": phrase, "detail": detail}
         response = web.Response(
             status=status,
             body=json.dumps(body).encode(),

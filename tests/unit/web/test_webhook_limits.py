@@ -12,6 +12,7 @@ Aspects covered:
 * a client hanging up mid-body: one INFO line, no traceback, no ERROR;
 * ``Content-Length: 10`` followed by a longer body: the rest is answered as a JSON 400
   that quotes none of it (aiohttp's own answer echoed it all as text);
+* a handler's crash past every middleware: a JSON 500, its traceback logged;
 * the deadline and the budget are settings (``webhook_read_timeout_seconds``,
   ``webhook_inflight_bytes``), the budget never below one body at the cap.
 """
@@ -26,6 +27,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from aiohttp import web
 from redis.asyncio import Redis
 
 from agentchain.settings import Settings
@@ -227,3 +229,21 @@ async def test_the_budget_is_never_below_one_body_at_the_cap(
     settings = with_settings(webhook_inflight_bytes=1)
     async with serving(build_app(make_runtime(redis, settings))) as c:
         assert (await c.post(PATH, data=PING, headers=headers(PING))).status == 200
+
+
+async def test_a_handler_crash_is_a_json_500_with_its_traceback_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What no middleware turned into an answer: still the JSON shape, never a text page."""
+
+    async def crash(request: web.Request) -> web.Response:
+        raise RuntimeError("a bug")
+
+    app = web.Application()
+    app.router.add_get("/crash", crash)
+    async with serving(app) as c:
+        response = await c.get("/crash", headers={"Accept": "text/html"})
+        assert response.status == 500 and response.content_type == "application/json"
+        assert (await response.json())["error"] == "internal server error"
+    [record] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert record.exc_info is not None and "a bug" in str(record.exc_info[1])
