@@ -131,7 +131,7 @@ def build_internal_app(rt: Runtime, *, dashboard_enabled: bool | None = None) ->
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_page)
-    if dashboard.enabled_by_env() if dashboard_enabled is None else dashboard_enabled:
+    if rt.settings.dashboard if dashboard_enabled is None else dashboard_enabled:
         dashboard.add_routes(app)
     return app
 

@@ -11,7 +11,6 @@ paths that answer before the API server would be called.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -79,6 +78,6 @@ async def internal(runtime: Runtime) -> AsyncIterator[Client]:
 @pytest.fixture
 def with_settings(settings: Settings) -> Callable[..., Settings]:
     def change(**fields: object) -> Settings:
-        return replace(settings, **fields)  # type: ignore[arg-type]
+        return settings.model_copy(update=fields)
 
     return change
