@@ -166,6 +166,12 @@ async def serve(rt: Runtime, *, webhook: bool = True) -> Listeners:
     for without a secret; call again with ``webhook=False`` to serve the rest.
     """
     settings = rt.settings
+    if settings.internal_port == settings.listen_port != 0:
+        # One port for both would put metrics and the dashboard where GitHub connects.
+        raise ValueError(
+            f"AGENTCHAIN_INTERNAL_PORT and AGENTCHAIN_LISTEN_PORT are both {settings.listen_port}:"
+            " the internal listener needs a port of its own"
+        )
     public_app = build_app(rt, webhook=webhook)
     host = settings.listen_host
     public = await _start(public_app, host, settings.listen_port)

@@ -8,6 +8,8 @@ Aspects covered:
 * every answer, JSON or HTML, carries the security headers: a CSP with
   ``default-src 'self'`` and ``frame-ancestors 'none'``, ``nosniff``, a referrer policy;
   the dashboard's style is a file, so the CSP needs no ``unsafe-inline``;
+* neither listener decompresses a request body (aiohttp's ``auto_decompress`` is off),
+  and one port for both is refused at start;
 * the chain page of a completed chain renders (its final step records no agent: the
   template read ``next.agent`` and answered 500), with every step's action shown and
   agent text escaped.
@@ -15,16 +17,19 @@ Aspects covered:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import gzip
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from agentchain import models
 from agentchain.engine.runtime import Runtime
+from agentchain.settings import Settings
 from agentchain.store.chains import ChainRecord
 from agentchain.web import dashboard, serializers
-from agentchain.web.app import build_internal_app
+from agentchain.web.app import build_app, build_internal_app, serve
 from tests.unit.web.conftest import Client, serving
 
 
@@ -105,3 +110,27 @@ def test_a_completed_chain_page_renders() -> None:
     assert response.status == 200 and "complete (succeeded)" in html
     assert "· spawned dev" in html and "· none" in html
     assert "&lt;b&gt;agent&lt;/b&gt;" in html and "<b>agent</b>" not in html
+
+
+@pytest.mark.parametrize("which", ["public", "internal"])
+async def test_neither_listener_decompresses_a_body(runtime: Runtime, which: str) -> None:
+    """Below the 415s: aiohttp's parser itself hands over the bytes as sent."""
+
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(body=await request.read())
+
+    app = build_app(runtime) if which == "public" else build_internal_app(runtime)
+    app.router.add_post("/echo", echo)
+    zipped = gzip.compress(b'{"a": 1}' * 100)
+    async with serving(app) as c:
+        response = await c.post("/echo", data=zipped, headers={"Content-Encoding": "gzip"})
+        assert response.status == 200
+        assert await response.read() == zipped
+
+
+async def test_one_port_for_both_listeners_is_refused(
+    runtime: Runtime, with_settings: Callable[..., Settings]
+) -> None:
+    rt = Runtime.from_client(with_settings(listen_port=18080, internal_port=18080), runtime.redis)
+    with pytest.raises(ValueError, match="needs a port of its own"):
+        await serve(rt)
