@@ -16,7 +16,8 @@ so :class:`Runner` swaps in a :class:`Server` that does; production (``app.serve
 and the tests (``tests/unit/web/conftest.py``) both run apps through :class:`Runner`.
 
 :data:`HANDLER_ARGS` turns off aiohttp's transparent request decompression for
-every app (``intake.py`` says why); it is passed to ``web.Application`` so that
+every app (``intake.py`` says why) and shortens how long a connection may sit idle
+or half-way through its request head; it is passed to ``web.Application`` so that
 any runner, including aiohttp's test server, applies it.
 """
 
@@ -32,7 +33,14 @@ from aiohttp.web_protocol import RequestHandler
 
 log = logging.getLogger(__name__)
 
-HANDLER_ARGS: dict[str, Any] = {"auto_decompress": False}
+# A connection is closed once it has been idle, or has not sent a complete request
+# head, for this long (aiohttp's default is an hour): slow headers cannot hold a
+# connection and its parser buffer for longer.  75 s is nginx's keep-alive default.
+KEEPALIVE_TIMEOUT_SECONDS = 75.0
+HANDLER_ARGS: dict[str, Any] = {
+    "auto_decompress": False,
+    "keepalive_timeout": KEEPALIVE_TIMEOUT_SECONDS,
+}
 _KNOWN = frozenset(s.value for s in HTTPStatus)
 
 

@@ -12,6 +12,8 @@ Aspects covered:
 * a client hanging up mid-body: one INFO line, no traceback, no ERROR;
 * ``Content-Length: 10`` followed by a longer body: the rest is answered as a JSON 400
   that quotes none of it (aiohttp's own answer echoed it all as text);
+* a connection that never completes its request head is closed at the keep-alive
+  timeout (75 s, not aiohttp's hour);
 * a handler's crash past every middleware: a JSON 500, its traceback logged;
 * the deadline and the budget are settings (``webhook_read_timeout_seconds``,
   ``webhook_inflight_bytes``), the budget never below one body at the cap.
@@ -30,7 +32,9 @@ import pytest
 from aiohttp import web
 from redis.asyncio import Redis
 
+from agentchain.engine.runtime import Runtime
 from agentchain.settings import Settings
+from agentchain.web import server
 from agentchain.web.app import build_app
 from tests.unit.web.conftest import SMALL_CAP, Client, make_runtime, serving
 from tests.unit.web.test_webhook_http import PATH, PING, delivered, headers
@@ -247,3 +251,20 @@ async def test_a_handler_crash_is_a_json_500_with_its_traceback_logged(
         assert (await response.json())["error"] == "internal server error"
     [record] = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert record.exc_info is not None and "a bug" in str(record.exc_info[1])
+
+
+async def test_a_connection_that_never_finishes_its_head_is_closed(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slow headers: the keep-alive timeout (an hour in aiohttp) is short, and also
+    applies before the first request; shortened further here to keep the test quick."""
+    assert server.KEEPALIVE_TIMEOUT_SECONDS <= 120
+    monkeypatch.setitem(server.HANDLER_ARGS, "keepalive_timeout", 0.5)
+    async with serving(build_app(runtime)) as c:
+        reader, writer = await asyncio.open_connection(c.host, c.port)
+        try:
+            writer.write(f"POST {PATH} HTTP/1.1\r\nHost: x\r\nX-GitHub-Event: pi".encode())
+            await writer.drain()
+            assert await asyncio.wait_for(reader.read(), timeout=5) == b""  # Closed.
+        finally:
+            writer.close()
