@@ -114,6 +114,9 @@ def test_a_chain_step_to_a_shared_trigger_name_is_refused(
     assert _names_both(child["status"]["message"])
     assert "jobName" not in child["status"]
     assert parent["status"]["next"][0]["action"] == "refused"
+    # The refusal ends the chain, as every refusal does.
+    complete = chaining.condition(child, "ChainComplete") or {}
+    assert "(refused)" in complete.get("message", ""), child["status"]
     events = chaining.events_for(info, namespace, child["metadata"]["name"])
     assert any(
         e["type"] == "Warning"
@@ -136,6 +139,12 @@ def test_a_job_created_for_a_shared_trigger_name_fails(
     assert _names_both(status["message"])
     assert "jobName" not in status
     assert chaining.has_event(info, namespace, "manual-dup", "Warning", "DuplicateTriggerName")
+    operating.wait_until(
+        lambda: _status(info, "manual-dup", namespace).get("chainComplete"),
+        timeout=30,
+        what="manual-dup's chain to complete",
+    )
+    assert _status(info, "manual-dup", namespace)["next"][0]["action"] == "none"
     assert chaining.batch_job_names(info, namespace) == []
 
 
