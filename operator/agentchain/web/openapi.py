@@ -157,7 +157,8 @@ def _paths() -> dict[str, Any]:
                     "201": _json(_JOB, "created"),
                     "400": _ERROR,  # A body cut short (the client closed mid-body).
                     "404": _ERROR,  # A delegating job that no longer exists.
-                    "409": _ERROR,  # A delegation refused (loop, depth).
+                    # A delegation refused (loop, depth); an agentRole two AiAgents share.
+                    "409": _ERROR,
                     "413": _ERROR,
                     "415": _ERROR,  # A Content-Encoding: bodies are never decompressed.
                     **_API_ERRORS,
