@@ -70,7 +70,7 @@ LOOKALIKES: dict[str, str] = _table(
         # Letters: lowercase forms (case folding runs first), plus capitals whose own
         # lowercase looks different (Greek Eta is H, its lowercase looks like n).
         "a": "\u0251\u0430\u03b1\u1d00\u237a\ua4ee\u13aa",
-        "c": "\u0441\u03f2\u2ca5\u1d04\ua4da\u13df",
+        "c": "\u0441\u03f2\u03f9\u2ca5\u1d04\ua4da\u13df",
         "e": "\u0435\u03b5\u212e\u1d07\ua4f0\u13ac",
         "h": "\u04bb\u0570\u029c\u0397\u041d\u043d\u2c8e\u2c8f\ua4e7\u13bb\u13c2",
         "i": "\u0131\u0269\u026a\u0456\u03b9\u04c0\u04cf\u2373\ua4f2\u13a5",
@@ -94,6 +94,8 @@ def fold(char: str) -> str:
     """What ``char`` reads as, outside tag characters: ``""`` for a gap (see module doc)."""
     if _is_gap(char):
         return ""
+    if char in LOOKALIKES:  # Before NFKD: Greek lunate sigma looks like c, not like sigma.
+        return LOOKALIKES[char]
     out: list[str] = []
     for part in unicodedata.normalize("NFKD", char):
         if _is_gap(part):
