@@ -14,7 +14,8 @@ expression cannot be interrupted).
 Aspects covered: ``context.neutralise``/``neutralise_part``/``chain_context_block``/
 ``child_block``, ``prompts.extract_handoff`` (ATX headings, closing hashes, thematic
 breaks, fences), the prompt sections built from store entries and dependency results,
-``teamanchor`` updates with huge strings, and ``naming.label_value``.
+``teamanchor`` updates with huge strings and fitting a damaged anchor of thousands of
+entries, and ``naming.label_value``.
 """
 
 from __future__ import annotations
@@ -173,6 +174,24 @@ def test_team_anchor_strings() -> None:
             limit=4096,
         )
         assert teamanchor.serialized_size(anchor) <= 4096
+
+    _finishes(work)
+
+
+def test_team_anchor_with_thousands_of_entries() -> None:
+    """A damaged (oversized) stored anchor: fitting it once took minutes."""
+    n = 5000
+    anchor = {
+        "chainId": "c",
+        "decisions": [{"job": f"j{i}", "action": "none", "at": "2026"} for i in range(n)],
+        "handoffs": [{"from": f"j{i}", "to": "x", "at": "2026"} for i in range(n)],
+        "jobs": {
+            f"j{i}": {"agent": "a", "phase": "Succeeded", "updatedAt": "2026"} for i in range(n)
+        },
+    }
+
+    def work() -> None:
+        assert teamanchor.serialized_size(teamanchor.fit(anchor, 4096)) <= 4096
 
     _finishes(work)
 
