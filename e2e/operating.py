@@ -10,6 +10,7 @@ production cluster.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -17,7 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,6 +203,26 @@ class OperatorProcess:
     def log_text(self) -> str:
         logs = sorted((self.info.workdir / "logs").glob(f"{self.name}-*.log"))
         return "\n".join(p.read_text(errors="replace") for p in logs)
+
+
+@contextlib.contextmanager
+def running(
+    info: ClusterInfo, extra_env: dict[str, str] | None = None
+) -> Iterator[OperatorProcess]:
+    """CRDs, RBAC and a started operator under its own ServiceAccount; stopped on exit.
+
+    Stopping it here, inside the cluster's own context, means the operator goes before
+    Redis and the API server it talks to, so its last log lines are its own shutdown
+    rather than a burst of connection errors.
+    """
+    install(info)
+    kubeconfig = operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
+    op = OperatorProcess(info, kubeconfig, extra_env=dict(extra_env or {}))
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
 
 
 def wait_until(check: object, *, timeout: float, interval: float = 0.25, what: str = "") -> None:

@@ -15,6 +15,6 @@ if ! python3 -c 'import agentchain, kopf, pytest' 2>/dev/null; then
   step "pip install -e '.[test]'"
   python3 -m pip install -q -e '.[test]'
 fi
-step "control-plane binaries (first run: ~10-15 min on 2 cores; cached afterwards)"
+step "control-plane binaries (built on the first run, as README says; cached afterwards)"
 bash e2e/controlplane/build-binaries.sh all >/dev/null
 bash e2e/controlplane/build-binaries.sh helm >/dev/null

@@ -6,7 +6,7 @@ Aspects covered (issue 7, SPEC §8):
 * the ClusterRole's rules are exactly ``files/rbac-rules.yaml``, the rules the e2e suite
   runs the operator under, and the binding names the chart's ServiceAccount;
 * the chart's CRDs are byte-for-byte the generated ``crds/``;
-* every ``AGENTCHAIN_*`` variable ``Settings.from_env`` reads is set by the Deployment;
+* every ``AGENTCHAIN_*`` variable of the settings model is set by the Deployment;
 * both containers (operator, bundled Redis) run non-root, read-only, without capabilities,
   with seccomp RuntimeDefault and no privilege escalation; probes hit /healthz and /readyz;
 * webhook secrets and admin tokens are files from a Secret (chart-owned or existing), with
@@ -28,9 +28,10 @@ import pytest
 import yaml
 from e2e import charting
 
+from agentchain import settings
+
 ROOT = charting.ROOT
 CHART = charting.CHART
-SETTINGS = ROOT / "operator" / "agentchain" / "settings.py"
 
 pytestmark = pytest.mark.skipif(
     charting.helm_binary() is None, reason="helm could not be built (build-binaries.sh helm)"
@@ -94,11 +95,12 @@ def test_chart_crds_equal_generated_crds() -> None:
 
 
 def test_every_setting_read_from_env_is_set_by_the_deployment() -> None:
-    read = set(re.findall(r'"(AGENTCHAIN_[A-Z_]+)"', SETTINGS.read_text()))
-    # Secrets arrive as files, never as variables.
+    # Secrets arrive as files, never as variables; the files' own fields are their paths.
+    secret_files = {f"{name}_file" for name in settings.SECRET_LISTS}
     wanted = {
-        n + "_FILE" if n in ("AGENTCHAIN_WEBHOOK_SECRETS", "AGENTCHAIN_ADMIN_TOKENS") else n
-        for n in read
+        settings.env_name(field + "_file" if field in settings.SECRET_LISTS else field)
+        for field in settings.Settings.model_fields
+        if field not in secret_files
     }
     env = _env(charting.render("webhook.secrets={s1}", "adminTokens.tokens={t1}"))
     assert wanted <= set(env), sorted(wanted - set(env))

@@ -53,7 +53,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     asyncio.get_running_loop().set_default_executor(
         concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube")
     )
-    config = Settings.from_env()
+    # `agentchain run` hands over its flags in the memo; other launchers use the env.
+    config = getattr(memo, "settings", None) or Settings()
     runtime = Runtime.create(config)
     memo.runtime = runtime
     memo.web = await _serve(runtime)

@@ -100,7 +100,29 @@ class AiAgentSpec(KubeModel):
     env: list[dict[str, Any]] | None = None
     env_from: list[dict[str, Any]] | None = None
     resources: dict[str, Any] | None = None
-    service_account_name: str | None = None
+    service_account_name: str | None = Field(
+        default=None,
+        description=(
+            "ServiceAccount the agent pod runs as, with its API token mounted. "
+            "Unset or empty: no account token is mounted."
+        ),
+    )
+    security_context: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The agent container's securityContext, over the default "
+            "(allowPrivilegeEscalation: false, capabilities drop ALL): a key given "
+            "here replaces that key of the default."
+        ),
+    )
+    pod_security_context: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The agent pod's securityContext, over the default (runAsNonRoot, "
+            "runAsUser/runAsGroup 10001, seccompProfile RuntimeDefault): a key given "
+            "here replaces that key of the default."
+        ),
+    )
     timeout_seconds: int | None = Field(default=None, ge=1)
     backoff_limit: int = Field(
         default=0,

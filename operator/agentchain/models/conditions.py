@@ -45,6 +45,7 @@ class Reason:
     AGENT_NOT_FOUND = "AgentNotFound"
     AGENT_NOT_ENABLED = "AgentNotEnabled"
     PROMPT_RENDER_FAILED = "PromptRenderFailed"
+    PROMPT_TOO_LARGE = "PromptTooLarge"
     OUTPUT_LOST = "OutputLost"
     COMPLETION_MARKER_MISSING = "CompletionMarkerMissing"
     SKIPPED = "Skipped"

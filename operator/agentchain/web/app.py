@@ -109,7 +109,7 @@ def build_app(
     api.add_routes(app)
     submitting.add_routes(app)
     storeapi.add_routes(app)
-    if dashboard.enabled_by_env() if dashboard_enabled is None else dashboard_enabled:
+    if rt.settings.dashboard if dashboard_enabled is None else dashboard_enabled:
         dashboard.add_routes(app)
     return app
 

@@ -1,7 +1,7 @@
 """A read-only HTML dashboard: the jobs list, a job's detail, a chain's tree.
 
 Off by default.  It has no login of its own, so it is mounted only when
-``AGENTCHAIN_DASHBOARD=1`` (the Helm chart leaves it off); whoever turns it on
+``AGENTCHAIN_DASHBOARD=true`` (the Helm chart leaves it off); whoever turns it on
 exposes job metadata and outputs to anyone who can reach the port, and should
 put it behind ``kubectl port-forward`` or an authenticating proxy.  Everything
 shown comes from the same serializers as the JSON API.
@@ -13,7 +13,6 @@ its file name, and links are built with ``urlencode``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,6 @@ from aiohttp import web
 from agentchain.kube import resources
 from agentchain.web import api, listing, serializers
 
-ENV_FLAG = "AGENTCHAIN_DASHBOARD"
 TEMPLATES = Path(__file__).with_name("static")
 JOBS_SHOWN = 200
 
@@ -32,10 +30,6 @@ _env = jinja2.Environment(
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
-
-
-def enabled_by_env() -> bool:
-    return os.environ.get(ENV_FLAG, "").strip().lower() in ("1", "true", "yes")
 
 
 def render(template: str, **context: Any) -> web.Response:

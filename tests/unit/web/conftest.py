@@ -9,7 +9,6 @@ only paths that answer before the API server would be called.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 
 import pytest
 from aiohttp import web
@@ -54,6 +53,6 @@ async def client(runtime: Runtime) -> AsyncIterator[Client]:
 @pytest.fixture
 def with_settings(settings: Settings) -> Callable[..., Settings]:
     def change(**fields: object) -> Settings:
-        return replace(settings, **fields)  # type: ignore[arg-type]
+        return settings.model_copy(update=fields)
 
     return change
