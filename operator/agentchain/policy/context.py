@@ -134,8 +134,11 @@ def _tags(text: str, start: int, end: int, reading: _Reading) -> Iterator[int]:
         while state is not None and state != _ACCEPT:
             skipped = reading.skip[state].match(text, pos)  # ``*``: always a match.
             pos = skipped.end() if skipped else pos
-            state = _run(state, reading.read(text[pos])) if pos < len(text) else None
-            pos += state is not None
+            if pos == len(text):
+                return
+            state = _run(state, reading.read(text[pos]))
+            if state is not None:
+                pos += 1  # Read; a character that ends the path may open the next.
         if state == _ACCEPT:
             yield opener.start()
 
