@@ -110,7 +110,7 @@ def test_deleting_a_running_job_revokes_its_token(
 
 
 def _forged_count(op: operating.OperatorProcess) -> float:
-    with urllib.request.urlopen(f"{op.url}/metrics", timeout=10) as response:
+    with urllib.request.urlopen(f"{op.internal_url}/metrics", timeout=10) as response:
         text = response.read().decode()
     prefix = 'agentchain_webhook_jobs_total{result="forged"} '
     lines = [line for line in text.splitlines() if line.startswith(prefix)]

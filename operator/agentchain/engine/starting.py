@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from agentchain import faults, metrics, models
-from agentchain.engine import prompting, records, team
+from agentchain.engine import depending, prompting, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
@@ -23,6 +23,7 @@ from agentchain.models.agentjob import TERMINAL_PHASES, AgentJob
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
 from agentchain.policy import chains, jobspec, naming
+from agentchain.policy.agents import Ambiguous
 from agentchain.policy.jobspec import JobInputs, build_job
 from agentchain.policy.outcomes import is_terminal
 from agentchain.policy.prompts import PromptRenderError
@@ -74,8 +75,15 @@ async def start(rt: Runtime, obj: Obj) -> None:
         if _key(obj) in _STARTED_HERE:
             return  # Started by the fast path while this caller waited for the lock.
         fresh = await resources.get(namespace, resources.AGENTJOBS, name)
-        if fresh is not None:
-            await start_locked(rt, fresh)
+        if fresh is None or is_terminal(records.parse(fresh).status):
+            return
+        await start_locked(rt, fresh)
+    if is_terminal(records.parse(fresh).status):
+        # Ended without running (a dependency cycle, no agent): the jobs waiting for
+        # it go on now, outside its lock, rather than at the next resync.
+        from agentchain.engine import finishing
+
+        await finishing.wake_dependents(rt, namespace, name)
 
 
 async def start_locked(rt: Runtime, obj: Obj, prepared: Prepared | None = None) -> None:
@@ -121,14 +129,14 @@ async def _start_locked(rt: Runtime, obj: Obj, prepared: Prepared | None = None)
         await _write(obj, init)
         return  # The batch Job exists; the pod and Job watchers take it from here.
     agent = await rt.agents.by_trigger(obj["metadata"]["namespace"], job.spec.agent_role)
-    if agent is None or not agent.spec.enabled:
+    if not isinstance(agent, AiAgent) or not agent.spec.enabled:
         await _write(obj, init)
         await _refuse_agent(rt, obj, job, agent)
         return
     deps = await prompting.dependencies(obj, job)
     if deps.waiting:
         await _write(obj, init)
-        await _wait(rt, obj, deps.reason, deps.message)
+        await depending.hold(rt, obj, deps.reason, deps.message)
         return
     await launch(rt, obj, agent, deps.results, init=init, prepared=prepared)
 
@@ -181,26 +189,21 @@ async def _record_disposition(rt: Runtime, obj: Obj, annotations: dict[str, str]
     await progressing.progress_locked(rt, obj)
 
 
-async def _refuse_agent(rt: Runtime, obj: Obj, job: AgentJob, agent: AiAgent | None) -> None:
+async def _refuse_agent(
+    rt: Runtime, obj: Obj, job: AgentJob, agent: AiAgent | Ambiguous | None
+) -> None:
     from agentchain.engine import finishing
 
     role = job.spec.agent_role
-    if agent is None:
+    if isinstance(agent, Ambiguous):  # Never run on one of them (SPEC §1).
+        reason, message = Reason.DUPLICATE_TRIGGER_NAME, agent.message
+    elif agent is None:
         reason = Reason.AGENT_NOT_FOUND
         message = f"No AiAgent in this namespace has triggerName {role!r}."
     else:
         reason = Reason.AGENT_NOT_ENABLED
         message = f"AiAgent {role!r} is disabled (enabled: false)."
     await finishing.record_failure(rt, obj, reason, message)
-
-
-async def _wait(rt: Runtime, obj: Obj, reason: str, message: str) -> None:
-    if records.parse(obj).status.reason == reason:
-        return
-    await records.patch(obj, {"phase": "Waiting", "reason": reason, "message": message})
-    await team.job(rt, obj)
-    if reason == Reason.DEPENDENCY_NOT_FOUND:
-        await events.emit(obj, "Warning", reason, message, key=f"wait:{message}")
 
 
 async def retry(rt: Runtime, obj: Obj, agent: AiAgent, attempt: int, why: str) -> None:

@@ -37,7 +37,13 @@ class ChainStep(KubeModel):
         default="on-success", description="When the next agent runs, by the parent's exit."
     )
     failure_policy: FailurePolicy = Field(
-        default="stop", description="What happens when the condition is not met."
+        default="stop",
+        description=(
+            "What happens when the condition is not met: stop ends the chain; skip records "
+            "the next agent as a Skipped AgentJob and continues with that agent's own next, "
+            "for which the skip counts as a success; notify runs it anyway and raises a "
+            "Warning Event."
+        ),
     )
     context_window: ContextWindow = Field(
         default="tail",
@@ -145,7 +151,14 @@ class AiAgentSpec(KubeModel):
 
 
 class AiAgentStatus(KubeModel):
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description=(
+            "Ready: whether the agent can run (enabled, unique triggerName, every next "
+            "resolves). LoopFree: a warning, False when the agent's next steps lead back "
+            "to it (reason StaticLoop, the ring in the message); Ready is unaffected."
+        ),
+    )
     observed_generation: int | None = None
 
 

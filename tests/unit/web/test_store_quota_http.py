@@ -25,7 +25,7 @@ async def test_a_write_over_the_quota_is_a_413_json(
         ns: await rt.tokens.issue(ns, "job", "uid", "chain", 600) for ns in ("team-a", "team-b")
     }
     auth = {ns: {"Authorization": f"Bearer {t}"} for ns, t in tokens.items()}
-    async with TestClient(TestServer(build_app(rt, dashboard_enabled=False))) as client:
+    async with TestClient(TestServer(build_app(rt))) as client:
         for key in ("one", "two"):
             put = await client.put(
                 f"/api/store/notes/{key}", json={"value": "v"}, headers=auth["team-a"]

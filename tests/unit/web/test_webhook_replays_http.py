@@ -48,7 +48,7 @@ def sent(body: bytes, delivery: str = "d-1", **extra: str) -> dict[str, str]:
 async def test_a_second_body_under_the_same_delivery_id_changes_nothing(
     runtime: Runtime, kube: FakeKube, redis: Redis
 ) -> None:
-    app = build_app(runtime, dashboard_enabled=False, dispatch=False)
+    app = build_app(runtime, dispatch=False)
     async with TestClient(TestServer(app)) as c:
         first = await c.post(PATH, data=ISSUE, headers=sent(ISSUE))
         assert first.status == 202, await first.text()
@@ -109,7 +109,7 @@ async def test_an_unsealed_queue_entry_is_dropped_never_created(
     await redis.hset(bodies, mapping=forged)  # type: ignore[misc]
     await redis.zadd(keys.webhook_queue(NAMESPACE), dict.fromkeys(forged, 0))
     before = dispatched("forged")
-    async with TestClient(TestServer(build_app(runtime, dashboard_enabled=False))):
+    async with TestClient(TestServer(build_app(runtime))):
         await eventually(drained(redis))
     assert list(kube.jobs) == [f"{NAMESPACE}/{job['name']}"]
     assert dispatched("forged") == before + 3
