@@ -295,3 +295,17 @@ def test_every_answer_carries_rate_limit_headers_and_rate_limit_reports_them(w: 
     overview = w.call("GET", "/rate_limit", token=token).json()
     assert overview["resources"]["core"]["used"] == used[1]
     _schema_valid(w.github, "rate-limit/get", 200, overview)
+
+
+def test_api_version_header_is_checked_and_echoed(w: World) -> None:
+    token = w.token()
+    default = w.call("GET", f"/repos/{FULL_NAME}", token=token, headers={})
+    assert default.headers["X-GitHub-Api-Version-Selected"] == "2022-11-28"
+    newer = w.call("GET", f"/repos/{FULL_NAME}", token=token,
+                   headers={"X-GitHub-Api-Version": "2026-03-10"})  # fmt: skip
+    assert newer.headers["X-GitHub-Api-Version-Selected"] == "2026-03-10"
+    unknown = w.call("GET", f"/repos/{FULL_NAME}", token=token,
+                     headers={"X-GitHub-Api-Version": "2099-01-01"})  # fmt: skip
+    assert unknown.status_code == 400
+    assert unknown.json()["message"] == "API version 2099-01-01 is not supported."
+    assert len(w.github.take_violations()) == 1

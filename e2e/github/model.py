@@ -1,7 +1,7 @@
 """The stand-in's state: apps, installations, repositories and what clients created.
 
 Plain dataclasses guarded by one lock (the aiohttp thread and the test thread both touch
-them). Ids come from one counter so an id never names two objects, as on GitHub.
+them). Ids come from one process-wide counter so an id never names two objects, as on GitHub.
 
 Tokens are the security-relevant part and follow GitHub's rules: an installation token
 (``ghs_`` + 36 characters) lives one hour, is limited to the repositories and permissions
@@ -23,6 +23,9 @@ TOKEN_LIFETIME = timedelta(hours=1)
 RATE_LIMIT = 5000  # requests per hour for an installation, as on github.com
 _LEVELS = {"read": 1, "write": 2, "admin": 3}
 _ALPHABET = string.ascii_letters + string.digits
+# One sequence per process, not per stand-in: like GitHub's ids, never reused, so a client
+# that caches by id (githubkit caches installation tokens) cannot mix two stand-ins up.
+_IDS = itertools.count(1_000_001)
 
 
 def now() -> datetime:
@@ -183,7 +186,6 @@ class State:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self._ids = itertools.count(1_000_001)
         self.apps: dict[int, App] = {}
         self.installations: dict[int, Installation] = {}
         self.repos: dict[str, Repo] = {}
@@ -208,7 +210,7 @@ class State:
             return RATE_LIMIT, max(RATE_LIMIT - used, 0), int(self.rate_reset.timestamp())
 
     def next_id(self) -> int:
-        return next(self._ids)
+        return next(_IDS)
 
     def repo(self, owner: str, name: str) -> Repo | None:
         # GitHub's names are case-insensitive.

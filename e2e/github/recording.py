@@ -49,6 +49,7 @@ class Exchange:
     body: Any
     identity: str
     operation_id: str | None = None
+    api_version: str = "2022-11-28"
     status: int = 0
     response: Any = None
     response_headers: dict[str, str] = field(default_factory=dict)

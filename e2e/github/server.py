@@ -22,9 +22,8 @@ from e2e.github.calls import HANDLERS, Answer, Call
 from e2e.github.faults import DOCS, Fault, Faults
 from e2e.github.recording import HEADERS_OF_INTEREST, Exchange, Recording, Violation
 from e2e.github.render import Renderer
-from e2e.github.spec import Operation, Spec
+from e2e.github.spec import BASE_API_VERSION, Operation, Spec
 
-API_VERSION = "2022-11-28"
 CONTROL_PREFIX = "/_standin/"
 _ = (handlers_apps, handlers_repos)  # imported for their @handles registrations
 
@@ -89,6 +88,9 @@ class Dispatcher:
             return self._unknown(exchange)
         op, params = found
         exchange.operation_id = op.operation_id
+        refused = self._check_version(exchange, op, request.headers.get("X-GitHub-Api-Version"))
+        if refused is not None:
+            return refused
         problems = self._problems(op, params, exchange, raw)
         fault = self.faults.take(request.method, path, op.template, op.operation_id)
         if fault is not None:
@@ -98,6 +100,19 @@ class Dispatcher:
         with self.state.lock:
             answer = self._answer(request, exchange, op, params, problems)
         return self._finish(exchange, op, answer, validate=True)
+
+    def _check_version(self, exchange: Exchange, op: Operation, asked: str | None) -> Answer | None:
+        """GitHub refuses an API version it does not have with 400; the rest is recorded."""
+        exchange.api_version = asked or BASE_API_VERSION
+        if exchange.api_version in self.spec.api_versions:
+            return None
+        known = sorted(self.spec.api_versions)
+        problem = f"X-GitHub-Api-Version {asked!r} is not one of {known}"
+        exchange.violations.append(
+            Violation("request", exchange.method, exchange.path, op.operation_id, [problem])
+        )
+        message = f"API version {asked} is not supported."
+        return self._finish(exchange, op, Answer(400, error_body(message, 400)), validate=False)
 
     def _problems(
         self, op: Operation, params: dict[str, str], exchange: Exchange, raw: bytes
@@ -169,7 +184,7 @@ class Dispatcher:
     def _standard_headers(self, exchange: Exchange) -> dict[str, str]:
         limit, remaining, reset = self.state.spend(exchange.identity)
         return {
-            "X-GitHub-Api-Version-Selected": API_VERSION,
+            "X-GitHub-Api-Version-Selected": exchange.api_version,
             "X-GitHub-Request-Id": uuid.uuid4().hex[:20].upper(),
             "X-RateLimit-Limit": str(limit), "X-RateLimit-Remaining": str(remaining),
             "X-RateLimit-Reset": str(reset), "X-RateLimit-Used": str(limit - remaining),

@@ -36,6 +36,7 @@ from referencing.jsonschema import DRAFT4
 _VERSIONS = Path(__file__).with_name("versions.env")
 SPEC_ENV = "AGENTCHAIN_GITHUB_OPENAPI"
 _URN = "urn:github-openapi"
+BASE_API_VERSION = "2022-11-28"  # what GitHub selects when a request names none
 _METHODS = ("get", "post", "put", "patch", "delete")
 # Path parameters whose value may span segments (contents paths, git refs).
 _GREEDY_PARAMS = frozenset({"path"})
@@ -151,6 +152,19 @@ class Spec:
     @property
     def version(self) -> str:
         return str(self.document["info"]["version"])
+
+    @functools.cached_property
+    def api_versions(self) -> frozenset[str]:
+        """The X-GitHub-Api-Version values GitHub accepts: the base version and every
+        version the description's ``x-github-breaking-changes`` patches lead to."""
+        owners = [*self.by_id.values()]
+        found = {BASE_API_VERSION}
+        for node in [op.raw for op in owners] + list(
+            self.document["components"]["schemas"].values()
+        ):
+            for change in node.get("x-github-breaking-changes", []):
+                found.add(change["version"])
+        return frozenset(found)
 
     def _operation(self, method: str, template: str, item: Mapping[str, Any]) -> Operation:
         raw = item[method.lower()]
