@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a new machine lacks for the demo and the tests: redis-server
-# (Debian), this package with its test tools (pip), and the pinned upstream
-# control-plane binaries (built once from the Go module proxy, then cached).
+# (Debian), this package with its test tools (pip), the pinned upstream
+# control-plane binaries (built once from the Go module proxy, then cached) and
+# pinned npm packages the GitHub stand-in reads (npm_fetch, at the end).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '[setup] %s\n' "$*" >&2; }

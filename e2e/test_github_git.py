@@ -11,7 +11,7 @@ import pytest
 
 from e2e.github import GitHubStandIn
 from e2e.github.gitserver import GitServer
-from e2e.github.testing import FULL_NAME, OWNER, REPO, World, world
+from e2e.github.testing import FULL_NAME, OWNER, World, world
 
 
 @pytest.fixture
@@ -101,4 +101,4 @@ def test_pull_request_head_comes_from_the_git_server(w: World, git_server: GitSe
     )
     assert missing.status_code == 422
     assert [p.head for p in w.github.pulls(FULL_NAME)] == ["fix"]
-    assert REPO in made.json()["base"]["repo"]["full_name"]
+    assert made.json()["base"]["repo"]["clone_url"] == git_server.clone_url(FULL_NAME)

@@ -79,6 +79,7 @@ class GitServer:
         self.root.mkdir(parents=True, exist_ok=True)
         self._site.start()
         self.github.state.ref_resolver = self.resolve
+        self.github.serve_git_from(self.url)
         return self
 
     def stop(self) -> None:

@@ -27,6 +27,7 @@ class Renderer:
         self.spec = spec
         self.api = base_url.rstrip("/")
         self.html = self.api  # one origin serves both, as far as a client can tell
+        self.git = self.api  # where clone_url points; the git stand-in sets its own origin
 
     def _example(self, name: str, repo: str | None = None) -> dict[str, Any]:
         value = self.spec.document["components"]["examples"][name]["value"]
@@ -72,7 +73,11 @@ class Renderer:
             full_name=repo.full_name, private=repo.private,
             visibility="private" if repo.private else "public",
             default_branch=repo.default_branch,
-            clone_url=f"{self.html}/{repo.full_name}.git",
+            clone_url=f"{self.git}/{repo.full_name}.git",
+            git_url=f"git://127.0.0.1/{repo.full_name}.git",
+            ssh_url=f"git@127.0.0.1:{repo.full_name}.git",
+            svn_url=f"{self.html}/{repo.full_name}", mirror_url=None, homepage=None,
+            description=None, fork=False, archived=False, disabled=False,
             created_at=repo.created_at, updated_at=repo.created_at, pushed_at=repo.created_at,
         )  # fmt: skip
 

@@ -93,6 +93,11 @@ class GitHubStandIn:
     def stop(self) -> None:
         self._site.stop()
 
+    def serve_git_from(self, origin: str) -> None:
+        """Make repositories' ``clone_url`` point at the git stand-in at ``origin``."""
+        assert self._dispatcher.render is not None, "start() the stand-in first"
+        self._dispatcher.render.git = origin
+
     def __enter__(self) -> GitHubStandIn:
         return self.start()
 
