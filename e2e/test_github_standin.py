@@ -309,3 +309,16 @@ def test_api_version_header_is_checked_and_echoed(w: World) -> None:
     assert unknown.status_code == 400
     assert unknown.json()["message"] == "API version 2099-01-01 is not supported."
     assert len(w.github.take_violations()) == 1
+
+
+def test_lists_are_paged_with_link_headers(w: World) -> None:
+    token = w.token({"issues": "write"})
+    for number in range(5):
+        w.call("POST", COMMENTS, token=token, json={"body": f"comment {number}"})
+    first = w.call("GET", COMMENTS, token=token, params={"per_page": 2})
+    assert [c["body"] for c in first.json()] == ["comment 0", "comment 1"]
+    assert 'rel="next"' in first.headers["Link"] and "page=3" in first.headers["Link"]
+    last = w.call("GET", first.links["last"]["url"], token=token)
+    assert [c["body"] for c in last.json()] == ["comment 4"]
+    assert set(last.links) == {"prev", "first"}
+    assert "Link" not in w.call("GET", COMMENTS, token=token).headers

@@ -161,8 +161,19 @@ class Dispatcher:
                 )
                 return Answer(501, error_body("Not implemented by the stand-in", 501))
             assert self.render is not None
-            call = Call(self.state, self.render, identity, params, exchange.query, exchange.body)
-            return handler(call)
+            call = Call(
+                self.state,
+                self.render,
+                identity,
+                params,
+                exchange.query,
+                exchange.body,
+                url=str(request.url.with_query(None)),
+            )
+            answer = handler(call)
+            if call.link is not None:
+                answer.headers.setdefault("Link", call.link)
+            return answer
         except model.Refused as refused:
             return Answer(
                 refused.status, error_body(refused.message, refused.status, **refused.extra)
