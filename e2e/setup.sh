@@ -20,14 +20,34 @@ step "control-plane binaries (built on the first run, as README says; cached aft
 bash e2e/controlplane/build-binaries.sh all >/dev/null
 bash e2e/controlplane/build-binaries.sh helm >/dev/null
 
-# npm_fetch PKG VERSION [PATH...]: unpack an npm package (only PATHs inside it, if given)
-# into ~/.cache/agentchain/npm/<pkg>-<version>/package, e.g. @octokit/openapi 23.0.2 ->
-# octokit-openapi-23.0.2/package. Cached by version; Debian's npm is installed if missing.
+# GitHub's example webhook payloads (@octokit/webhooks-examples, pinned): every one
+# must be answered 2xx by the webhook (tests/unit/web/test_octokit_examples.py).
+# Kept outside the clone, by version; npm from Debian if the machine has none.
+octokit_version=7.6.1
+octokit_sha256=89e6cb1c6345d32e3dd775617fa54effbdc26c859e514898d7728e95e9738280
+octokit_dir="${AGENTCHAIN_CACHE:-$HOME/.cache/agentchain}/npm/$octokit_version"
+octokit_tgz="$octokit_dir/octokit-webhooks-examples-$octokit_version.tgz"
+if [ ! -f "$octokit_tgz" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    step "installing Debian's nodejs and npm (to fetch GitHub's example payloads)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  step "fetching @octokit/webhooks-examples@$octokit_version"
+  mkdir -p "$octokit_dir"
+  (cd "$octokit_dir" && npm pack --silent "@octokit/webhooks-examples@$octokit_version" >/dev/null)
+fi
+echo "$octokit_sha256  $octokit_tgz" | sha256sum --check --quiet -
+
+# npm_fetch PKG VERSION SHA256 [PATH...]: unpack an npm package (only PATHs inside it, if
+# given) into $AGENTCHAIN_CACHE/npm/<pkg>-<version>/package (default ~/.cache/agentchain),
+# e.g. @octokit/openapi 23.0.2 -> octokit-openapi-23.0.2/package, after checking the
+# tarball's SHA256. Cached by version; Debian's npm is installed if missing.
 npm_fetch() {
-  local pkg=$1 version=$2
-  shift 2
+  local pkg=$1 version=$2 sha256=$3
+  shift 3
   local dir
-  dir="$HOME/.cache/agentchain/npm/$(printf '%s' "${pkg#@}" | tr / -)-$version"
+  dir="${AGENTCHAIN_CACHE:-$HOME/.cache/agentchain}/npm/$(printf '%s' "${pkg#@}" | tr / -)-$version"
   [ -f "$dir/.complete" ] && return 0
   if ! command -v npm >/dev/null 2>&1; then
     step "installing Debian's nodejs and npm"
@@ -36,11 +56,18 @@ npm_fetch() {
   fi
   step "npm package $pkg@$version"
   rm -rf "$dir" && mkdir -p "$dir"
-  (cd "$dir" && npm pack --silent "$pkg@$version" >/dev/null && tar -xzf ./*.tgz "${@/#/package/}" && rm ./*.tgz)
+  (
+    cd "$dir"
+    npm pack --silent "$pkg@$version" >/dev/null
+    echo "$sha256  $(echo ./*.tgz)" | sha256sum --check --quiet -
+    tar -xzf ./*.tgz "${@/#/package/}"
+    rm ./*.tgz
+  )
   touch "$dir/.complete"
 }
 
 # GitHub's REST description, read by the GitHub stand-in (e2e/github).
 # shellcheck source=e2e/github/versions.env
 . e2e/github/versions.env
-npm_fetch @octokit/openapi "$OCTOKIT_OPENAPI_VERSION" generated/api.github.com.json
+npm_fetch @octokit/openapi "$OCTOKIT_OPENAPI_VERSION" "$OCTOKIT_OPENAPI_SHA256" \
+  generated/api.github.com.json

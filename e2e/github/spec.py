@@ -58,7 +58,7 @@ def spec_path() -> Path:
     override = os.environ.get(SPEC_ENV)
     if override:
         return Path(override)
-    cache = Path.home() / ".cache" / "agentchain" / "npm"
+    cache = Path(os.environ.get("AGENTCHAIN_CACHE", Path.home() / ".cache/agentchain")) / "npm"
     package = cache / f"octokit-openapi-{pinned_version()}" / "package"
     return package / "generated" / "api.github.com.json"
 
