@@ -6,6 +6,7 @@ No control plane: these start only the stand-in (a thread) and talk HTTP to it.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,6 +15,7 @@ import pytest
 
 from e2e.github import GitHubStandIn, ViolationsFound
 from e2e.github.faults import SECONDARY_MESSAGE
+from e2e.github.fixtures import require_spec
 from e2e.github.standin import new_private_key
 from e2e.github.testing import FULL_NAME, OWNER, REPO, World, world
 
@@ -322,3 +324,24 @@ def test_lists_are_paged_with_link_headers(w: World) -> None:
     assert [c["body"] for c in last.json()] == ["comment 4"]
     assert set(last.links) == {"prev", "first"}
     assert "Link" not in w.call("GET", COMMENTS, token=token).headers
+
+
+def test_token_by_repository_id(w: World) -> None:
+    repo_id = w.github.state.repo(OWNER, REPO)
+    assert repo_id is not None
+    answer = w.call("POST", f"/app/installations/{w.installation.id}/access_tokens", jwt=True,
+                    json={"repository_ids": [repo_id.id]})  # fmt: skip
+    assert answer.status_code == 201
+    assert [r["id"] for r in answer.json()["repositories"]] == [repo_id.id]
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("true", "Failed"), ("", "Skipped")])
+def test_missing_description_fails_in_ci_and_skips_locally(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, ci: str, outcome: str
+) -> None:
+    monkeypatch.setenv("AGENTCHAIN_GITHUB_OPENAPI", str(tmp_path / "absent.json"))
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(BaseException) as stopped:
+        require_spec()
+    assert type(stopped.value).__name__ == outcome
+    assert "e2e/setup.sh" in str(stopped.value)

@@ -337,10 +337,13 @@ def _coerce(schema: Mapping[str, Any], raw: list[str]) -> Any:
     return value
 
 
-@functools.lru_cache(maxsize=2)
 def load(path: Path | None = None) -> Spec:
     """The description at ``path`` (default: the pinned npm cache), parsed once per process."""
-    path = path or spec_path()
+    return _load(path or spec_path())
+
+
+@functools.lru_cache(maxsize=2)
+def _load(path: Path) -> Spec:
     if not path.is_file():
         raise SpecMissing(
             f"GitHub's OpenAPI description is not at {path}; run e2e/setup.sh "
