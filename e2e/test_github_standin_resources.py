@@ -157,3 +157,21 @@ def test_api_under_a_path_prefix_as_on_github_enterprise_server() -> None:
         assert answer.status_code == 200
         assert answer.json()["html_url"].startswith(enterprise.url)
         enterprise.assert_clean()
+
+
+def test_issue_is_readable_with_issues_read(w: World) -> None:
+    token = w.token({"issues": "read"})
+    answer = w.call("GET", f"/repos/{FULL_NAME}/issues/1", token=token)
+    assert answer.status_code == 200, answer.text
+    issue = answer.json()
+    assert (issue["title"], issue["body"], issue["comments"]) == (
+        "Widgets wobble",
+        "They wobble.",
+        0,
+    )
+    assert "pull_request" not in issue
+    _valid(w, "issues/get", 200, issue)
+    assert (
+        w.call("GET", f"/repos/{FULL_NAME}/issues/1", token=w.token({"checks": "read"})).status_code
+        == 403
+    )

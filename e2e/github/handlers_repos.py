@@ -40,6 +40,17 @@ def _issue_repo(call: Call, number: int, level: str) -> tuple[model.Repo, model.
     return repo, _issue(call, repo, number)
 
 
+@handles("issues/get")
+def get_issue(call: Call) -> Answer:
+    repo, issue = _issue_repo(call, call.int_param("issue_number"), "read")
+    count = sum(
+        1
+        for c in call.state.comments.values()
+        if c.repo == repo.full_name and c.issue_number == issue.number
+    )
+    return Answer(200, call.render.issue(issue, count))
+
+
 @handles("issues/list-comments")
 def list_comments(call: Call) -> Answer:
     repo, issue = _issue_repo(call, call.int_param("issue_number"), "read")

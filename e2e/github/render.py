@@ -96,6 +96,34 @@ class Renderer:
             created_at=comment.created_at, updated_at=comment.updated_at,
         )  # fmt: skip
 
+    def issue(self, issue: model.Issue, comments: int) -> dict[str, Any]:
+        body = self._example("issue", issue.repo)
+        api = f"{self.api}/repos/{issue.repo}/issues/{issue.number}"
+        for key in ("pinned_comment", "closed_by", "milestone", "assignee"):
+            body[key] = None
+        body.pop("pull_request", None)
+        if issue.is_pull_request:
+            pulls = f"{self.api}/repos/{issue.repo}/pulls/{issue.number}"
+            html = f"{self.html}/{issue.repo}/pull/{issue.number}"
+            body["pull_request"] = {
+                "url": pulls,
+                "html_url": html,
+                "diff_url": f"{html}.diff",
+                "patch_url": f"{html}.patch",
+                "merged_at": None,
+            }
+        return self._stamp(
+            body, id=issue.id, node_id=f"I_{issue.id}", number=issue.number, url=api,
+            title=issue.title, body=issue.body, state="open", state_reason=None,
+            user=self.user(issue.author), labels=[], assignees=[], comments=comments,
+            comments_url=f"{api}/comments", events_url=f"{api}/events",
+            labels_url=f"{api}/labels{{/name}}",
+            html_url=f"{self.html}/{issue.repo}/issues/{issue.number}",
+            repository_url=f"{self.api}/repos/{issue.repo}", locked=False, closed_at=None,
+            active_lock_reason=None, author_association="OWNER",
+            created_at=issue.created_at, updated_at=issue.created_at,
+        )  # fmt: skip
+
     def reaction(self, reaction: model.Reaction) -> dict[str, Any]:
         return {
             "id": reaction.id, "node_id": f"REA_{reaction.id}",
