@@ -7,7 +7,10 @@ caller's immutable snapshot (``spec.delegation``) is extended by the pure
 ``policy.delegation.extend_delegation`` and the refusals come back verbatim as
 409s ("Agent 'x' already in delegation chain", "Maximum delegation depth
 reached").  The delegated job carries its own new snapshot, so what it may
-delegate to is fixed when it is created.
+delegate to is fixed when it is created.  Then the target decides whether it
+accepts the caller at all (``policy.delegation.check_caller``: its own chains'
+agents, its ``spec.delegation.allowedFrom``, and its sender policy against the
+GitHub event the job carries); a refusal is a 403 whose ``reason`` says which.
 
 Names are deterministic, as everywhere in the operator: a delegated job is
 named from (caller, target), so a caller retrying after a lost answer gets the
@@ -27,8 +30,9 @@ from aiohttp import web
 
 from agentchain.kube import resources
 from agentchain.models.agentjob import TERMINAL_PHASES, AgentJob, AgentJobSpec
+from agentchain.models.aiagent import AiAgentSpec
 from agentchain.policy import chains, naming
-from agentchain.policy.delegation import DelegationRefused, extend_delegation
+from agentchain.policy.delegation import DelegationRefused, check_caller, extend_delegation
 from agentchain.web import api, auth, bodies, listing, serializers
 from agentchain.web.requests import parse_body, parse_query, read_json, validate
 from agentchain.web.responses import ApiError, json_response
@@ -59,12 +63,24 @@ async def _delegation(request: web.Request) -> DelegationRequest:
     return validate(DelegationRequest, data)
 
 
-async def _require_agent(namespace: str, agent: str) -> None:
+async def _require_agent(namespace: str, agent: str) -> tuple[AiAgentSpec, list[AiAgentSpec]]:
+    """The agent ``agent`` and every agent of ``namespace``; 422 when it is unknown."""
     grouped = await listing.agents_by_namespace([namespace])
-    if not any(c.spec.trigger_name == agent for c in grouped.get(namespace, [])):
-        raise ApiError(
-            422, "unknown agent", f"No AiAgent with triggerName {agent} in namespace {namespace}."
-        )
+    specs = [c.spec for c in grouped.get(namespace, [])]
+    for spec in specs:
+        if spec.trigger_name == agent:
+            return spec, specs
+    raise ApiError(
+        422, "unknown agent", f"No AiAgent with triggerName {agent} in namespace {namespace}."
+    )
+
+
+def _check_caller(caller: AgentJob, target: AiAgentSpec, agents: list[AiAgentSpec]) -> None:
+    """403 when the target does not accept delegations from the caller's agent."""
+    try:
+        check_caller(caller.spec.agent_role, target, agents, caller.spec.event)
+    except DelegationRefused as exc:
+        raise ApiError(403, "forbidden", exc.message, reason=exc.reason) from exc
 
 
 async def _manual(principal: auth.Admin, req: AdminJobRequest) -> tuple[Obj, bool]:
@@ -104,7 +120,8 @@ async def _delegate(
             f"{rt.settings.max_chain_jobs} in chain {here.chain_id}.",
             reason="MaxChainDepthExceeded",
         )
-    await _require_agent(scope.tenant, target)
+    target_spec, agents = await _require_agent(scope.tenant, target)
+    _check_caller(caller, target_spec, agents)
     spec = AgentJobSpec(
         agent_role=target,
         type=req.type,
