@@ -125,9 +125,7 @@ class AiAgentSpec(KubeModel):
     sender_policy: SenderPolicy | None = None
     delegation: DelegationPolicy | None = Field(
         default=None,
-        description=(
-            "Who may delegate to this agent. Absent: only the agents of its own chains."
-        ),
+        description=("Who may delegate to this agent. Absent: only the agents of its own chains."),
     )
     repositories: list[Annotated[str, Field(pattern=REPOSITORY_PATTERN, max_length=201)]] = Field(
         default_factory=list,
