@@ -157,6 +157,7 @@ def _paths() -> dict[str, Any]:
                     "404": _ERROR,  # A delegating job that no longer exists.
                     "409": _ERROR,  # A delegation refused (loop, depth).
                     "413": _ERROR,
+                    "429": _ERROR,  # ?wait= beyond the token's concurrent waits.
                     **_API_ERRORS,
                 },
             },
