@@ -128,13 +128,11 @@ async def on_job(rt: Runtime, job: Obj) -> None:
     meta = job["metadata"]
     rt.jobs.seen(job)
     owner = (meta.get("labels") or {}).get(models.AGENTJOB_LABEL)
-    if owner and not policy_ownership.runs(job, owner):
-        return  # Not the Job the operator names for that AgentJob: labels alone prove nothing.
     if owner and orphans.is_orphan(job):
-        await orphans.settle(rt, job)
+        await orphans.settle(rt, job)  # Adopted, or deleted when its AgentJob will not run it.
     ended = _job_ended(job)
-    if not owner or ended is None:
-        return
+    if not owner or ended is None or not policy_ownership.runs(job, owner):
+        return  # Not (yet) the end of the Job the operator names for that AgentJob.
     namespace = meta["namespace"]
     attempt = attempt_of(job)
     selector = f"job-name={meta['name']}"
