@@ -43,4 +43,5 @@ crds: ## regenerate crds/, the chart's copy and docs/reference/crds.md from the 
 bench: ## benchmarks (ratios against baselines measured in the same run)
 	$(PYTHON) bench/bench_store.py
 	$(PYTHON) bench/bench_webhook.py
+	$(PYTHON) bench/bench_webhook_memory.py
 	$(PYTHON) bench/bench_hop_latency.py

@@ -12,14 +12,12 @@ down.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 from pathlib import Path
-from types import FrameType
 
 from e2e import delivering, operating
-from e2e.controlplane.cluster import ClusterInfo, cluster, say
+from e2e.controlplane.cluster import ClusterInfo, cluster, say, stop_on_signals
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "config" / "samples" / "labrats.work_v1alpha1_aiagent_issue-fix-review.yaml"
@@ -52,45 +50,42 @@ def watch_chain(info: ClusterInfo, timeout: float = 180) -> None:
     say("the chain did not complete in time; see the operator log")
 
 
-def main() -> int:
-    def _interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        with cluster() as info:
-            say("installing CRDs and the operator's RBAC")
-            operating.install(info)
-            kubeconfig = operating.operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
-            # Loopback only: the read-only dashboard is safe to switch on here.
-            op = operating.OperatorProcess(
-                info, kubeconfig, extra_env={"AGENTCHAIN_DASHBOARD": "1"}
-            )
-            say("starting the operator (its own ServiceAccount, not admin)")
-            op.start()
-            info.kubectl("create", "namespace", NAMESPACE)
-            say("applying seed 003's Issue → Fix → Review agents (demo agent as command)")
-            info.kubectl("apply", "-n", NAMESPACE, "-f", str(SAMPLE))
-            say("sending a signed issues.opened delivery to the webhook")
-            send_delivery(op)
-            watch_chain(info)
-            print(
-                f"""
+def run_demo(info: ClusterInfo, op: operating.OperatorProcess) -> None:
+    info.kubectl("create", "namespace", NAMESPACE)
+    say("applying seed 003's Issue → Fix → Review agents (demo agent as command)")
+    info.kubectl("apply", "-n", NAMESPACE, "-f", str(SAMPLE))
+    say("sending a signed issues.opened delivery to the webhook")
+    send_delivery(op)
+    watch_chain(info)
+    print(
+        f"""
 Where to look next:
   export KUBECONFIG={info.kubeconfig}
   kubectl get agentjobs -n {NAMESPACE}            # the chain (printer columns)
   kubectl get aiagents -n {NAMESPACE}             # agents and their Ready condition
   kubectl describe agentjob -n {NAMESPACE} <name> # status, next step, Events
   curl -H 'Authorization: Bearer {op.admin_token}' {op.url}/api/jobs?namespace={NAMESPACE}
-  dashboard: {op.url}/  (admin token: {op.admin_token})
-  metrics:   {op.url}/metrics
+  dashboard: {op.internal_url}/   (internal listener: loopback here)
+  metrics:   {op.internal_url}/metrics
 Press Ctrl-C to stop everything.""",
-                flush=True,
-            )
-            while True:
-                time.sleep(3600)
-    except KeyboardInterrupt:
-        say("stopping")
+        flush=True,
+    )
+
+
+def main() -> int:
+    stop_on_signals()
+    with cluster() as info:
+        # Ctrl-C is the demo's normal end: caught inside the cluster's context, so the
+        # operator stops first, then the components, and the workdir is removed.
+        try:
+            say("installing CRDs and the operator's RBAC; starting the operator")
+            # Loopback only: the read-only dashboard is safe to switch on here.
+            with operating.running(info, {"AGENTCHAIN_DASHBOARD": "true"}) as op:
+                run_demo(info, op)
+                while True:
+                    time.sleep(3600)
+        except KeyboardInterrupt:
+            say("stopping")
     return 0
 
 

@@ -11,6 +11,7 @@ production cluster.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -18,7 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,8 @@ class OperatorProcess:
     info: ClusterInfo
     kubeconfig: Path
     port: int = field(default_factory=processes.free_port)
+    # The internal listener: /metrics, /readyz, the dashboard (never the public port's).
+    internal_port: int = field(default_factory=processes.free_port)
     admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     webhook_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -132,6 +135,10 @@ class OperatorProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def internal_url(self) -> str:
+        return f"http://127.0.0.1:{self.internal_port}"
+
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
         env.update(
@@ -140,6 +147,7 @@ class OperatorProcess:
                 "AGENTCHAIN_REDIS_URL": self.info.redis_url,
                 "AGENTCHAIN_LISTEN_HOST": "127.0.0.1",
                 "AGENTCHAIN_LISTEN_PORT": str(self.port),
+                "AGENTCHAIN_INTERNAL_PORT": str(self.internal_port),
                 "AGENTCHAIN_API_URL": self.url,
                 "AGENTCHAIN_ADMIN_TOKENS": self.admin_token,
                 "AGENTCHAIN_WEBHOOK_SECRETS": self.webhook_secret,
@@ -162,7 +170,8 @@ class OperatorProcess:
 
     def _healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as resp:
+            # The internal listener starts after the public one: its answer means both are up.
+            with urllib.request.urlopen(f"{self.internal_url}/healthz", timeout=1) as resp:
                 return bool(resp.status == 200)
         except (urllib.error.URLError, OSError):
             return False
@@ -215,6 +224,26 @@ class OperatorProcess:
     def log_text(self) -> str:
         logs = sorted((self.info.workdir / "logs").glob(f"{self.name}-*.log"))
         return "\n".join(p.read_text(errors="replace") for p in logs)
+
+
+@contextlib.contextmanager
+def running(
+    info: ClusterInfo, extra_env: dict[str, str] | None = None
+) -> Iterator[OperatorProcess]:
+    """CRDs, RBAC and a started operator under its own ServiceAccount; stopped on exit.
+
+    Stopping it here, inside the cluster's own context, means the operator goes before
+    Redis and the API server it talks to, so its last log lines are its own shutdown
+    rather than a burst of connection errors.
+    """
+    install(info)
+    kubeconfig = operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
+    op = OperatorProcess(info, kubeconfig, extra_env=dict(extra_env or {}))
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
 
 
 def wait_until(check: object, *, timeout: float, interval: float = 0.25, what: str = "") -> None:

@@ -3,8 +3,10 @@
 Aspects covered (issue 3, "Done when", SPEC §1):
 * ``crds/`` applies and both CRDs become Established (so the schemas are structural and
   their defaults valid: the API server refuses anything else);
-* seed 003's manifests and the AgentJob example apply unchanged, and come back with the
-  schema's defaults filled in and still parse with the models;
+* seed 003's manifests (``config/samples/seed-003/``) apply unchanged, and come back with
+  the schema's defaults filled in and still parse with the models;
+* ``kubectl apply -f config/samples/`` applies the working set into one namespace (no
+  sample names a namespace; issue 15);
 * ``condition: sometimes`` and a missing ``triggerName`` are refused with the API server's
   human-readable messages, asserted word for word, and nothing is created;
 * ``kubectl get`` shows the printer columns, reading the status subresource, and the short
@@ -30,7 +32,8 @@ from e2e.controlplane.cluster import ClusterInfo
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = ROOT / "crds"
 SAMPLES = ROOT / "config" / "samples"
-TRIAGE = SAMPLES / "labrats.work_v1alpha1_aiagent_triage.yaml"
+SEED_SAMPLES = SAMPLES / "seed-003"
+TRIAGE = SEED_SAMPLES / "triage.yaml"
 SEED_NAMESPACE = "ai-agents"
 CRD_NAMES = ("crd/aiagents.labrats.work", "crd/agentjobs.labrats.work")
 
@@ -55,7 +58,13 @@ def seed_namespace(crds: ClusterInfo) -> Iterator[str]:
 
 
 def namespaced_samples() -> list[Path]:
-    return sorted(p for p in SAMPLES.glob("*.yaml") if p != TRIAGE)
+    """The working set: what ``kubectl apply -f config/samples/`` applies."""
+    return sorted(SAMPLES.glob("*.yaml"))
+
+
+def seed_samples() -> list[Path]:
+    """Seed 003's manifests as written there, all but the one that names its namespace."""
+    return sorted(p for p in SEED_SAMPLES.glob("*.yaml") if p != TRIAGE)
 
 
 def get_json(kube: ClusterInfo, *args: str) -> Any:
@@ -71,10 +80,9 @@ def test_seed_samples_apply_unchanged(
     crds: ClusterInfo, namespace: str, seed_namespace: str
 ) -> None:
     applied = crds.kubectl("apply", "-f", str(TRIAGE)).stdout
-    for sample in namespaced_samples():
+    for sample in seed_samples():
         applied += crds.kubectl("apply", "-n", namespace, "-f", str(sample)).stdout
     assert sorted(applied.splitlines()) == [
-        "agentjob.labrats.work/triage-manual-run created",
         "aiagent.labrats.work/developer created",
         "aiagent.labrats.work/issue-triage created",
         "aiagent.labrats.work/primary-agent created",
@@ -83,6 +91,20 @@ def test_seed_samples_apply_unchanged(
     ]
     triage = get_json(crds, "aiagent", "triage", "-n", seed_namespace)
     assert triage["spec"]["eventTriggers"][0]["next"]["failurePolicy"] == "stop"
+
+
+def test_working_samples_apply_together_into_one_namespace(
+    crds: ClusterInfo, namespace: str
+) -> None:
+    applied = crds.kubectl("apply", "-n", namespace, "-f", str(SAMPLES)).stdout
+    assert sorted(applied.splitlines()) == [
+        "agentjob.labrats.work/triage-manual-run created",
+        "aiagent.labrats.work/developer created",
+        "aiagent.labrats.work/escalation created",
+        "aiagent.labrats.work/issue-triage created",
+        "aiagent.labrats.work/primary-agent created",
+        "aiagent.labrats.work/reviewer created",
+    ]
 
 
 def test_defaults_are_filled_in_and_the_model_reads_them(crds: ClusterInfo, namespace: str) -> None:

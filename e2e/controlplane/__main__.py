@@ -1,5 +1,9 @@
 """``python -m e2e.controlplane up``: the local cluster for the demo and for poking at.
 
+``--with-operator`` also installs the CRDs and the operator's RBAC and runs the operator
+under its own ServiceAccount, printing the API URL, an admin token and the webhook
+secret to reach it with.
+
 This is the same ``cluster()`` the e2e suite uses, held open until the user stops it,
 so what the demo runs on is exactly what the tests ran on. SIGTERM is turned into the
 same path as Ctrl-C so that ``kill`` or a Makefile stopping the demo also tears the
@@ -16,35 +20,50 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from types import FrameType
 
-from e2e.controlplane.cluster import cluster, say
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+from e2e import operating
+from e2e.controlplane.cluster import ClusterInfo, cluster, say, stop_on_signals
 
 
-def up() -> int:
+def up(with_operator: bool = False) -> int:
     """Bring the cluster up, print how to reach it, and hold it until interrupted."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
+    stop_on_signals()
     with cluster() as info:
         print(f"export KUBECONFIG={info.kubeconfig}")
         print(f"export AGENTCHAIN_REDIS_URL={info.redis_url}")
         print(f"# API server {info.server}; kubectl is in {info.bin_dir or 'PATH'}")
-        print("# Ctrl-C stops the cluster and removes its workdir", flush=True)
         # Inside the with block: being stopped is this command's normal end, so the
         # harness sees a clean exit and removes the workdir. An interrupt during
         # start-up propagates instead, and the harness keeps the logs.
         try:
-            while True:
-                signal.pause()
+            if with_operator:
+                _hold_with_operator(info)
+            else:
+                print("# Ctrl-C stops the cluster and removes its workdir", flush=True)
+                _hold()
         except KeyboardInterrupt:
             say("interrupted")
     return 0
+
+
+def _hold() -> None:
+    while True:
+        signal.pause()
+
+
+def _hold_with_operator(info: ClusterInfo) -> None:
+    say("installing the CRDs and the operator's RBAC; starting the operator")
+    with operating.running(info) as op:
+        print(f"export AGENTCHAIN_API_URL={op.url}")
+        print(f"export AGENTCHAIN_ADMIN_TOKEN={op.admin_token}")
+        print(f"export AGENTCHAIN_WEBHOOK_SECRET={op.webhook_secret}")
+        print(f"# operator: pid {op.process.pid if op.process else '?'}, under ServiceAccount")
+        print(f"#   {operating.SYSTEM_NAMESPACE}/{operating.SERVICE_ACCOUNT}; log in")
+        print(f"#   {info.workdir / 'logs'}; webhook at $AGENTCHAIN_API_URL/webhooks/github")
+        print(f"# metrics and probes (internal listener): {op.internal_url}/metrics, /readyz")
+        print("# try: kubectl create namespace demo && kubectl apply -n demo -f config/samples/")
+        print("# Ctrl-C stops the operator, then the cluster, and removes the workdir", flush=True)
+        _hold()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,10 +72,15 @@ def main(argv: list[str] | None = None) -> int:
         description="The local Kubernetes control plane, node and Redis (SPEC §9).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("up", help="start everything and wait until Ctrl-C")
+    start = commands.add_parser("up", help="start everything and wait until Ctrl-C")
+    start.add_argument(
+        "--with-operator",
+        action="store_true",
+        help="also install the CRDs and RBAC and run the operator under its own ServiceAccount",
+    )
     args = parser.parse_args(argv)
     if args.command == "up":
-        return up()
+        return up(with_operator=args.with_operator)
     parser.error(f"unknown command {args.command}")
 
 

@@ -57,7 +57,7 @@ helm_ok() {
 
 build_kubernetes() {
   local work; work="$(mktemp -d)"
-  log "building Kubernetes $KUBERNETES_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl); cold build takes 15-30 min on 2 cores"
+  log "building Kubernetes $KUBERNETES_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl); the first build is the long one (README)"
   local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
   local staging="v0.${KUBERNETES_VERSION#v1.}"
   (
@@ -90,7 +90,7 @@ build_kubernetes() {
 
 build_etcd() {
   local work; work="$(mktemp -d)"
-  log "building etcd $ETCD_VERSION (go.etcd.io/etcd/server/v3); takes 2-5 min"
+  log "building etcd $ETCD_VERSION (go.etcd.io/etcd/server/v3)"
   (
     cd "$work"
     go mod init agentchain.local/etcdbuild >/dev/null 2>&1
@@ -104,7 +104,7 @@ build_etcd() {
 
 build_helm() {
   local work; work="$(mktemp -d)"
-  log "building helm $HELM_VERSION (helm.sh/helm/v3); takes 2-5 min"
+  log "building helm $HELM_VERSION (helm.sh/helm/v3)"
   (
     cd "$work"
     go mod init agentchain.local/helmbuild >/dev/null 2>&1

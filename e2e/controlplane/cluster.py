@@ -19,9 +19,11 @@ the environment the control plane and the node are skipped and only Redis is sta
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import shutil
+import signal
 import ssl
 import subprocess
 import sys
@@ -31,6 +33,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 import kubernetes
 import yaml
@@ -99,6 +102,18 @@ class ClusterInfo:
 def say(message: str) -> None:
     """A progress line on stderr, so a slow start-up shows where it is."""
     print(f"[agentchain] {message}", file=sys.stderr, flush=True)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def stop_on_signals() -> None:
+    """SIGINT, SIGTERM and SIGHUP become one KeyboardInterrupt; later ones are ignored."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
 
 
 def make_workdir() -> Path:
@@ -185,7 +200,7 @@ def _start_local(stack: contextlib.ExitStack, workdir: Path) -> ClusterInfo:
 
 def find_binaries() -> tuple[Path, Path]:
     """(Kubernetes bin dir, etcd bin dir), built by build-binaries.sh unless cached."""
-    say("locating control-plane binaries (builds them on first use; cold build ~30 min)")
+    say("locating control-plane binaries (built on first use, see README; then cached)")
     # The script serialises concurrent sessions itself (flock on its cache). stderr is
     # inherited so the build's own progress lines stay visible.
     result = subprocess.run(
@@ -281,14 +296,19 @@ def _start_apiserver(
 
 
 def write_kubeconfig(path: Path, server: str, pki: certs.Pki) -> Path:
-    """An admin kubeconfig (client cert in system:masters) for ``server``."""
+    """An admin kubeconfig (client cert in system:masters) for ``server``.
+
+    The certificates are embedded rather than named by path, so the file can be copied
+    elsewhere on the machine (or to a user's ``~/.kube``) and still work.
+    """
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "agentchain", "cluster": {
-            "server": server, "certificate-authority": str(pki.ca.cert)}}],
+            "server": server, "certificate-authority-data": _b64(pki.ca.cert)}}],
         "users": [{"name": certs.ADMIN_USER, "user": {
-            "client-certificate": str(pki.admin.cert), "client-key": str(pki.admin.key)}}],
+            "client-certificate-data": _b64(pki.admin.cert),
+            "client-key-data": _b64(pki.admin.key)}}],
         "contexts": [{"name": "agentchain", "context": {
             "cluster": "agentchain", "user": certs.ADMIN_USER, "namespace": "default"}}],
         "current-context": "agentchain",
@@ -296,6 +316,10 @@ def write_kubeconfig(path: Path, server: str, pki: certs.Pki) -> Path:
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     path.chmod(0o600)
     return path
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode("ascii")
 
 
 def _start_controller_manager(

@@ -16,16 +16,27 @@ def _run(args: argparse.Namespace) -> int:
     import kopf
 
     import agentchain.handlers  # noqa: F401  (registers the handlers)
-    from agentchain.settings import Settings
+    from agentchain import settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    namespaces = list(Settings.from_env().namespaces)
+    config = settings.from_arguments(args)
+    namespaces = list(config.namespaces)
     kopf.run(
         standalone=True,
         clusterwide=not namespaces,
         namespaces=namespaces,
         liveness_endpoint=args.liveness,
+        # The startup handler builds the Runtime from these, flags included.
+        memo=kopf.Memo(settings=config),
     )
+    return 0
+
+
+def _config_reference(args: argparse.Namespace) -> int:
+    from agentchain import settings
+
+    with open(args.output, "w", encoding="utf-8") as fh:
+        fh.write(settings.reference())
     return 0
 
 
@@ -51,14 +62,21 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz"
     )
+    from agentchain import settings
+
+    settings.add_arguments(run)
     crds = sub.add_parser(
         "crds", help="write crds/*.yaml and docs/reference/crds.md from the models"
     )
     crds.add_argument("--output", default="crds")
     crds.add_argument("--docs", default="docs/reference/crds.md")
+    reference = sub.add_parser(
+        "config-reference", help="write docs/configuration.md from the settings model"
+    )
+    reference.add_argument("--output", default="docs/configuration.md")
     sub.add_parser("demo-agent", help="the deterministic demo agent (see --help after it)")
     args = parser.parse_args(argv)
-    handlers = {"run": _run, "crds": _crds}
+    handlers = {"run": _run, "crds": _crds, "config-reference": _config_reference}
     return handlers[args.command](args)
 
 

@@ -1,74 +1,196 @@
-"""Operator-wide settings, read once from the environment.
+"""Operator-wide settings: one pydantic-settings model, the single source of every knob.
 
-Every knob has a default that works on the local control plane, so the demo
-and tests need no configuration; the Helm chart sets the same variables.
+Each field is read from ``AGENTCHAIN_<FIELD>`` in the environment and can be given as
+``agentchain run --<field>`` on the command line (the flag wins).  The flags, their
+``--help`` lines and ``docs/configuration.md`` are all generated from this model
+(:func:`add_arguments`, :func:`reference`), and a test fails when the page drifts, so
+there is no second list of settings to keep in step.
+
+Every field has a default that works on the local control plane, so the demo and tests
+need no configuration; the Helm chart sets the same variables.
+
+Secrets (webhook secrets, admin tokens) are lists that may come from a file
+(``AGENTCHAIN_<NAME>_FILE``, one per line: a mounted Secret keeps them out of the pod
+spec and ``/proc/<pid>/environ``) or, for local runs, from the variable itself.  They
+have no command-line flag of their own, since a command line is visible to every user
+of the machine; only the file's path is.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+ENV_PREFIX = "AGENTCHAIN_"
+# Lists that hold secrets: read from ``<name>_file`` when it names a file, never a flag.
+SECRET_LISTS = ("webhook_secrets", "admin_tokens")
 
 
-def _int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return int(raw) if raw else default
+def _comma_list(value: Any) -> Any:
+    # The environment and the command line give "a,b"; Python callers give a tuple.
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
 
 
-def _list(name: str) -> tuple[str, ...]:
-    raw = os.environ.get(name, "")
-    return tuple(part.strip() for part in raw.split(",") if part.strip())
+CommaList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_list)]
 
 
-@dataclass(frozen=True)
-class Settings:
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    # Namespaces to watch; empty means cluster-wide.
-    namespaces: tuple[str, ...] = ()
-    default_image: str = "ghcr.io/labrats-work/agentchain:latest"
-    default_command: tuple[str, ...] = ("agentchain", "demo-agent")
-    default_timeout_seconds: int = 3600
-    max_chain_jobs: int = 10
-    # Resync timer: finds AgentJobs whose Job ended while the operator was down.
-    resync_seconds: int = 30
-    # URL agents use to reach the job API (env AGENT_API_URL in their pods).
-    api_url: str = "http://agentchain.agentchain-system.svc:8080"
-    listen_host: str = "0.0.0.0"
-    listen_port: int = 8080
-    webhook_secrets: tuple[str, ...] = ()
-    admin_tokens: tuple[str, ...] = ()
-    webhook_max_bytes: int = 25 * 1024 * 1024
-    job_token_ttl_seconds: int = 24 * 3600
-    extra_labels: dict[str, str] = field(default_factory=dict)
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
 
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0", description="Redis URL (store, tokens, delivery queue)."
+    )
+    namespaces: CommaList = Field(
+        (), description="Comma-separated namespaces to watch; empty means cluster-wide."
+    )
+    default_image: str = Field(
+        "ghcr.io/labrats-work/agentchain:latest",
+        description="Agent container image when an AiAgent names none.",
+    )
+    default_command: CommaList = Field(
+        ("agentchain", "demo-agent"),
+        description="Comma-separated agent command when an AiAgent names none.",
+    )
+    default_timeout_seconds: int = Field(
+        3600, gt=0, description="Job activeDeadlineSeconds when an AiAgent sets no timeout."
+    )
+    max_chain_jobs: int = Field(10, gt=0, description="Most jobs in one chain (SPEC §2).")
+    resync_seconds: int = Field(
+        30, gt=0, description="Resync period: finds jobs whose end was missed while down."
+    )
+    api_url: str = Field(
+        "http://agentchain.agentchain-system.svc:8080",
+        description="The job API's URL as agents reach it (AGENT_API_URL in their pods).",
+    )
+    listen_host: str = Field("0.0.0.0", description="Address the webhook and API listen on.")
+    listen_port: int = Field(8080, ge=0, le=65535, description="Port of the webhook and API.")
+    webhook_secrets: CommaList = Field(
+        (), description="Webhook HMAC secrets (two during a rotation). Prefer the _FILE form."
+    )
+    webhook_secrets_file: str | None = Field(
+        None, description="File holding the webhook secrets, one per line (a mounted Secret)."
+    )
+    admin_tokens: CommaList = Field(
+        (), description="Admin Bearer tokens of the job API. Prefer the _FILE form."
+    )
+    admin_tokens_file: str | None = Field(
+        None, description="File holding the admin tokens, one per line (a mounted Secret)."
+    )
+    webhook_max_bytes: int = Field(
+        25 * 1024 * 1024, gt=0, description="Largest webhook body accepted (413 above it)."
+    )
+    webhook_inflight_bytes: int = Field(
+        64 * 1024 * 1024,
+        gt=0,
+        description=(
+            "Bytes of webhook bodies read at once before their signature is checked;"
+            " past it 503 + Retry-After (never below webhook_max_bytes)."
+        ),
+    )
+    webhook_read_timeout_seconds: float = Field(
+        10.0, gt=0, description="Seconds a webhook body has to arrive in full (408 after)."
+    )
+    internal_port: int = Field(
+        8081,
+        ge=0,
+        le=65535,
+        description="Port of /metrics, /healthz, /readyz and the dashboard (never GitHub's).",
+    )
+    job_token_ttl_seconds: int = Field(
+        24 * 3600, gt=0, description="Longest life of a job token, even if its job never ends."
+    )
+    dashboard: bool = Field(
+        False,
+        description="Serve the read-only HTML dashboard on the internal port (no login).",
+    )
+
+    @model_validator(mode="before")
     @classmethod
-    def from_env(cls) -> Settings:
-        return cls(
-            redis_url=os.environ.get("AGENTCHAIN_REDIS_URL", cls.redis_url),
-            namespaces=_list("AGENTCHAIN_NAMESPACES"),
-            default_image=os.environ.get("AGENTCHAIN_DEFAULT_IMAGE", cls.default_image),
-            default_command=_list("AGENTCHAIN_DEFAULT_COMMAND") or cls.default_command,
-            default_timeout_seconds=_int("AGENTCHAIN_DEFAULT_TIMEOUT", cls.default_timeout_seconds),
-            max_chain_jobs=_int("AGENTCHAIN_MAX_CHAIN_JOBS", cls.max_chain_jobs),
-            resync_seconds=_int("AGENTCHAIN_RESYNC_SECONDS", cls.resync_seconds),
-            api_url=os.environ.get("AGENTCHAIN_API_URL", cls.api_url),
-            listen_host=os.environ.get("AGENTCHAIN_LISTEN_HOST", cls.listen_host),
-            listen_port=_int("AGENTCHAIN_LISTEN_PORT", cls.listen_port),
-            webhook_secrets=_secrets("AGENTCHAIN_WEBHOOK_SECRETS"),
-            admin_tokens=_secrets("AGENTCHAIN_ADMIN_TOKENS"),
-            webhook_max_bytes=_int("AGENTCHAIN_WEBHOOK_MAX_BYTES", cls.webhook_max_bytes),
-            job_token_ttl_seconds=_int("AGENTCHAIN_JOB_TOKEN_TTL", cls.job_token_ttl_seconds),
+    def _read_secret_files(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        for name in SECRET_LISTS:
+            path = data.get(f"{name}_file")
+            if path and os.path.exists(path):
+                with open(path, encoding="utf-8") as fh:
+                    data[name] = tuple(line.strip() for line in fh if line.strip())
+        return data
+
+
+def env_name(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def _settable() -> Iterator[tuple[str, FieldInfo]]:
+    yield from Settings.model_fields.items()
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def _default_text(info: FieldInfo) -> str:
+    default = info.get_default(call_default_factory=True)
+    if isinstance(default, tuple):
+        return ",".join(default)
+    if isinstance(default, bool):
+        return str(default).lower()
+    return "" if default is None else str(default)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting, with its variable and default in the help line.
+
+    Flags default to "not given" so that only what the user typed overrides the
+    environment; pydantic then validates flags and variables alike.
+    """
+    for field, info in _settable():
+        if field in SECRET_LISTS:
+            continue
+        default = _default_text(info) or "none"
+        parser.add_argument(
+            _flag(field),
+            dest=field,
+            default=argparse.SUPPRESS,
+            metavar="true|false" if info.annotation is bool else field.split("_")[-1].upper(),
+            help=f"{info.description} [env {env_name(field)}; default: {default}]",
         )
 
 
-def _secrets(name: str) -> tuple[str, ...]:
-    """Secrets come from a file (a mounted Secret) or, for local runs, the variable.
+def from_arguments(args: argparse.Namespace) -> Settings:
+    """Settings from the environment, with every flag the user gave on top."""
+    given = {field: value for field, value in vars(args).items() if field in Settings.model_fields}
+    return Settings(**given)
 
-    A file keeps them out of ``/proc/<pid>/environ`` and lets a rotated Secret be
-    picked up on restart; one secret per line, so two can be live during rotation.
-    """
-    path = os.environ.get(f"{name}_FILE")
-    if path and os.path.exists(path):
-        with open(path, encoding="utf-8") as fh:
-            return tuple(line.strip() for line in fh if line.strip())
-    return _list(name)
+
+def reference() -> str:
+    """``docs/configuration.md``: every setting, its variable, flag and default."""
+    lines = [
+        "# Configuration",
+        "",
+        "<!-- Generated from operator/agentchain/settings.py by `python -m agentchain"
+        " config-reference`; a test fails when it drifts. -->",
+        "",
+        "Every setting of the operator is an environment variable and a flag of"
+        " `agentchain run` (the flag wins). The Helm chart sets the variables from its"
+        " values. Secret lists have no flag: give a file (`…_FILE`, one per line, e.g. a"
+        " mounted Secret) or, for local runs, the variable itself (comma-separated).",
+        "",
+        "| Variable | Flag | Default | Meaning |",
+        "|---|---|---|---|",
+    ]
+    for field, info in _settable():
+        flag = "—" if field in SECRET_LISTS else f"`{_flag(field)}`"
+        default = _default_text(info)
+        shown = f"`{default}`" if default else "—"
+        lines.append(f"| `{env_name(field)}` | {flag} | {shown} | {info.description} |")
+    return "\n".join(lines) + "\n"

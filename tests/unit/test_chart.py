@@ -8,7 +8,7 @@ Aspects covered (issue 7, SPEC §8):
   ``operator.namespaces`` a Role and RoleBinding per namespace (the namespaced rules) and
   nothing cluster-scoped; namespace patterns refuse to render;
 * the chart's CRDs are byte-for-byte the generated ``crds/``;
-* every ``AGENTCHAIN_*`` variable ``Settings.from_env`` reads is set by the Deployment;
+* every ``AGENTCHAIN_*`` variable of the settings model is set by the Deployment;
 * both containers (operator, bundled Redis) run non-root, read-only, without capabilities,
   with seccomp RuntimeDefault and no privilege escalation; probes hit /healthz and /readyz;
 * webhook secrets and admin tokens are files from a Secret (chart-owned or existing), with
@@ -30,9 +30,10 @@ import pytest
 import yaml
 from e2e import charting, operating
 
+from agentchain import settings
+
 ROOT = charting.ROOT
 CHART = charting.CHART
-SETTINGS = ROOT / "operator" / "agentchain" / "settings.py"
 
 pytestmark = pytest.mark.skipif(
     charting.helm_binary() is None, reason="helm could not be built (build-binaries.sh helm)"
@@ -129,11 +130,12 @@ def test_chart_crds_equal_generated_crds() -> None:
 
 
 def test_every_setting_read_from_env_is_set_by_the_deployment() -> None:
-    read = set(re.findall(r'"(AGENTCHAIN_[A-Z_]+)"', SETTINGS.read_text()))
-    # Secrets arrive as files, never as variables.
+    # Secrets arrive as files, never as variables; the files' own fields are their paths.
+    secret_files = {f"{name}_file" for name in settings.SECRET_LISTS}
     wanted = {
-        n + "_FILE" if n in ("AGENTCHAIN_WEBHOOK_SECRETS", "AGENTCHAIN_ADMIN_TOKENS") else n
-        for n in read
+        settings.env_name(field + "_file" if field in settings.SECRET_LISTS else field)
+        for field in settings.Settings.model_fields
+        if field not in secret_files
     }
     env = _env(charting.render("webhook.secrets={s1}", "adminTokens.tokens={t1}"))
     assert wanted <= set(env), sorted(wanted - set(env))
@@ -159,10 +161,10 @@ class TestSecurityContext:
         assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
         assert _env(manifests)["HOME"]["value"] == "/tmp"
 
-    def test_probes_hit_health_endpoints_on_the_service_port(self) -> None:
+    def test_probes_hit_health_endpoints_on_the_internal_port(self) -> None:
         container = _container(charting.render(), "agentchain")
-        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "internal"}
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "internal"}
         assert container["resources"]["requests"] and container["resources"]["limits"]
 
 
@@ -268,9 +270,21 @@ class TestOperatorSettings:
 
     def test_service_exposes_the_listen_port(self) -> None:
         manifests = charting.render()
-        port = charting.only(manifests, "Service", "agentchain")["spec"]["ports"][0]
-        assert port["targetPort"] == "http"
+        ports = charting.only(manifests, "Service", "agentchain")["spec"]["ports"]
+        assert [p["targetPort"] for p in ports] == ["http"]  # Only what may face GitHub.
         assert _env(manifests)["AGENTCHAIN_LISTEN_PORT"]["value"] == "8080"
+
+    def test_metrics_probes_and_dashboard_are_on_the_internal_port(self) -> None:
+        manifests = charting.render("service.type=LoadBalancer")
+        internal = charting.only(manifests, "Service", "agentchain-internal")["spec"]
+        assert internal["type"] == "ClusterIP"
+        assert [p["targetPort"] for p in internal["ports"]] == ["internal"]
+        container = _container(manifests, "agentchain")
+        assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+            "http": 8080,
+            "internal": 8081,
+        }
+        assert _env(manifests)["AGENTCHAIN_INTERNAL_PORT"]["value"] == "8081"
 
 
 class TestOptionalResources:
@@ -281,7 +295,7 @@ class TestOptionalResources:
     def test_service_monitor_scrapes_metrics(self) -> None:
         manifests = charting.render("serviceMonitor.enabled=true")
         endpoint = charting.only(manifests, "ServiceMonitor")["spec"]["endpoints"][0]
-        assert endpoint["path"] == "/metrics" and endpoint["port"] == "http"
+        assert endpoint["path"] == "/metrics" and endpoint["port"] == "internal"
 
     def test_network_policies_admit_only_the_operator_to_redis(self) -> None:
         manifests = charting.render("networkPolicy.enabled=true")

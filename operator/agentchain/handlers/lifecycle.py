@@ -58,7 +58,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     asyncio.get_running_loop().set_default_executor(
         concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube")
     )
-    config = Settings.from_env()
+    # `agentchain run` hands over its flags in the memo; other launchers use the env.
+    config = getattr(memo, "settings", None) or Settings()
     if config.namespaces and not any(_is_pattern(ns) for ns in config.namespaces):
         # Named namespaces: resources come from API discovery once, and no namespace or
         # CRD is watched, so the chart's per-namespace Roles are all the operator needs.
@@ -72,13 +73,12 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 async def _serve(runtime: Runtime) -> Any:
     from agentchain.web import app
 
-    host, port = runtime.settings.listen_host, runtime.settings.listen_port
     try:
-        return await app.serve(runtime, host, port)
+        return await app.serve(runtime)
     except app.WebhookNotConfigured as exc:
         # Fail closed: without a secret the webhook is refused, the rest still serves.
         log.error("Webhook endpoint disabled: %s", exc)
-        return await app.serve(runtime, host, port, webhook=False)
+        return await app.serve(runtime, webhook=False)
 
 
 @kopf.on.cleanup()

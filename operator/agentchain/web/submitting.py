@@ -31,7 +31,8 @@ from aiohttp import web
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJob, AgentJobSpec
 from agentchain.models.aiagent import AiAgentSpec
-from agentchain.policy import chains, naming
+from agentchain.models.conditions import Reason
+from agentchain.policy import agents, chains, naming
 from agentchain.policy.delegation import DelegationRefused, check_caller, extend_delegation
 from agentchain.web import api, auth, bodies, listing, serializers, waiting
 from agentchain.web.requests import parse_body, parse_query, read_json, validate
@@ -69,19 +70,27 @@ async def _delegation(request: web.Request) -> DelegationRequest:
 async def _require_agent(namespace: str, agent: str) -> tuple[AiAgentSpec, list[AiAgentSpec]]:
     """The agent ``agent`` and every agent of ``namespace``; 422 when it is unknown."""
     grouped = await listing.agents_by_namespace([namespace])
-    specs = [c.spec for c in grouped.get(namespace, [])]
-    for spec in specs:
-        if spec.trigger_name == agent:
-            return spec, specs
-    raise ApiError(
-        422, "unknown agent", f"No AiAgent with triggerName {agent} in namespace {namespace}."
-    )
+    candidates = [(c.name, c) for c in grouped.get(namespace, [])]
+    found = agents.resolve(agent, candidates, lambda c: c.spec.trigger_name)
+    if found is None:
+        raise ApiError(
+            422, "unknown agent", f"No AiAgent with triggerName {agent} in namespace {namespace}."
+        )
+    if isinstance(found, agents.Ambiguous):  # Never run on one of them (SPEC §1).
+        raise ApiError(
+            409,
+            "ambiguous agent",
+            f"In namespace {namespace}: {found.message}",
+            reason=Reason.DUPLICATE_TRIGGER_NAME,
+            agents=list(found.agents),
+        )
+    return found.spec, [c.spec for _, c in candidates]
 
 
-def _check_caller(caller: AgentJob, target: AiAgentSpec, agents: list[AiAgentSpec]) -> None:
+def _check_caller(caller: AgentJob, target: AiAgentSpec, team: list[AiAgentSpec]) -> None:
     """403 when the target does not accept delegations from the caller's agent."""
     try:
-        check_caller(caller.spec.agent_role, target, agents, caller.spec.event)
+        check_caller(caller.spec.agent_role, target, team, caller.spec.event)
     except DelegationRefused as exc:
         raise ApiError(403, "forbidden", exc.message, reason=exc.reason) from exc
 
@@ -123,8 +132,8 @@ async def _delegate(
             f"{rt.settings.max_chain_jobs} in chain {here.chain_id}.",
             reason="MaxChainDepthExceeded",
         )
-    target_spec, agents = await _require_agent(scope.tenant, target)
-    _check_caller(caller, target_spec, agents)
+    target_spec, team = await _require_agent(scope.tenant, target)
+    _check_caller(caller, target_spec, team)
     spec = AgentJobSpec(
         agent_role=target,
         type=req.type,

@@ -1,0 +1,118 @@
+"""What the README tells a new user to do, done as a user would (issue 15).
+
+Aspects covered:
+* ``python -m e2e.controlplane up --with-operator`` starts the control plane, installs
+  the CRDs and RBAC, runs the operator and prints how to reach it;
+* the admin kubeconfig it prints embeds its certificates, so a copy works elsewhere;
+* ``kubectl apply -f config/samples/`` into one namespace gives a working set: every
+  AiAgent becomes ``Ready=True``;
+* SIGTERM stops the operator and the cluster and removes the work directory.
+
+This starts a cluster of its own (the command under test is the whole point), so it
+does not use the session's cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "config" / "samples"
+START_TIMEOUT_SECONDS = 240.0
+READY_TIMEOUT_SECONDS = 60.0
+
+
+def _wait_for_line(out: Path, process: subprocess.Popen[bytes], pattern: str) -> str:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        text = out.read_text(errors="replace") if out.exists() else ""
+        if re.search(pattern, text):
+            return text
+        assert process.poll() is None, f"`up` exited {process.returncode}:\n{text}"
+        time.sleep(0.5)
+    raise AssertionError(f"`up` printed no {pattern!r} in {START_TIMEOUT_SECONDS}s")
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    out = tmp_path / "stdout"
+    with out.open("wb") as fh:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "e2e.controlplane", "up", "--with-operator"],
+            cwd=ROOT,
+            stdout=fh,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    try:
+        yield process, _wait_for_line(out, process, r"# Ctrl-C stops the operator")
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                raise
+
+
+def _exported(text: str, name: str) -> str:
+    match = re.search(rf"^export {name}=(.*)$", text, re.MULTILINE)
+    assert match, f"`up` did not print export {name}=…"
+    return match.group(1)
+
+
+def _kubectl(text: str) -> str:
+    match = re.search(r"kubectl is in (\S+)", text)
+    assert match
+    found = Path(match.group(1)) / "kubectl"
+    return str(found) if found.exists() else "kubectl"
+
+
+def _ready(kubectl: list[str], namespace: str) -> dict[str, str]:
+    got = subprocess.run(
+        [*kubectl, "get", "aiagents", "-n", namespace, "-o", "json"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    ready: dict[str, str] = {}
+    for item in json.loads(got.stdout)["items"]:
+        conditions = (item.get("status") or {}).get("conditions") or []
+        status = {c["type"]: c["status"] for c in conditions}.get("Ready", "")
+        ready[item["metadata"]["name"]] = status
+    return ready
+
+
+def test_up_with_operator_runs_the_samples(
+    started: tuple[subprocess.Popen[bytes], str], tmp_path: Path
+) -> None:
+    process, text = started
+    # A copy of the kubeconfig works on its own: no certificate paths inside.
+    copied = tmp_path / "copied.kubeconfig"
+    shutil.copy(_exported(text, "KUBECONFIG"), copied)
+    workdir = Path(_exported(text, "KUBECONFIG")).parent
+    assert "-data:" in copied.read_text()
+    kubectl = [_kubectl(text), "--kubeconfig", str(copied)]
+    subprocess.run([*kubectl, "create", "namespace", "samples"], check=True)
+    subprocess.run([*kubectl, "apply", "-n", "samples", "-f", str(SAMPLES)], check=True)
+
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    ready = _ready(kubectl, "samples")
+    while time.monotonic() < deadline and set(ready.values()) != {"True"}:
+        time.sleep(1)
+        ready = _ready(kubectl, "samples")
+    assert len(ready) >= 5 and set(ready.values()) == {"True"}, ready
+
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=90) == 0
+    assert not workdir.exists(), f"the workdir {workdir} was left behind"
