@@ -14,6 +14,7 @@ created first and the parent's end goes out afterwards in the same patch as its
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -27,7 +28,7 @@ from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
 from agentchain.models.aiagent import AiAgent, ContextWindow
 from agentchain.models.conditions import CHAIN_COMPLETE, Condition, Reason
-from agentchain.policy import chains, context, prompts
+from agentchain.policy import chains, context
 from agentchain.policy.agents import Ambiguous
 from agentchain.policy.outcomes import (
     REFUSAL_REASONS,
@@ -382,10 +383,12 @@ async def _context_for(
         lost = lost or job.status.message or "The parent's output was not captured."
         return context.chain_context_block(None, window=window, lost_reason=lost)
     agent = next((a for _, a in agents if a.spec.trigger_name == job.spec.agent_role), None)
-    if agent is not None:
-        handoff = prompts.extract_handoff(text, agent.spec.handoff_heading)
-        text = handoff if handoff is not None else text
-    return context.chain_context_block(text, window=window)
+    heading = agent.spec.handoff_heading if agent is not None else None
+    # Up to a megabyte of output to parse: in a thread, so the loop that serves the
+    # webhook and /healthz is not held (issue 14).
+    return await asyncio.to_thread(
+        context.child_block, text, window=window, handoff_heading=heading
+    )
 
 
 async def complete_chain(rt: Runtime, obj: Obj, action: str, message: str) -> None:
