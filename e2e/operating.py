@@ -2,8 +2,9 @@
 
 The operator is a subprocess (``python -m agentchain run``) so a test can
 SIGKILL it at any instant and start it again.  It authenticates with a token
-of its own ServiceAccount, bound to the chart's ClusterRole rules
-(``charts/agentchain/files/rbac-rules.yaml``), never with the admin
+of its own ServiceAccount, bound to the chart's rules
+(``charts/agentchain/files/rbac-rules.yaml``, cluster-wide; ``test_rbac_namespaced.py``
+runs one under the chart's per-namespace Roles), never with the admin
 certificate: a missing permission fails the suite exactly as it would in a
 production cluster.
 """
@@ -18,7 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,15 @@ RULES_FILE = ROOT / "charts" / "agentchain" / "files" / "rbac-rules.yaml"
 OPERATOR_KEY = "e2e-operator-key-loopback-only"
 
 
+def rbac_rules(namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """The chart's rules for an operator serving ``namespaces`` (empty: every one)."""
+    groups = yaml.safe_load(RULES_FILE.read_text())
+    rules: list[dict[str, Any]] = groups["namespaced"]
+    return rules if namespaces else rules + groups["clusterWide"]
+
+
 def rbac_manifests() -> list[dict[str, object]]:
-    rules = yaml.safe_load(RULES_FILE.read_text())
+    rules = rbac_rules(())
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}},
         {
@@ -84,10 +92,15 @@ def install(info: ClusterInfo) -> None:
     info.kubectl("apply", "-f", "-", input=docs)
 
 
-def operator_kubeconfig(info: ClusterInfo, path: Path) -> Path:
-    """A kubeconfig holding only the operator ServiceAccount's token."""
+def operator_kubeconfig(
+    info: ClusterInfo,
+    path: Path,
+    account: str = SERVICE_ACCOUNT,
+    namespace: str = SYSTEM_NAMESPACE,
+) -> Path:
+    """A kubeconfig holding only the ServiceAccount ``namespace/account``'s token."""
     token = info.kubectl(
-        "create", "token", SERVICE_ACCOUNT, "-n", SYSTEM_NAMESPACE, "--duration=24h"
+        "create", "token", account, "-n", namespace, "--duration=24h"
     ).stdout.strip()
     admin = yaml.safe_load(info.kubeconfig.read_text())
     cluster = admin["clusters"][0]["cluster"]

@@ -42,8 +42,10 @@ __all__ = ["kube"]
 @pytest.fixture
 def seeded(kube: ClusterInfo, namespace: str) -> str:
     apply(kube, namespace, SEED_AGENTS)
-    for name in ("ai-a", "ai-b", "ai-c", "ai-d", "ai-e"):
-        apply(kube, namespace, agent_manifest(name))
+    apply(kube, namespace, agent_manifest("ai-a"))
+    # Unlinked agents: each accepts delegations from any agent (test_authz.py covers who may).
+    for name in ("ai-b", "ai-c", "ai-d", "ai-e"):
+        apply(kube, namespace, agent_manifest(name, delegation={"allowedFrom": ["*"]}))
     return namespace
 
 

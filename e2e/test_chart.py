@@ -11,7 +11,8 @@ Aspects covered (issue 7, "Done when"):
 
 The ServiceMonitor is left out: it needs the Prometheus Operator's CRDs, which a bare
 cluster does not have (``tests/unit/test_chart.py`` checks its rendering).  Namespaced
-objects go into the test's fresh namespace, so parallel sessions cannot collide; the
+objects go into the test's fresh namespace, so parallel sessions cannot collide (with
+``operator.namespaces`` naming it, the per-namespace Role and binding too); the
 cluster-scoped ClusterRole and binding are only ever dry-run.
 """
 
@@ -34,7 +35,8 @@ VARIANTS = {
         "networkPolicy.enabled=true",
         "redis.persistence.enabled=false",
         "operator.dashboard=true",
-        "operator.namespaces={team-a,team-b}",
+        # The test's namespace (it must exist): per-namespace Roles instead of a ClusterRole.
+        "operator.namespaces={NAMESPACE}",
     ),
     "external-redis-existing-secrets": (
         "redis.enabled=false",
@@ -67,6 +69,7 @@ def chart_crds(cluster_info: ClusterInfo) -> ClusterInfo:
 def test_rendered_chart_passes_server_side_dry_run(
     chart_crds: ClusterInfo, namespace: str, sets: tuple[str, ...]
 ) -> None:
+    sets = tuple(s.replace("NAMESPACE", namespace) for s in sets)
     rendered = charting.template_text(*sets, namespace=namespace)
     result = chart_crds.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
     assert result.returncode == 0, result.stderr
@@ -75,7 +78,10 @@ def test_rendered_chart_passes_server_side_dry_run(
     assert len(applied) == len(manifests), result.stdout
     assert all(line.endswith("(server dry run)") for line in applied), result.stdout
     kinds = {m["kind"] for m in manifests}
-    assert {"Deployment", "ClusterRole", "ClusterRoleBinding", "Service"} <= kinds
+    assert {"Deployment", "Service"} <= kinds
+    namespaced = any(s.startswith("operator.namespaces=") for s in sets)
+    rbac = {"Role", "RoleBinding"} if namespaced else {"ClusterRole", "ClusterRoleBinding"}
+    assert kinds & {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"} == rbac
 
     # A dry run persists nothing.
     left = chart_crds.kubectl("get", "deployments,services,secrets", "-n", namespace, "-o", "name")

@@ -81,13 +81,14 @@ def apply(kube: ClusterInfo, namespace: str, manifest: str | Path) -> None:
         kube.kubectl("-n", namespace, "apply", "-f", "-", input=manifest)
 
 
-def agent_manifest(name: str) -> str:
+def agent_manifest(name: str, **spec: Any) -> str:
+    """A manual-only AiAgent named ``name``; ``spec`` adds fields (e.g. ``delegation``)."""
     return json.dumps(
         {
             "apiVersion": "labrats.work/v1alpha1",
             "kind": "AiAgent",
             "metadata": {"name": name},
-            "spec": {"triggerName": name, "eventTriggers": [{"source": "manual"}]},
+            "spec": {"triggerName": name, "eventTriggers": [{"source": "manual"}], **spec},
         }
     )
 

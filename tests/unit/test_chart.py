@@ -4,7 +4,9 @@ Aspects covered (issue 7, SPEC §8):
 * ``helm lint --strict`` passes and ``helm template`` renders with defaults and with every
   optional feature on;
 * the ClusterRole's rules are exactly ``files/rbac-rules.yaml``, the rules the e2e suite
-  runs the operator under, and the binding names the chart's ServiceAccount;
+  runs the operator under, and the binding names the chart's ServiceAccount; with
+  ``operator.namespaces`` a Role and RoleBinding per namespace (the namespaced rules) and
+  nothing cluster-scoped; namespace patterns refuse to render;
 * the chart's CRDs are byte-for-byte the generated ``crds/``;
 * every ``AGENTCHAIN_*`` variable of the settings model is set by the Deployment;
 * both containers (operator, bundled Redis) run non-root, read-only, without capabilities,
@@ -33,7 +35,7 @@ from typing import Any
 
 import pytest
 import yaml
-from e2e import charting
+from e2e import charting, operating
 
 from agentchain import settings
 
@@ -71,8 +73,40 @@ def test_helm_lint_passes() -> None:
 class TestRbac:
     def test_cluster_role_rules_are_the_e2e_rules(self) -> None:
         role = charting.only(charting.render(), "ClusterRole")
-        expected = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())
-        assert role["rules"] == expected
+        rules = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())
+        assert role["rules"] == rules["namespaced"] + rules["clusterWide"]
+        assert role["rules"] == operating.rbac_rules(())
+
+    def test_namespaces_get_a_role_each_and_nothing_cluster_scoped(self) -> None:
+        manifests = charting.render("operator.namespaces={team-a,team-b}")
+        kinds = {m["kind"] for m in manifests}
+        assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
+        account = charting.only(manifests, "ServiceAccount")["metadata"]["name"]
+        rules = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())["namespaced"]
+        roles = {m["metadata"]["namespace"]: m for m in manifests if m["kind"] == "Role"}
+        bindings = {m["metadata"]["namespace"]: m for m in manifests if m["kind"] == "RoleBinding"}
+        assert sorted(roles) == sorted(bindings) == ["team-a", "team-b"]
+        for namespace, role in roles.items():
+            assert role["rules"] == rules == operating.rbac_rules(("x",))
+            binding = bindings[namespace]
+            assert binding["roleRef"] == {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": role["metadata"]["name"],
+            }
+            assert binding["subjects"] == [
+                {"kind": "ServiceAccount", "name": account, "namespace": charting.NAMESPACE}
+            ]
+        verbs = {v for rule in rules for v in rule["verbs"]}
+        assert not any("namespaces" in r["resources"] for r in rules) and "*" not in verbs
+
+    @pytest.mark.parametrize("pattern", ["team-*", "!team-a", "team-?"])
+    def test_namespace_patterns_refuse_to_render(self, pattern: str) -> None:
+        result = charting.helm(
+            "template", "x", str(CHART), "--set", f"operator.namespaces={{{pattern}}}", check=False
+        )
+        assert result.returncode != 0
+        assert "list namespaces by name" in result.stderr
 
     def test_binding_names_the_operator_service_account(self) -> None:
         manifests = charting.render()
@@ -90,8 +124,9 @@ class TestRbac:
         assert _pod(manifests, "agentchain")["serviceAccountName"] == account["metadata"]["name"]
 
     def test_rbac_can_be_left_to_the_cluster_admin(self) -> None:
-        kinds = {m["kind"] for m in charting.render("rbac.create=false")}
-        assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
+        for sets in ((), ("operator.namespaces={team-a}",)):
+            kinds = {m["kind"] for m in charting.render("rbac.create=false", *sets)}
+            assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 
 
 def test_chart_crds_equal_generated_crds() -> None:

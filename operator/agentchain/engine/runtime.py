@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 
 from agentchain.engine.arrivals import PodArrivals
 from agentchain.engine.catalog import AgentCatalog
+from agentchain.engine.ownership import BatchJobs
 from agentchain.engine.unsettled import Unsettled
 from agentchain.kube import clients
 from agentchain.settings import Settings
@@ -52,6 +53,8 @@ class Runtime:
     orphans: dict[tuple[str, str], float] = field(default_factory=dict)
     """Ownerless batch Jobs waiting for their AgentJob: (namespace, name) -> when to look."""
     pods: PodArrivals = field(default_factory=PodArrivals)
+    jobs: BatchJobs = field(default_factory=BatchJobs)
+    """Batch Jobs as the watch shows them: which pods are the operator's own."""
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:

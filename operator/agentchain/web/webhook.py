@@ -64,7 +64,7 @@ from agentchain import metrics
 from agentchain.engine.runtime import Runtime
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.policy import chains, naming
-from agentchain.policy.matching import Ignored, Match, event_from_payload, match_event
+from agentchain.policy.matching import Ignored, Match, event_for, event_from_payload, match_event
 from agentchain.store.deliveries import QueuedJob
 from agentchain.web import bodies, intake, listing
 from agentchain.web.dispatch import Dispatcher
@@ -281,7 +281,7 @@ def _planned(namespace: str, match: Match, delivery: Delivery, event: JobEvent) 
     seed = f"{delivery.hook_id}/{delivery.delivery_id}"
     name = naming.root_job_name(match.agent, seed)
     position = chains.root_position(naming.chain_id_for(f"{seed}/{match.agent}"), match.agent)
-    spec = AgentJobSpec(agent_role=match.agent, event=event, origin="github")
+    spec = AgentJobSpec(agent_role=match.agent, event=event_for(event, match), origin="github")
     body = bodies.agentjob_body(namespace, name, spec, position, None)
     return Planned(namespace, name, body, match.agent)
 
