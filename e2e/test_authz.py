@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from agentchain.engine.runtime import Runtime
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.policy import chains
@@ -62,8 +63,9 @@ async def start(client: Client, namespace: str, agent: str) -> dict[str, Any]:
     return job
 
 
-async def delegate(client: Client, rt: Any, job: dict[str, Any], target: str) -> Any:
-    token = await rt.tokens.ensure(job["namespace"], job["id"], job["chainId"], 600)
+async def delegate(client: Client, rt: Runtime, job: dict[str, Any], target: str) -> Any:
+    uid = f"uid-{job['id']}"
+    token = await rt.tokens.issue(job["namespace"], job["id"], uid, job["chainId"], 600)
     return await client.post(
         "/api/jobs",
         json={"agentRole": target, "task": "help"},
