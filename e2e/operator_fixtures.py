@@ -27,3 +27,15 @@ def operator(installed: ClusterInfo) -> Iterator[operating.OperatorProcess]:
     op.start()
     yield op
     op.stop()
+
+
+@pytest.fixture
+def operator_paused(operator: operating.OperatorProcess) -> Iterator[None]:
+    """No session operator while the test runs, for in-process tests whose jobs must stay
+    as the test leaves them: the session operator serves every namespace and would run
+    them. It is started again afterwards for the tests that need it."""
+    operator.stop()
+    try:
+        yield
+    finally:
+        operator.start()

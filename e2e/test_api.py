@@ -172,6 +172,7 @@ async def test_delegation_snapshot_loop_and_depth(kube: ClusterInfo, seeded: str
         assert tree["roots"][0]["children"][0]["agentRole"] == "ai-b"
 
 
+@pytest.mark.usefixtures("operator_paused")
 async def test_delegation_wait_returns_when_the_job_ends(kube: ClusterInfo, seeded: str) -> None:
     async with served(kube, seeded) as (client, rt):
         caller = await start(client, seeded, "ai-a", name="caller")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -42,6 +43,11 @@ from e2e.webharness import (
 __all__ = ["kube"]
 
 PATH = "/webhooks/github"
+
+
+# These tests run the API in-process and leave their jobs as they create them; the
+# session operator (which serves every namespace) would run them and spawn children.
+pytestmark = pytest.mark.usefixtures("operator_paused")
 
 
 @pytest.fixture
@@ -140,6 +146,19 @@ async def test_private_repositories_reach_bound_agents_only(
     assert [j["spec"]["agentRole"] for j in agentjobs(kube, namespace)] == ["bound"]
 
 
+async def _settled_agentjob_gets(kube: ClusterInfo, timeout: float = 15.0) -> int:
+    """The read count once it has not moved for a second (the waits' first reads done)."""
+    deadline = time.monotonic() + timeout
+    last = await asyncio.to_thread(_agentjob_gets, kube)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(1)
+        now = await asyncio.to_thread(_agentjob_gets, kube)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def _agentjob_gets(kube: ClusterInfo) -> int:
     """How many single-AgentJob GETs the API server has answered (its own metric)."""
     total = 0
@@ -163,10 +182,10 @@ async def test_waits_share_a_watch_and_are_capped_per_token(kube: ClusterInfo, t
             )
 
         waits = [wait_once() for _ in range(waiting.MAX_WAITS_PER_JOB_TOKEN)]
-        while len(agentjobs(kube, team)) < 2:
+        while len(agentjobs(kube, team)) < 1 + len(waits):  # the lead and each wait's job
             await asyncio.sleep(0.2)
-        await asyncio.sleep(1)  # Every wait has read its job once and listens to the watch.
-        before = await asyncio.to_thread(_agentjob_gets, kube)
+        # Every wait reads its job once, then listens to the watch: settle first.
+        before = await _settled_agentjob_gets(kube)
         await asyncio.sleep(5)
         after = await asyncio.to_thread(_agentjob_gets, kube)
         # Polling read each job twice a second per waiter: 40 reads here.
