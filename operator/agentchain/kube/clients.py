@@ -209,11 +209,14 @@ async def _send_retrying(call: _Call, policy: errors.RetryPolicy) -> aiohttp.Cli
         attempt += 1
         try:
             return await _send(call, login, time.monotonic() - started)
-        except errors.Unauthorized:
+        except errors.Unauthorized as exc:
             if reauthenticated:
                 raise
             reauthenticated = True
-            login = relogin(login)
+            try:
+                login = relogin(login)
+            except (kopf.LoginError, OSError, ValueError, KeyError) as failure:
+                raise exc from failure  # No credentials to try instead: the 401 stands.
             continue
         except (errors.ApiError, errors.Unreachable) as exc:
             wait = policy.delay(call.method, exc, attempt, time.monotonic() - started)

@@ -156,3 +156,13 @@ async def test_a_callers_timeout_bounds_the_retries_too(api: FakeApi) -> None:
         await clients.request("POST", "/x", body={}, timeout=1.0)
     assert time.monotonic() - started < 1.0
     assert len(api.seen) == 1
+
+
+async def test_a_401_with_no_credentials_left_to_read_stays_a_401(
+    api: FakeApi, kubeconfig: Path
+) -> None:
+    assert await clients.request("GET", "/a") == {"ok": True, "body": ""}
+    kubeconfig.unlink()
+    api.script = [(401, status(401, "Unauthorized"), {})]
+    with pytest.raises(errors.Unauthorized):
+        await clients.request("GET", "/b")
