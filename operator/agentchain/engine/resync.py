@@ -12,11 +12,9 @@ import logging
 import time
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from agentchain.engine import finishing, orphans, progressing, records, starting
 from agentchain.engine.runtime import Runtime
-from agentchain.kube import workloads
+from agentchain.kube import errors, workloads
 from agentchain.policy.outcomes import is_terminal
 
 log = logging.getLogger(__name__)
@@ -55,17 +53,11 @@ async def keep_resyncing(rt: Runtime) -> None:
                 await resync(rt, obj)
             except asyncio.CancelledError:
                 raise
-            except ApiException as exc:
+            except errors.KubeError as exc:
                 # Expected now and then (a namespace being deleted answers 403 to every
-                # create): one line per job and tick, retried at the next tick.
-                namespace, name = records.name_of(obj)
-                log.warning(
-                    "resync of %s/%s: the API answered %s %s",
-                    namespace,
-                    name,
-                    exc.status,
-                    exc.reason,
-                )
+                # create; the API server down past the client's retries): one line per
+                # job and tick, retried at the next tick.
+                log.warning("resync of %s/%s: %s", *records.name_of(obj), exc)
             except Exception:  # One job's failure must not stop the others' resync.
                 log.exception("resync of %s/%s failed", *records.name_of(obj))
 
@@ -77,5 +69,5 @@ async def keep_resyncing(rt: Runtime) -> None:
         if rt.orphans:
             try:
                 await orphans.settle_due(rt)
-            except ApiException as exc:  # Looked at again when the Job next changes.
-                log.warning("settling ownerless batch Jobs: the API answered %s", exc.status)
+            except errors.KubeError as exc:  # Looked at again when the Job next changes.
+                log.warning("settling ownerless batch Jobs: %s", exc)

@@ -8,7 +8,6 @@ off because the operator emits its own, meaningful ones.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 from collections.abc import Iterable
 from typing import Any, cast
@@ -54,10 +53,6 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.queueing.idle_timeout = 0.1
-    # Kubernetes calls run in threads; the default pool (cores + 4) queues chains.
-    asyncio.get_running_loop().set_default_executor(
-        concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube")
-    )
     # `agentchain run` hands over its flags in the memo; other launchers use the env.
     config = getattr(memo, "settings", None) or Settings()
     if config.namespaces and not any(_is_pattern(ns) for ns in config.namespaces):

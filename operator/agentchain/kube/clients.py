@@ -1,33 +1,50 @@
 """The Kubernetes API as the operator's own calls see it: asynchronous JSON over aiohttp.
 
-kopf has its own client for watching.  Our reads and writes used to go through the
-official ``kubernetes`` client, pushed to threads because it is synchronous; on a
-chain hop that cost ~1-2 ms of thread hand-off and request building per call, on
-the critical path, more than a third of some calls.  The operator only ever needs
-the API's JSON, so it now speaks REST directly, as kopf does.
+kopf has its own client for watching; the operator's reads and writes are REST over
+one aiohttp session per event loop, as kopf's are, with the same credentials: kopf's
+minimal login functions (``kopf.login_with_service_account`` in a pod,
+``kopf.login_with_kubeconfig`` elsewhere) read the token, client certificate and CA,
+so the official ``kubernetes`` package is not a runtime dependency.  What they do not
+do, and so neither does the operator: exec plugins and auth-provider refresh hooks
+(a developer's cloud kubeconfig needs a plain token or certificate instead).
 
-The official client still does what it does well: reading the configuration
-(in-cluster service account or ``KUBECONFIG``, token refresh hooks, exec plugins).
-Errors are raised as its :class:`ApiException`, so callers test ``status`` as before.
+Every call goes through :func:`open_response`, the error boundary:
+
+- an error answer becomes the typed exception of ``errors`` built from its Status
+  body (``NotFound``, ``AlreadyExists``, ``Conflict``, ``Gone``, ``Forbidden``,
+  ``TooManyRequests``, ``ServerError``, ...); a failed connection, ``Unreachable``;
+- 429, 500/502/503/504 and connection failures are retried there, at once for a
+  transient hiccup (0.1 s, doubling, jittered, capped; ``Retry-After`` honoured;
+  attempts and total time bounded, ``errors.RetryPolicy``), one log line per retry,
+  so a hop is not left to the next resync for a blip of the API server;
+- a 401 logs in again (a rotated service-account token is reread) and retries once.
+
+A response is retried only before it is handed to the caller: a stream (a watch, a
+log) that breaks later is the caller's to restart.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import dataclasses
 import json
+import logging
 import os
 import ssl
 import time
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
+import kopf
+
+from agentchain.kube import errors
+
+log = logging.getLogger(__name__)
 
 GROUP = "labrats.work"
 VERSION = "v1alpha1"
@@ -36,31 +53,69 @@ MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=60)
 # Chains fan out many small calls at once.
 CONNECTIONS = 32
-# How long the credentials are reused before the official client's refresh hook runs
-# again: well inside any token's life (bound tokens are rotated at 80% of an hour or
-# more; in-cluster the hook rereads the token file once a minute at most).
-AUTH_REFRESH_SECONDS = 10.0
 
 Obj = dict[str, Any]
 
 
-@functools.cache
-def configuration() -> client.Configuration:
+@dataclass(frozen=True)
+class Login:
+    """Where the API server is and how to prove who we are, from one login."""
+
+    server: str
+    headers: dict[str, str]
+    ssl_context: ssl.SSLContext
+    proxy: str | None = None
+    # Which login this is: a 401 logs in again only if no other call did meanwhile.
+    generation: int = 0
+
+
+def connection_info() -> kopf.ConnectionInfo:
+    """kopf's reading of the service account (in a pod) or of ``KUBECONFIG``."""
+    settings = kopf.OperatorSettings()
+    info: kopf.ConnectionInfo | None
     if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        info = kopf.login_with_service_account(settings=settings)
     else:
-        config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))  # type: ignore[no-untyped-call]
-    return client.Configuration.get_default_copy()
+        info = kopf.login_with_kubeconfig(settings=settings)
+    if info is None:
+        raise kopf.LoginError("No service account token and no kubeconfig to log in with.")
+    return info
 
 
-def _ssl_context(cfg: client.Configuration) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=cfg.ssl_ca_cert, cadata=cfg.ca_cert_data)
-    if cfg.cert_file:
-        context.load_cert_chain(cfg.cert_file, cfg.key_file)
-    if not cfg.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
+def login_from(info: kopf.ConnectionInfo, generation: int = 0) -> Login:
+    headers: dict[str, str] = {}
+    if info.token:
+        headers["Authorization"] = f"{info.scheme or 'Bearer'} {info.token}"
+    elif info.username and info.password:
+        basic = aiohttp.BasicAuth(info.username, info.password)
+        headers["Authorization"] = basic.encode()
+    return Login(
+        server=info.server.rstrip("/"),
+        headers=headers,
+        ssl_context=info.as_ssl_context(),
+        proxy=info.proxy_url,
+        generation=generation,
+    )
+
+
+_login: list[Login] = []
+
+
+def current_login() -> Login:
+    if not _login:
+        _login.append(login_from(connection_info()))
+    return _login[-1]
+
+
+def relogin(failed: Login) -> Login:
+    """Log in again after ``failed`` was refused (401), unless another call already did."""
+    latest = current_login()
+    if latest.generation != failed.generation:
+        return latest
+    fresh = login_from(connection_info(), failed.generation + 1)
+    _login[:] = [fresh]
+    log.info("kubernetes API refused the credentials (401): logged in again")
+    return fresh
 
 
 # One session per event loop: the operator has one, tests get one per test.
@@ -73,8 +128,8 @@ def _session() -> aiohttp.ClientSession:
     loop = asyncio.get_running_loop()
     session = _sessions.get(loop)
     if session is None or session.closed:
-        cfg = configuration()
-        connector = aiohttp.TCPConnector(ssl=_ssl_context(cfg), limit=CONNECTIONS)
+        # The TLS context goes with each request (it changes when a login does).
+        connector = aiohttp.TCPConnector(limit=CONNECTIONS)
         session = aiohttp.ClientSession(connector=connector, timeout=DEFAULT_TIMEOUT)
         _sessions[loop] = session
     return session
@@ -88,38 +143,9 @@ async def close() -> None:
 
 
 def reset() -> None:
-    """Forget the configuration (another cluster's ``KUBECONFIG``, in tests)."""
-    configuration.cache_clear()
+    """Forget the login (another cluster's ``KUBECONFIG``, in tests)."""
+    _login.clear()
     _sessions.clear()
-    _auth.clear()
-
-
-# (when taken, headers): the official client's ``auth_settings`` runs the token
-# refresh hook, which for a kubeconfig token resets the host and with it rescans the
-# whole environment for proxies: ~0.5 ms of CPU per call under load, measured.
-_auth: dict[str, tuple[float, dict[str, str]]] = {}
-
-
-def _auth_headers() -> dict[str, str]:
-    taken, headers = _auth.get("", (-AUTH_REFRESH_SECONDS, {}))
-    now = time.monotonic()
-    if now - taken < AUTH_REFRESH_SECONDS:
-        return headers
-    settings: Any = configuration().auth_settings()
-    headers = {
-        auth["key"]: auth["value"]
-        for auth in settings.values()
-        if auth.get("in") == "header" and auth.get("value")
-    }
-    _auth[""] = (now, headers)
-    return headers
-
-
-def _headers(content_type: str | None) -> dict[str, str]:
-    headers = {"Accept": "application/json", **_auth_headers()}
-    if content_type:
-        headers["Content-Type"] = content_type
-    return headers
 
 
 def path(*segments: str) -> str:
@@ -148,33 +174,94 @@ async def open_response(
     body: object = None,
     content_type: str | None = None,
     timeout: float | None = None,
+    policy: errors.RetryPolicy = errors.DEFAULT_POLICY,
 ) -> AsyncIterator[aiohttp.ClientResponse]:
-    """The API's response, status checked (ApiException otherwise), body unread."""
+    """The API's successful response, body unread; retried as the module says, typed
+    errors (``errors``) otherwise.  ``timeout`` bounds the whole call, retries included."""
     data = None if body is None else json.dumps(body, separators=(",", ":"))
     if data is not None and content_type is None:
         content_type = "application/json"
-    cfg = configuration()
-    kwargs: dict[str, Any] = {}
+    call = _Call(method, url_path, params, data, content_type, timeout)
     if timeout is not None:
-        kwargs["timeout"] = aiohttp.ClientTimeout(total=timeout)
-    if cfg.tls_server_name:
-        kwargs["server_hostname"] = cfg.tls_server_name
-    if cfg.proxy:
-        kwargs["proxy"] = cfg.proxy
-    async with _session().request(
-        method,
-        cfg.host.rstrip("/") + url_path,
-        params=params,
-        data=data,
-        headers=_headers(content_type),
-        **kwargs,
-    ) as resp:
-        if resp.status >= 400:
-            exc = ApiException(status=resp.status, reason=resp.reason)
-            exc.body = (await resp.read()).decode(errors="replace")
-            exc.headers = resp.headers
-            raise exc
+        policy = dataclasses.replace(policy, budget=min(policy.budget, timeout))
+    resp = await _send_retrying(call, policy)
+    try:
         yield resp
+    finally:
+        resp.release()
+
+
+@dataclass(frozen=True)
+class _Call:
+    method: str
+    url_path: str
+    params: Mapping[str, str] | None
+    data: str | None
+    content_type: str | None
+    timeout: float | None
+
+
+async def _send_retrying(call: _Call, policy: errors.RetryPolicy) -> aiohttp.ClientResponse:
+    started = time.monotonic()
+    login = current_login()
+    attempt, reauthenticated = 0, False
+    while True:
+        attempt += 1
+        try:
+            return await _send(call, login, time.monotonic() - started)
+        except errors.Unauthorized as exc:
+            if reauthenticated:
+                raise
+            reauthenticated = True
+            try:
+                login = relogin(login)
+            except (kopf.LoginError, OSError, ValueError, KeyError) as failure:
+                raise exc from failure  # No credentials to try instead: the 401 stands.
+            continue
+        except (errors.ApiError, errors.Unreachable) as exc:
+            wait = policy.delay(call.method, exc, attempt, time.monotonic() - started)
+            if wait is None:
+                raise
+            log.warning(
+                "kubernetes API: %s %s failed (%s), attempt %d; retrying in %.2fs",
+                call.method,
+                call.url_path,
+                exc,
+                attempt,
+                wait,
+            )
+        await asyncio.sleep(wait)
+
+
+async def _send(call: _Call, login: Login, elapsed: float) -> aiohttp.ClientResponse:
+    """One attempt: the open response if it succeeded, its typed error otherwise."""
+    headers = {"Accept": "application/json", **login.headers}
+    if call.content_type:
+        headers["Content-Type"] = call.content_type
+    kwargs: dict[str, Any] = {}
+    if call.timeout is not None:
+        # What is left of the call's time: retries never stretch a caller's deadline.
+        kwargs["timeout"] = aiohttp.ClientTimeout(total=max(0.1, call.timeout - elapsed))
+    try:
+        resp = await _session().request(
+            call.method,
+            login.server + call.url_path,
+            params=call.params,
+            data=call.data,
+            headers=headers,
+            ssl=login.ssl_context,
+            proxy=login.proxy,
+            **kwargs,
+        )
+        if resp.status < 400:
+            return resp
+        try:
+            raw = await resp.read()
+        finally:
+            resp.release()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise errors.Unreachable(f"{type(exc).__name__}: {exc}") from exc
+    raise errors.from_status(resp.status, raw, resp.headers)
 
 
 async def request(
@@ -190,17 +277,8 @@ async def request(
     async with open_response(
         method, url_path, params=params, body=body, content_type=content_type, timeout=timeout
     ) as resp:
-        raw = await resp.read()
+        try:
+            raw = await resp.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise errors.Unreachable(f"{type(exc).__name__}: {exc}") from exc
     return json.loads(raw) if raw else None
-
-
-def is_status(exc: BaseException, code: int) -> bool:
-    return isinstance(exc, ApiException) and exc.status == code
-
-
-def already_exists(exc: BaseException) -> bool:
-    return is_status(exc, 409)
-
-
-def not_found(exc: BaseException) -> bool:
-    return is_status(exc, 404)

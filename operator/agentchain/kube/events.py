@@ -11,9 +11,8 @@ import datetime as dt
 import hashlib
 from typing import Any, Literal
 
-from kubernetes.client.exceptions import ApiException
-
-from agentchain.kube.clients import already_exists, core_path, request
+from agentchain.kube import errors
+from agentchain.kube.clients import core_path, request
 
 EventType = Literal["Normal", "Warning"]
 COMPONENT = "agentchain-operator"
@@ -52,11 +51,11 @@ async def emit(
     }
     try:
         await request("POST", core_path(meta["namespace"], "events"), body=body)
-    except ApiException as exc:
-        if already_exists(exc):
-            return False
-        if exc.status == 403 and "NamespaceTerminating" in str(exc.body or ""):
-            # The namespace is going away with its Events: nothing left to tell.
-            return False
-        raise
+    except errors.AlreadyExists:
+        return False
+    except errors.Forbidden as exc:
+        if "NamespaceTerminating" not in exc.causes:
+            raise
+        # The namespace is going away with its Events: nothing left to tell.
+        return False
     return True

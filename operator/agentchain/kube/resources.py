@@ -11,16 +11,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from agentchain.kube.clients import (
-    MERGE_PATCH,
-    already_exists,
-    custom_path,
-    not_found,
-    open_response,
-    request,
-)
+from agentchain.kube import errors
+from agentchain.kube.clients import MERGE_PATCH, custom_path, open_response, request
 
 AGENTJOBS = "agentjobs"
 AIAGENTS = "aiagents"
@@ -32,10 +24,8 @@ WATCH_LINE_MAX_BYTES = 8 * 1024 * 1024
 async def get(namespace: str, plural: str, name: str) -> Obj | None:
     try:
         obj: Obj = await request("GET", custom_path(namespace, plural, name))
-    except ApiException as exc:
-        if not_found(exc):
-            return None
-        raise
+    except errors.NotFound:
+        return None
     return obj
 
 
@@ -65,7 +55,7 @@ async def list_objects(
 async def create_only(
     namespace: str, plural: str, body: Obj, *, timeout: float | None = None
 ) -> Obj:
-    """Create; AlreadyExists is the caller's to judge (raised as ApiException 409)."""
+    """Create; AlreadyExists is the caller's to judge (raised as ``errors.AlreadyExists``)."""
     obj: Obj = await request("POST", custom_path(namespace, plural), body=body, timeout=timeout)
     return obj
 
@@ -75,9 +65,8 @@ async def create(namespace: str, plural: str, body: Obj) -> tuple[Obj, bool]:
     name = body["metadata"]["name"]
     try:
         return await create_only(namespace, plural, body), True
-    except ApiException as exc:
-        if not already_exists(exc):
-            raise
+    except errors.AlreadyExists:
+        pass
     existing = await get(namespace, plural, name)
     if existing is None:  # Deleted between our two calls: treat as done, nothing to redo.
         return body, False
@@ -89,10 +78,8 @@ async def _patch(namespace: str, plural: str, name: str, body: Obj, *sub: str) -
     url = custom_path(namespace, plural, name, *sub)
     try:
         obj: Obj = await request("PATCH", url, body=body, content_type=MERGE_PATCH)
-    except ApiException as exc:
-        if not_found(exc):
-            return None
-        raise
+    except errors.NotFound:
+        return None
     return obj
 
 
@@ -121,7 +108,7 @@ async def watch(
     """Watch events (``{"type", "object"}``) from ``resource_version`` on, bookmarks
     included, until the API server ends the stream (``timeout_seconds``).
 
-    An expired version raises ApiException 410, at once or as an ERROR event.
+    An expired version raises ``errors.Gone``, at once or as an ERROR event.
     """
     params = {
         "watch": "true",
@@ -151,7 +138,5 @@ def _watch_event(line: bytes) -> Obj:
     event: Obj = json.loads(line)
     if event.get("type") == "ERROR":
         status = event.get("object") or {}
-        exc = ApiException(status=int(status.get("code") or 500), reason=status.get("reason"))
-        exc.body = json.dumps(status)
-        raise exc
+        raise errors.from_status(int(status.get("code") or 500), status)
     return event

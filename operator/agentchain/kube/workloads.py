@@ -10,17 +10,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from agentchain.kube.clients import (
-    MERGE_PATCH,
-    already_exists,
-    batch_path,
-    core_path,
-    not_found,
-    open_response,
-    request,
-)
+from agentchain.kube import errors
+from agentchain.kube.clients import MERGE_PATCH, batch_path, core_path, open_response, request
 
 Obj = dict[str, Any]
 
@@ -29,19 +20,16 @@ async def create_job(namespace: str, body: Obj) -> tuple[Obj | None, bool]:
     try:
         job: Obj = await request("POST", batch_path(namespace), body=body)
         return job, True
-    except ApiException as exc:
-        if not already_exists(exc):
-            raise
+    except errors.AlreadyExists:
+        pass  # Ours already: the name is the AgentJob's, deterministic.
     return await get_job(namespace, body["metadata"]["name"]), False
 
 
 async def get_job(namespace: str, name: str) -> Obj | None:
     try:
         job: Obj = await request("GET", batch_path(namespace, name))
-    except ApiException as exc:
-        if not_found(exc):
-            return None
-        raise
+    except errors.NotFound:
+        return None
     return job
 
 
@@ -52,10 +40,8 @@ async def set_owner(namespace: str, name: str, owner: Obj) -> Obj | None:
         job: Obj = await request(
             "PATCH", batch_path(namespace, name), body=patch, content_type=MERGE_PATCH
         )
-    except ApiException as exc:
-        if not_found(exc):
-            return None
-        raise
+    except errors.NotFound:
+        return None
     return job
 
 
@@ -66,9 +52,8 @@ async def delete_job(namespace: str, name: str, uid: str | None = None) -> None:
         body["preconditions"] = {"uid": uid}
     try:
         await request("DELETE", batch_path(namespace, name), body=body)
-    except ApiException as exc:
-        if not (not_found(exc) or already_exists(exc)):  # 409: another Job by now.
-            raise
+    except (errors.NotFound, errors.Conflict):  # 409: the uid precondition: another Job.
+        pass
 
 
 async def list_pods(namespace: str, label_selector: str) -> list[Obj]:
@@ -92,10 +77,8 @@ async def read_log_tail(
                 tail += chunk
                 if len(tail) > 2 * max_bytes:
                     del tail[: len(tail) - max_bytes]
-    except ApiException as exc:
-        if not_found(exc) or exc.status == 400:
-            return None
-        raise
+    except (errors.NotFound, errors.BadRequest):  # 400: the container has not started.
+        return None
     return bytes(tail[-max_bytes:]), total
 
 
@@ -109,16 +92,13 @@ async def ensure_secret(namespace: str, name: str, data: dict[str, str], owner: 
     }
     try:
         await request("POST", core_path(namespace, "secrets"), body=body)
-    except ApiException as exc:
-        if not already_exists(exc):
-            raise
+    except errors.AlreadyExists:
+        pass
 
 
 async def read_config_map(namespace: str, name: str) -> dict[str, str] | None:
     try:
         cm = await request("GET", core_path(namespace, "configmaps", name))
-    except ApiException as exc:
-        if not_found(exc):
-            return None
-        raise
+    except errors.NotFound:
+        return None
     return dict(cm.get("data") or {})

@@ -3,8 +3,8 @@
 The webhook answers 202 once a delivery's jobs are queued in Redis
 (:class:`~agentchain.store.deliveries.DeliveryLog`); this task, started and stopped with
 the web app in the operator process, creates them.  It leases due entries in batches
-and creates at most :data:`CONCURRENCY` at once (Kubernetes calls share the process's
-thread pool with the engine).  An entry is removed only after its create answered:
+and creates at most :data:`CONCURRENCY` at once (they share the process's API
+connections with the engine).  An entry is removed only after its create answered:
 created, or ``AlreadyExists`` (the name is deterministic, so that is the same job), or
 a refusal retrying cannot fix (:data:`PERMANENT`: the object is invalid, or the
 namespace is gone), which is logged and counted, never retried.  Anything else (API
@@ -33,9 +33,8 @@ import time
 from collections.abc import AsyncIterator
 
 from aiohttp import web
-from kubernetes.client.exceptions import ApiException
 
-from agentchain.kube import clients, resources
+from agentchain.kube import errors, resources
 from agentchain.metrics import WEBHOOK_JOBS
 from agentchain.store.deliveries import JobQueue, LeasedJob, QueuedJob
 from agentchain.store.signing import OperatorKeys
@@ -74,10 +73,8 @@ async def _create(job: QueuedJob) -> str:
         await resources.create_only(
             job.namespace, resources.AGENTJOBS, job.body, timeout=CREATE_TIMEOUT_SECONDS
         )
-    except ApiException as exc:
-        if clients.already_exists(exc):
-            return "existed"
-        raise
+    except errors.AlreadyExists:
+        return "existed"
     return "created"
 
 
@@ -198,13 +195,13 @@ class Dispatcher:
     async def _attempt(self, job: QueuedJob) -> str:
         try:
             result = await _create(job)
-        except ApiException as exc:
-            if exc.status not in PERMANENT:
-                return await self._retry(job, f"API server answered {exc.status}")
+        except errors.ApiError as exc:
+            if exc.code not in PERMANENT:
+                return await self._retry(job, f"API server answered {exc.code}")
             log.error(
                 "webhook job %s dropped: the API server refused it (%s %s)",
                 job.key,
-                exc.status,
+                exc.code,
                 exc.reason,
             )
             result = "failed"

@@ -14,11 +14,11 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
-from kubernetes.client.exceptions import ApiException
 from redis.exceptions import RedisError
+
+from agentchain.kube import errors as kube
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -88,14 +88,30 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         # A dependency being down is the server's problem but not a bug: 503, retry later.
         log.warning("redis unavailable for %s %s: %s", request.method, request.path, type(exc))
         return error_response(503, "store unavailable", "Redis did not answer; retry later.")
-    except ApiException as exc:
-        log.warning("kubernetes API answered %s %s to %s", exc.status, exc.reason, request.path)
-        if exc.status in (400, 422):
-            return error_response(422, "invalid object", "The API server refused the AgentJob.")
+    except kube.KubeError as exc:
+        log.warning("kubernetes API for %s %s: %s", request.method, request.path, exc)
+        return kube_error_response(exc)
+
+
+# The API server's refusals a client can act on keep their code; the rest (throttled
+# past the client's retries, failing, unreachable) is the server's trouble: 503.
+_KUBE_REFUSALS: dict[type[kube.ApiError], tuple[int, str, str]] = {
+    kube.BadRequest: (422, "invalid object", "The API server refused the object."),
+    kube.Invalid: (422, "invalid object", "The API server refused the object."),
+    kube.Forbidden: (403, "forbidden", "The operator may not do this in that namespace."),
+    kube.NotFound: (404, "not found", "The API server has no such namespace or object."),
+    kube.Conflict: (409, "conflict", "The API server reports a conflicting object."),
+}
+
+
+def kube_error_response(exc: kube.KubeError) -> web.Response:
+    """The JSON answer for what the Kubernetes API boundary raised."""
+    if isinstance(exc, kube.ApiError):
+        for cls, (status, error, detail) in _KUBE_REFUSALS.items():
+            if isinstance(exc, cls):
+                return error_response(status, error, detail, reason=exc.reason)
         return error_response(503, "kubernetes unavailable", "The API server refused or failed.")
-    except (aiohttp.ClientError, TimeoutError) as exc:  # The kube client's transport.
-        log.warning("kubernetes API unreachable for %s: %s", request.path, type(exc).__name__)
-        return error_response(503, "kubernetes unavailable", "The API server did not answer.")
+    return error_response(503, "kubernetes unavailable", "The API server did not answer.")
 
 
 # Every answer, JSON or HTML: the dashboard's pages load nothing but themselves (no

@@ -19,7 +19,7 @@ AgentJob spec or Redis (``requests.loads_unicode``).
 
 Design decision: a durable queue in Redis between the 202 and the API server (as
 Argo Events puts its event bus between the event source and the sensors).  Creating
-an AgentJob is an API server round trip through a thread; doing it before answering
+an AgentJob is an API server round trip; doing it before answering
 made the 202 latency under a burst 20-30x that of a bare endpoint.  So a verified
 delivery is matched against an in-memory AiAgent listing refreshed every few seconds
 (``listing.SharedAgentListing``), then ONE atomic Redis step

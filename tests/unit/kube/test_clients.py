@@ -1,90 +1,168 @@
-"""The credentials on the operator's API calls: reused briefly, refreshed after.
+"""The one request function against a scripted API server, in-process over real HTTP.
 
-The official client's ``auth_settings`` runs the token refresh hook on every call,
-which was measured at ~0.5 ms of CPU per request; the headers are therefore reused
-for ``AUTH_REFRESH_SECONDS`` and then taken again, so a rotated token is picked up.
+The server (aiohttp) answers each request from a script (a code, a body, headers) and
+records what it was sent; the operator's client logs in from a kubeconfig file as in
+production.  Aspects: a transient 500/503/429/broken connection is retried at once
+(a 429 after its ``Retry-After``) and the call succeeds; refusals are raised typed
+from their Status, after one attempt; a 401 logs in again (the kubeconfig rewritten
+with a rotated token) and retries once; the credentials go on every call.
 """
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
-from agentchain.kube import clients
+from agentchain.kube import clients, errors
+
+Script = list[tuple[int, Any, dict[str, str]]]
 
 
-class _Configuration:
-    """Stands in for the loaded ``kubernetes.client.Configuration``: its one method used."""
+class FakeApi:
+    """Answers from ``script`` (then 200 ``{"ok": true}``); records every request."""
 
     def __init__(self) -> None:
-        self.token = "first"
-        self.calls = 0
+        self.script: Script = []
+        self.seen: list[tuple[str, str, str]] = []
 
-    def auth_settings(self) -> dict[str, Any]:
-        self.calls += 1
-        return {
-            "BearerToken": {
-                "in": "header",
-                "key": "authorization",
-                "value": f"Bearer {self.token}",
-            },
-            "Unused": {"in": "query", "key": "x", "value": "y"},
-        }
-
-
-@pytest.fixture
-def cfg(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Configuration]:
-    fake = _Configuration()
-    clients.reset()
-    monkeypatch.setattr(clients, "configuration", functools.cache(lambda: fake))
-    yield fake
-    clients._auth.clear()
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.seen.append((request.method, request.path, request.headers.get("Authorization", "")))
+        if not self.script:
+            return web.json_response({"ok": True, "body": await request.text()})
+        code, body, headers = self.script.pop(0)
+        if code == 0:  # A connection that breaks before any answer.
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response()
+        return web.json_response(body, status=code, headers=headers)
 
 
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    now = [1000.0]
-    monkeypatch.setattr(time, "monotonic", lambda: now[0])
-    return now
+def status(code: int, reason: str, **extra: Any) -> dict[str, Any]:
+    return {"kind": "Status", "status": "Failure", "code": code, "reason": reason, **extra}
 
 
-def test_headers_carry_the_bearer_token_and_the_content_type(cfg: _Configuration) -> None:
-    headers = clients._headers(clients.MERGE_PATCH)
-    assert headers == {
-        "Accept": "application/json",
-        "authorization": "Bearer first",
-        "Content-Type": clients.MERGE_PATCH,
+def write_kubeconfig(path: Path, server: str, token: str) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
     }
-    assert "Content-Type" not in clients._headers(None)
+    path.write_text(yaml.safe_dump(config))
 
 
-def test_credentials_are_reused_within_the_refresh_period(
-    cfg: _Configuration, clock: list[float]
-) -> None:
-    for _ in range(50):
-        clients._headers(None)
-        clock[0] += clients.AUTH_REFRESH_SECONDS / 100
-    assert cfg.calls == 1
-
-
-def test_a_rotated_token_is_used_once_the_period_is_over(
-    cfg: _Configuration, clock: list[float]
-) -> None:
-    assert clients._headers(None)["authorization"] == "Bearer first"
-    cfg.token = "rotated"
-    clock[0] += clients.AUTH_REFRESH_SECONDS - 0.01
-    assert clients._headers(None)["authorization"] == "Bearer first"
-    clock[0] += 0.01
-    assert clients._headers(None)["authorization"] == "Bearer rotated"
-    assert cfg.calls == 2
-
-
-def test_reset_forgets_the_credentials(cfg: _Configuration, clock: list[float]) -> None:
-    clients._headers(None)
-    cfg.token = "other-cluster"
+@pytest.fixture
+def kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = tmp_path / "kubeconfig"
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     clients.reset()
-    assert clients._headers(None)["authorization"] == "Bearer other-cluster"
+    yield path
+    clients.reset()
+
+
+@pytest.fixture
+async def api(kubeconfig: Path) -> AsyncIterator[FakeApi]:
+    fake = FakeApi()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", fake.handle)
+    server = TestServer(app)
+    await server.start_server()
+    write_kubeconfig(kubeconfig, str(server.make_url("")), "first")
+    try:
+        yield fake
+    finally:
+        await clients.close()
+        await server.close()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        (500, status(500, "InternalError"), {}),
+        (503, status(503, "ServiceUnavailable"), {}),
+        (504, "<html>gateway timeout</html>", {}),
+        (0, None, {}),
+    ],
+)
+async def test_a_transient_failure_is_retried_at_once(
+    api: FakeApi, failure: tuple[int, Any, dict[str, str]]
+) -> None:
+    api.script = [failure]
+    started = time.monotonic()
+    answer = await clients.request("POST", "/apis/batch/v1/namespaces/n/jobs", body={"a": 1})
+    assert answer == {"ok": True, "body": '{"a":1}'}
+    assert time.monotonic() - started < 1.0
+    assert [m for m, _, _ in api.seen] == ["POST", "POST"]
+
+
+async def test_too_many_requests_waits_its_retry_after(api: FakeApi) -> None:
+    api.script = [(429, status(429, "TooManyRequests"), {"Retry-After": "1"})]
+    started = time.monotonic()
+    assert await clients.request("PATCH", "/x", body={}) == {"ok": True, "body": "{}"}
+    assert 1.0 <= time.monotonic() - started < 2.0
+    assert len(api.seen) == 2
+
+
+async def test_a_refusal_is_raised_typed_after_one_attempt(api: FakeApi) -> None:
+    api.script = [(409, status(409, "AlreadyExists", message="exists"), {})]
+    with pytest.raises(errors.AlreadyExists) as caught:
+        await clients.request("POST", "/x", body={})
+    assert (caught.value.code, caught.value.message) == (409, "exists")
+    assert len(api.seen) == 1
+
+
+async def test_failures_past_the_attempts_are_raised(api: FakeApi) -> None:
+    api.script = [(500, status(500, "InternalError"), {})] * 10
+    with pytest.raises(errors.ServerError):
+        await clients.request("GET", "/x")
+    assert len(api.seen) == errors.DEFAULT_POLICY.attempts
+
+
+async def test_an_unreachable_server_is_unreachable(kubeconfig: Path) -> None:
+    write_kubeconfig(kubeconfig, "http://127.0.0.1:9", "t")  # Discard port: refused.
+    policy = errors.RetryPolicy(attempts=2)
+    with pytest.raises(errors.Unreachable):
+        async with clients.open_response("GET", "/x", policy=policy):
+            pass
+    await clients.close()
+
+
+async def test_a_401_logs_in_again_and_retries_once(api: FakeApi, kubeconfig: Path) -> None:
+    assert await clients.request("GET", "/a") == {"ok": True, "body": ""}
+    server = clients.current_login().server
+    write_kubeconfig(kubeconfig, server, "rotated")
+    api.script = [(401, status(401, "Unauthorized"), {})]
+    assert await clients.request("GET", "/b") == {"ok": True, "body": ""}
+    assert [auth for _, _, auth in api.seen] == ["Bearer first", "Bearer first", "Bearer rotated"]
+    api.script = [(401, status(401, "Unauthorized"), {})] * 2
+    with pytest.raises(errors.Unauthorized):
+        await clients.request("GET", "/c")
+
+
+async def test_a_callers_timeout_bounds_the_retries_too(api: FakeApi) -> None:
+    api.script = [(429, status(429, "TooManyRequests"), {"Retry-After": "2"})]
+    started = time.monotonic()
+    with pytest.raises(errors.TooManyRequests):
+        await clients.request("POST", "/x", body={}, timeout=1.0)
+    assert time.monotonic() - started < 1.0
+    assert len(api.seen) == 1
+
+
+async def test_a_401_with_no_credentials_left_to_read_stays_a_401(
+    api: FakeApi, kubeconfig: Path
+) -> None:
+    assert await clients.request("GET", "/a") == {"ok": True, "body": ""}
+    kubeconfig.unlink()
+    api.script = [(401, status(401, "Unauthorized"), {})]
+    with pytest.raises(errors.Unauthorized):
+        await clients.request("GET", "/b")

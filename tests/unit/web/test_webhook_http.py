@@ -32,10 +32,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from aiohttp import ClientError, ClientResponse
-from kubernetes.client.exceptions import ApiException
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
+from agentchain.kube import errors as kube_errors
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.policy.matching import AgentCandidate
 from agentchain.settings import Settings
@@ -286,7 +286,8 @@ class FakeKube:
     async def create(self, job: QueuedJob) -> str:
         self.creates += 1
         if self.fail:
-            raise ApiException(status=self.fail.pop(0), reason="scripted")
+            code = self.fail.pop(0)
+            raise kube_errors.from_status(code, {"kind": "Status", "code": code})
         if job.key in self.jobs:
             return "existed"
         self.jobs[job.key] = job.body
