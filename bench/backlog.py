@@ -47,7 +47,7 @@ AGENTJOB_LABEL = f"{GROUP}/agentjob"
 CHAIN_LABEL = f"{GROUP}/chain-id"
 NODE = "bench-backlog"
 MANAGED_BY = "bench.labrats.work/backlog"
-CONCURRENCY = 24
+CONCURRENCY = 64
 DROP_META = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
 # The Job controller's own labels and selector are regenerated from the new uid.
 JOB_UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")

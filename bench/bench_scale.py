@@ -254,19 +254,47 @@ def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int]]:
 def report(result: Restart, requests: tuple[int, int]) -> None:
     n = f"{result.jobs:,} jobs"
     target = rss_target(result.jobs)
-    emit(Row(f"restart peak RSS, {n}", result.peak_mib, "MiB", target=target, compare="figure",
-             note="VmHWM of the operator process; issue 21 reported 840 MiB at 5,000"))  # fmt: skip
-    emit(Row(f"steady RSS after restart, {n}", result.steady_mib, "MiB", target=target,
-             compare="figure"))  # fmt: skip
+    emit(
+        Row(
+            f"restart peak RSS, {n}",
+            result.peak_mib,
+            "MiB",
+            target=target,
+            compare="figure",
+            note="VmHWM of the operator process; issue 21 reported 840 MiB at 5,000",
+        )
+    )
+    emit(
+        Row(
+            f"steady RSS after restart, {n}",
+            result.steady_mib,
+            "MiB",
+            target=target,
+            compare="figure",
+        )
+    )
     initial, rest = requests
     emit(Row(f"restart lists+watches, {n}", initial, "req"))
-    emit(Row(f"restart other requests per settled job, {n}", rest / max(1, result.settled_jobs),
-             "req", target=0, compare="figure",
-             note=f"{rest} requests other than list/watch until settled"))  # fmt: skip
+    emit(
+        Row(
+            f"restart other requests per settled job, {n}",
+            rest / max(1, result.settled_jobs),
+            "req",
+            target=0,
+            compare="figure",
+            note=f"{rest} requests other than list/watch until settled",
+        )
+    )
     emit(Row(f"restart: start to /readyz, {n}", result.ready_s, "s"))
     emit(Row(f"restart: start to backlog worked through, {n}", result.settled_s, "s"))
-    emit(Row(f"CPU per resync period, {n}", result.cpu_per_resync_s, "s",
-             note="operator CPU seconds per resync period once settled"))  # fmt: skip
+    emit(
+        Row(
+            f"CPU per resync period, {n}",
+            result.cpu_per_resync_s,
+            "s",
+            note="operator CPU seconds per resync period once settled",
+        )
+    )
     emit(Row(f"restart log lines per job, {n}", result.log_lines / result.jobs, "lines"))
 
 
