@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 from e2e.controlplane import knobs
@@ -118,25 +118,45 @@ class Audit:
 
     def _all(self) -> Iterator[Request]:
         with self.path.open() as log:
-            for line in log:
-                event = json.loads(line)
-                watch = event.get("verb") == "watch"
-                if event.get("stage") != ("ResponseStarted" if watch else "ResponseComplete"):
-                    continue
-                ref = event.get("objectRef") or {}
-                resource = ref.get("resource", "-")
-                if ref.get("subresource"):
-                    resource += "/" + ref["subresource"]
-                if ref.get("apiGroup"):
-                    resource += "." + ref["apiGroup"]
-                yield Request(
-                    user=event["user"]["username"],
-                    verb=event.get("verb", "-"),
-                    resource=resource,
-                    name=ref.get("name", ""),
-                    uri=event.get("requestURI", ""),
-                    at=_when(event["requestReceivedTimestamp"]),
-                )
+            yield from _complete_lines(log)
+
+    def follow(self) -> Iterator[list[Request]]:
+        """Each ``next()`` gives the requests logged since the previous one."""
+        with self.path.open() as log:
+            while True:
+                yield list(_complete_lines(log))
+
+
+def _complete_lines(log: TextIO) -> Iterator[Request]:
+    while True:
+        mark = log.tell()
+        line = log.readline()
+        if not line.endswith("\n"):
+            log.seek(mark)  # The end, or a line still being written: read it next time.
+            return
+        request = _request(json.loads(line))
+        if request is not None:
+            yield request
+
+
+def _request(event: dict[str, Any]) -> Request | None:
+    watch = event.get("verb") == "watch"
+    if event.get("stage") != ("ResponseStarted" if watch else "ResponseComplete"):
+        return None
+    ref = event.get("objectRef") or {}
+    resource = ref.get("resource", "-")
+    if ref.get("subresource"):
+        resource += "/" + ref["subresource"]
+    if ref.get("apiGroup"):
+        resource += "." + ref["apiGroup"]
+    return Request(
+        user=event["user"]["username"],
+        verb=event.get("verb", "-"),
+        resource=resource,
+        name=ref.get("name", ""),
+        uri=event.get("requestURI", ""),
+        at=_when(event["requestReceivedTimestamp"]),
+    )
 
 
 def by_kind(requests: list[Request]) -> dict[str, int]:
