@@ -34,6 +34,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Queue
@@ -45,7 +46,7 @@ from e2e import operating
 from e2e.controlplane import processes
 from e2e.controlplane.cluster import ClusterInfo, cluster, say
 
-from bench import backlog, harness
+from bench import backlog, harness, profiling
 from bench.table import Row, emit
 
 TERMINAL = ("Succeeded", "Failed", "Skipped")
@@ -180,7 +181,9 @@ def _start(op: operating.OperatorProcess, name: str, resync: float) -> int:
     return op.process.pid
 
 
-def watch_restart(info: ClusterInfo, op: operating.OperatorProcess, result: Restart) -> None:
+def watch_restart(
+    info: ClusterInfo, op: operating.OperatorProcess, result: Restart, profile: Path | None
+) -> None:
     """Start the operator (no resync: its steady cost would hide the end of the backlog)
     and sample it until the backlog is worked through, then for STEADY_SECONDS more.
 
@@ -193,6 +196,25 @@ def watch_restart(info: ClusterInfo, op: operating.OperatorProcess, result: Rest
     result.started_at = time.time()
     start = time.monotonic()
     pid = _start(op, "operator-restart", NO_RESYNC_SECONDS)
+    with profiling.Profiler(pid, profile):
+        _until_settled(op, result, follow, start)
+    result.settled_at = time.time()
+    assert op.process is not None
+    result.log_lines = len(op.process.log_path.read_text(errors="replace").splitlines())
+    time.sleep(STEADY_SECONDS)
+    after = harness.ProcSample.of(pid)
+    result.steady_mib, result.peak_mib = after.rss_mib, after.peak_mib
+    op.stop()
+
+
+def _until_settled(
+    op: operating.OperatorProcess,
+    result: Restart,
+    follow: Iterator[list[harness.Request]],
+    start: float,
+) -> None:
+    assert op.process is not None
+    pid = op.process.pid
     samples: list[tuple[float, harness.ProcSample]] = []
     watching: set[str] = set()
     while time.monotonic() - start < SETTLE_TIMEOUT_SECONDS:
@@ -213,13 +235,6 @@ def watch_restart(info: ClusterInfo, op: operating.OperatorProcess, result: Rest
                 break
             samples = [(t, s) for t, s in samples if t >= now - IDLE_WINDOW_SECONDS]
         time.sleep(0.1)
-    result.settled_at = time.time()
-    assert op.process is not None
-    result.log_lines = len(op.process.log_path.read_text(errors="replace").splitlines())
-    time.sleep(STEADY_SECONDS)
-    after = harness.ProcSample.of(pid)
-    result.steady_mib, result.peak_mib = after.rss_mib, after.peak_mib
-    op.stop()
 
 
 def resync_cost(op: operating.OperatorProcess, result: Restart, resync: float) -> None:
@@ -279,7 +294,7 @@ def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int]]:
     result = Restart(jobs=finished + running, settled_jobs=finished)
     say(f"restarting the operator on {args.jobs} AgentJobs")
     try:
-        watch_restart(info, op, result)
+        watch_restart(info, op, result, args.profile)
         say(f"again with a resync every {args.resync}s")
         resync_cost(op, result, float(args.resync))
     finally:
@@ -341,11 +356,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resync", type=int, default=10, help="the operator's resync seconds")
     parser.add_argument("--keep", action="store_true", help="write templates.json in the workdir")
     parser.add_argument("-v", "--verbose", action="store_true", help="requests by verb+resource")
+    parser.add_argument("--profile", type=Path, help="py-spy the restart into this file")
     args = parser.parse_args(argv)
     harness.audit_enabled()
     with cluster() as info:
         result, requests = measure(info, args)
     report(result, requests)
+    if args.profile:
+        print(profiling.summary(args.profile))
     return 0
 
 

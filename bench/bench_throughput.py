@@ -79,9 +79,10 @@ def apply_agents(custom: Any, namespace: str) -> None:
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "aiagents", body)
 
 
-def _drain(done: Any, total: int, pid: int) -> Phase:
-    """Wait until ``done()`` counts ``total``; the phase's time and ``pid``'s CPU share."""
-    start, before = time.monotonic(), harness.ProcSample.of(pid)
+def _drain(done: Any, total: int, pid: int, begun: tuple[float, harness.ProcSample]) -> Phase:
+    """Wait until ``done()`` counts ``total``; the time since ``begun`` and ``pid``'s CPU
+    share in it."""
+    start, before = begun
     while (count := done()) < total:
         if time.monotonic() - start > PHASE_TIMEOUT_SECONDS:
             raise TimeoutError(f"{count}/{total} jobs ended after {PHASE_TIMEOUT_SECONDS}s")
@@ -100,7 +101,7 @@ class Bench:
 
     def operator_phase(self, round_: int, pid: int) -> Phase:
         prefix = f"op{round_}"
-        start = time.monotonic()
+        begun = time.monotonic(), harness.ProcSample.of(pid)
         for i in range(self.chains):
             body = {
                 "apiVersion": f"{GROUP}/{VERSION}",
@@ -111,8 +112,8 @@ class Bench:
             self.custom.create_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, "agentjobs", body
             )
-        say(f"{self.chains} roots created in {time.monotonic() - start:.1f}s")
-        return _drain(self._agentjobs_ended, self.chains * len(AGENTS) * (round_ + 1), pid)
+        say(f"{self.chains} roots created in {time.monotonic() - begun[0]:.1f}s")
+        return _drain(self._agentjobs_ended, self.chains * len(AGENTS) * (round_ + 1), pid, begun)
 
     def _agentjobs_ended(self) -> int:
         listed = self.custom.list_namespaced_custom_object(
@@ -122,10 +123,11 @@ class Bench:
         return sum((j.get("status") or {}).get("phase") in ended for j in listed["items"])
 
     def floor_phase(self, round_: int, pid: int) -> Phase:
+        begun = time.monotonic(), harness.ProcSample.of(pid)
         for i in range(self.chains):
             job = baseline_job(f"fl{round_}-{i:03d}", 0, 0, COMMAND)
             self.batch.create_namespaced_job(self.namespace, job)
-        return _drain(self._pods_ended, self.chains * len(AGENTS) * (round_ + 1), pid)
+        return _drain(self._pods_ended, self.chains * len(AGENTS) * (round_ + 1), pid, begun)
 
     def _pods_ended(self) -> int:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=FLOOR_CHAIN_LABEL)
