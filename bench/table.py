@@ -101,7 +101,9 @@ HEADER = ["figure", "value", "baseline", "ratio", "target", "verdict"]
 def render(rows: list[Row]) -> str:
     table = [HEADER, *(cells(r) for r in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(HEADER))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in table]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in table
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     notes = [f"  {r.name}: {r.note}" for r in rows if r.note]
     return "\n".join(lines + (["notes:", *notes] if notes else []))
