@@ -54,4 +54,5 @@ bench-figures:
 	$(PYTHON) bench/bench_throughput.py
 	$(PYTHON) bench/bench_store.py
 	$(PYTHON) bench/bench_webhook.py
+	$(PYTHON) bench/bench_webhook_memory.py
 	$(PYTHON) bench/bench_hop_latency.py

@@ -173,7 +173,7 @@ async def run(redis_url: str) -> None:
     bare_app = web.Application()
     bare_app.router.add_post("/webhooks/github", bare)
     bare_runner, bare_url = await serve(bare_app)
-    ours_runner, ours_url = await serve(build_app(rt, dashboard_enabled=False))
+    ours_runner, ours_url = await serve(build_app(rt))
     endpoints = [
         Endpoint("bare aiohttp", bare_url, None),
         Endpoint("agentchain webhook", ours_url, JobQueue(rt.redis, (NAMESPACE,))),

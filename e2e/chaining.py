@@ -10,12 +10,14 @@ each outcome deterministic.
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.request
 from typing import Any
 
 import yaml
 
+from agentchain.policy import jobspec
 from e2e import operating
 from e2e.controlplane.cluster import ClusterInfo
 
@@ -116,11 +118,24 @@ def wait_chain(
     return jobs
 
 
-def prompt_of(info: ClusterInfo, namespace: str, job: Obj) -> str:
-    """AGENT_PROMPT exactly as the job's batch Job hands it to the container."""
+def batch_secret(info: ClusterInfo, namespace: str, batch: Obj) -> dict[str, str]:
+    """The decoded data of the Secret a batch Job takes its token and prompt from."""
+    name = jobspec.secret_name_of(batch)
+    assert name is not None, f"batch Job {batch['metadata']['name']} names no job Secret"
+    secret = operating.get_json(info, "secret", name, "-n", namespace)
+    data: dict[str, str] = secret.get("data") or {}
+    return {key: base64.b64decode(value).decode() for key, value in data.items()}
+
+
+def job_secret(info: ClusterInfo, namespace: str, job: Obj) -> dict[str, str]:
+    """The decoded data of the Secret of the job's (current attempt's) batch Job."""
     batch = operating.get_json(info, "job", job["status"]["jobName"], "-n", namespace)
-    env = batch["spec"]["template"]["spec"]["containers"][0]["env"]
-    return str(next(e["value"] for e in env if e["name"] == "AGENT_PROMPT"))
+    return batch_secret(info, namespace, batch)
+
+
+def prompt_of(info: ClusterInfo, namespace: str, job: Obj) -> str:
+    """The prompt exactly as the job's container gets it (AGENT_PROMPT_FILE)."""
+    return job_secret(info, namespace, job)[jobspec.PROMPT_KEY]
 
 
 def output_of(info: ClusterInfo, namespace: str, job: Obj) -> str:

@@ -65,8 +65,8 @@ Where to look next:
   kubectl get aiagents -n {NAMESPACE}             # agents and their Ready condition
   kubectl describe agentjob -n {NAMESPACE} <name> # status, next step, Events
   curl -H 'Authorization: Bearer {op.admin_token}' {op.url}/api/jobs?namespace={NAMESPACE}
-  dashboard: {op.url}/  (admin token: {op.admin_token})
-  metrics:   {op.url}/metrics
+  dashboard: {op.internal_url}/   (internal listener: loopback here)
+  metrics:   {op.internal_url}/metrics
 Press Ctrl-C to stop everything.""",
         flush=True,
     )

@@ -107,6 +107,8 @@ class OperatorProcess:
     info: ClusterInfo
     kubeconfig: Path
     port: int = field(default_factory=processes.free_port)
+    # The internal listener: /metrics, /readyz, the dashboard (never the public port's).
+    internal_port: int = field(default_factory=processes.free_port)
     admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     webhook_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -120,6 +122,10 @@ class OperatorProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def internal_url(self) -> str:
+        return f"http://127.0.0.1:{self.internal_port}"
+
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
         env.update(
@@ -128,6 +134,7 @@ class OperatorProcess:
                 "AGENTCHAIN_REDIS_URL": self.info.redis_url,
                 "AGENTCHAIN_LISTEN_HOST": "127.0.0.1",
                 "AGENTCHAIN_LISTEN_PORT": str(self.port),
+                "AGENTCHAIN_INTERNAL_PORT": str(self.internal_port),
                 "AGENTCHAIN_API_URL": self.url,
                 "AGENTCHAIN_ADMIN_TOKENS": self.admin_token,
                 "AGENTCHAIN_WEBHOOK_SECRETS": self.webhook_secret,
@@ -150,7 +157,8 @@ class OperatorProcess:
 
     def _healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=1) as resp:
+            # The internal listener starts after the public one: its answer means both are up.
+            with urllib.request.urlopen(f"{self.internal_url}/healthz", timeout=1) as resp:
                 return bool(resp.status == 200)
         except (urllib.error.URLError, OSError):
             return False

@@ -18,3 +18,22 @@ fi
 step "control-plane binaries (built on the first run, as README says; cached afterwards)"
 bash e2e/controlplane/build-binaries.sh all >/dev/null
 bash e2e/controlplane/build-binaries.sh helm >/dev/null
+
+# GitHub's example webhook payloads (@octokit/webhooks-examples, pinned): every one
+# must be answered 2xx by the webhook (tests/unit/web/test_octokit_examples.py).
+# Kept outside the clone, by version; npm from Debian if the machine has none.
+octokit_version=7.6.1
+octokit_sha256=89e6cb1c6345d32e3dd775617fa54effbdc26c859e514898d7728e95e9738280
+octokit_dir="${AGENTCHAIN_CACHE:-$HOME/.cache/agentchain}/npm/$octokit_version"
+octokit_tgz="$octokit_dir/octokit-webhooks-examples-$octokit_version.tgz"
+if [ ! -f "$octokit_tgz" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    step "installing Debian's nodejs and npm (to fetch GitHub's example payloads)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  step "fetching @octokit/webhooks-examples@$octokit_version"
+  mkdir -p "$octokit_dir"
+  (cd "$octokit_dir" && npm pack --silent "@octokit/webhooks-examples@$octokit_version" >/dev/null)
+fi
+echo "$octokit_sha256  $octokit_tgz" | sha256sum --check --quiet -

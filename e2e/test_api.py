@@ -8,8 +8,10 @@ Aspects covered:
 * delegation with a job token: a delegated AgentJob (origin delegation, parent, depth,
   snapshot); 409 with seed 000's exact messages for a loop and for depth; ``?wait=``
   returns when the job turns terminal; the chain tree shows parent and child;
-* output: 404 with a reason until captured, then the full text; the dashboard escapes
-  untrusted text.
+* output: 404 with a reason until captured, then the full text; the dashboard (on the
+  internal listener only) escapes untrusted text and sends its security headers;
+* the dashboard's chain page of a completed chain (its final step records no agent)
+  answers 200, not 500.
 
 Fuzzing every route (thousands of requests, never a 5xx) is ``test_api_fuzz.py``.
 """
@@ -31,6 +33,7 @@ from e2e.webharness import (
     apply,
     kube,
     served,
+    served_internal,
 )
 
 __all__ = ["kube"]
@@ -206,9 +209,39 @@ async def test_output_and_dashboard(kube: ClusterInfo, seeded: str) -> None:
         await rt.outputs.put(seeded, "out", b"line one\n<script>alert(1)</script>\n")
         captured = await get(client, path, ADMIN)
         assert captured["output"].startswith("line one") and captured["truncated"] is False
-        page = await client.get(f"/jobs/{seeded}/out")
-        html = await page.text()
-        assert page.status == 200 and "&lt;script&gt;" in html and "<script>" not in html
-        assert job["chainId"] in html
-        assert (await client.get(f"/chains/{seeded}/{job['chainId']}")).status == 200
-        assert (await client.get("/")).status == 200
+        async with served_internal(rt) as dashboard:
+            page = await dashboard.get(f"/jobs/{seeded}/out")
+            html = await page.text()
+            assert page.status == 200 and "&lt;script&gt;" in html and "<script>" not in html
+            assert job["chainId"] in html
+            assert (await dashboard.get(f"/chains/{seeded}/{job['chainId']}")).status == 200
+            assert (await dashboard.get("/")).status == 200
+            assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
+            assert page.headers["X-Content-Type-Options"] == "nosniff"
+        assert (await client.get(f"/jobs/{seeded}/out")).status == 404  # Not on GitHub's side.
+
+
+async def test_a_completed_chains_page_renders(kube: ClusterInfo, seeded: str) -> None:
+    """Issue 15: every completed chain's page answered 500 (``next.agent`` of the last step)."""
+    async with served(kube, seeded) as (client, rt):
+        job = await start(client, seeded, "ai-a", name="done")
+        final = {"action": "none", "message": "the chain ends here"}
+        status = {"phase": "Succeeded", "exitCode": 0, "next": [final], "chainComplete": True}
+        await asyncio.to_thread(
+            kube.kubectl,
+            "-n",
+            seeded,
+            "patch",
+            "agentjob",
+            "done",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": status}),
+        )
+        await rt.chains.mark_complete(seeded, job["chainId"], "succeeded", "done")
+        async with served_internal(rt) as dashboard:
+            page = await dashboard.get(f"/chains/{seeded}/{job['chainId']}")
+            html = await page.text()
+        assert page.status == 200, html[:500]
+        assert "complete (succeeded)" in html and "· none" in html

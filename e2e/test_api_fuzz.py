@@ -62,6 +62,7 @@ from e2e.webharness import (
     apply,
     kube,
     served,
+    served_internal,
     signed,
 )
 
@@ -177,9 +178,8 @@ async def fuzz(
             accepted.update(f"{j['namespace']}/{j['name']}" for j in answer.get("jobs", ()))
 
     await asyncio.to_thread(case)
-    for path in ("/healthz", "/readyz"):
-        response = await client.get(path)
-        assert response.status == 200, await response.text()
+    response = await client.get("/healthz")
+    assert response.status == 200, await response.text()
     return seen
 
 
@@ -250,7 +250,17 @@ async def test_openapi_operations_never_get_a_5xx(
         likely, only = api_hints(seeded, targets["chain"])
         schemas = fuzzing.Schemas(document, likely, only)
         seen = await fuzz(client, fuzzing.api_requests(document, auth, schemas), API_CASES)
+        # The internal listener: dashboard pages and probes (no API document, no auth).
+        internal_requests = fuzzing.api_requests(
+            {"paths": {}}, auth, schemas, unlisted=fuzzing.INTERNAL_PATHS
+        )
+        async with served_internal(rt) as internal:
+            seen_inside = await fuzz(internal, internal_requests, API_CASES // 4)
+            for path in ("/healthz", "/readyz"):
+                response = await internal.get(path)
+                assert response.status == 200, await response.text()
     report("OpenAPI operations", seen, capsys)
+    report("internal listener", seen_inside, capsys)
     assert sum(seen.values()) >= API_CASES * 0.9
 
 

@@ -52,11 +52,7 @@ def _chain_done(info: ClusterInfo, namespace: str, chain_id: str, count: int) ->
 
 
 def _prompt_of(info: ClusterInfo, namespace: str, job: dict[str, Any]) -> str:
-    batch = json.loads(
-        info.kubectl("get", "job", job["status"]["jobName"], "-n", namespace, "-o", "json").stdout
-    )
-    env = batch["spec"]["template"]["spec"]["containers"][0]["env"]
-    return str(next(e["value"] for e in env if e["name"] == "AGENT_PROMPT"))
+    return chaining.prompt_of(info, namespace, job)
 
 
 def _output(info: ClusterInfo, namespace: str, job: dict[str, Any]) -> str:

@@ -58,10 +58,7 @@ def _wait_phase(info: ClusterInfo, namespace: str, name: str, phases: set[str]) 
 
 
 def _prompt(info: ClusterInfo, namespace: str, name: str) -> str:
-    job_name = _status(info, namespace, name)["jobName"]
-    batch = operating.get_json(info, "job", job_name, "-n", namespace)
-    env = batch["spec"]["template"]["spec"]["containers"][0]["env"]
-    return str(next(e["value"] for e in env if e["name"] == "AGENT_PROMPT"))
+    return chaining.prompt_of(info, namespace, {"status": _status(info, namespace, name)})
 
 
 def test_depends_on_sees_only_its_dependencies(

@@ -17,7 +17,6 @@ does), so no second operator ever watches the namespace; it is left running.
 
 from __future__ import annotations
 
-import base64
 import json
 import signal
 import urllib.request
@@ -25,7 +24,6 @@ from typing import Any
 
 import pytest
 
-from agentchain.policy import naming
 from agentchain.policy.jobspec import TOKEN_SECRET_KEY
 from agentchain.policy.prompts import LEARNINGS_HEADING
 from e2e import chaining, operating
@@ -72,10 +70,7 @@ def _wait_ended(info: ClusterInfo, namespace: str, name: str) -> Obj:
 
 def _delegate(info: ClusterInfo, op: operating.OperatorProcess, namespace: str, caller: str) -> Obj:
     """What the caller's agent would do: POST /api/jobs with its own job token."""
-    secret = naming.token_secret_name(caller)
-    path = f"jsonpath={{.data.{TOKEN_SECRET_KEY}}}"
-    raw = info.kubectl("get", "secret", secret, "-n", namespace, "-o", path).stdout
-    token = base64.b64decode(raw).decode()
+    token = chaining.job_secret(info, namespace, _job(info, namespace, caller))[TOKEN_SECRET_KEY]
     body = json.dumps({"agentRole": "learner", "task": "double-check the fix"}).encode()
     request = urllib.request.Request(
         f"{op.url}/api/jobs",

@@ -13,6 +13,8 @@ Aspects covered:
 - deletion: deleting a running pod kills its process and the pod disappears; a Job's
   `activeDeadlineSeconds` (the Job controller deletes the pod) kills the process too.
 - a pod's own `activeDeadlineSeconds`: the node kills it, phase Failed, DeadlineExceeded.
+- volumes: a Secret's `items` at a `readOnly` mountPath (writes refused), a `subPath`
+  file, and an `emptyDir` an init container fills for the main container.
 
 Tests that look at this machine's processes or files need the local node and are skipped
 on other clusters (kind); the rest run anywhere.
@@ -166,6 +168,47 @@ def test_init_containers_run_first_in_order(
         for name in ("init1", "init2", "main")
     ]
     assert logs == ["init1\n", "init2\n", "main\n"]
+
+
+def test_volumes_secret_items_read_only_sub_path_and_a_shared_empty_dir(
+    cluster_info: ClusterInfo, namespace: str, kube_api: kubernetes.client.ApiClient
+) -> None:
+    cluster_info.kubectl(
+        "-n", namespace, "create", "secret", "generic", "files",
+        "--from-literal=prompt=$(TOKEN) as written", "--from-literal=other=x",
+    )  # fmt: skip
+    base = f"/tmp/{namespace}"  # Mount points are created on the node: keep them in /tmp.
+    mounts = [
+        {"name": "files", "mountPath": f"{base}/files", "readOnly": True},
+        {"name": "scratch", "mountPath": f"{base}/scratch"},
+        {"name": "files", "mountPath": f"{base}/one/p", "subPath": "p"},
+    ]
+    items = [{"key": "prompt", "path": "p"}]
+    body = make_pod(
+        "vols",
+        f"ls {base}/files; cat {base}/files/p; echo; cat {base}/scratch/note; cat {base}/one/p;"
+        f" echo; touch {base}/files/new 2>/dev/null || echo read-only",
+        container={"volumeMounts": mounts},
+        volumes=[
+            {"name": "files", "secret": {"secretName": "files", "items": items}},
+            {"name": "scratch", "emptyDir": {}},
+        ],
+    )  # fmt: skip
+    body["spec"]["initContainers"] = [
+        {
+            "name": "writer",
+            "image": "busybox:1.36",
+            "command": ["sh", "-c", f"echo from-init > {base}/scratch/note"],
+            "volumeMounts": [{"name": "scratch", "mountPath": f"{base}/scratch"}],
+        }
+    ]
+    create(cluster_info, namespace, body)
+
+    pod = wait_for(kube_api, namespace, "vols", finished)
+    assert pod.status.phase == "Succeeded"
+    logs = cluster_info.kubectl("-n", namespace, "logs", "vols").stdout
+    written = "$(TOKEN) as written"
+    assert logs == f"p\n{written}\nfrom-init\n{written}\nread-only\n"
 
 
 @pytest.mark.usefixtures("local_only")

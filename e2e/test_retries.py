@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from agentchain import models
+from agentchain.policy import jobspec
 from agentchain.policy.prompts import ANCHOR_HEADING
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
@@ -86,9 +87,8 @@ def _batch_jobs(info: ClusterInfo, namespace: str, name: str) -> dict[str, dict[
     return {item["metadata"]["name"]: item for item in items}
 
 
-def _prompt(batch: dict[str, Any]) -> str:
-    env = batch["spec"]["template"]["spec"]["containers"][0]["env"]
-    return str(next(e["value"] for e in env if e["name"] == "AGENT_PROMPT"))
+def _prompt(info: ClusterInfo, namespace: str, batch: dict[str, Any]) -> str:
+    return chaining.batch_secret(info, namespace, batch)[jobspec.PROMPT_KEY]
 
 
 def _reasons(info: ClusterInfo, namespace: str, name: str) -> list[str]:
@@ -109,7 +109,8 @@ def test_a_retried_attempt_resumes_from_its_anchor(
     assert status["attempt"] == 2 and status["jobName"] == "resume-1-a2", status
     batches = _batch_jobs(info, namespace, "resume-1")
     assert sorted(batches) == ["resume-1", "resume-1-a2"]
-    first, second = _prompt(batches["resume-1"]), _prompt(batches["resume-1-a2"])
+    first = _prompt(info, namespace, batches["resume-1"])
+    second = _prompt(info, namespace, batches["resume-1-a2"])
     assert ANCHOR_HEADING not in first
     assert second.count(ANCHOR_HEADING) == 1
     assert "found the race in the lock" in second and "locks are per object" in second

@@ -35,6 +35,7 @@ from e2e.webharness import (
     issue_opened,
     kube,
     served,
+    served_internal,
     signed,
 )
 
@@ -139,7 +140,7 @@ async def test_concurrent_deliveries_with_redeliveries_yield_exact_job_count(
 
 
 async def test_stranger_and_unwanted_events_create_nothing(kube: ClusterInfo, seeded: str) -> None:
-    async with served(kube, seeded, own_redis=True) as (client, _):
+    async with served(kube, seeded, own_redis=True) as (client, rt):
         body, headers = signed(issue_opened(association="NONE"))
         stranger = await client.post(PATH, data=body, headers=headers)
         assert stranger.status == 200
@@ -149,8 +150,12 @@ async def test_stranger_and_unwanted_events_create_nothing(kube: ClusterInfo, se
         body, headers = signed({"ref": "refs/heads/main", "sender": {"login": "a"}}, "push")
         push = await client.post(PATH, data=body, headers=headers)
         assert push.status == 200 and (await push.json())["jobs"] == []
-        metrics = await (await client.get("/metrics")).text()
-        assert 'agentchain_webhook_deliveries_total{result="ignored"}' in metrics
-        ready = await client.get("/readyz")
-        assert ready.status == 200, await ready.text()
+        async with served_internal(rt) as internal:
+            metrics = await (await internal.get("/metrics")).text()
+            assert 'agentchain_webhook_deliveries_total{result="ignored"}' in metrics
+            ready = await internal.get("/readyz")
+            assert ready.status == 200, await ready.text()
+        # Neither faces GitHub: the public listener does not serve them.
+        assert (await client.get("/metrics")).status == 404
+        assert (await client.get("/readyz")).status == 404
     assert agentjobs(kube, seeded) == []

@@ -112,7 +112,7 @@ def drained(info: ClusterInfo, namespace: str) -> None:
 
 def dispatched(op: operating.OperatorProcess, result: str) -> float:
     """``agentchain_webhook_jobs_total{result=…}`` of the running operator process."""
-    with urllib.request.urlopen(f"{op.url}/metrics", timeout=10) as resp:
+    with urllib.request.urlopen(f"{op.internal_url}/metrics", timeout=10) as resp:
         text = resp.read().decode()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

@@ -1,4 +1,5 @@
-"""Serving ``build_app`` in-process against the session's real API server and Redis.
+"""Serving ``build_app`` (and ``build_internal_app``) in-process against the session's
+real API server and Redis.
 
 The web layer's e2e tests (``test_api.py``, ``test_webhook.py``) share this: the
 CRDs applied once per session, the product's Kubernetes client pointed at the
@@ -33,7 +34,8 @@ from agentchain.engine.runtime import Runtime
 from agentchain.kube import clients
 from agentchain.settings import Settings
 from agentchain.store.deliveries import JobQueue
-from agentchain.web.app import build_app
+from agentchain.web import server
+from agentchain.web.app import build_app, build_internal_app
 from agentchain.web.signatures import sign
 from e2e.controlplane.cluster import ClusterInfo
 
@@ -113,11 +115,26 @@ async def served(
     )
     rt = Runtime.create(settings)
     try:
-        app = build_app(rt, dashboard_enabled=True, dispatch=dispatch)
-        async with TestClient(TestServer(app)) as client:
+        app = build_app(rt, dispatch=dispatch)
+        async with TestClient(OperatorTestServer(app)) as client:
             yield client, rt
     finally:
         await rt.close()
+
+
+@contextlib.asynccontextmanager
+async def served_internal(rt: Runtime) -> AsyncIterator[Client]:
+    """The internal listener beside :func:`served`'s: metrics, probes, the dashboard (on)."""
+    async with TestClient(OperatorTestServer(build_internal_app(rt, dashboard_enabled=True))) as c:
+        yield c
+
+
+class OperatorTestServer(TestServer):
+    """aiohttp's test server running the app through the operator's own runner (as in
+    production: JSON for HTTP parse errors, a hang-up does not cancel the handler)."""
+
+    async def _make_runner(self, **kwargs: Any) -> web.BaseRunner:
+        return server.Runner(self.app, **{**kwargs, "handler_cancellation": False})
 
 
 async def drained(rt: Runtime, namespace: str, timeout: float = 60.0) -> None:

@@ -60,6 +60,7 @@ def _hold_with_operator(info: ClusterInfo) -> None:
         print(f"# operator: pid {op.process.pid if op.process else '?'}, under ServiceAccount")
         print(f"#   {operating.SYSTEM_NAMESPACE}/{operating.SERVICE_ACCOUNT}; log in")
         print(f"#   {info.workdir / 'logs'}; webhook at $AGENTCHAIN_API_URL/webhooks/github")
+        print(f"# metrics and probes (internal listener): {op.internal_url}/metrics, /readyz")
         print("# try: kubectl create namespace demo && kubectl apply -n demo -f config/samples/")
         print("# Ctrl-C stops the operator, then the cluster, and removes the workdir", flush=True)
         _hold()

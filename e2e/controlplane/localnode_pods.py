@@ -15,7 +15,9 @@ Children start in their own session (so a whole process tree can be signalled) a
 PR_SET_PDEATHSIG; the fork must happen in the event loop's thread, because the death
 signal fires when the *thread* that forked exits. The death signal reaches only the first
 process, so each process group is also registered with the node's `Guard`, which kills
-the groups left behind by a node that died without cleaning up.
+the groups left behind by a node that died without cleaning up. Between fork and exec
+the child also enters a mount namespace of its own with the container's volumes
+(`localnode_volumes`).
 """
 
 from __future__ import annotations
@@ -25,13 +27,16 @@ import contextlib
 import ctypes
 import logging
 import os
+import shutil
 import signal
-from collections.abc import Mapping
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from e2e.controlplane import localnode_env as envs
 from e2e.controlplane import localnode_status as statuses
+from e2e.controlplane import localnode_volumes as volumes
 from e2e.controlplane.localnode_guard import Guard
 from e2e.controlplane.localnode_kube import NodeApi
 
@@ -42,12 +47,29 @@ MAX_GRACE_SECONDS = 5.0
 CONFIG_RETRY_SECONDS = 2.0
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 Json = Mapping[str, Any]
+Prepared = tuple[envs.Launch, list[volumes.Mount]]
+"""What a container starts with: argv/env/working directory, and its volume mounts."""
 
 
 def _die_with_parent() -> None:
     """preexec_fn: SIGKILL the child when the node (the forking thread) dies."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _preexec(mounts: Sequence[volumes.Mount]) -> Callable[[], None]:
+    """preexec_fn: die with the node and, when the container mounts volumes, see them."""
+
+    def run() -> None:
+        _die_with_parent()
+        if mounts:
+            try:
+                volumes.enter_mounts(mounts)
+            except OSError as exc:  # The parent only learns that preexec_fn failed.
+                os.write(2, f"localnode: {exc}\n".encode())
+                raise
+
+    return run
 
 
 def exit_code(returncode: int) -> int:
@@ -78,6 +100,7 @@ class PodWorker:
         self.namespace, self.name, self.uid = meta["namespace"], meta["name"], meta["uid"]
         self.policy = str(spec.get("restartPolicy") or "Always")
         self.log_dir = state_dir / "pods" / f"{self.namespace}_{self.name}_{self.uid}"
+        self.volume_dir = self.log_dir / "volumes"
         self.run = statuses.PodRun(
             init=[self._record(c) for c in spec.get("initContainers") or []],
             main=[self._record(c) for c in spec.get("containers") or []],
@@ -157,10 +180,9 @@ class PodWorker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.stopped.wait(), restart_delay(record.restart_count))
 
-    async def _wait_for_config(
-        self, record: statuses.ContainerRun, spec: Json
-    ) -> envs.Launch | None:
-        """Build argv/env; while a referenced Secret/ConfigMap is missing, wait and retry."""
+    async def _wait_for_config(self, record: statuses.ContainerRun, spec: Json) -> Prepared | None:
+        """Build argv/env and volumes; while a referenced Secret/ConfigMap is missing,
+        wait and retry."""
         while not self.stopped.is_set():
             try:
                 return await self._launch(spec)
@@ -171,15 +193,20 @@ class PodWorker:
                 await asyncio.wait_for(self.stopped.wait(), CONFIG_RETRY_SECONDS)
         return None
 
-    async def _launch(self, spec: Json) -> envs.Launch:
+    async def _launch(self, spec: Json) -> Prepared:
         secret_names, map_names = envs.referenced_objects([spec])
-        secrets, maps = await self.api.read_data(self.namespace, secret_names, map_names)
-        return envs.build_launch(self.pod, spec, secrets, maps, self.base_env)
+        volume_secrets, volume_maps = volumes.referenced_objects(self.pod, spec)
+        secrets, maps = await self.api.read_data(
+            self.namespace, secret_names | volume_secrets, map_names | volume_maps
+        )
+        launch = envs.build_launch(self.pod, spec, secrets, maps, self.base_env)
+        mounts = volumes.materialise(self.pod, spec, self.volume_dir, secrets, maps)
+        return launch, mounts
 
     async def _run_once(
-        self, record: statuses.ContainerRun, spec: Json, launch: envs.Launch
+        self, record: statuses.ContainerRun, spec: Json, prepared: Prepared
     ) -> None:
-        proc = await self._spawn(record, launch)
+        proc = await self._spawn(record, *prepared)
         if proc is None:
             return
         self.procs[record.name] = proc
@@ -195,7 +222,7 @@ class PodWorker:
         record.finish(exit_code(returncode))
 
     async def _spawn(
-        self, record: statuses.ContainerRun, launch: envs.Launch
+        self, record: statuses.ContainerRun, launch: envs.Launch, mounts: list[volumes.Mount]
     ) -> asyncio.subprocess.Process | None:
         """Start the process; a command that cannot start ends as ContainerCannotRun."""
         if not launch.argv:
@@ -213,11 +240,15 @@ class PodWorker:
                     stdout=out,
                     stderr=asyncio.subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=_preexec(mounts),
                 )
         except OSError as exc:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             record.finish(code, "ContainerCannotRun", f"failed to start {launch.argv[0]!r}: {exc}")
+            return None
+        except subprocess.SubprocessError as exc:  # What a failing preexec_fn raises.
+            where = volumes.describe(mounts)
+            record.finish(126, "ContainerCannotRun", f"mounting volumes ({where}) failed: {exc}")
             return None
 
     # --- reporting ----------------------------------------------------------------------
@@ -265,6 +296,8 @@ class PodWorker:
         self.deleting = True
         await self.stop(grace)
         await self.done.wait()
+        # Volumes go with the pod, as the kubelet unmounts them; the logs stay.
+        shutil.rmtree(self.volume_dir, ignore_errors=True)
         await self.api.delete_pod_now(self.namespace, self.name, self.uid)
 
     def kill_now(self) -> None:

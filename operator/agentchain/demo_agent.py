@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Mapping
 
 REPORTS = {
     "triage": ["Issue Analysis:", "- Type: Bug", "- Priority: High", "- Next: hand to developer"],
@@ -41,6 +42,19 @@ def _style(role: str) -> list[str]:
     return ["Report:", f"- Agent {role or 'unknown'} did its work"]
 
 
+def read_prompt(env: Mapping[str, str]) -> str:
+    """The whole prompt: the file AGENT_PROMPT_FILE names (AGENT_PROMPT holds only the
+    beginning of a very long one); AGENT_PROMPT outside a pod, where there is no file."""
+    path = env.get("AGENT_PROMPT_FILE")
+    if path:
+        try:
+            with open(path, encoding="utf-8", errors="replace", newline="") as file:
+                return file.read()
+        except FileNotFoundError:
+            pass
+    return env.get("AGENT_PROMPT", "")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     env = os.environ
@@ -52,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write(f"model={env.get('AGENT_MODEL', '')} chain={env.get('AGENT_CHAIN_ID', '')}\n")
     if not args.no_context:
         out.write("--- prompt received ---\n")
-        out.write(env.get("AGENT_PROMPT", "") + "\n")
+        out.write(read_prompt(env) + "\n")
         out.write("--- end of prompt ---\n")
     if args.print_chars:
         filler = "0123456789abcdefghijklmnopqrstuvwxyz"

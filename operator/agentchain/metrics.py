@@ -38,7 +38,8 @@ FAILURE_NOTIFICATIONS = Counter(
 )
 WEBHOOK_DELIVERIES = Counter(
     "agentchain_webhook_deliveries_total",
-    "GitHub webhook deliveries by result.",
+    "GitHub webhook deliveries by result (accepted, ignored, duplicate, invalid, "
+    "unauthorized, too_large, timeout, busy, unavailable).",
     ["result"],
 )
 WEBHOOK_JOBS = Counter(

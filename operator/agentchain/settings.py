@@ -87,11 +87,29 @@ class Settings(BaseSettings):
     webhook_max_bytes: int = Field(
         25 * 1024 * 1024, gt=0, description="Largest webhook body accepted (413 above it)."
     )
+    webhook_inflight_bytes: int = Field(
+        64 * 1024 * 1024,
+        gt=0,
+        description=(
+            "Bytes of webhook bodies read at once before their signature is checked;"
+            " past it 503 + Retry-After (never below webhook_max_bytes)."
+        ),
+    )
+    webhook_read_timeout_seconds: float = Field(
+        10.0, gt=0, description="Seconds a webhook body has to arrive in full (408 after)."
+    )
+    internal_port: int = Field(
+        8081,
+        ge=0,
+        le=65535,
+        description="Port of /metrics, /healthz, /readyz and the dashboard (never GitHub's).",
+    )
     job_token_ttl_seconds: int = Field(
         24 * 3600, gt=0, description="Longest life of a job token, even if its job never ends."
     )
     dashboard: bool = Field(
-        False, description="Serve the read-only HTML dashboard under /ui/ (no login yet)."
+        False,
+        description="Serve the read-only HTML dashboard on the internal port (no login).",
     )
 
     @model_validator(mode="before")

@@ -126,10 +126,10 @@ class TestSecurityContext:
         assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
         assert _env(manifests)["HOME"]["value"] == "/tmp"
 
-    def test_probes_hit_health_endpoints_on_the_service_port(self) -> None:
+    def test_probes_hit_health_endpoints_on_the_internal_port(self) -> None:
         container = _container(charting.render(), "agentchain")
-        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "internal"}
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "internal"}
         assert container["resources"]["requests"] and container["resources"]["limits"]
 
 
@@ -235,9 +235,21 @@ class TestOperatorSettings:
 
     def test_service_exposes_the_listen_port(self) -> None:
         manifests = charting.render()
-        port = charting.only(manifests, "Service", "agentchain")["spec"]["ports"][0]
-        assert port["targetPort"] == "http"
+        ports = charting.only(manifests, "Service", "agentchain")["spec"]["ports"]
+        assert [p["targetPort"] for p in ports] == ["http"]  # Only what may face GitHub.
         assert _env(manifests)["AGENTCHAIN_LISTEN_PORT"]["value"] == "8080"
+
+    def test_metrics_probes_and_dashboard_are_on_the_internal_port(self) -> None:
+        manifests = charting.render("service.type=LoadBalancer")
+        internal = charting.only(manifests, "Service", "agentchain-internal")["spec"]
+        assert internal["type"] == "ClusterIP"
+        assert [p["targetPort"] for p in internal["ports"]] == ["internal"]
+        container = _container(manifests, "agentchain")
+        assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+            "http": 8080,
+            "internal": 8081,
+        }
+        assert _env(manifests)["AGENTCHAIN_INTERNAL_PORT"]["value"] == "8081"
 
 
 class TestOptionalResources:
@@ -248,7 +260,7 @@ class TestOptionalResources:
     def test_service_monitor_scrapes_metrics(self) -> None:
         manifests = charting.render("serviceMonitor.enabled=true")
         endpoint = charting.only(manifests, "ServiceMonitor")["spec"]["endpoints"][0]
-        assert endpoint["path"] == "/metrics" and endpoint["port"] == "http"
+        assert endpoint["path"] == "/metrics" and endpoint["port"] == "internal"
 
     def test_network_policies_admit_only_the_operator_to_redis(self) -> None:
         manifests = charting.render("networkPolicy.enabled=true")

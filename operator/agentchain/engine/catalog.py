@@ -20,6 +20,8 @@ from typing import Any
 
 from agentchain.kube import resources
 from agentchain.models.aiagent import AiAgent
+from agentchain.policy import agents as agent_policy
+from agentchain.policy.agents import Ambiguous
 
 Obj = dict[str, Any]
 Entry = tuple[Obj, AiAgent]
@@ -86,13 +88,16 @@ class AgentCatalog:
         known = self.cached(namespace)
         return known if known else await self.refresh(namespace)
 
-    async def by_trigger(self, namespace: str, trigger: str) -> AiAgent | None:
-        """The agent for ``trigger``; a miss or a disabled agent is confirmed first."""
-        found = _by_trigger(self.cached(namespace), trigger)
-        if found is None or not found.spec.enabled:
-            found = _by_trigger(await self.refresh(namespace), trigger)
+    async def by_trigger(self, namespace: str, trigger: str) -> AiAgent | Ambiguous | None:
+        """The agent for ``trigger``; a miss, a disabled agent or an ambiguous
+        triggerName (used by two agents) is confirmed first."""
+        found = by_trigger(self.cached(namespace), trigger)
+        if not isinstance(found, AiAgent) or not found.spec.enabled:
+            found = by_trigger(await self.refresh(namespace), trigger)
         return found
 
 
-def _by_trigger(entries: list[Entry], trigger: str) -> AiAgent | None:
-    return next((a for _, a in entries if a.spec.trigger_name == trigger), None)
+def by_trigger(entries: list[Entry], trigger: str) -> AiAgent | Ambiguous | None:
+    """The one agent of ``entries`` with ``trigger``, as ``policy.agents.resolve`` decides."""
+    named = [(obj["metadata"]["name"], agent) for obj, agent in entries]
+    return agent_policy.resolve(trigger, named, lambda a: a.spec.trigger_name)

@@ -19,6 +19,7 @@ from agentchain.engine import orphans, progressing, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
+from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
 from agentchain.policy import naming
 from agentchain.policy.jobspec import CONTAINER_NAME
@@ -208,7 +209,8 @@ async def finish(
             durable = asyncio.ensure_future(rt.outputs.write(namespace, name, record))
             await asyncio.sleep(0)  # Sent now, not after the decision's CPU work below.
         try:
-            agent = await rt.agents.by_trigger(namespace, obj["spec"]["agentRole"])
+            found = await rt.agents.by_trigger(namespace, obj["spec"]["agentRole"])
+            agent = found if isinstance(found, AiAgent) else None  # Ambiguous: no retry.
             marker = agent.spec.completion_marker if agent else None
             ending = job_ending(
                 exit_code,

@@ -14,19 +14,22 @@ created first and the parent's end goes out afterwards in the same patch as its
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from agentchain import metrics, models
-from agentchain.engine import records, starting, team
+from agentchain.engine import catalog, records, starting, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
 from agentchain.models.aiagent import AiAgent, ContextWindow
 from agentchain.models.conditions import CHAIN_COMPLETE, Condition, Reason
-from agentchain.policy import chains, context, prompts
+from agentchain.policy import chains, context
+from agentchain.policy.agents import Ambiguous
 from agentchain.policy.outcomes import (
     REFUSAL_REASONS,
     is_settled,
@@ -42,7 +45,9 @@ Output = tuple[str | None, str | None]
 """A job's captured output and, when it was lost, why."""
 Close = Callable[[Obj], Awaitable[object]]
 """Writes a just-ended job's end status, with the given extra status fields."""
-_AGENT_REASONS = frozenset({Reason.NEXT_AGENT_NOT_FOUND, Reason.NEXT_AGENT_DISABLED})
+_AGENT_REASONS = frozenset(
+    {Reason.NEXT_AGENT_NOT_FOUND, Reason.NEXT_AGENT_DISABLED, Reason.DUPLICATE_TRIGGER_NAME}
+)
 
 
 async def progress(rt: Runtime, obj: Obj) -> None:
@@ -128,7 +133,7 @@ def _needs_confirmation(
 ) -> bool:
     """A decision that rests on an agent being absent or disabled is re-checked
     against a fresh list: the catalog may not have seen a just-made change yet."""
-    if isinstance(decision, chains.Refuse) and decision.reason in _AGENT_REASONS:
+    if isinstance(decision, chains.Refuse | chains.Stop) and decision.reason in _AGENT_REASONS:
         return True
     role = records.parse(obj).spec.agent_role
     return not any(a.spec.trigger_name == role for _, a in agents)
@@ -140,24 +145,24 @@ def _limits(rt: Runtime) -> chains.Limits:
 
 def _infos(agents: list[tuple[Obj, AiAgent]]) -> dict[str, chains.AgentInfo]:
     infos: dict[str, chains.AgentInfo] = {}
-    for _, agent in agents:
+    for obj, agent in agents:
         spec = agent.spec
-        infos.setdefault(
-            spec.trigger_name,
-            chains.AgentInfo(spec.trigger_name, spec.enabled, agent.manual_next()),
-        )
+        seen = infos.get(spec.trigger_name)
+        holders = (*(seen.holders if seen else ()), obj["metadata"]["name"])
+        info = seen or chains.AgentInfo(spec.trigger_name, spec.enabled, agent.manual_next())
+        infos[spec.trigger_name] = dataclasses.replace(info, holders=holders)
     return infos
 
 
 def _finished(obj: Obj, agents: list[tuple[Obj, AiAgent]]) -> chains.Finished:
     job = records.parse(obj)
     role = job.spec.agent_role
-    agent = next((a for _, a in agents if a.spec.trigger_name == role), None)
+    agent = catalog.by_trigger(agents, role)
     refused = job.status.reason in REFUSAL_REASONS or (
         job.status.phase == "Failed" and agent is None
     )
     step = None
-    if agent is not None and not refused:
+    if isinstance(agent, AiAgent) and not refused:
         step = trigger_step(agent.spec, job.spec.origin, job.spec.event)
     return chains.Finished(
         name=obj["metadata"]["name"],
@@ -166,6 +171,7 @@ def _finished(obj: Obj, agents: list[tuple[Obj, AiAgent]]) -> chains.Finished:
         outcome=outcome(job.status),  # type: ignore[arg-type]
         step=step,
         refused=refused,
+        ambiguity=agent.message if isinstance(agent, Ambiguous) and not refused else None,
     )
 
 
@@ -193,7 +199,7 @@ async def _apply(
         "action": actions[type(decision)],
         "agent": decision.child.agent,
         "child": decision.child.name,
-        "reason": getattr(decision, "reason", Reason.CHILD_SPAWNED),
+        "reason": getattr(decision, "reason", Reason.CHILD_SPAWNED),  # Skip: Skipped.
         "message": decision.message,
     }
     spawn = isinstance(decision, chains.Spawn)
@@ -377,10 +383,12 @@ async def _context_for(
         lost = lost or job.status.message or "The parent's output was not captured."
         return context.chain_context_block(None, window=window, lost_reason=lost)
     agent = next((a for _, a in agents if a.spec.trigger_name == job.spec.agent_role), None)
-    if agent is not None:
-        handoff = prompts.extract_handoff(text, agent.spec.handoff_heading)
-        text = handoff if handoff is not None else text
-    return context.chain_context_block(text, window=window)
+    heading = agent.spec.handoff_heading if agent is not None else None
+    # Up to a megabyte of output to parse: in a thread, so the loop that serves the
+    # webhook and /healthz is not held (issue 14).
+    return await asyncio.to_thread(
+        context.child_block, text, window=window, handoff_heading=heading
+    )
 
 
 async def complete_chain(rt: Runtime, obj: Obj, action: str, message: str) -> None:

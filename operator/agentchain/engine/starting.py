@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from agentchain import faults, metrics, models
-from agentchain.engine import prompting, records, team
+from agentchain.engine import depending, prompting, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
 from agentchain.models.agentjob import TERMINAL_PHASES, AgentJob
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
-from agentchain.policy import chains, naming
-from agentchain.policy.jobspec import TOKEN_SECRET_KEY, JobInputs, build_job
+from agentchain.policy import chains, jobspec, naming
+from agentchain.policy.agents import Ambiguous
+from agentchain.policy.jobspec import JobInputs, build_job
 from agentchain.policy.outcomes import is_terminal
 from agentchain.policy.prompts import PromptRenderError
 
@@ -73,8 +75,15 @@ async def start(rt: Runtime, obj: Obj) -> None:
         if _key(obj) in _STARTED_HERE:
             return  # Started by the fast path while this caller waited for the lock.
         fresh = await resources.get(namespace, resources.AGENTJOBS, name)
-        if fresh is not None:
-            await start_locked(rt, fresh)
+        if fresh is None or is_terminal(records.parse(fresh).status):
+            return
+        await start_locked(rt, fresh)
+    if is_terminal(records.parse(fresh).status):
+        # Ended without running (a dependency cycle, no agent): the jobs waiting for
+        # it go on now, outside its lock, rather than at the next resync.
+        from agentchain.engine import finishing
+
+        await finishing.wake_dependents(rt, namespace, name)
 
 
 async def start_locked(rt: Runtime, obj: Obj, prepared: Prepared | None = None) -> None:
@@ -120,14 +129,14 @@ async def _start_locked(rt: Runtime, obj: Obj, prepared: Prepared | None = None)
         await _write(obj, init)
         return  # The batch Job exists; the pod and Job watchers take it from here.
     agent = await rt.agents.by_trigger(obj["metadata"]["namespace"], job.spec.agent_role)
-    if agent is None or not agent.spec.enabled:
+    if not isinstance(agent, AiAgent) or not agent.spec.enabled:
         await _write(obj, init)
         await _refuse_agent(rt, obj, job, agent)
         return
     deps = await prompting.dependencies(obj, job)
     if deps.waiting:
         await _write(obj, init)
-        await _wait(rt, obj, deps.reason, deps.message)
+        await depending.hold(rt, obj, deps.reason, deps.message)
         return
     await launch(rt, obj, agent, deps.results, init=init, prepared=prepared)
 
@@ -180,26 +189,21 @@ async def _record_disposition(rt: Runtime, obj: Obj, annotations: dict[str, str]
     await progressing.progress_locked(rt, obj)
 
 
-async def _refuse_agent(rt: Runtime, obj: Obj, job: AgentJob, agent: AiAgent | None) -> None:
+async def _refuse_agent(
+    rt: Runtime, obj: Obj, job: AgentJob, agent: AiAgent | Ambiguous | None
+) -> None:
     from agentchain.engine import finishing
 
     role = job.spec.agent_role
-    if agent is None:
+    if isinstance(agent, Ambiguous):  # Never run on one of them (SPEC §1).
+        reason, message = Reason.DUPLICATE_TRIGGER_NAME, agent.message
+    elif agent is None:
         reason = Reason.AGENT_NOT_FOUND
         message = f"No AiAgent in this namespace has triggerName {role!r}."
     else:
         reason = Reason.AGENT_NOT_ENABLED
         message = f"AiAgent {role!r} is disabled (enabled: false)."
     await finishing.record_failure(rt, obj, reason, message)
-
-
-async def _wait(rt: Runtime, obj: Obj, reason: str, message: str) -> None:
-    if records.parse(obj).status.reason == reason:
-        return
-    await records.patch(obj, {"phase": "Waiting", "reason": reason, "message": message})
-    await team.job(rt, obj)
-    if reason == Reason.DEPENDENCY_NOT_FOUND:
-        await events.emit(obj, "Warning", reason, message, key=f"wait:{message}")
 
 
 async def retry(rt: Runtime, obj: Obj, agent: AiAgent, attempt: int, why: str) -> None:
@@ -221,12 +225,13 @@ class Prepared:
 
     A chain child's are built while its AgentJob is being created: nothing in them
     needs the AgentJob's uid, only the ownerReferences added at creation.  The token
-    is not part of it: only the Secret holds it, and that is created once the AgentJob
-    exists (``launch``), off the hop's critical path.
+    is not part of it: only the Secret holds it (with the prompt), and that is
+    created once the AgentJob exists (``launch``), off the hop's critical path.
     """
 
     agent: AiAgent
     job: Obj
+    prompt: str
     unowned: Obj | None = None
     """The batch Job, when it was created before its AgentJob existed: without owner."""
 
@@ -239,24 +244,27 @@ async def prepare(
     *,
     attempt: int = 1,
 ) -> Prepared:
-    """Render the prompt and build the batch Job of ``attempt``; raises PromptRenderError."""
+    """Render the prompt and build the batch Job of ``attempt``; raises PromptRenderError
+    (PromptTooLarge when the prompt cannot be delivered)."""
     job = records.parse(obj)
     pos = records.position(obj)
     namespace, name = records.name_of(obj)
     prompt = await prompting.build(rt, obj, job, agent, pos, deps, attempt=attempt)
+    jobspec.check_prompt(prompt)
+    job_name = naming.attempt_job_name(name, attempt)
+    nonce = secrets.token_hex(naming.SECRET_NONCE_BYTES)
     inputs = JobInputs(
         agentjob_name=name,
-        job_name=naming.attempt_job_name(name, attempt),
+        job_name=job_name,
         namespace=namespace,
         agent=agent.spec,
-        prompt=prompt,
         chain_id=pos.chain_id,
-        token_secret=naming.token_secret_name(name),
+        secret_name=naming.job_secret_name(job_name, nonce),
         labels=chains.position_labels(pos, job.spec.agent_role),
         annotations=chains.position_annotations(pos, records.parent_of(obj)),
         attempt=attempt,
     )
-    return Prepared(agent, build_job(inputs, rt.settings))
+    return Prepared(agent, build_job(inputs, rt.settings), prompt)
 
 
 async def create_unowned(prepared: Prepared) -> Prepared:
@@ -274,18 +282,36 @@ async def create_unowned(prepared: Prepared) -> Prepared:
     return replace(prepared, unowned=job) if created else prepared
 
 
-async def _ensure_token_secret(rt: Runtime, obj: Obj, owner: Obj) -> None:
-    """Issue the job's token (the live one again on a replay or retry) into its Secret.
+async def _ensure_secret(rt: Runtime, obj: Obj, owner: Obj, job: Obj, prompt: str) -> None:
+    """Issue the job's token (the live one again on a replay or retry) into the Secret
+    the batch Job ``job`` names, with the prompt.
 
     Issued only once the AgentJob exists and owns the Secret: a launch that never
-    gets this far leaves no token behind to revoke.
+    gets this far leaves no token behind to revoke.  AlreadyExists means an earlier
+    run created it (its name is random, recorded only in that Job).
     """
+    secret = jobspec.secret_name_of(job)
+    if secret is None:
+        return  # Not a Job built by this version: it reads no Secret.
     namespace, name = records.name_of(obj)
     chain_id = records.position(obj).chain_id
     ttl = rt.settings.job_token_ttl_seconds
     token = await rt.tokens.ensure(namespace, name, chain_id, ttl)
-    secret = naming.token_secret_name(name)
-    await workloads.ensure_secret(namespace, secret, {TOKEN_SECRET_KEY: token}, owner)
+    await workloads.ensure_secret(namespace, secret, jobspec.secret_data(prompt, token), owner)
+
+
+async def _adopt(rt: Runtime, obj: Obj, owner: Obj, existing: Obj, built: Obj, prompt: str) -> None:
+    """A Job an earlier (crashed) run created: own it, and create the Secret it names
+    (the Secret just created for ``built`` goes with the AgentJob, unused).  A Job
+    owned by another AgentJob of this name (deleted, created again) is left alone."""
+    owners = [ref.get("uid") for ref in existing["metadata"].get("ownerReferences") or []]
+    if owners and owner["uid"] not in owners:
+        return
+    if not owners:
+        namespace, name = records.name_of(existing)
+        await workloads.set_owner(namespace, name, owner)
+    if jobspec.secret_name_of(existing) != jobspec.secret_name_of(built):
+        await _ensure_secret(rt, obj, owner, existing, prompt)
 
 
 def preparable(obj: Obj, agent: AiAgent) -> bool:
@@ -322,15 +348,15 @@ async def launch(
     ):
         try:
             prepared = await prepare(rt, obj, agent, deps, attempt=attempt)
-        except PromptRenderError as exc:
+        except PromptRenderError as exc:  # PromptTooLarge too: each says its reason.
             await _write(obj, init)
-            await finishing.record_failure(rt, obj, Reason.PROMPT_RENDER_FAILED, str(exc))
+            await finishing.record_failure(rt, obj, exc.reason, str(exc))
             return
     owner = records.owner_reference(obj)
     body = {**prepared.job, "metadata": {**prepared.job["metadata"], "ownerReferences": [owner]}}
     # Side by side: a pod whose Secret is not there yet waits for it
     # (CreateContainerConfigError), and the token and its Secret are two small writes.
-    ensuring = _ensure_token_secret(rt, obj, owner)
+    ensuring = _ensure_secret(rt, obj, owner, prepared.unowned or body, prepared.prompt)
     if prepared.unowned is not None:
         created = True
         # The owner and the status below are bookkeeping: the hop's pod goes first.
@@ -340,8 +366,8 @@ async def launch(
         _, (existing, created) = await asyncio.gather(
             ensuring, workloads.create_job(namespace, body)
         )
-        if existing is not None and not existing["metadata"].get("ownerReferences"):
-            await workloads.set_owner(namespace, job_name, owner)  # Created by a crashed run.
+        if existing is not None and not created:
+            await _adopt(rt, obj, owner, existing, body, prepared.prompt)
     status: Obj = {**init, "jobName": job_name, "attempt": attempt}
     if retry_message is None:
         status["reason"] = Reason.JOB_CREATED

@@ -64,13 +64,12 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 async def _serve(runtime: Runtime) -> Any:
     from agentchain.web import app
 
-    host, port = runtime.settings.listen_host, runtime.settings.listen_port
     try:
-        return await app.serve(runtime, host, port)
+        return await app.serve(runtime)
     except app.WebhookNotConfigured as exc:
         # Fail closed: without a secret the webhook is refused, the rest still serves.
         log.error("Webhook endpoint disabled: %s", exc)
-        return await app.serve(runtime, host, port, webhook=False)
+        return await app.serve(runtime, webhook=False)
 
 
 @kopf.on.cleanup()

@@ -64,15 +64,39 @@ class AgentJobSpec(KubeModel):
 
 
 class NextStatus(KubeModel):
-    action: NextAction
-    agent: str | None = None
-    child: str | None = None
-    reason: str | None = None
+    """What the chain did after this job."""
+
+    action: NextAction = Field(
+        description=(
+            "spawned: the child ran; skipped: the child was recorded as Skipped (never run) "
+            "and its own next follows, counting the skip as a success; refused: the child "
+            "was recorded as Failed with the refusal's reason (loop, depth, next agent "
+            "missing, disabled or ambiguous); stopped: the condition was not met under "
+            "failurePolicy stop, or this job's own triggerName became ambiguous; none: no "
+            "next step."
+        )
+    )
+    agent: str | None = Field(default=None, description="triggerName of the next agent.")
+    child: str | None = Field(default=None, description="The child AgentJob's name.")
+    reason: str | None = Field(
+        default=None,
+        description=(
+            "ChildSpawned, Skipped, the refusal's reason, ChainStopped, DuplicateTriggerName "
+            "or ChainComplete."
+        ),
+    )
     message: str | None = None
 
 
 class AgentJobStatus(KubeModel):
-    phase: Phase | None = None
+    phase: Phase | None = Field(
+        default=None,
+        description=(
+            "Waiting: for dependsOn jobs (a cycle of them ends each one Failed, reason "
+            "DependencyCycle). Skipped: recorded by a failurePolicy skip, never run; counts "
+            "as a success for its own next."
+        ),
+    )
     reason: str | None = None
     message: str | None = None
     conditions: list[Condition] = Field(default_factory=list)

@@ -37,7 +37,13 @@ class ChainStep(KubeModel):
         default="on-success", description="When the next agent runs, by the parent's exit."
     )
     failure_policy: FailurePolicy = Field(
-        default="stop", description="What happens when the condition is not met."
+        default="stop",
+        description=(
+            "What happens when the condition is not met: stop ends the chain; skip records "
+            "the next agent as a Skipped AgentJob and continues with that agent's own next, "
+            "for which the skip counts as a success; notify runs it anyway and raises a "
+            "Warning Event."
+        ),
     )
     context_window: ContextWindow = Field(
         default="tail",
@@ -100,7 +106,29 @@ class AiAgentSpec(KubeModel):
     env: list[dict[str, Any]] | None = None
     env_from: list[dict[str, Any]] | None = None
     resources: dict[str, Any] | None = None
-    service_account_name: str | None = None
+    service_account_name: str | None = Field(
+        default=None,
+        description=(
+            "ServiceAccount the agent pod runs as, with its API token mounted. "
+            "Unset or empty: no account token is mounted."
+        ),
+    )
+    security_context: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The agent container's securityContext, over the default "
+            "(allowPrivilegeEscalation: false, capabilities drop ALL): a key given "
+            "here replaces that key of the default."
+        ),
+    )
+    pod_security_context: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "The agent pod's securityContext, over the default (runAsNonRoot, "
+            "runAsUser/runAsGroup 10001, seccompProfile RuntimeDefault): a key given "
+            "here replaces that key of the default."
+        ),
+    )
     timeout_seconds: int | None = Field(default=None, ge=1)
     backoff_limit: int = Field(
         default=0,
@@ -123,7 +151,14 @@ class AiAgentSpec(KubeModel):
 
 
 class AiAgentStatus(KubeModel):
-    conditions: list[Condition] = Field(default_factory=list)
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description=(
+            "Ready: whether the agent can run (enabled, unique triggerName, every next "
+            "resolves). LoopFree: a warning, False when the agent's next steps lead back "
+            "to it (reason StaticLoop, the ring in the message); Ready is unaffected."
+        ),
+    )
     observed_generation: int | None = None
 
 

@@ -20,6 +20,8 @@ READY = "Ready"
 COMPLETE = "Complete"
 CHAIN_COMPLETE = "ChainComplete"
 DEPENDENCIES_READY = "DependenciesReady"
+LOOP_FREE = "LoopFree"
+"""AiAgent: False when its ``next`` steps lead back to it (a warning; Ready is unaffected)."""
 
 
 class Reason:
@@ -31,11 +33,15 @@ class Reason:
     NEXT_AGENT_DISABLED = "NextAgentDisabled"
     DUPLICATE_TRIGGER_NAME = "DuplicateTriggerName"
     AGENT_DISABLED = "AgentDisabled"
+    # AiAgent condition LoopFree.
+    NO_STATIC_LOOP = "NoStaticLoop"
+    STATIC_LOOP = "StaticLoop"
 
     # AgentJob lifecycle.
     CREATED = "Created"
     WAITING_FOR_DEPENDENCIES = "WaitingForDependencies"
     DEPENDENCY_NOT_FOUND = "DependencyNotFound"
+    DEPENDENCY_CYCLE = "DependencyCycle"
     JOB_CREATED = "JobCreated"
     RETRYING = "Retrying"
     RUNNING = "Running"
@@ -45,6 +51,7 @@ class Reason:
     AGENT_NOT_FOUND = "AgentNotFound"
     AGENT_NOT_ENABLED = "AgentNotEnabled"
     PROMPT_RENDER_FAILED = "PromptRenderFailed"
+    PROMPT_TOO_LARGE = "PromptTooLarge"
     OUTPUT_LOST = "OutputLost"
     COMPLETION_MARKER_MISSING = "CompletionMarkerMissing"
     SKIPPED = "Skipped"

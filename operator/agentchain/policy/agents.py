@@ -1,18 +1,32 @@
-"""AiAgent readiness: what the schema cannot check, as a pure function.
+"""AiAgents as a namespace sees them: readiness, trigger resolution, static rings.
 
 Seed 003's troubleshooting list ("verify next agent's trigger name exists",
 "check next agent is enabled") becomes conditions computed here from the list
 of agents in a namespace; the handler only patches and emits what changed.
+
+:func:`resolve` is the one place a triggerName is turned into an AiAgent, for
+chain steps, started jobs, API runs and webhook deliveries alike.  A
+triggerName held by two AiAgents resolves to :class:`Ambiguous`, never to one
+of them: running either would silently drop the other's settings (SPEC §1,
+"triggerName unique per namespace").
+
+:func:`ring` finds a static loop: the ``next`` links an agent's chain would
+follow back to that agent.  The runtime refusal (``LoopDetected``) stays the
+enforcement; the ring only makes the mistake visible before anything runs.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
+
+A = TypeVar("A")
+RING_SEPARATOR = " → "
 
 
 @dataclass(frozen=True)
@@ -20,6 +34,35 @@ class Readiness:
     ready: bool
     reason: str
     message: str
+
+
+@dataclass(frozen=True)
+class Ambiguous:
+    """A triggerName that more than one AiAgent uses: nothing may run under it."""
+
+    trigger: str
+    agents: tuple[str, ...]
+    """The AiAgents' object names, sorted."""
+
+    @property
+    def message(self) -> str:
+        names = ", ".join(self.agents)
+        return (
+            f"triggerName {self.trigger!r} is used by {len(self.agents)} AiAgents ({names}); "
+            "nothing runs under it until it is unique in the namespace."
+        )
+
+
+def resolve(
+    trigger: str, agents: Iterable[tuple[str, A]], trigger_of: Callable[[A], str]
+) -> A | Ambiguous | None:
+    """The one agent among (object name, agent) pairs with ``trigger``, if exactly one."""
+    found = [(name, agent) for name, agent in agents if trigger_of(agent) == trigger]
+    if not found:
+        return None
+    if len(found) > 1:
+        return Ambiguous(trigger, tuple(sorted(name for name, _ in found)))
+    return found[0][1]
 
 
 def readiness(name: str, spec: AiAgentSpec, agents: Sequence[tuple[str, AiAgentSpec]]) -> Readiness:
@@ -45,3 +88,69 @@ def readiness(name: str, spec: AiAgentSpec, agents: Sequence[tuple[str, AiAgentS
         if not by_trigger[target].enabled:
             return Readiness(False, Reason.NEXT_AGENT_DISABLED, f"{where}: {target!r} is disabled.")
     return Readiness(True, Reason.AGENT_READY, "The agent and the agents it chains to are ready.")
+
+
+def ring(spec: AiAgentSpec, agents: Sequence[tuple[str, AiAgentSpec]]) -> tuple[str, ...] | None:
+    """The triggerNames of a static loop through ``spec``'s agent, first and last itself.
+
+    A chain starts at the agent under any of its triggers, and every later job
+    follows its agent's ``manual`` trigger (SPEC §2), so the ring leaves the agent
+    by any trigger's ``next`` and comes back through ``manual`` ones only: an
+    agent merely *named* in someone's loop-free github ``next`` is not in a ring.
+    A triggerName held twice is left out (it is refused as ambiguous anyway).
+    The shortest ring is given, first ``next`` first; the walk is linear in the
+    number of agents.
+    """
+    manual = _manual_links(agents)
+    start = spec.trigger_name
+    firsts = [t.next.agent_trigger_name for t in spec.event_triggers if t.next is not None]
+    parents: dict[str, str] = {}
+    frontier = [f for f in dict.fromkeys(firsts) if f in manual or f == start]
+    for first in frontier:
+        parents.setdefault(first, start)
+    while frontier:
+        if start in parents:
+            return _walk_back(parents, start)
+        following = []
+        for here in frontier:
+            there = manual.get(here)
+            if there is not None and there not in parents:
+                parents[there] = here
+                following.append(there)
+        frontier = following
+    return _walk_back(parents, start) if start in parents else None
+
+
+def _manual_links(agents: Sequence[tuple[str, AiAgentSpec]]) -> Mapping[str, str | None]:
+    """triggerName → the triggerName its manual trigger's ``next`` names (unique ones only)."""
+    counts = Counter(s.trigger_name for _, s in agents)
+    links: dict[str, str | None] = {}
+    for _, spec in agents:
+        if counts[spec.trigger_name] > 1:
+            continue
+        manual = next((t for t in spec.event_triggers if t.source == "manual"), None)
+        step = manual.next if manual is not None else None
+        links[spec.trigger_name] = step.agent_trigger_name if step is not None else None
+    return links
+
+
+def _walk_back(parents: Mapping[str, str], start: str) -> tuple[str, ...]:
+    path = [start]
+    here = parents[start]
+    while here != start:
+        path.append(here)
+        here = parents[here]
+    path.append(start)
+    return tuple(reversed(path))
+
+
+def loop_freedom(spec: AiAgentSpec, agents: Sequence[tuple[str, AiAgentSpec]]) -> Readiness:
+    """The ``LoopFree`` condition: False, naming the ring, when the agent is in one."""
+    found = ring(spec, agents)
+    if found is None:
+        return Readiness(True, Reason.NO_STATIC_LOOP, "No chain of next steps leads back here.")
+    msg = (
+        f"The next steps form a loop: {RING_SEPARATOR.join(found)}. A chain that reaches "
+        f"{found[0]} a second time is refused at run time (LoopDetected)."
+    )
+    return Readiness(False, Reason.STATIC_LOOP, msg)

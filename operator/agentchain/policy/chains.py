@@ -11,7 +11,9 @@ the same child name, and ``AlreadyExists`` means the decision was applied.
 Order of the checks, and why:
 
 1. The parent is itself a refusal record → :class:`End`.  A refused job never
-   ran, so nothing follows it.
+   ran, so nothing follows it.  A parent whose own triggerName has become
+   ambiguous → :class:`Stop` (``DuplicateTriggerName``): whose ``next`` to follow
+   cannot be told.
 2. No ``next`` → :class:`End`.
 3. Condition not met and ``failurePolicy: stop`` → :class:`Stop`.  Nothing would
    be created, so the target's configuration is irrelevant and not judged.
@@ -19,10 +21,11 @@ Order of the checks, and why:
    or ``notify``, or a Skipped record, which continues with the skipped agent's
    own ``next`` and so could loop too): ``LoopDetected``, then
    ``MaxChainDepthExceeded``, then ``NextAgentNotFound``, then
-   ``NextAgentDisabled``.  The structural checks come first because they depend
-   only on the chain's own immutable metadata: the verdict on a looping or
-   too-deep chain does not change when someone edits, disables or deletes an
-   agent between two evaluations, and a loop is reported as the cause rather
+   ``DuplicateTriggerName`` (two AiAgents hold the target's triggerName: never
+   run on one of them), then ``NextAgentDisabled``.  The structural checks come
+   first because they depend only on the chain's own immutable metadata: the
+   verdict on a looping or too-deep chain does not change when someone edits,
+   disables or deletes an agent between two evaluations, and a loop is reported as the cause rather
    than a symptom of it (a deep chain, a disabled agent).
 5. :class:`Spawn` (condition met, or ``notify``) or :class:`Skip`.
 
@@ -70,6 +73,8 @@ class AgentInfo:
     trigger_name: str
     enabled: bool
     manual_next: ChainStep | None
+    holders: tuple[str, ...] = ()
+    """The AiAgents (object names) with this triggerName when more than one has it."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,8 @@ class Finished:
     outcome: Outcome
     step: ChainStep | None
     refused: bool = False
+    ambiguity: str | None = None
+    """Why the job's own triggerName resolves to no single AiAgent (then ``step`` is None)."""
 
 
 @dataclass(frozen=True)
@@ -118,10 +125,12 @@ class Spawn:
 
 @dataclass(frozen=True)
 class Skip:
-    """Record the child as Skipped; its own ``next`` is decided later with outcome skipped."""
+    """Record the child as Skipped; its own ``next`` is decided later with outcome skipped,
+    which counts as a success."""
 
     child: ChildPlan
     message: str
+    reason: str = Reason.SKIPPED
 
 
 @dataclass(frozen=True)
@@ -170,6 +179,9 @@ def next_step(parent: Finished, agents: Mapping[str, AgentInfo], limits: Limits)
     """Decide what follows ``parent`` (see the module docstring for the order of checks)."""
     if parent.refused:
         return End(f"Chain ends at {parent.name}: it records a refusal and never ran.")
+    if parent.ambiguity is not None:
+        message = f"Chain stops at {parent.name}: {parent.ambiguity}"
+        return Stop(Reason.DUPLICATE_TRIGGER_NAME, message)
     step = parent.step
     if step is None:
         return End(f"Chain complete: {parent.agent} has no next step.")
@@ -188,7 +200,9 @@ def next_step(parent: Finished, agents: Mapping[str, AgentInfo], limits: Limits)
     if met:
         return Spawn(child, notify=False, message=f"{_describe(parent)} → running {target}.")
     if step.failure_policy == "skip":
-        return Skip(child, f"{unmet} passes over {target}.")
+        return Skip(
+            child, f"{unmet} passes over {target}; its own next follows as if it succeeded."
+        )
     return Spawn(child, notify=True, message=f"{unmet} runs {target} anyway.")
 
 
@@ -213,6 +227,13 @@ def _refusal(
             child,
             Reason.NEXT_AGENT_NOT_FOUND,
             f"Next agent not found: no AiAgent has triggerName {target}: {path}",
+        )
+    if len(info.holders) > 1:
+        return Refuse(
+            child,
+            Reason.DUPLICATE_TRIGGER_NAME,
+            f"Next agent ambiguous: triggerName {target} is used by AiAgents "
+            f"{', '.join(info.holders)}; none is run: {path}",
         )
     if not info.enabled:
         return Refuse(

@@ -36,6 +36,7 @@ from agentchain.models.aiagent import (
     SenderPolicy,
     TriggerFilters,
 )
+from agentchain.policy.agents import Ambiguous, resolve
 
 TITLE_MAX_BYTES = 1024
 BODY_MAX_BYTES = 64 * 1024
@@ -90,14 +91,24 @@ def parse_event_selector(s: str) -> tuple[str, str | None]:
 def match_event(
     event: str, action: str | None, payload: Mapping[str, Any], agents: Sequence[AgentCandidate]
 ) -> tuple[list[Match], list[Ignored]]:
-    """Agents to start for one delivery, and those with a trigger that did not fire."""
+    """Agents to start for one delivery, and those with a trigger that did not fire.
+
+    A triggerName two AiAgents share starts nothing (``policy.agents.resolve``):
+    it is reported once, naming both, however many of them matched.
+    """
     matches: list[Match] = []
     ignored: list[Ignored] = []
+    named = [(c.name, c) for c in agents]
     for candidate in agents:
         outcome = _match_agent(event, action, payload, candidate)
         if isinstance(outcome, Match):
-            matches.append(outcome)
-        elif outcome is not None:
+            found = resolve(outcome.agent, named, lambda c: c.spec.trigger_name)
+            if isinstance(found, Ambiguous):
+                outcome = Ignored(outcome.agent, found.message)
+            else:
+                matches.append(outcome)
+                continue
+        if outcome is not None and outcome not in ignored:
             ignored.append(outcome)
     return matches, ignored
 

@@ -4,7 +4,7 @@ Exactly-once creation (SPEC §2) rests on names: the operator never asks "did I
 already create this?", it derives the one name the object must have and lets
 ``AlreadyExists`` mean done.  So every name here is a pure function of what
 identifies the object (the parent and the step, the agent and the seed), never
-of time or randomness.
+of time or randomness, except the job Secret's (see :func:`job_secret_name`).
 
 Every name is a DNS-1123 *label* (lowercase alphanumerics and ``-``, starting and
 ending alphanumeric, at most 63 characters).  That is stricter than the
@@ -34,7 +34,8 @@ NAME_DIGEST_LENGTH = 12
 """Hex digits of SHA-256 in generated names: 48 bits, short enough to leave room to read."""
 
 CHAIN_ID_DIGEST_LENGTH = 20
-TOKEN_SECRET_SUFFIX = "-token"
+SECRET_NONCE_BYTES = 8
+"""Random bytes in a job Secret's name (16 hex digits)."""
 FALLBACK_PREFIX = "agent"
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -106,13 +107,19 @@ def attempt_job_name(agentjob_name: str, attempt: int) -> str:
     return _readable(agentjob_name, _digest("job", agentjob_name), room) + suffix
 
 
-def token_secret_name(agentjob_name: str) -> str:
-    """The Secret holding an AgentJob's job token (``<name>-token``, at most 63 characters)."""
-    plain = agentjob_name + TOKEN_SECRET_SUFFIX
-    if is_dns_label(plain):
-        return plain
-    room = MAX_NAME_LENGTH - len(TOKEN_SECRET_SUFFIX)
-    return _readable(agentjob_name, _digest("token", agentjob_name), room) + TOKEN_SECRET_SUFFIX
+def job_secret_name(job_name: str, nonce: str) -> str:
+    """The Secret holding a batch Job's token and prompt: ``<job name>-<nonce>``.
+
+    The one name here that is not derived again: ``nonce`` is random, made when the
+    Job is built, and the Job records the name (``jobspec.secret_name_of``).  A name
+    derived from the AgentJob's could be an existing Secret (job names are chosen by
+    API callers) that AlreadyExists would then hand to the agent; this one cannot
+    have existed before the Job was built, so AlreadyExists means a crashed run of
+    the operator created it for that Job.
+    """
+    room = MAX_NAME_LENGTH - len(nonce) - 1
+    prefix = job_name[:room].rstrip("-") or FALLBACK_PREFIX
+    return f"{prefix}-{nonce}"
 
 
 def label_value(text: str) -> str:

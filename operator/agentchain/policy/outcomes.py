@@ -19,6 +19,7 @@ REFUSAL_REASONS = frozenset(
         Reason.MAX_CHAIN_DEPTH_EXCEEDED,
         Reason.NEXT_AGENT_NOT_FOUND,
         Reason.NEXT_AGENT_DISABLED,
+        Reason.DUPLICATE_TRIGGER_NAME,  # Also a created job whose agentRole two agents share.
     }
 )
 # Actions after which the chain continues in another job.  "refused" belongs

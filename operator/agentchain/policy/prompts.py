@@ -293,10 +293,12 @@ def assemble_prompt(
 
 # --------------------------------------------------------------------------- output
 
-_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# Lines of agent output are parsed by hand, not with regular expressions: patterns
+# like ``(.*?)[ \t]*$`` backtrack quadratically on long runs of blanks (issue 14), and
+# each step here is one pass of a str method.
+_BLANKS = " \t"
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")  # Nothing after the run: linear.
 _PREFIX_ENDS = frozenset(":.)-\u2013\u2014")
-_THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 
 
 def extract_handoff(output: str, heading: str) -> str | None:
@@ -342,16 +344,48 @@ def _outline(lines: Sequence[str]) -> list[tuple[int, int, str]]:
             continue
         if opened:
             fence = opened.group(1)
-        elif heading := _ATX_HEADING.match(line):
-            outline.append((index, len(heading.group(1)), _heading_text(heading.group(2) or "")))
-        elif _THEMATIC_BREAK.match(line):
+        elif heading := _atx_heading(line):
+            outline.append((index, heading[0], _heading_text(heading[1])))
+        elif _is_thematic_break(line):
             outline.append((index, 0, ""))
     return outline
 
 
+def _indented(line: str) -> str | None:
+    """``line`` without up to three leading spaces; None when indented more (code)."""
+    rest = line.lstrip(" ")
+    return rest if len(line) - len(rest) <= 3 else None
+
+
+def _atx_heading(line: str) -> tuple[int, str] | None:
+    """(level, text) of an ATX heading: 1-6 ``#``, then a blank or the end of the line."""
+    rest = _indented(line)
+    if not rest:
+        return None
+    text = rest.lstrip("#")
+    level = len(rest) - len(text)
+    if not 1 <= level <= 6 or text[:1] not in ("", " ", "\t"):
+        return None
+    return level, text.strip(_BLANKS)
+
+
+def _is_thematic_break(line: str) -> bool:
+    """Three or more of one of ``-*_``, with blanks between and around."""
+    rest = _indented(line)
+    if not rest or rest[0] not in "-*_":
+        return False
+    marks = rest.replace(" ", "").replace("\t", "")
+    return len(marks) >= 3 and marks.count(rest[0]) == len(marks)
+
+
 def _heading_text(text: str) -> str:
-    text = re.sub(r"[ \t]+#+$", "", text.strip()).strip("#").strip()
-    return text.strip("*_ \t").casefold()
+    """The comparable text of a heading: closing ``#``s, emphasis and case dropped."""
+    text = text.strip()
+    # A closing sequence is ``#``s after a blank, at the end.
+    unclosed = text.rstrip("#")
+    if unclosed != text and unclosed[-1:] in (" ", "\t"):
+        text = unclosed.rstrip(_BLANKS)
+    return text.strip("#").strip().strip("*_ \t").casefold()
 
 
 def _matches(text: str, wanted: str) -> bool:

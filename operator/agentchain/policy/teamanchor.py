@@ -227,9 +227,10 @@ class _Team:
         depth = self.jobs[name].get("depth")
         return depth is None, depth or 0, name
 
-    def count_drop(self, kind: str) -> None:
-        self.truncated = True
-        self.dropped[kind] = min(self.dropped.get(kind, 0) + 1, _COUNT_MAX)
+    def recency(self, name: str) -> tuple[str, int, str]:
+        """Sort key of a job: the least recently updated (then shallowest) goes first."""
+        entry = self.jobs[name]
+        return entry.get("updatedAt", ""), entry.get("depth", -1), name
 
 
 def _read(anchor: object, budget: int) -> _Team:
@@ -349,29 +350,46 @@ def _find_hop(team: _Team, key: tuple[str | None, str | None, str | None]) -> Re
 def _fit(
     team: _Team, limit: int, *, keep_job: str | None = None, keep_entry: Record | None = None
 ) -> dict[str, Any]:
-    steps: tuple[Callable[[], bool], ...] = (
-        lambda: _drop_oldest(team, "decisions", keep_entry),
-        lambda: _drop_oldest(team, "handoffs", keep_entry),
-        lambda: _drop_oldest(team, "escalations", keep_entry),
-        lambda: _shorten_messages(team, SHORT_MESSAGE_CHARS),
-        lambda: _shorten_messages(team, 0),
-        lambda: _drop_least_recent_job(team, keep_job),
-    )
-    rendered = team.render()
-    for step in steps:
-        while serialized_size(rendered) > limit and step():
-            rendered = team.render()
-    return rendered
+    def fits() -> bool:
+        return serialized_size(team.render()) <= limit
+
+    for kind in ("decisions", "handoffs", "escalations"):
+        _drop_until(team, fits, kind, [e for e in team.lists[kind] if e is not keep_entry])
+    for chars in (SHORT_MESSAGE_CHARS, 0):
+        if not fits():
+            _shorten_messages(team, chars)
+    _drop_until(team, fits, "jobs", sorted(set(team.jobs) - {keep_job}, key=team.recency))
+    return team.render()
 
 
-def _drop_oldest(team: _Team, kind: str, keep: Record | None) -> bool:
-    entries = team.lists[kind]
-    for index, entry in enumerate(entries):
-        if entry is not keep:
-            del entries[index]
-            team.count_drop(kind)
-            return True
-    return False
+def _drop_until(team: _Team, fits: Callable[[], bool], kind: str, order: list[Any]) -> None:
+    """Drop the first entries of ``order`` (list records or job names), as few as fit.
+
+    Each drop shrinks the anchor (by more than the count it adds), so the fewest drops
+    that fit are found by bisection: O(log n) renders, not one per drop, which made a
+    damaged anchor of a few thousand entries take minutes.
+    """
+    if not order or fits():
+        return
+    base = team.dropped.get(kind, 0)
+    entries = team.lists.get(kind, [])
+    jobs = team.jobs
+
+    def drop(count: int) -> None:
+        gone = {id(item) for item in order[:count]} if kind != "jobs" else set(order[:count])
+        if kind == "jobs":
+            team.jobs = {name: entry for name, entry in jobs.items() if name not in gone}
+        else:
+            team.lists[kind] = [entry for entry in entries if id(entry) not in gone]
+        team.dropped[kind] = min(base + count, _COUNT_MAX)
+        team.truncated = True
+
+    low, high = 1, len(order)
+    while low < high:
+        middle = (low + high) // 2
+        drop(middle)
+        low, high = (low, middle) if fits() else (middle + 1, high)
+    drop(low)
 
 
 def _shorten_messages(team: _Team, chars: int) -> bool:
@@ -390,20 +408,6 @@ def _shorten_messages(team: _Team, chars: int) -> bool:
         changed = True
     team.truncated = team.truncated or changed
     return changed
-
-
-def _drop_least_recent_job(team: _Team, keep: str | None) -> bool:
-    candidates = [name for name in team.jobs if name != keep]
-    if not candidates:
-        return False
-
-    def recency(name: str) -> tuple[str, int, str]:
-        entry = team.jobs[name]
-        return entry.get("updatedAt", ""), entry.get("depth", -1), name
-
-    del team.jobs[min(candidates, key=recency)]
-    team.count_drop("jobs")
-    return True
 
 
 # --- sizes --------------------------------------------------------------------------------

@@ -1,9 +1,15 @@
-"""The operator's HTTP side in one aiohttp application: webhook, job API, metrics.
+"""The operator's HTTP side: two listeners, one facing GitHub and one facing the cluster.
 
-``build_app`` wires the pieces and nothing else, so tests serve exactly what
-production serves.  Middlewares run outermost first: the error middleware turns
-every refusal into the one JSON error shape, then the auth middleware resolves
-the caller of ``/api/`` paths.
+``build_app`` is the **public** listener (``AGENTCHAIN_LISTEN_PORT``, 8080): the
+webhook (authenticated by its signature), the job API (Bearer tokens), its OpenAPI
+document and ``/healthz``.  ``build_internal_app`` is the **internal** listener
+(``AGENTCHAIN_INTERNAL_PORT``, 8081): ``/metrics``, ``/healthz``, ``/readyz`` and
+the optional dashboard, none of which has a login; the chart routes only the
+public port to the Service that an ingress exposes, so what GitHub can reach
+never includes them.  Both apps are built here and nothing else is, so tests
+serve exactly what production serves.  Middlewares run outermost first: security
+headers on every answer, the error middleware turning every refusal into the
+one JSON error shape, then the auth middleware resolving the caller of ``/api/``.
 
 Fail closed, but let the caller keep the rest up: without a webhook secret
 ``build_app``/``serve`` raise :class:`WebhookNotConfigured` (the caller logs it);
@@ -16,15 +22,18 @@ Health: ``/healthz`` is liveness (the event loop answers); ``/readyz`` checks
 that Redis answers PING and the Kubernetes API answers ``/version``, because
 without either nothing the endpoint accepts could be acted on.
 
-The webhook's dispatcher (``dispatch.py``) runs as a task of this app: started when
-it starts serving, stopped on cleanup.  It runs even when the webhook is not served,
-so jobs a previous run accepted are still created.
+The webhook's dispatcher (``dispatch.py``) runs as a task of the public app:
+started when it starts serving, stopped on cleanup.  It runs even when the
+webhook is not served, so jobs a previous run accepted are still created.
+Both listeners run through ``server.Runner`` (JSON for parser errors, no request
+decompression).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
@@ -32,13 +41,18 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import clients
 from agentchain.store.deliveries import JobQueue
-from agentchain.web import api, auth, dashboard, openapi, storeapi, submitting
+from agentchain.web import api, auth, dashboard, openapi, server, storeapi, submitting
 from agentchain.web import webhook as webhooks
 from agentchain.web.dispatch import Dispatcher
-from agentchain.web.responses import error_middleware, error_response, json_response
+from agentchain.web.responses import (
+    error_middleware,
+    error_response,
+    json_response,
+    security_headers,
+)
 from agentchain.web.webhook import WebhookNotConfigured
 
-__all__ = ["WebhookNotConfigured", "build_app", "serve"]
+__all__ = ["Listeners", "WebhookNotConfigured", "build_app", "build_internal_app", "serve"]
 
 log = logging.getLogger(__name__)
 READY_TIMEOUT_SECONDS = 3.0
@@ -79,25 +93,19 @@ async def _webhook_not_configured(request: web.Request) -> web.Response:
     )
 
 
-def build_app(
-    rt: Runtime,
-    *,
-    webhook: bool = True,
-    dashboard_enabled: bool | None = None,
-    dispatch: bool = True,
-) -> web.Application:
-    """The whole HTTP surface; raises :class:`WebhookNotConfigured` unless ``webhook=False``.
+def build_app(rt: Runtime, *, webhook: bool = True, dispatch: bool = True) -> web.Application:
+    """The public listener: webhook, job API; raises :class:`WebhookNotConfigured` unless
+    ``webhook=False``.
 
     ``dispatch=False`` leaves the webhook's queue undrained (tests of a crashed dispatcher).
     """
     app = web.Application(
-        middlewares=[error_middleware, auth.auth_middleware(rt)],
+        middlewares=[security_headers, error_middleware, auth.auth_middleware(rt)],
         client_max_size=API_MAX_BODY_BYTES,
+        handler_args=server.HANDLER_ARGS,
     )
     app[api.RUNTIME_KEY] = rt
     app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics_page)
     dispatcher = Dispatcher(JobQueue(rt.redis, rt.settings.namespaces)) if dispatch else None
     if dispatcher is not None:
         app.cleanup_ctx.append(dispatcher.lifespan)
@@ -109,20 +117,74 @@ def build_app(
     api.add_routes(app)
     submitting.add_routes(app)
     storeapi.add_routes(app)
+    return app
+
+
+def build_internal_app(rt: Runtime, *, dashboard_enabled: bool | None = None) -> web.Application:
+    """The internal listener: metrics, probes and the optional dashboard, never GitHub's."""
+    app = web.Application(
+        middlewares=[security_headers, error_middleware],
+        client_max_size=API_MAX_BODY_BYTES,
+        handler_args=server.HANDLER_ARGS,
+    )
+    app[api.RUNTIME_KEY] = rt
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    app.router.add_get("/metrics", metrics_page)
     if rt.settings.dashboard if dashboard_enabled is None else dashboard_enabled:
         dashboard.add_routes(app)
     return app
 
 
-async def serve(rt: Runtime, host: str, port: int, *, webhook: bool = True) -> web.AppRunner:
-    """Start serving; the caller keeps the runner and calls ``await runner.cleanup()``.
+async def _start(app: web.Application, host: str, port: int) -> web.AppRunner:
+    runner = server.Runner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
+
+
+@dataclass
+class Listeners:
+    """Both listeners of one operator; ``cleanup`` stops them."""
+
+    public: web.AppRunner
+    internal: web.AppRunner
+
+    async def cleanup(self) -> None:
+        await self.public.cleanup()
+        await self.internal.cleanup()
+
+
+async def serve(rt: Runtime, *, webhook: bool = True) -> Listeners:
+    """Start both listeners; the caller keeps the result and calls ``await .cleanup()``.
 
     Raises :class:`WebhookNotConfigured` (before binding) when ``webhook`` is asked
     for without a secret; call again with ``webhook=False`` to serve the rest.
     """
-    runner = web.AppRunner(build_app(rt, webhook=webhook), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    log.info("serving the webhook and job API on %s:%d", host, port)
-    return runner
+    settings = rt.settings
+    if settings.internal_port == settings.listen_port != 0:
+        # One port for both would put metrics and the dashboard where GitHub connects.
+        raise ValueError(
+            f"AGENTCHAIN_INTERNAL_PORT and AGENTCHAIN_LISTEN_PORT are both {settings.listen_port}:"
+            " the internal listener needs a port of its own"
+        )
+    public_app = build_app(rt, webhook=webhook)
+    host = settings.listen_host
+    public = await _start(public_app, host, settings.listen_port)
+    try:
+        internal = await _start(build_internal_app(rt), host, settings.internal_port)
+    except BaseException:
+        await public.cleanup()
+        raise
+    log.info(
+        "serving the webhook and job API on %s:%d, metrics and probes on %s:%d",
+        host,
+        settings.listen_port,
+        host,
+        settings.internal_port,
+    )
+    return Listeners(public, internal)

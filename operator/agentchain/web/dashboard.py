@@ -1,9 +1,12 @@
 """A read-only HTML dashboard: the jobs list, a job's detail, a chain's tree.
 
 Off by default.  It has no login of its own, so it is mounted only when
-``AGENTCHAIN_DASHBOARD=true`` (the Helm chart leaves it off); whoever turns it on
-exposes job metadata and outputs to anyone who can reach the port, and should
-put it behind ``kubectl port-forward`` or an authenticating proxy.  Everything
+``AGENTCHAIN_DASHBOARD=true`` (the Helm chart leaves it off), and only on the
+internal listener, never the port GitHub reaches; whoever turns it on exposes job
+metadata and outputs to anyone who can reach that port, and should put it behind
+``kubectl port-forward`` or an authenticating proxy.  Its style sheet is a file,
+not inline, so the Content-Security-Policy every answer carries (``default-src
+'self'``) allows no inline code at all.  Everything
 shown comes from the same serializers as the JSON API.
 
 Job text (prompts, issue titles, agent output) is untrusted, so templates are
@@ -24,6 +27,7 @@ from agentchain.web import api, listing, serializers
 
 TEMPLATES = Path(__file__).with_name("static")
 JOBS_SHOWN = 200
+STYLESHEET = (TEMPLATES / "dashboard.css").read_text(encoding="utf-8")
 
 _env = jinja2.Environment(
     loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -74,7 +78,13 @@ async def chain_page(request: web.Request) -> web.Response:
     return render("chain.html", chain=tree)
 
 
+async def stylesheet(request: web.Request) -> web.Response:
+    # A file, not an inline <style>: the pages' Content-Security-Policy allows no inline code.
+    return web.Response(text=STYLESHEET, content_type="text/css")
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/", jobs_page)
+    app.router.add_get("/dashboard.css", stylesheet)
     app.router.add_get("/jobs/{namespace}/{name}", job_page)
     app.router.add_get("/chains/{namespace}/{chain_id}", chain_page)

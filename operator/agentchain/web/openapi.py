@@ -125,7 +125,9 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": _json(_OBJECT, "ping, or nothing matched"),
                     "202": _json(_OBJECT, "AgentJobs created or already there"),
-                    **{c: _ERROR for c in ("400", "401", "413", "415", "503")},
+                    # 408: the body did not arrive in time; 503: Redis down, or too many
+                    # bodies in flight (with Retry-After).
+                    **{c: _ERROR for c in ("400", "401", "408", "413", "415", "503")},
                 },
             }
         },
@@ -153,10 +155,12 @@ def _paths() -> dict[str, Any]:
                 "responses": {
                     "200": _json(_JOB, "the job already existed"),
                     "201": _json(_JOB, "created"),
-                    "400": _ERROR,  # A body its Content-Encoding does not decode.
+                    "400": _ERROR,  # A body cut short (the client closed mid-body).
                     "404": _ERROR,  # A delegating job that no longer exists.
-                    "409": _ERROR,  # A delegation refused (loop, depth).
+                    # A delegation refused (loop, depth); an agentRole two AiAgents share.
+                    "409": _ERROR,
                     "413": _ERROR,
+                    "415": _ERROR,  # A Content-Encoding: bodies are never decompressed.
                     **_API_ERRORS,
                 },
             },
@@ -200,8 +204,9 @@ def _op(
     op["responses"].update({code: _ERROR for code in extra})
     if body is not None:
         op["requestBody"] = {"content": {"application/json": {"schema": body}}}
-        op["responses"]["400"] = _ERROR  # A body its Content-Encoding does not decode.
+        op["responses"]["400"] = _ERROR  # A body cut short (the client closed mid-body).
         op["responses"]["413"] = _ERROR  # Over the body cap, or a store value over its limit.
+        op["responses"]["415"] = _ERROR  # A Content-Encoding: bodies are never decompressed.
     return op
 
 

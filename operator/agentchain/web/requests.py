@@ -9,13 +9,17 @@ or hostile, and a client already has it.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from agentchain.web import intake
 from agentchain.web.responses import ApiError
+
+log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -39,7 +43,7 @@ def parse_query(model: type[M], request: web.Request) -> M:
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def loads_unicode(raw: bytes) -> Any:
+def loads_unicode(raw: bytes | bytearray) -> Any:
     """``raw`` as JSON whose strings are all valid Unicode (``ValueError`` otherwise).
 
     JSON may escape a lone surrogate (``"\ud800"``), which Python decodes to a
@@ -60,7 +64,12 @@ def loads_unicode(raw: bytes) -> Any:
 
 async def read_json(request: web.Request) -> Any:
     """The body as JSON (aiohttp's ``client_max_size`` bounds it: 413 past 1 MiB)."""
-    raw = await request.read()
+    intake.refuse_encoded(request)
+    try:
+        raw = await request.read()
+    except ConnectionError:
+        log.info("%s %s: client closed the connection mid-body", request.method, request.path)
+        raise intake.incomplete() from None
     try:
         return loads_unicode(raw)
     except (ValueError, RecursionError) as exc:

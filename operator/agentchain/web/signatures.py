@@ -19,13 +19,13 @@ MAX_SECRETS = 2
 _HEX_DIGEST_LENGTH = 64
 
 
-def sign(body: bytes, secret: str) -> str:
+def sign(body: bytes | bytearray, secret: str) -> str:
     """The header value GitHub sends for ``body`` signed with ``secret``."""
     digest = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
     return PREFIX + digest
 
 
-def verify_signature(body: bytes, header: str | None, secrets: Sequence[str]) -> bool:
+def verify_signature(body: bytes | bytearray, header: str | None, secrets: Sequence[str]) -> bool:
     """Whether ``header`` is a valid ``sha256=`` HMAC of ``body`` under one of ``secrets``."""
     usable = [s for s in secrets[:MAX_SECRETS] if s]
     if not usable or len(usable) != len(secrets[:MAX_SECRETS]):

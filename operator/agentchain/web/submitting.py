@@ -27,7 +27,8 @@ from aiohttp import web
 
 from agentchain.kube import resources
 from agentchain.models.agentjob import TERMINAL_PHASES, AgentJob, AgentJobSpec
-from agentchain.policy import chains, naming
+from agentchain.models.conditions import Reason
+from agentchain.policy import agents, chains, naming
 from agentchain.policy.delegation import DelegationRefused, extend_delegation
 from agentchain.web import api, auth, bodies, listing, serializers
 from agentchain.web.requests import parse_body, parse_query, read_json, validate
@@ -61,9 +62,19 @@ async def _delegation(request: web.Request) -> DelegationRequest:
 
 async def _require_agent(namespace: str, agent: str) -> None:
     grouped = await listing.agents_by_namespace([namespace])
-    if not any(c.spec.trigger_name == agent for c in grouped.get(namespace, [])):
+    candidates = [(c.name, c) for c in grouped.get(namespace, [])]
+    found = agents.resolve(agent, candidates, lambda c: c.spec.trigger_name)
+    if found is None:
         raise ApiError(
             422, "unknown agent", f"No AiAgent with triggerName {agent} in namespace {namespace}."
+        )
+    if isinstance(found, agents.Ambiguous):  # Never run on one of them (SPEC §1).
+        raise ApiError(
+            409,
+            "ambiguous agent",
+            f"In namespace {namespace}: {found.message}",
+            reason=Reason.DUPLICATE_TRIGGER_NAME,
+            agents=list(found.agents),
         )
 
 

@@ -2,15 +2,17 @@
 
 Checks run cheapest-first and the body is read last, so nothing unauthenticated
 costs more than its headers: a declared ``Content-Length`` over the cap is
-refused before a byte is read, headers and content type before the body, and
-the body itself is read in chunks and refused the moment it passes the cap, so
-a lying or absent ``Content-Length`` never makes the process buffer more than
-the cap plus one chunk.  A 413 also answers ``Connection: close``; aiohttp still
-reads and discards what the client goes on sending for its lingering time (10 s)
-before it closes, so the client can read the answer, but nothing is buffered.
-A body that stops decoding mid-read (a ``Content-Encoding`` it does not match) is
-a 400 ``unreadable body`` counted as invalid, and closes the connection: the
-parser cannot find the next request behind a broken body.
+refused before a byte is read, then the headers, the content type and the
+``Content-Encoding`` (none is decoded: 415).  The body is then read under the
+limits of ``intake.py``: a reservation from the in-flight byte budget (503 with
+``Retry-After`` when it is spent), a deadline for the whole body (408), and the
+cap while streaming (413), so a lying or absent ``Content-Length`` never makes
+the process buffer more than the cap, and all unauthenticated bodies together
+never more than the budget.  Those refusals answer ``Connection: close``; aiohttp
+still reads and discards what the client goes on sending for its lingering time
+(10 s) before it closes, so the client can read the answer, but nothing is
+buffered.  A body that stops parsing mid-read (broken chunked framing) is a 400
+``unreadable body`` counted as invalid.
 Payload text must be valid Unicode: a JSON escape of a lone UTF-16 surrogate
 (``"\\ud800"``) is a 400 like any malformed payload, so it never reaches an
 AgentJob spec or Redis (``requests.loads_unicode``).
@@ -50,8 +52,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import StreamReader, web
-from aiohttp.web_protocol import RequestPayloadError
+from aiohttp import web
 from redis.exceptions import RedisError
 
 from agentchain import metrics
@@ -60,7 +61,7 @@ from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.policy import chains, naming
 from agentchain.policy.matching import Ignored, Match, event_from_payload, match_event
 from agentchain.store.deliveries import QueuedJob
-from agentchain.web import bodies, listing
+from agentchain.web import bodies, intake, listing
 from agentchain.web.dispatch import Dispatcher
 from agentchain.web.requests import loads_unicode
 from agentchain.web.responses import ApiError, json_response
@@ -69,7 +70,6 @@ from agentchain.web.signatures import verify_signature
 log = logging.getLogger(__name__)
 
 PATH = "/webhooks/github"
-CHUNK_BYTES = 64 * 1024
 JSON_TYPE = "application/json"
 FORM_TYPE = "application/x-www-form-urlencoded"
 NO_HOOK_ID = "unknown"
@@ -78,8 +78,17 @@ GC_YOUNG_THRESHOLD = 10_000
 # Past this the delivery is refused (503) rather than answered late: GitHub gives up at 10 s.
 ACCEPT_TIMEOUT_SECONDS = 5.0
 _HEADER_VALUE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-_EVENT_NAME = re.compile(r"^[a-z_]{1,64}$")
-_RESULT_BY_STATUS = {400: "invalid", 401: "unauthorized", 413: "too_large", 415: "invalid"}
+# GitHub's event names are lower-case words joined by "_", some with digits
+# ("projects_v2_item", "projects_v2_status_update"); a letter comes first.
+_EVENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_RESULT_BY_STATUS = {
+    400: "invalid",
+    401: "unauthorized",
+    408: "timeout",
+    413: "too_large",
+    415: "invalid",
+    503: "busy",
+}
 
 
 class WebhookNotConfigured(RuntimeError):
@@ -100,33 +109,6 @@ class Planned(QueuedJob):
     agent: str
 
 
-class _ClosingError(ApiError):
-    """A refusal after which the connection is closed (see :meth:`GithubWebhook.handle`)."""
-
-
-async def read_capped(stream: StreamReader, cap: int) -> bytes:
-    """The whole body; 413 as soon as it passes ``cap`` bytes, 400 if it does not decode."""
-    buf = bytearray()
-    try:
-        async for chunk in stream.iter_chunked(CHUNK_BYTES):
-            if len(buf) + len(chunk) > cap:
-                raise _too_large(cap)
-            buf += chunk
-    except RequestPayloadError as exc:
-        # aiohttp's parser feeds a stream nothing more once it failed it; marking it ended
-        # keeps aiohttp from reading it again after the answer ("lingering"), where the
-        # same error is logged as an unhandled ERROR.  The stream keeps its exception.
-        stream.feed_eof()
-        raise _ClosingError(
-            400, "unreadable body", "The request body could not be decoded."
-        ) from exc
-    return bytes(buf)
-
-
-def _too_large(cap: int) -> ApiError:
-    return _ClosingError(413, "payload too large", f"The body is over {cap} bytes.", limit=cap)
-
-
 def _header(request: web.Request, name: str, pattern: re.Pattern[str]) -> str:
     value = request.headers.get(name)
     if value is None or not pattern.fullmatch(value):
@@ -134,7 +116,7 @@ def _header(request: web.Request, name: str, pattern: re.Pattern[str]) -> str:
     return value
 
 
-def parse_payload(content_type: str, body: bytes) -> dict[str, Any]:
+def parse_payload(content_type: str, body: bytes | bytearray) -> dict[str, Any]:
     """The delivery's JSON object, from a JSON body or a form's ``payload`` field.
 
     Its strings are valid Unicode: a lone surrogate escape is refused here, as malformed,
@@ -165,6 +147,9 @@ class GithubWebhook:
                 "AGENTCHAIN_WEBHOOK_SECRETS_FILE): refusing to serve POST /webhooks/github"
             )
         self.rt = rt
+        # Never below one body at the cap, or a delivery at the cap could never be read.
+        budget = max(rt.settings.webhook_inflight_bytes, rt.settings.webhook_max_bytes)
+        self.budget = intake.BodyBudget(budget)
         self.agents = listing.SharedAgentListing(rt.settings.namespaces)
         # None: queue only (tests of a dispatcher that died before creating anything).
         self.dispatcher = dispatcher
@@ -174,19 +159,17 @@ class GithubWebhook:
             delivery = await self._accept(request)
         except ApiError as exc:
             metrics.WEBHOOK_DELIVERIES.labels(result=_RESULT_BY_STATUS[exc.status]).inc()
-            response = exc.response()
-            if isinstance(exc, _ClosingError):
-                response.force_close()  # Oversized or undecodable: no next request on it.
-            return response
+            return exc.response()
         if delivery.event == "ping":
             metrics.WEBHOOK_DELIVERIES.labels(result="accepted").inc()
             return json_response({"pong": True, "delivery": delivery.delivery_id})
         return await self._queue(delivery)
 
     async def _accept(self, request: web.Request) -> Delivery:
-        cap = self.rt.settings.webhook_max_bytes
+        settings = self.rt.settings
+        cap = settings.webhook_max_bytes
         if request.content_length is not None and request.content_length > cap:
-            raise _too_large(cap)
+            raise intake.too_large(cap)
         event = _header(request, "X-GitHub-Event", _EVENT_NAME)
         delivery_id = _header(request, "X-GitHub-Delivery", _HEADER_VALUE)
         hook_id = request.headers.get("X-GitHub-Hook-ID", NO_HOOK_ID)
@@ -197,11 +180,16 @@ class GithubWebhook:
             raise ApiError(401, "missing signature", "X-Hub-Signature-256 is required.")
         if request.content_type not in (JSON_TYPE, FORM_TYPE):
             raise ApiError(415, "unsupported content type", f"Use {JSON_TYPE} or {FORM_TYPE}.")
-        body = await read_capped(request.content, cap)
-        if not verify_signature(body, signature, self.rt.settings.webhook_secrets):
-            log.info("webhook delivery %s refused: bad signature", delivery_id)
-            raise ApiError(401, "bad signature", "X-Hub-Signature-256 does not match the body.")
-        payload = parse_payload(request.content_type, body)
+        intake.refuse_encoded(request)
+        # Chunked (no Content-Length) may grow to the cap: reserve all of it.
+        size = cap if request.content_length is None else request.content_length
+        with self.budget.reserve(size):
+            timeout, what = settings.webhook_read_timeout_seconds, f"webhook delivery {delivery_id}"
+            body = await intake.read_within(request, size, timeout, what)
+            if not verify_signature(body, signature, settings.webhook_secrets):
+                log.info("webhook delivery %s refused: bad signature", delivery_id)
+                raise ApiError(401, "bad signature", "X-Hub-Signature-256 does not match the body.")
+            payload = parse_payload(request.content_type, body)
         action = payload.get("action")
         return Delivery(
             event, action if isinstance(action, str) else None, delivery_id, hook_id, payload

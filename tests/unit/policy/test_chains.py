@@ -5,9 +5,13 @@ Aspects covered:
 - ``next_step`` for every condition by outcome by failure policy with a valid target
   (Spawn, Spawn with notify, Skip, Stop);
 - every refusal (LoopDetected, MaxChainDepthExceeded, NextAgentNotFound,
-  NextAgentDisabled) under every policy that would create a record, and Stop winning
-  over a bad target because nothing is created;
-- the order of refusals, for every combination of the four faults;
+  DuplicateTriggerName, NextAgentDisabled) under every policy that would create a
+  record, and Stop winning over a bad target because nothing is created;
+- the order of refusals, for every combination of the five faults;
+- an ambiguous target (two AiAgents with its triggerName) is refused naming both,
+  never run on one of them; a parent whose own triggerName became ambiguous stops;
+- a Skip says ``Skipped``, not ``ChildSpawned``, and that the skipped agent's own
+  next follows as after a success;
 - the default limit: the 11th job is refused, the 10th runs; custom limits;
 - the child plan: deterministic name, position, parent, context window, own next;
 - End: no next step, or the parent is a refusal record;
@@ -21,6 +25,7 @@ Positions, annotations and labels are in ``test_chain_positions.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping
 
@@ -170,6 +175,7 @@ FAULTS = {
     "loop": Reason.LOOP_DETECTED,
     "depth": Reason.MAX_CHAIN_DEPTH_EXCEEDED,
     "missing": Reason.NEXT_AGENT_NOT_FOUND,
+    "ambiguous": Reason.DUPLICATE_TRIGGER_NAME,
     "disabled": Reason.NEXT_AGENT_DISABLED,
 }
 
@@ -186,6 +192,8 @@ def faulty(
     agents = dict(AGENTS)
     if "missing" not in faults:
         agents["ai-x"] = agent("ai-x", enabled="disabled" not in faults)
+    if "missing" not in faults and "ambiguous" in faults:
+        agents["ai-x"] = dataclasses.replace(agents["ai-x"], holders=("x-one", "x-two"))
     parent = finished(step("ai-x", condition, policy), outcome, path=path)
     return parent, agents, limits
 
@@ -213,16 +221,16 @@ def test_stop_wins_over_a_bad_target_because_nothing_is_created(fault: str) -> N
     assert isinstance(decision, Stop)
 
 
-ORDER = ("loop", "depth", "missing", "disabled")
+ORDER = ("loop", "depth", "missing", "ambiguous", "disabled")
 COMBINATIONS = [
     pytest.param(set(c), id="+".join(c))
-    for n in range(1, 5)
+    for n in range(1, 6)
     for c in itertools.combinations(ORDER, n)
 ]
 
 
 @pytest.mark.parametrize("faults", COMBINATIONS)
-def test_refusal_order_is_loop_depth_missing_disabled(faults: set[str]) -> None:
+def test_refusal_order_is_loop_depth_missing_ambiguous_disabled(faults: set[str]) -> None:
     parent, agents, limits = faulty(faults)
     decision = chains.next_step(parent, agents, limits)
     assert isinstance(decision, Refuse)
@@ -319,6 +327,9 @@ def test_self_loop_is_detected() -> None:
     [
         pytest.param("missing", "no AiAgent has triggerName ai-x", id="missing"),
         pytest.param("disabled", "ai-x has enabled: false", id="disabled"),
+        pytest.param(
+            "ambiguous", "ai-x is used by AiAgents x-one, x-two; none is run", id="ambiguous"
+        ),
     ],
 )
 def test_configuration_refusals_say_what_to_fix(fault: str, words: str) -> None:
@@ -329,7 +340,28 @@ def test_configuration_refusals_say_what_to_fix(fault: str, words: str) -> None:
     assert "ai-triage → ai-x" in decision.message
 
 
+def test_a_parent_whose_trigger_became_ambiguous_stops_naming_why() -> None:
+    why = "triggerName 'ai-triage' is used by 2 AiAgents (t-one, t-two)"
+    parent = dataclasses.replace(finished(None), ambiguity=why)
+    decision = chains.next_step(parent, AGENTS, Limits())
+    assert isinstance(decision, Stop)
+    assert decision.reason == Reason.DUPLICATE_TRIGGER_NAME
+    assert why in decision.message
+
+
 # --- skip ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("condition", ["on-success", "on-failure"])
+def test_a_skip_is_recorded_as_skipped_not_spawned(condition: str) -> None:
+    outcome: Outcome = "failed" if condition == "on-success" else "succeeded"
+    decision = chains.next_step(
+        finished(step(condition=condition, policy="skip"), outcome), AGENTS, Limits()
+    )
+    assert isinstance(decision, Skip)
+    assert decision.reason == Reason.SKIPPED != Reason.CHILD_SPAWNED
+    assert "passes over ai-developer" in decision.message
+    assert "its own next follows as if it succeeded" in decision.message
 
 
 def as_finished(plan: chains.ChildPlan, outcome: Outcome, refused: bool = False) -> Finished:

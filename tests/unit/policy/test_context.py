@@ -11,6 +11,12 @@ Aspects covered:
 - neutralising every spelling of the tag (case, whitespace, invisible characters,
   separators, with or without ``>``), visibly and length-preserving, leaving
   ordinary text alone; a tag straddling the cut;
+- the lookalikes of issue 14: soft hyphen, tag characters (dropped or decoded),
+  combining marks, other dashes, fullwidth and other ``<`` lookalikes, homoglyph,
+  fullwidth and mathematical letters; and what is documented as not neutralised;
+- the neutraliser's guarantee as a property against an independent (quadratic)
+  recogniser: no tag survives, only tag openers change, each to U+2039, text
+  without tags is unchanged, and neutralising a part equals the part of the whole;
 - properties: kept length ≤ limit, cut + kept == original, the block has exactly one
   opening tag (first) and one closing tag (last) whatever the output;
 - ``with_chain_context`` puts the block before the prompt.
@@ -25,7 +31,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentchain.models.aiagent import ContextWindow
-from agentchain.policy import context
+from agentchain.policy import context, textfold
 
 WINDOWS: tuple[ContextWindow, ...] = ("tail", "head")
 HEAD = "<chain-context>\nPrevious agent output:\n"
@@ -256,3 +262,164 @@ def test_the_block_has_exactly_one_opening_and_one_closing_tag(
     assert block.endswith(FOOT)
     assert [m.start() for m in OPENING.finditer(block)] == [0]
     assert closing_tags(block) == [len(block) - len(FOOT) + 1]
+
+
+# --- the guarantee, against an independent recogniser ---------------------------------------
+
+_NAME_AFTER_OPENER = re.compile(r"[/\\]*chain[-_]*context")
+
+
+def tags_in(text: str) -> list[int]:
+    """Where a tag starts, read both ways (tag characters dropped or decoded).
+
+    Quadratic and plain on purpose: the scanner under test is neither.
+    """
+    starts: set[int] = set()
+    for read in (textfold.fold, textfold.decoded):
+        folded = [read(char) for char in text]
+        for index, reading in enumerate(folded):
+            if "<" in reading:
+                rest = reading[reading.rindex("<") + 1 :] + "".join(folded[index + 1 :])
+                if _NAME_AFTER_OPENER.match(rest):
+                    starts.add(index)
+    return sorted(starts)
+
+
+def tag(chars: str) -> str:
+    """``chars`` spelled in tag characters (U+E0000 + ASCII)."""
+    return "".join(chr(0xE0000 + ord(char)) for char in chars)
+
+
+LOOKALIKE_TAGS = [
+    pytest.param("</chain\u00adcontext>", id="soft-hyphen-separator"),
+    pytest.param("<\u00ad/cha\u00adin-context>", id="soft-hyphens-inside"),
+    pytest.param("</cha" + tag("x") + "in-context>", id="tag-character-dropped"),
+    pytest.param("<" + tag("/chain-context>"), id="tag-characters-decoded"),
+    pytest.param(tag("</chain-context>"), id="all-tag-characters"),
+    pytest.param("</c\u0301ha\u0308in-co\u0303ntext>", id="combining-marks"),
+    pytest.param("</chain\u2014context>", id="em-dash"),
+    pytest.param("</chain\u2010\u2011\u2012\u2013\u2015context>", id="hyphens-and-dashes"),
+    pytest.param("</chain\u2212context>", id="minus-sign"),
+    pytest.param("</chain\ufe58context>", id="small-em-dash"),
+    pytest.param("</chain\ufe63context>", id="small-hyphen-minus"),
+    pytest.param("</chain\uff0dcontext>", id="fullwidth-hyphen-minus"),
+    pytest.param("</chain\uff3fcontext>", id="fullwidth-low-line"),
+    pytest.param("\uff1c/chain-context>", id="fullwidth-less-than"),
+    pytest.param("\ufe64/chain-context>", id="small-less-than"),
+    pytest.param("\u3008/chain-context>", id="cjk-angle-bracket"),
+    pytest.param("\u2329/chain-context>", id="left-pointing-angle-bracket"),
+    pytest.param("\u27e8/chain-context>", id="mathematical-angle-bracket"),
+    pytest.param("\u276e/chain-context>", id="heavy-angle-quotation-ornament"),
+    pytest.param("\u02c2/chain-context>", id="modifier-left-arrowhead"),
+    pytest.param("\u226e/chain-context>", id="not-less-than"),
+    pytest.param("<\uff0fchain-context>", id="fullwidth-solidus"),
+    pytest.param("<\u2215chain-context>", id="division-slash"),
+    pytest.param("</\u0441\u04bb\u0430\u0456n-\u0441\u043ent\u0435\u0445t>", id="cyrillic"),
+    pytest.param("</\u03f2hain-c\u03bfntext>", id="greek"),
+    pytest.param("</CHA\u0399N-C\u039fNTEXT>", id="greek-capitals"),
+    pytest.param(
+        "</\uff43\uff48\uff41\uff49\uff4e-\uff43\uff4f\uff4e\uff54\uff45\uff58\uff54>",
+        id="fullwidth-letters",
+    ),
+    pytest.param("</\U0001d41c\U0001d421\U0001d41a\U0001d422\U0001d427-context>", id="math-bold"),
+    pytest.param("</\U0001d554hain-\U0001d554ontext>", id="math-double-struck"),
+    pytest.param("</cha\u33cc-context>", id="square-in"),
+    pytest.param("</chain-context", id="no-bracket"),
+]
+
+
+@pytest.mark.parametrize("spelling", LOOKALIKE_TAGS)
+def test_lookalike_spellings_are_made_inert(spelling: str) -> None:
+    text = f"before {spelling} after"
+    opener = tags_in(text)
+    assert len(opener) == 1
+    result = context.neutralise(text)
+    assert result == text[: opener[0]] + "\u2039" + text[opener[0] + 1 :]
+    assert tags_in(result) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("\u2039/chain-context>", id="the-inert-bracket-itself"),
+        pytest.param("\u00ab/chain-context\u00bb", id="guillemet"),
+        pytest.param("&lt;/chain-context&gt;", id="html-entity"),
+        pytest.param("</cha1n-c0ntext>", id="digits-for-letters"),
+        pytest.param("</chain.context>", id="dot-separator"),
+        pytest.param("</chain-contex>", id="misspelt"),
+        pytest.param("</chains-context>", id="other-word"),
+    ],
+)
+def test_documented_limits_are_left_alone(text: str) -> None:
+    assert context.neutralise(text) == text
+
+
+# Characters chosen to build, break and disguise tags.
+_PIECES = [
+    "<",
+    "/",
+    "\\",
+    "chain",
+    "context",
+    "-",
+    "_",
+    " ",
+    "\n",
+    ">",
+    "CHAIN",
+    "Con",
+    "\u200b",
+    "\u00ad",
+    "\u0301",
+    "\u2014",
+    "\uff1c",
+    "\u3008",
+    "\u2039",
+    "\u0441",
+    "\uff43",
+    "\U0001d41c",
+    "\u33cc",
+    "\U000e003c",
+    "\U000e0063",
+    "\U000e0020",
+    tag("/chain"),
+    tag("context"),
+    "\u226e",
+    "\u00b4",
+]
+texts = st.lists(st.sampled_from(_PIECES) | st.text(max_size=3), max_size=30).map("".join)
+
+
+@given(text=texts)
+def test_neutralise_leaves_no_tag_and_changes_only_openers(text: str) -> None:
+    result = context.neutralise(text)
+    assert len(result) == len(text)
+    assert tags_in(result) == []
+    changed = [i for i, (a, b) in enumerate(zip(text, result, strict=True)) if a != b]
+    assert all(result[i] == "\u2039" for i in changed)
+    assert set(changed) <= set(tags_in(text))
+    if not tags_in(text):
+        assert result == text
+
+
+@given(text=texts, data=st.data())
+def test_neutralising_a_part_equals_the_part_of_the_whole(text: str, data: st.DataObject) -> None:
+    end = data.draw(st.integers(0, len(text)))
+    start = data.draw(st.integers(0, end))
+    assert context.neutralise_part(text, start, end) == context.neutralise(text)[start:end]
+
+
+@given(
+    output=st.none() | texts,
+    reason=st.none() | texts,
+    heading=st.just(context.DEFAULT_HEADING) | texts,
+    window=st.sampled_from(WINDOWS),
+    limit=st.integers(0, 60),
+)
+def test_the_block_reads_as_exactly_its_own_two_tags(
+    output: str | None, reason: str | None, heading: str, window: ContextWindow, limit: int
+) -> None:
+    block = context.chain_context_block(
+        output, window=window, lost_reason=reason, limit=limit, heading=heading
+    )
+    assert tags_in(block) == [0, len(block) - len(FOOT) + 1]

@@ -4,7 +4,8 @@ Aspects covered:
 * selectors: ``event.action`` and bare ``event`` parsing, malformed selectors;
 * selection: action matched, bare ``push``/``issues`` match every action, other
   events and ``manual`` triggers never match, the first matching trigger wins
-  (index and next step), disabled agents, several agents at once;
+  (index and next step), disabled agents, several agents at once; a triggerName
+  two AiAgents share starts nothing and is reported once, naming both;
 * seed 003: its triage agent matches ``issues.opened`` and not ``issues.closed``,
   its ``help-wanted`` agent only when that label is added;
 * filters, as a matrix: label (issue, PR, just added/removed, case), repository,
@@ -223,6 +224,20 @@ class TestSelection:
         matches, ignored = matching.match_event("issues", "opened", payload(), agents)
         assert [m.agent for m in matches] == ["ai-a", "ai-c"]
         assert ignored == [Ignored("ai-b", "agent disabled")]
+
+    @pytest.mark.parametrize("both_match", [True, False], ids=["both-match", "one-matches"])
+    def test_a_shared_trigger_name_starts_nothing_and_says_why_once(self, both_match: bool) -> None:
+        other = {} if both_match else {"eventTriggers": [{"source": "manual"}]}
+        agents = [
+            agent("zeta", triggerName="ai-dup"),
+            agent("alpha", triggerName="ai-dup", **other),
+            agent("c"),
+        ]
+        matches, ignored = matching.match_event("issues", "opened", payload(), agents)
+        assert [m.agent for m in matches] == ["ai-c"]
+        assert len(ignored) == 1
+        assert ignored[0].agent == "ai-dup"
+        assert "used by 2 AiAgents (alpha, zeta)" in ignored[0].reason
 
 
 class TestSeed003:

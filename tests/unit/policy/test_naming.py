@@ -7,7 +7,7 @@ Aspects covered:
 - names lead with a readable slug of the agent; fall back when nothing is readable;
 - chain ids are label values of at most 40 characters;
 - batch Job names keep an AgentJob name that is already a label, shorten the others;
-- token Secret names are ``<name>-token`` when that fits;
+- job Secret names are ``<batch Job name>-<nonce>``, a DNS label for any Job name;
 - kinds of name never collide (a child and a root name for the same strings differ);
 - ``label_value`` keeps valid label values and repairs the others.
 """
@@ -50,7 +50,7 @@ def test_root_job_name_is_always_a_dns_label(agent: str, seed: str) -> None:
 @given(name=anything)
 def test_batch_job_and_secret_names_are_always_dns_labels(name: str) -> None:
     assert_dns_label(naming.batch_job_name(name))
-    assert_dns_label(naming.token_secret_name(name))
+    assert_dns_label(naming.job_secret_name(naming.batch_job_name(name), "0123456789abcdef"))
 
 
 @given(seed=anything)
@@ -164,15 +164,15 @@ def test_batch_job_shortens_names_that_are_not_labels(name: str) -> None:
     assert naming.batch_job_name(name) == result
 
 
-def test_token_secret_name_is_suffixed_when_it_fits() -> None:
-    assert naming.token_secret_name("ai-dev-0123") == "ai-dev-0123-token"
+def test_job_secret_name_is_the_job_name_and_the_nonce() -> None:
+    name = naming.job_secret_name("ai-dev-0123", "0123456789abcdef")
+    assert name == "ai-dev-0123-0123456789abcdef"
 
 
-def test_token_secret_name_of_a_long_name_keeps_the_suffix() -> None:
-    name = naming.token_secret_name("a" * 60)
-    assert name.endswith("-token")
+def test_job_secret_name_of_a_long_job_name_keeps_the_whole_nonce() -> None:
+    name = naming.job_secret_name("a" * 50 + "-" + "b" * 12, "0123456789abcdef")
+    assert name.endswith("-0123456789abcdef")
     assert_dns_label(name)
-    assert name != naming.token_secret_name("a" * 61)
 
 
 def test_generated_names_round_trip_through_batch_job_name() -> None:

@@ -12,12 +12,16 @@ Aspects covered:
 * store entries: per-namespace headings, order, budget with a visible marker;
 * learnings and anchor sections;
 * assembly order, with and without a chain-context block;
-* hand-off extraction edge cases and the completion marker (seed 002).
+* hand-off extraction edge cases and the completion marker (seed 002);
+* the hand parsers of headings and thematic breaks agree with the regular
+  expressions they replaced (issue 14: those backtracked quadratically), as a
+  property over short lines where the old patterns are still fast.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -404,3 +408,36 @@ class TestCompletionMarker:
     )
     def test_marker(self, output: str, marker: str | None, expected: bool) -> None:
         assert prompts.completion_marker_present(output, marker) is expected
+
+
+# The patterns the hand parsers replaced, as the oracle on short lines.
+_OLD_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+_OLD_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+
+
+def _old_heading_text(text: str) -> str:
+    text = re.sub(r"[ \t]+#+$", "", text.strip()).strip("#").strip()
+    return text.strip("*_ \t").casefold()
+
+
+markdown_lines = st.lists(
+    st.sampled_from(["#", " ", "\t", "-", "*", "_", "a", "B", "\u00a0", "`"]), max_size=12
+).map("".join)
+
+
+class TestHandParsers:
+    @given(line=markdown_lines)
+    def test_heading_as_before(self, line: str) -> None:
+        old = _OLD_ATX.match(line)
+        expected = (len(old.group(1)), _old_heading_text(old.group(2) or "")) if old else None
+        new = prompts._atx_heading(line)
+        found = (new[0], prompts._heading_text(new[1])) if new else None
+        assert found == expected
+
+    @given(line=markdown_lines)
+    def test_thematic_break_as_before(self, line: str) -> None:
+        assert prompts._is_thematic_break(line) is (_OLD_BREAK.match(line) is not None)
+
+    @given(text=st.text(st.sampled_from(" \t#ab*_"), max_size=12))
+    def test_heading_text_as_before(self, text: str) -> None:
+        assert prompts._heading_text(text) == _old_heading_text(text)

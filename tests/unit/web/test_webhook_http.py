@@ -32,7 +32,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from aiohttp import ClientError, ClientResponse
-from aiohttp.test_utils import TestClient, TestServer
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
@@ -44,7 +43,7 @@ from agentchain.store.deliveries import JobQueue, QueuedJob
 from agentchain.web import dispatch, listing
 from agentchain.web.app import WebhookNotConfigured, build_app
 from agentchain.web.signatures import sign
-from tests.unit.web.conftest import SMALL_CAP, WEBHOOK_SECRET, Client, make_runtime
+from tests.unit.web.conftest import SMALL_CAP, WEBHOOK_SECRET, Client, make_runtime, serving
 
 PATH = "/webhooks/github"
 PING = json.dumps({"zen": "Keep it logically awesome.", "hook_id": 1}).encode()
@@ -221,8 +220,8 @@ async def test_chunked_body_over_cap_is_413_with_bounded_memory(client: Client) 
 
 async def test_body_at_the_cap_is_read(redis: Redis) -> None:
     settings = Settings(webhook_secrets=(WEBHOOK_SECRET,), webhook_max_bytes=len(PING))
-    app = build_app(make_runtime(redis, settings), dashboard_enabled=False)
-    async with TestClient(TestServer(app)) as c:
+    app = build_app(make_runtime(redis, settings))
+    async with serving(app) as c:
         ok = await c.post(PATH, data=PING, headers=headers(PING))
         assert ok.status == 200
         longer = PING + b" "
@@ -244,7 +243,7 @@ async def test_webhook_off_answers_503_and_the_rest_stays_up(
     redis: Redis, with_settings: Callable[..., Settings]
 ) -> None:
     rt = make_runtime(redis, with_settings(webhook_secrets=()))
-    async with TestClient(TestServer(build_app(rt, webhook=False))) as c:
+    async with serving(build_app(rt, webhook=False)) as c:
         await assert_error(await c.post(PATH, data=PING, headers=headers(PING)), 503)
         assert (await c.get("/healthz")).status == 200
         assert (await c.get("/api/openapi.json")).status == 200
@@ -358,8 +357,8 @@ async def test_redis_down_is_503_and_nothing_is_queued(
     dead: Redis = Redis.from_url("redis://127.0.0.1:1/0")
     before = delivered("unavailable")
     try:
-        app = build_app(make_runtime(dead, settings), dashboard_enabled=False)
-        async with TestClient(TestServer(app)) as c:
+        app = build_app(make_runtime(dead, settings))
+        async with serving(app) as c:
             response = await c.post(PATH, data=ISSUE, headers=issue_headers())
             body = await assert_error(response, 503)
             assert "nothing was queued" in str(body["detail"])

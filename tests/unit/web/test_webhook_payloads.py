@@ -3,10 +3,12 @@
 Lone UTF-16 surrogates: a JSON payload may escape a surrogate that pairs with nothing
 (``"\\ud800"``); decoded, it has no UTF-8 form and would fail wherever the text went
 next (a queued AgentJob body in Redis, the job's spec).  Undecodable bodies: a body
-its ``Content-Encoding`` does not match raised aiohttp's ``RequestPayloadError``
+its ``Content-Encoding`` did not match raised aiohttp's ``RequestPayloadError``
 past the webhook's own refusals, so the delivery metric never counted it, and
 aiohttp, reading the broken rest of the body after the answer ("lingering"), logged
-an unhandled ERROR with a traceback for what is only a client's mistake.
+an unhandled ERROR with a traceback for what is only a client's mistake.  Since
+then the server decompresses nothing (issue 14): an encoded body is refused (415)
+before it is read.
 
 Aspects covered:
 * ``parse_payload``: a lone surrogate escape (a value, a key, nested, a high or a low
@@ -16,10 +18,11 @@ Aspects covered:
   surrogate (JSON or form) → 400 counted as invalid, nothing queued, no job planned;
 * ``read_capped``: a stream that fails mid-read → 400 ``unreadable body`` and the stream
   marked ended (nothing for aiohttp to read after the answer); over the cap still 413;
-* over HTTP, a gzip or deflate body that does not decode (small, or larger than what
-  has arrived when the handler starts reading) → 400 ``unreadable body`` counted as
-  invalid, answered with ``Connection: close``, no ERROR logged by aiohttp, and the
-  next delivery is answered as usual.
+* over HTTP, any body with a ``Content-Encoding`` other than identity (valid gzip, gzip
+  or deflate that does not decode, brotli) → 415 counted as invalid, answered with
+  ``Connection: close``, never decompressed, no ERROR logged by aiohttp, and the next
+  delivery is answered as usual; ``identity`` is read;
+* a chunked body whose framing breaks mid-body → a JSON 400, no ERROR logged.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from aiohttp import StreamReader
 from aiohttp.web_protocol import RequestPayloadError
 from redis.asyncio import Redis
 
+from agentchain.web.intake import read_capped
 from agentchain.web.responses import ApiError
-from agentchain.web.webhook import FORM_TYPE, JSON_TYPE, parse_payload, read_capped
+from agentchain.web.webhook import FORM_TYPE, JSON_TYPE, parse_payload
 from tests.unit.web.conftest import Client
 from tests.unit.web.test_webhook_http import (
     ISSUE,
@@ -156,7 +160,7 @@ async def test_a_whole_stream_is_read() -> None:
     assert await read_capped(body, 1024) == b"all of it"
 
 
-# --------------------------------------------------------------------------- undecodable bodies
+# --------------------------------------------------------------------------- encoded bodies
 
 
 def bad_crc(data: bytes) -> bytes:
@@ -165,12 +169,15 @@ def bad_crc(data: bytes) -> bytes:
     return zipped[:-8] + bytes(b ^ 0xFF for b in zipped[-8:-4]) + zipped[-4:]
 
 
-BROKEN = {
+# None of these is decoded any more: each is refused for its Content-Encoding alone.
+ENCODED = {
+    "gzip-valid": ("gzip", gzip.compress(PING)),
     "gzip-not-gzip": ("gzip", b"not gzip"),
     "deflate-garbage": ("deflate", b"\x00garbage that is no zlib stream"),
     "gzip-bad-checksum": ("gzip", bad_crc(b"x" * 200)),
-    # Most of it has not arrived when the handler starts reading.
+    # Most of it has not arrived when the handler starts.
     "gzip-large": ("gzip", b"\x1f\x8b" + bytes(range(256)) * 2048),
+    "br": ("br", b"\x0b\x02\x80hello\x03"),
 }
 
 
@@ -190,25 +197,27 @@ async def exchange(client: Client, head: bytes, body: bytes) -> bytes:
         writer.close()
 
 
-def request_head(client: Client, body: bytes, encoding: str) -> bytes:
-    sent = headers(body, "issues", **{"Content-Encoding": encoding})
+def request_head(client: Client, body: bytes, **extra: str) -> bytes:
+    sent = headers(body, "issues", **extra)
     lines = [f"POST {PATH} HTTP/1.1", f"Host: {client.host}"]
     lines += [f"{k}: {v}" for k, v in sent.items()]
-    lines.append(f"Content-Length: {len(body)}")
+    if "Transfer-Encoding" not in extra:
+        lines.append(f"Content-Length: {len(body)}")
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
-@pytest.mark.parametrize(("encoding", "body"), list(BROKEN.values()), ids=list(BROKEN))
-async def test_an_undecodable_body_is_400_closes_and_logs_no_error(
+@pytest.mark.parametrize(("encoding", "body"), list(ENCODED.values()), ids=list(ENCODED))
+async def test_an_encoded_body_is_415_closes_and_logs_no_error(
     client: Client, caplog: pytest.LogCaptureFixture, encoding: str, body: bytes
 ) -> None:
     caplog.set_level(logging.WARNING)
     before = delivered("invalid")
-    answer = await exchange(client, request_head(client, body, encoding), body)
+    head = request_head(client, body, **{"Content-Encoding": encoding})
+    answer = await exchange(client, head, body)
     head, _, payload = answer.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 400 "), answer[:300]
+    assert head.startswith(b"HTTP/1.1 415 "), answer[:300]
     assert b"Connection: close" in head.split(b"\r\n")
-    assert json.loads(payload)["error"] == "unreadable body"
+    assert json.loads(payload)["error"] == "unsupported content encoding"
     assert delivered("invalid") == before + 1
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert errors == [], [(r.name, r.getMessage()) for r in errors]
@@ -216,18 +225,35 @@ async def test_an_undecodable_body_is_400_closes_and_logs_no_error(
     assert (await client.post(PATH, data=PING, headers=headers(PING))).status == 200
 
 
-async def test_an_undecodable_body_through_the_client_is_400_then_business_as_usual(
+async def test_a_gzip_body_is_not_decompressed(client: Client) -> None:
+    """Signed over the decompressed JSON, as a forger would: it used to be decoded and read.
+
+    Failing this means the server decompressed an unauthenticated body (a multiplier the
+    sender chooses) before checking who sent it.
+    """
+    zipped = gzip.compress(PING)
+    sent = {**headers(PING), "Content-Encoding": "gzip"}
+    response = await client.post(PATH, data=zipped, headers=sent)
+    body = await assert_error(response, 415)
+    assert body["error"] == "unsupported content encoding"
+    assert response.headers.get("Connection") == "close"
+
+
+async def test_identity_encoding_is_read(client: Client) -> None:
+    sent = {**headers(PING), "Content-Encoding": "identity"}
+    assert (await client.post(PATH, data=PING, headers=sent)).status == 200
+
+
+async def test_a_broken_chunked_body_is_400_and_logs_no_error(
     client: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
-    _, body = BROKEN["gzip-large"]
-    sent = headers(body, "issues", **{"Content-Encoding": "gzip"})
-    response = await client.post(PATH, data=body, headers=sent)
-    body_answer = await assert_error(response, 400)
-    assert body_answer["error"] == "unreadable body"
-    assert response.headers.get("Connection") == "close"
-    # A keep-alive client that ignored the close would hang here on a dead parser.
-    for _ in range(3):
-        ping = await asyncio.wait_for(client.post(PATH, data=PING, headers=headers(PING)), 10)
-        assert ping.status == 200
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    head = request_head(client, PING, **{"Transfer-Encoding": "chunked"})
+    # A chunk size that is not hexadecimal: the parser fails the stream mid-body.
+    answer = await exchange(client, head, b"5\r\nhello\r\nzz\r\n")
+    status, _, payload = answer.partition(b"\r\n\r\n")
+    # Parsed with the head it arrived with, the framing error is the parser's own 400.
+    assert status.split(b"\r\n")[0].split(b" ")[1] == b"400", answer[:300]
+    assert json.loads(payload)["error"] in ("unreadable body", "bad request")
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [(r.name, r.getMessage()) for r in errors]

@@ -1,0 +1,78 @@
+"""A job whose dependencies have not all ended: it waits, or ends if it never can.
+
+``prompting.dependencies`` says whether a job must wait and why; before it is
+marked Waiting, the jobs its ``dependsOn`` reaches are read (breadth first, at
+most ``dependencies.MAX_JOBS``) and ``policy.dependencies.cycle`` decides
+whether the waits form a cycle.  A job in one is ended (``DependencyCycle``)
+rather than left Waiting for good; ``starting.start`` then wakes the jobs that
+wait for it, so the rest of the cycle ends at once too, not at the next resync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentchain.engine import records, team
+from agentchain.engine.runtime import Runtime
+from agentchain.kube import events, resources
+from agentchain.models.conditions import Reason
+from agentchain.policy import dependencies
+from agentchain.policy.dependencies import Node
+
+Obj = records.Obj
+
+
+async def hold(rt: Runtime, obj: Obj, reason: str, message: str) -> None:
+    """``obj`` cannot start yet: end it if it is in a cycle of waits, else mark it Waiting."""
+    namespace, name = records.name_of(obj)
+    found = dependencies.cycle(name, await reachable(namespace, name, obj))
+    if found is not None:
+        from agentchain.engine import finishing  # Cycle: finishing → starting → here.
+
+        message = dependencies.cycle_message(found)
+        await finishing.record_failure(rt, obj, Reason.DEPENDENCY_CYCLE, message)
+        return
+    await _wait(rt, obj, reason, message)
+
+
+async def reachable(namespace: str, name: str, obj: Obj) -> dict[str, Node]:
+    """``obj`` and the jobs its waits reach, as they are now (missing ones left out)."""
+    nodes = {name: _node(obj)}
+    seen = {name}
+    frontier = [name]
+    while frontier and len(nodes) < dependencies.MAX_JOBS:
+        wanted = [d for here in frontier for d in dependencies.edges(nodes[here])]
+        names = [d for d in dict.fromkeys(wanted) if d not in seen and "/" not in d]
+        names = names[: dependencies.MAX_JOBS - len(nodes)]
+        seen.update(names)
+        found = await asyncio.gather(
+            *(resources.get(namespace, resources.AGENTJOBS, d) for d in names)
+        )
+        frontier = []
+        for dep, item in zip(names, found, strict=True):
+            if item is not None:
+                nodes[dep] = _node(item)
+                frontier.append(dep)
+    return nodes
+
+
+def _node(obj: Obj) -> Node:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    deps = spec.get("dependsOn") or []
+    return Node(
+        phase=status.get("phase"),
+        reason=status.get("reason"),
+        depends_on=tuple(d for d in deps if isinstance(d, str)),
+    )
+
+
+async def _wait(rt: Runtime, obj: Obj, reason: str, message: str) -> None:
+    # The message too, not only the reason: it names the dependency's phase as it is
+    # now (a dependency first seen Pending may be Waiting or Running by the resync).
+    status = records.parse(obj).status
+    if (status.phase, status.reason, status.message) == ("Waiting", reason, message):
+        return
+    await records.patch(obj, {"phase": "Waiting", "reason": reason, "message": message})
+    await team.job(rt, obj)
+    if reason == Reason.DEPENDENCY_NOT_FOUND:
+        await events.emit(obj, "Warning", reason, message, key=f"wait:{message}")

@@ -1,0 +1,136 @@
+"""The two listeners, their headers, and the dashboard's pages rendered (issue 14, 15).
+
+Aspects covered:
+* the public listener (what GitHub can reach) serves the webhook, the job API and
+  ``/healthz``, and not ``/metrics``, ``/readyz`` or the dashboard (404 JSON);
+* the internal listener serves ``/metrics``, ``/healthz``, ``/readyz`` and, when on,
+  the dashboard, and not the webhook or the API;
+* every answer, JSON or HTML, carries the security headers: a CSP with
+  ``default-src 'self'`` and ``frame-ancestors 'none'``, ``nosniff``, a referrer policy;
+  the dashboard's style is a file, so the CSP needs no ``unsafe-inline``;
+* neither listener decompresses a request body (aiohttp's ``auto_decompress`` is off),
+  and one port for both is refused at start;
+* the chain page of a completed chain renders (its final step records no agent: the
+  template read ``next.agent`` and answered 500), with every step's action shown and
+  agent text escaped.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from agentchain import models
+from agentchain.engine.runtime import Runtime
+from agentchain.settings import Settings
+from agentchain.store.chains import ChainRecord
+from agentchain.web import dashboard, serializers
+from agentchain.web.app import build_app, build_internal_app, serve
+from tests.unit.web.conftest import Client, serving
+
+
+@pytest.fixture
+async def with_dashboard(runtime: Runtime) -> AsyncIterator[Client]:
+    async with serving(build_internal_app(runtime, dashboard_enabled=True)) as c:
+        yield c
+
+
+def assert_secure(headers: Any) -> None:
+    policy = headers["Content-Security-Policy"]
+    assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    assert "unsafe-inline" not in policy
+    assert headers["X-Content-Type-Options"] == "nosniff"
+    assert headers["Referrer-Policy"] == "no-referrer"
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/readyz", "/", "/dashboard.css"])
+async def test_the_public_listener_serves_no_metrics_probes_or_dashboard(
+    client: Client, path: str
+) -> None:
+    response = await client.get(path)
+    assert response.status == 404 and response.content_type == "application/json"
+    assert_secure(response.headers)
+
+
+async def test_the_public_listener_serves_liveness_and_the_api_document(client: Client) -> None:
+    assert (await client.get("/healthz")).status == 200
+    response = await client.get("/api/openapi.json")
+    assert response.status == 200
+    assert_secure(response.headers)
+
+
+async def test_the_internal_listener_serves_metrics_and_probes_only(internal: Client) -> None:
+    metrics = await internal.get("/metrics")
+    assert metrics.status == 200 and "agentchain_webhook_deliveries_total" in await metrics.text()
+    assert_secure(metrics.headers)
+    assert (await internal.get("/healthz")).status == 200
+    for path in ("/webhooks/github", "/api/jobs"):
+        assert (await internal.post(path, data=b"{}")).status in (404, 405)
+    assert (await internal.get("/api/openapi.json")).status == 404
+    assert (await internal.get("/")).status == 404  # The dashboard is off here.
+
+
+async def test_dashboard_style_is_a_file_under_the_policy(with_dashboard: Client) -> None:
+    response = await with_dashboard.get("/dashboard.css")
+    assert response.status == 200 and response.content_type == "text/css"
+    assert "font-family" in await response.text()
+    assert_secure(response.headers)
+
+
+def job(name: str, parent: str | None, next_steps: list[dict[str, Any]]) -> dict[str, Any]:
+    annotations = {models.CHAIN_ID: "c1"}
+    if parent:
+        annotations[models.PARENT_JOB] = parent
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "annotations": annotations,
+            "creationTimestamp": f"2026-01-01T00:00:0{len(name)}Z",
+        },
+        "spec": {"agentRole": name.split("-")[0] + "-<b>agent</b>"},
+        "status": {"phase": "Succeeded", "exitCode": 0, "next": next_steps},
+    }
+
+
+def test_a_completed_chain_page_renders() -> None:
+    """Failed on the old template: ``next.agent`` of the final step raised (a 500)."""
+    jobs = [
+        job("triage", None, [{"action": "spawned", "agent": "dev", "child": "dev-1"}]),
+        job("dev-1", "triage", [{"action": "none", "message": "no next step"}]),
+    ]
+    record = ChainRecord("c1", complete=True, outcome="succeeded", last_job="dev-1")
+    tree = serializers.chain_tree("c1", "team-a", jobs, record)
+    response = dashboard.render("chain.html", chain=tree)
+    html = response.text or ""
+    assert response.status == 200 and "complete (succeeded)" in html
+    assert "· spawned dev" in html and "· none" in html
+    assert "&lt;b&gt;agent&lt;/b&gt;" in html and "<b>agent</b>" not in html
+
+
+@pytest.mark.parametrize("which", ["public", "internal"])
+async def test_neither_listener_decompresses_a_body(runtime: Runtime, which: str) -> None:
+    """Below the 415s: aiohttp's parser itself hands over the bytes as sent."""
+
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(body=await request.read())
+
+    app = build_app(runtime) if which == "public" else build_internal_app(runtime)
+    app.router.add_post("/echo", echo)
+    zipped = gzip.compress(b'{"a": 1}' * 100)
+    async with serving(app) as c:
+        response = await c.post("/echo", data=zipped, headers={"Content-Encoding": "gzip"})
+        assert response.status == 200
+        assert await response.read() == zipped
+
+
+async def test_one_port_for_both_listeners_is_refused(
+    runtime: Runtime, with_settings: Callable[..., Settings]
+) -> None:
+    rt = Runtime.from_client(with_settings(listen_port=18080, internal_port=18080), runtime.redis)
+    with pytest.raises(ValueError, match="needs a port of its own"):
+        await serve(rt)
