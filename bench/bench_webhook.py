@@ -45,7 +45,6 @@ from aiohttp import web
 
 # Run as a script from anywhere: the cluster harness lives in the repository's e2e/.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.table import Row, emit
 from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir
 
 from agentchain.engine.runtime import Runtime
@@ -55,6 +54,7 @@ from agentchain.store.deliveries import JobQueue
 from agentchain.web import listing
 from agentchain.web.app import build_app
 from agentchain.web.signatures import sign
+from bench.table import Row, emit
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "bench secret"
