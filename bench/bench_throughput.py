@@ -79,9 +79,11 @@ def apply_agents(custom: Any, namespace: str) -> None:
         custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "aiagents", body)
 
 
-def _drain(done: Any, total: int, pid: int, begun: tuple[float, harness.ProcSample]) -> Phase:
-    """Wait until ``done()`` counts ``total``; the time since ``begun`` and ``pid``'s CPU
-    share in it."""
+def _drain(
+    done: Any, total: int, jobs: int, pid: int, begun: tuple[float, harness.ProcSample]
+) -> Phase:
+    """Wait until ``done()`` counts ``total`` (earlier rounds' jobs included); the time
+    since ``begun`` and ``pid``'s CPU share in it."""
     start, before = begun
     while (count := done()) < total:
         if time.monotonic() - start > PHASE_TIMEOUT_SECONDS:
@@ -89,7 +91,7 @@ def _drain(done: Any, total: int, pid: int, begun: tuple[float, harness.ProcSamp
         time.sleep(0.25)
     seconds = time.monotonic() - start
     cpu = harness.ProcSample.of(pid).cpu_seconds - before.cpu_seconds
-    return Phase(seconds, total, cpu / seconds)
+    return Phase(seconds, jobs, cpu / seconds)
 
 
 class Bench:
@@ -113,7 +115,8 @@ class Bench:
                 GROUP, VERSION, self.namespace, "agentjobs", body
             )
         say(f"{self.chains} roots created in {time.monotonic() - begun[0]:.1f}s")
-        return _drain(self._agentjobs_ended, self.chains * len(AGENTS) * (round_ + 1), pid, begun)
+        jobs = self.chains * len(AGENTS)
+        return _drain(self._agentjobs_ended, jobs * (round_ + 1), jobs, pid, begun)
 
     def _agentjobs_ended(self) -> int:
         listed = self.custom.list_namespaced_custom_object(
@@ -127,7 +130,8 @@ class Bench:
         for i in range(self.chains):
             job = baseline_job(f"fl{round_}-{i:03d}", 0, 0, COMMAND)
             self.batch.create_namespaced_job(self.namespace, job)
-        return _drain(self._pods_ended, self.chains * len(AGENTS) * (round_ + 1), pid, begun)
+        jobs = self.chains * len(AGENTS)
+        return _drain(self._pods_ended, jobs * (round_ + 1), jobs, pid, begun)
 
     def _pods_ended(self) -> int:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=FLOOR_CHAIN_LABEL)
