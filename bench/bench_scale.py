@@ -223,7 +223,7 @@ def _until_settled(
         now, sample = time.monotonic() - start, harness.ProcSample.of(pid)
         watching |= {r.resource for r in next(follow) if r.user == harness.OPERATOR_USER
                      and r.verb == "watch"}  # fmt: skip
-        if result.ready_s != result.ready_s and _ready(op.url):
+        if result.ready_s != result.ready_s and _ready(op.internal_url):
             result.ready_s = now
         if not BACKLOG_WATCHES <= watching:
             samples.clear()
@@ -235,13 +235,16 @@ def _until_settled(
                 break
             samples = [(t, s) for t, s in samples if t >= now - IDLE_WINDOW_SECONDS]
         time.sleep(0.1)
+    else:
+        say(f"not worked through after {SETTLE_TIMEOUT_SECONDS:.0f}s (ready: {result.ready_s}s)")
 
 
 def resync_cost(op: operating.OperatorProcess, result: Restart, resync: float) -> None:
     """Start again with a resync period: once the backlog is worked through (as long as
     the restart took, plus a period), the operator's CPU over two periods, per period."""
     pid = _start(op, "operator-resync", resync)
-    time.sleep(result.settled_s + resync)
+    settle = result.settled_s if result.settled_s == result.settled_s else SETTLE_TIMEOUT_SECONDS
+    time.sleep(settle + resync)
     before = harness.ProcSample.of(pid)
     time.sleep(2 * resync)
     after = harness.ProcSample.of(pid)
