@@ -24,10 +24,11 @@ from redis.asyncio import Redis
 
 # Run as a script from anywhere: the RedisServer helper lives in the repository's e2e/.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.table import Row, emit
 from e2e.controlplane.redisserver import RedisServer
 
+from agentchain.settings import Settings
 from agentchain.store.contexts import ContextStore
+from bench.table import Row, emit
 
 TARGET_RATIO = 0.5
 VALUE = "x" * 1024
@@ -48,19 +49,22 @@ async def _throughput(op: Op, ops: int, concurrency: int) -> float:
 
 
 def _operations(client: Redis) -> dict[str, tuple[Op, Op]]:
-    store = ContextStore(client)
+    defaults = Settings()  # With the default per-namespace quota, as the operator runs.
+    store = ContextStore(
+        client, max_entries=defaults.store_quota_entries, max_bytes=defaults.store_quota_bytes
+    )
 
     async def store_upsert(i: int) -> object:
         return await store.upsert("bench", "ns", f"k{i % KEYS}", VALUE, writer="w", ttl_seconds=600)
 
     async def raw_set(i: int) -> object:
-        return await client.set(f"raw:k{i % KEYS}", VALUE, ex=600)
+        return await client.set(f"agentchain:bench-raw:k{i % KEYS}", VALUE, ex=600)
 
     async def store_get(i: int) -> object:
         return await store.get("bench", "ns", f"k{i % KEYS}")
 
     async def raw_get(i: int) -> object:
-        return await client.get(f"raw:k{i % KEYS}")
+        return await client.get(f"agentchain:bench-raw:k{i % KEYS}")
 
     return {"upsert": (store_upsert, raw_set), "get": (store_get, raw_get)}
 

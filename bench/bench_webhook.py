@@ -168,7 +168,12 @@ async def run(redis_url: str) -> None:
     asyncio.get_running_loop().set_default_executor(
         concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube")
     )
-    settings = Settings(redis_url=redis_url, namespaces=(NAMESPACE,), webhook_secrets=(SECRET,))
+    settings = Settings(
+        redis_url=redis_url,
+        namespaces=(NAMESPACE,),
+        webhook_secrets=(SECRET,),
+        operator_key=("bench operator key",),
+    )
     rt = Runtime.create(settings)
     bare_app = web.Application()
     bare_app.router.add_post("/webhooks/github", bare)

@@ -30,6 +30,8 @@ def issue_opened(number: int = 42, association: str = "OWNER") -> Obj:
     return {
         "action": "opened",
         "issue": {
+            # Unique like GitHub's: an identical signed body is one delivery, however sent.
+            "id": uuid.uuid4().int >> 80,
             "number": number,
             "title": "Login fails after password reset",
             "body": "Steps: reset password, log in, see a 500. {{ not a template }}",

@@ -2,8 +2,9 @@
 
 The operator is a subprocess (``python -m agentchain run``) so a test can
 SIGKILL it at any instant and start it again.  It authenticates with a token
-of its own ServiceAccount, bound to the chart's ClusterRole rules
-(``charts/agentchain/files/rbac-rules.yaml``), never with the admin
+of its own ServiceAccount, bound to the chart's rules
+(``charts/agentchain/files/rbac-rules.yaml``, cluster-wide; ``test_rbac_namespaced.py``
+runs one under the chart's per-namespace Roles), never with the admin
 certificate: a missing permission fails the suite exactly as it would in a
 production cluster.
 """
@@ -18,7 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,21 @@ ROOT = Path(__file__).resolve().parent.parent
 SYSTEM_NAMESPACE = "agentchain-system"
 SERVICE_ACCOUNT = "agentchain-operator"
 RULES_FILE = ROOT / "charts" / "agentchain" / "files" / "rbac-rules.yaml"
+# The operator key of every operator the harness runs (and of in-process apps, see
+# webharness.py): one key, so any of them opens what another queued. Not a secret: the
+# harness's cluster and Redis live on loopback for one session.
+OPERATOR_KEY = "e2e-operator-key-loopback-only"
+
+
+def rbac_rules(namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    """The chart's rules for an operator serving ``namespaces`` (empty: every one)."""
+    groups = yaml.safe_load(RULES_FILE.read_text())
+    rules: list[dict[str, Any]] = groups["namespaced"]
+    return rules if namespaces else rules + groups["clusterWide"]
 
 
 def rbac_manifests() -> list[dict[str, object]]:
-    rules = yaml.safe_load(RULES_FILE.read_text())
+    rules = rbac_rules(())
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}},
         {
@@ -80,10 +92,15 @@ def install(info: ClusterInfo) -> None:
     info.kubectl("apply", "-f", "-", input=docs)
 
 
-def operator_kubeconfig(info: ClusterInfo, path: Path) -> Path:
-    """A kubeconfig holding only the operator ServiceAccount's token."""
+def operator_kubeconfig(
+    info: ClusterInfo,
+    path: Path,
+    account: str = SERVICE_ACCOUNT,
+    namespace: str = SYSTEM_NAMESPACE,
+) -> Path:
+    """A kubeconfig holding only the ServiceAccount ``namespace/account``'s token."""
     token = info.kubectl(
-        "create", "token", SERVICE_ACCOUNT, "-n", SYSTEM_NAMESPACE, "--duration=24h"
+        "create", "token", account, "-n", namespace, "--duration=24h"
     ).stdout.strip()
     admin = yaml.safe_load(info.kubeconfig.read_text())
     cluster = admin["clusters"][0]["cluster"]
@@ -111,6 +128,7 @@ class OperatorProcess:
     internal_port: int = field(default_factory=processes.free_port)
     admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     webhook_secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    operator_key: str = OPERATOR_KEY
     extra_env: dict[str, str] = field(default_factory=dict)
     # Log files are ``logs/<name>-<start>.log``; a second operator in the same
     # session needs its own name so the two never write to one file.
@@ -138,6 +156,7 @@ class OperatorProcess:
                 "AGENTCHAIN_API_URL": self.url,
                 "AGENTCHAIN_ADMIN_TOKENS": self.admin_token,
                 "AGENTCHAIN_WEBHOOK_SECRETS": self.webhook_secret,
+                "AGENTCHAIN_OPERATOR_KEY": self.operator_key,
                 "AGENTCHAIN_RESYNC_SECONDS": "3",
                 "AGENTCHAIN_DEFAULT_COMMAND": "agentchain,demo-agent",
                 "PYTHONUNBUFFERED": "1",

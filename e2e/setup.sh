@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a new machine lacks for the demo and the tests: redis-server
-# (Debian), this package with its test tools (pip), and the pinned upstream
-# control-plane binaries (built once from the Go module proxy, then cached).
+# (Debian), this package with its test tools (pip), the pinned upstream
+# control-plane binaries (built once from the Go module proxy, then cached) and
+# pinned npm packages the GitHub stand-in reads (npm_fetch, at the end).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '[setup] %s\n' "$*" >&2; }
@@ -11,7 +12,7 @@ if ! command -v redis-server >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
 fi
-if ! python3 -c 'import agentchain, kopf, pytest' 2>/dev/null; then
+if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt' 2>/dev/null; then
   step "pip install -e '.[test]'"
   python3 -m pip install -q -e '.[test]'
 fi
@@ -37,3 +38,36 @@ if [ ! -f "$octokit_tgz" ]; then
   (cd "$octokit_dir" && npm pack --silent "@octokit/webhooks-examples@$octokit_version" >/dev/null)
 fi
 echo "$octokit_sha256  $octokit_tgz" | sha256sum --check --quiet -
+
+# npm_fetch PKG VERSION SHA256 [PATH...]: unpack an npm package (only PATHs inside it, if
+# given) into $AGENTCHAIN_CACHE/npm/<pkg>-<version>/package (default ~/.cache/agentchain),
+# e.g. @octokit/openapi 23.0.2 -> octokit-openapi-23.0.2/package, after checking the
+# tarball's SHA256. Cached by version; Debian's npm is installed if missing.
+npm_fetch() {
+  local pkg=$1 version=$2 sha256=$3
+  shift 3
+  local dir
+  dir="${AGENTCHAIN_CACHE:-$HOME/.cache/agentchain}/npm/$(printf '%s' "${pkg#@}" | tr / -)-$version"
+  [ -f "$dir/.complete" ] && return 0
+  if ! command -v npm >/dev/null 2>&1; then
+    step "installing Debian's nodejs and npm"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  step "npm package $pkg@$version"
+  rm -rf "$dir" && mkdir -p "$dir"
+  (
+    cd "$dir"
+    npm pack --silent "$pkg@$version" >/dev/null
+    echo "$sha256  $(echo ./*.tgz)" | sha256sum --check --quiet -
+    tar -xzf ./*.tgz "${@/#/package/}"
+    rm ./*.tgz
+  )
+  touch "$dir/.complete"
+}
+
+# GitHub's REST description, read by the GitHub stand-in (e2e/github).
+# shellcheck source=e2e/github/versions.env
+. e2e/github/versions.env
+npm_fetch @octokit/openapi "$OCTOKIT_OPENAPI_VERSION" "$OCTOKIT_OPENAPI_SHA256" \
+  generated/api.github.com.json

@@ -42,8 +42,10 @@ __all__ = ["kube"]
 @pytest.fixture
 def seeded(kube: ClusterInfo, namespace: str) -> str:
     apply(kube, namespace, SEED_AGENTS)
-    for name in ("ai-a", "ai-b", "ai-c", "ai-d", "ai-e"):
-        apply(kube, namespace, agent_manifest(name))
+    apply(kube, namespace, agent_manifest("ai-a"))
+    # Unlinked agents: each accepts delegations from any agent (test_authz.py covers who may).
+    for name in ("ai-b", "ai-c", "ai-d", "ai-e"):
+        apply(kube, namespace, agent_manifest(name, delegation={"allowedFrom": ["*"]}))
     return namespace
 
 
@@ -56,7 +58,9 @@ async def start(client: Client, namespace: str, agent: str, **extra: Any) -> dic
 
 
 async def token_for(rt: Any, job: dict[str, Any]) -> dict[str, str]:
-    token = await rt.tokens.ensure(job["namespace"], job["id"], job["chainId"], 600)
+    token = await rt.tokens.issue(
+        job["namespace"], job["id"], f"test-{job['id']}", job["chainId"], 600
+    )
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -130,7 +134,7 @@ async def test_job_token_scope_and_revocation(kube: ClusterInfo, seeded: str) ->
         assert (
             await client.get(f"/api/chains/{seeded}/{other['chainId']}", headers=token)
         ).status == 403
-        await rt.tokens.revoke(seeded, "mine")
+        await rt.tokens.revoke(seeded, "mine", "test-mine")
         assert (await client.get(f"/api/jobs/{seeded}/mine", headers=token)).status == 401
         posted = await client.post(
             "/api/jobs", json={"agentRole": "ai-b", "task": "x"}, headers=token

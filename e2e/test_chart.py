@@ -4,13 +4,15 @@ Aspects covered (issue 7, "Done when"):
 * the chart's CRDs apply for real and become Established;
 * the rest of the rendered chart passes ``kubectl apply --dry-run=server`` — admission,
   schema validation and RBAC escalation checks included — with the defaults and with the
-  optional features on (chart-owned Secrets, NetworkPolicies, emptyDir Redis, dashboard),
-  and with an external Redis and existing Secrets;
+  optional features on (chart-owned Secrets, emptyDir Redis, dashboard), with an
+  external Redis and existing Secrets, and with an existing Redis password and the
+  (default-on) NetworkPolicies off;
 * the dry run creates nothing.
 
 The ServiceMonitor is left out: it needs the Prometheus Operator's CRDs, which a bare
 cluster does not have (``tests/unit/test_chart.py`` checks its rendering).  Namespaced
-objects go into the test's fresh namespace, so parallel sessions cannot collide; the
+objects go into the test's fresh namespace, so parallel sessions cannot collide (with
+``operator.namespaces`` naming it, the per-namespace Role and binding too); the
 cluster-scoped ClusterRole and binding are only ever dry-run.
 """
 
@@ -33,14 +35,19 @@ VARIANTS = {
         "networkPolicy.enabled=true",
         "redis.persistence.enabled=false",
         "operator.dashboard=true",
-        "operator.namespaces={team-a,team-b}",
+        # The test's namespace (it must exist): per-namespace Roles instead of a ClusterRole.
+        "operator.namespaces={NAMESPACE}",
     ),
     "external-redis-existing-secrets": (
         "redis.enabled=false",
         "externalRedis.existingSecret=redis-credentials",
         "webhook.existingSecret=github-webhook",
         "adminTokens.existingSecret=agentchain-admins",
-        "networkPolicy.enabled=true",
+        "operatorKey.existingSecret=agentchain-operator-key",
+    ),
+    "existing-redis-password-no-network-policies": (
+        "redis.auth.existingSecret=redis-password",
+        "networkPolicy.enabled=false",
     ),
 }
 
@@ -62,6 +69,7 @@ def chart_crds(cluster_info: ClusterInfo) -> ClusterInfo:
 def test_rendered_chart_passes_server_side_dry_run(
     chart_crds: ClusterInfo, namespace: str, sets: tuple[str, ...]
 ) -> None:
+    sets = tuple(s.replace("NAMESPACE", namespace) for s in sets)
     rendered = charting.template_text(*sets, namespace=namespace)
     result = chart_crds.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
     assert result.returncode == 0, result.stderr
@@ -70,7 +78,10 @@ def test_rendered_chart_passes_server_side_dry_run(
     assert len(applied) == len(manifests), result.stdout
     assert all(line.endswith("(server dry run)") for line in applied), result.stdout
     kinds = {m["kind"] for m in manifests}
-    assert {"Deployment", "ClusterRole", "ClusterRoleBinding", "Service"} <= kinds
+    assert {"Deployment", "Service"} <= kinds
+    namespaced = any(s.startswith("operator.namespaces=") for s in sets)
+    rbac = {"Role", "RoleBinding"} if namespaced else {"ClusterRole", "ClusterRoleBinding"}
+    assert kinds & {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"} == rbac
 
     # A dry run persists nothing.
     left = chart_crds.kubectl("get", "deployments,services,secrets", "-n", namespace, "-o", "name")

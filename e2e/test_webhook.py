@@ -18,6 +18,7 @@ Aspects covered:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 
 import pytest
@@ -108,7 +109,10 @@ async def test_redelivery_after_restart_and_after_the_record_expired(
         again = await (await client.post(PATH, data=body, headers=headers)).json()
         assert again["duplicate"] is True and again["jobs"][0]["created"] is False
         await drained(rt, seeded)
-        await rt.redis.delete(keys.delivery("4242", headers["X-GitHub-Delivery"]))
+        await rt.redis.delete(
+            keys.delivery(headers["X-GitHub-Delivery"]),
+            keys.delivery_body(hashlib.sha256(body).hexdigest()),
+        )
         late = await (await client.post(PATH, data=body, headers=headers)).json()
         # Newly accepted (the record is gone), but the same name: found existing.
         assert late["duplicate"] is False and late["jobs"][0]["name"] == job["name"]

@@ -37,12 +37,15 @@ from agentchain.store.deliveries import JobQueue
 from agentchain.web import server
 from agentchain.web.app import build_app, build_internal_app
 from agentchain.web.signatures import sign
+from e2e import operating
 from e2e.controlplane.cluster import ClusterInfo
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_AGENTS = REPO / "config/samples/labrats.work_v1alpha1_aiagent_issue-fix-review.yaml"
 WEBHOOK_SECRET = "e2e webhook secret"
 ADMIN_TOKEN = "e2e-admin-token-0123456789abcdef"
+# The session operator's too: it drains (cluster-wide) what these apps queue on /0.
+OPERATOR_KEY = operating.OPERATOR_KEY
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 # The Redis database of apps served with own_redis: the session operator uses /0.
 OWN_REDIS_DB = 7
@@ -78,13 +81,14 @@ def apply(kube: ClusterInfo, namespace: str, manifest: str | Path) -> None:
         kube.kubectl("-n", namespace, "apply", "-f", "-", input=manifest)
 
 
-def agent_manifest(name: str) -> str:
+def agent_manifest(name: str, **spec: Any) -> str:
+    """A manual-only AiAgent named ``name``; ``spec`` adds fields (e.g. ``delegation``)."""
     return json.dumps(
         {
             "apiVersion": "labrats.work/v1alpha1",
             "kind": "AiAgent",
             "metadata": {"name": name},
-            "spec": {"triggerName": name, "eventTriggers": [{"source": "manual"}]},
+            "spec": {"triggerName": name, "eventTriggers": [{"source": "manual"}], **spec},
         }
     )
 
@@ -112,6 +116,7 @@ async def served(
         namespaces=(namespace,),
         webhook_secrets=(WEBHOOK_SECRET,),
         admin_tokens=(ADMIN_TOKEN,),
+        operator_key=(OPERATOR_KEY,),
     )
     rt = Runtime.create(settings)
     try:
@@ -150,6 +155,8 @@ def issue_opened(number: int = 1, association: str = "OWNER") -> dict[str, Any]:
     return {
         "action": "opened",
         "issue": {
+            # Unique like GitHub's: an identical signed body is one delivery, however sent.
+            "id": uuid.uuid4().int >> 80,
             "number": number,
             "title": "Login fails with <script>alert(1)</script>",
             "body": "Steps to reproduce...",

@@ -1,8 +1,10 @@
 """Fixtures shared by every test: a real Redis server, never a fake.
 
 Aspects covered: one ``redis-server`` per test session (started from Debian's binary by
-:class:`e2e.controlplane.redisserver.RedisServer`, killed with the session), and a fresh
-``redis.asyncio.Redis`` per test on a flushed database. The client uses
+:class:`e2e.controlplane.redisserver.RedisServer`, killed with the session, with
+authentication on as in production), and a fresh ``redis.asyncio.Redis`` per test on a
+flushed database. Tests connect as the server's admin user, so they may inspect and
+flush; the operator's restricted user is what the e2e suite runs the operator with. The client uses
 ``decode_responses=False`` like the operator does, so tests exercise the same decoding
 paths as production. Per-test clients fit pytest-asyncio's function-scoped event loops.
 """
@@ -21,7 +23,7 @@ from redis.asyncio import Redis
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     workdir: Path = tmp_path_factory.mktemp("redis")
     with RedisServer(workdir) as server:
-        yield server.url
+        yield server.admin_url
 
 
 @pytest.fixture

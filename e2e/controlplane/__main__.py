@@ -31,6 +31,9 @@ def up(with_operator: bool = False) -> int:
     with cluster() as info:
         print(f"export KUBECONFIG={info.kubeconfig}")
         print(f"export AGENTCHAIN_REDIS_URL={info.redis_url}")
+        # The operator refuses to start without a key; the harness's, so an operator run
+        # by hand opens what --with-operator's queued (and the other way round).
+        print(f"export AGENTCHAIN_OPERATOR_KEY={operating.OPERATOR_KEY}")
         print(f"# API server {info.server}; kubectl is in {info.bin_dir or 'PATH'}")
         # Inside the with block: being stopped is this command's normal end, so the
         # harness sees a clean exit and removes the workdir. An interrupt during

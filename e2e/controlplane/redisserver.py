@@ -7,6 +7,13 @@ the same flags:
 
 * ``--save "" --appendonly no``: nothing is written to disk; a test server is disposable.
 * ``--bind 127.0.0.1``: never reachable from outside the machine.
+* Authentication, as the chart's Redis: the ``default`` user is off, the operator's
+  user ``agentchain`` has :data:`OPERATOR_ACL` (its own keys, no dangerous commands)
+  and ``admin`` (for tests that inspect or flush) everything; both share a password
+  generated per server. :attr:`RedisServer.url` is the operator's URL,
+  :attr:`RedisServer.admin_url` the admin's.
+* ``--maxmemory-policy noeviction``: as in the chart, a full Redis refuses writes
+  rather than evicting a job token or a delivery record.
 * ``start_new_session=True`` plus ``PR_SET_PDEATHSIG=SIGKILL``: the server dies with the
   Python process that started it, even when that process is killed with SIGKILL and has
   no chance to run ``stop()``; otherwise crashed test runs would leak servers that hold
@@ -19,6 +26,7 @@ can be used from synchronous harness code as well as from async tests.
 from __future__ import annotations
 
 import ctypes
+import secrets
 import shutil
 import signal
 import socket
@@ -32,6 +40,12 @@ REDIS_SERVER_BINARY = "/usr/bin/redis-server"
 STARTUP_TIMEOUT_SECONDS = 10.0
 # How long stop() waits after SIGTERM before escalating to SIGKILL.
 STOP_TIMEOUT_SECONDS = 5.0
+# The operator's ACL rules, also the chart's (tests/unit/test_chart.py compares them):
+# only keys under the product's root prefix, nothing that reads or changes the server
+# (CONFIG, KEYS, FLUSHALL, MONITOR, DEBUG, ... are all in @dangerous).
+OPERATOR_USER = "agentchain"
+OPERATOR_ACL = ("~agentchain:*", "+@all", "-@dangerous")
+ADMIN_USER = "admin"
 # Linux prctl option number for "signal me when my parent dies" (linux/prctl.h).
 _PR_SET_PDEATHSIG = 1
 
@@ -54,11 +68,18 @@ def _free_port() -> int:
         return port
 
 
-def _pings(port: int) -> bool:
+def _pings(port: int, password: str) -> bool:
+    auth = f"AUTH {ADMIN_USER} {password}\r\nPING\r\n".encode()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
+            sock.sendall(auth)
+            answer = b""
+            while answer.count(b"\r\n") < 2:
+                chunk = sock.recv(64)
+                if not chunk:
+                    return False
+                answer += chunk
+            return answer == b"+OK\r\n+PONG\r\n"
     except OSError:
         return False
 
@@ -66,15 +87,17 @@ def _pings(port: int) -> bool:
 class RedisServer:
     """Start ``redis-server`` on localhost; usable as a (sync) context manager.
 
-    ``url`` is ``redis://127.0.0.1:PORT/0``. When no port is given a free one is picked;
-    the tiny race between picking and binding is covered by the readiness check failing
-    loudly rather than by talking to somebody else's server.
+    ``url`` is ``redis://agentchain:PASSWORD@127.0.0.1:PORT/0``. When no port is given a
+    free one is picked; the tiny race between picking and binding is covered by the
+    readiness check failing loudly rather than by talking to somebody else's server.
     """
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
         self.workdir = Path(workdir)
         self.port = port if port is not None else _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.password = secrets.token_urlsafe(24)
+        self.url = f"redis://{OPERATOR_USER}:{self.password}@127.0.0.1:{self.port}/0"
+        self.admin_url = f"redis://{ADMIN_USER}:{self.password}@127.0.0.1:{self.port}/0"
         self._process: subprocess.Popen[bytes] | None = None
         self._log_path = self.workdir / f"redis-{self.port}.log"
 
@@ -104,7 +127,21 @@ class RedisServer:
             "--save", "",
             "--appendonly", "no",
             "--dir", str(self.workdir),
+            "--maxmemory-policy", "noeviction",
+            "--aclfile", str(self._write_acl()),
         ]  # fmt: skip
+
+    def _write_acl(self) -> Path:
+        """The users, in a file only we can read: the password stays out of ``ps``."""
+        path = self.workdir / f"redis-{self.port}.acl"
+        lines = [
+            "user default off resetpass",
+            " ".join(["user", OPERATOR_USER, "on", f">{self.password}", *OPERATOR_ACL]),
+            f"user {ADMIN_USER} on >{self.password} ~* +@all",
+        ]
+        path.touch(mode=0o600)
+        path.write_text("\n".join(lines) + "\n")
+        return path
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT_SECONDS
@@ -112,7 +149,7 @@ class RedisServer:
             if self._process is not None and self._process.poll() is not None:
                 self._process = None
                 raise RedisServerError(f"redis-server exited early; see {self._log_path}")
-            if _pings(self.port):
+            if _pings(self.port, self.password):
                 return
             time.sleep(0.02)
         self.stop()

@@ -17,9 +17,13 @@ def _run(args: argparse.Namespace) -> int:
 
     import agentchain.handlers  # noqa: F401  (registers the handlers)
     from agentchain import settings
+    from agentchain.engine.runtime import MISSING_KEY_MESSAGE
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     config = settings.from_arguments(args)
+    if not config.operator_key:
+        print(f"agentchain: {MISSING_KEY_MESSAGE}", file=sys.stderr)
+        return 2
     namespaces = list(config.namespaces)
     kopf.run(
         standalone=True,

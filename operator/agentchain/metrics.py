@@ -44,6 +44,7 @@ WEBHOOK_DELIVERIES = Counter(
 )
 WEBHOOK_JOBS = Counter(
     "agentchain_webhook_jobs_total",
-    "AgentJobs queued by the webhook, by dispatch result (created, existed, failed, retried).",
+    "AgentJobs queued by the webhook, by dispatch result (created, existed, failed, retried, "
+    "forged: dropped because its seal was not the operator's).",
     ["result"],
 )

@@ -9,9 +9,9 @@ there is no second list of settings to keep in step.
 Every field has a default that works on the local control plane, so the demo and tests
 need no configuration; the Helm chart sets the same variables.
 
-Secrets (webhook secrets, admin tokens) are lists that may come from a file
-(``AGENTCHAIN_<NAME>_FILE``, one per line: a mounted Secret keeps them out of the pod
-spec and ``/proc/<pid>/environ``) or, for local runs, from the variable itself.  They
+Secrets (webhook secrets, admin tokens, operator keys; the Redis password) may come
+from a file (``AGENTCHAIN_<NAME>_FILE``, one per line: a mounted Secret keeps them out of
+the pod spec and ``/proc/<pid>/environ``) or, for local runs, from the variable itself.  They
 have no command-line flag of their own, since a command line is visible to every user
 of the machine; only the file's path is.
 """
@@ -29,7 +29,10 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = "AGENTCHAIN_"
 # Lists that hold secrets: read from ``<name>_file`` when it names a file, never a flag.
-SECRET_LISTS = ("webhook_secrets", "admin_tokens")
+SECRET_LISTS = ("webhook_secrets", "admin_tokens", "operator_key")
+# Single secrets: the file's first line (the whole line, commas included); never a flag.
+SECRET_VALUES = ("redis_password",)
+SECRETS = SECRET_LISTS + SECRET_VALUES
 
 
 def _comma_list(value: Any) -> Any:
@@ -47,6 +50,20 @@ class Settings(BaseSettings):
 
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0", description="Redis URL (store, tokens, delivery queue)."
+    )
+    redis_password: str = Field(
+        "", description="Password of the Redis URL's user when the URL has none. Prefer _FILE."
+    )
+    redis_password_file: str | None = Field(
+        None, description="File holding the Redis password (a mounted Secret)."
+    )
+    operator_key: CommaList = Field(
+        (),
+        description="Secret key(s) job tokens derive from and queued webhook jobs are sealed"
+        " with; the first is current, more during a rotation. Required. Prefer _FILE.",
+    )
+    operator_key_file: str | None = Field(
+        None, description="File holding the operator key(s), one per line (a mounted Secret)."
     )
     namespaces: CommaList = Field(
         (), description="Comma-separated namespaces to watch; empty means cluster-wide."
@@ -107,6 +124,14 @@ class Settings(BaseSettings):
     job_token_ttl_seconds: int = Field(
         24 * 3600, gt=0, description="Longest life of a job token, even if its job never ends."
     )
+    store_quota_entries: int = Field(
+        10_000, ge=0, description="Most store entries per Kubernetes namespace (0: none)."
+    )
+    store_quota_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="Most store bytes per Kubernetes namespace (0: no limit).",
+    )
     dashboard: bool = Field(
         False,
         description="Serve the read-only HTML dashboard on the internal port (no login).",
@@ -118,11 +143,12 @@ class Settings(BaseSettings):
         if not isinstance(data, Mapping):
             return data
         data = dict(data)
-        for name in SECRET_LISTS:
+        for name in SECRETS:
             path = data.get(f"{name}_file")
             if path and os.path.exists(path):
                 with open(path, encoding="utf-8") as fh:
-                    data[name] = tuple(line.strip() for line in fh if line.strip())
+                    lines = tuple(line.strip() for line in fh if line.strip())
+                data[name] = lines if name in SECRET_LISTS else next(iter(lines), "")
         return data
 
 
@@ -154,7 +180,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     environment; pydantic then validates flags and variables alike.
     """
     for field, info in _settable():
-        if field in SECRET_LISTS:
+        if field in SECRETS:
             continue
         default = _default_text(info) or "none"
         parser.add_argument(
@@ -189,7 +215,7 @@ def reference() -> str:
         "|---|---|---|---|",
     ]
     for field, info in _settable():
-        flag = "—" if field in SECRET_LISTS else f"`{_flag(field)}`"
+        flag = "—" if field in SECRETS else f"`{_flag(field)}`"
         default = _default_text(info)
         shown = f"`{default}`" if default else "—"
         lines.append(f"| `{env_name(field)}` | {flag} | {shown} | {info.description} |")

@@ -4,7 +4,9 @@ Aspects covered (issue 7, SPEC §8):
 * ``helm lint --strict`` passes and ``helm template`` renders with defaults and with every
   optional feature on;
 * the ClusterRole's rules are exactly ``files/rbac-rules.yaml``, the rules the e2e suite
-  runs the operator under, and the binding names the chart's ServiceAccount;
+  runs the operator under, and the binding names the chart's ServiceAccount; with
+  ``operator.namespaces`` a Role and RoleBinding per namespace (the namespaced rules) and
+  nothing cluster-scoped; namespace patterns refuse to render;
 * the chart's CRDs are byte-for-byte the generated ``crds/``;
 * every ``AGENTCHAIN_*`` variable of the settings model is set by the Deployment;
 * both containers (operator, bundled Redis) run non-root, read-only, without capabilities,
@@ -13,20 +15,27 @@ Aspects covered (issue 7, SPEC §8):
   the ``*_FILE`` variables pointing at them, and are absent when not configured;
 * Redis: bundled with ``--appendonly yes`` on a PVC or emptyDir, or an external URL read
   from a Secret; a release with neither refuses to render;
-* ServiceMonitor and NetworkPolicy are off by default and render when enabled;
+* Redis authentication (issue 14): the chart's start script, run against Debian's
+  redis-server, lets the operator's ACL user in with the Secret's password only, refuses
+  the default user, other keys and dangerous commands, never evicts (noeviction under a
+  maxmemory) and never puts the password in the pod spec; the operator reads it, and the
+  generated operator key, from mounted Secrets (or existing ones);
+* the NetworkPolicies are on by default (only the operator reaches Redis); the
+  ServiceMonitor is off by default and renders when enabled;
 * every top-level value in values.yaml is documented by a comment, and a misspelt value
   is refused by values.schema.json rather than ignored.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from e2e import charting
+from e2e import charting, operating
 
 from agentchain import settings
 
@@ -64,8 +73,40 @@ def test_helm_lint_passes() -> None:
 class TestRbac:
     def test_cluster_role_rules_are_the_e2e_rules(self) -> None:
         role = charting.only(charting.render(), "ClusterRole")
-        expected = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())
-        assert role["rules"] == expected
+        rules = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())
+        assert role["rules"] == rules["namespaced"] + rules["clusterWide"]
+        assert role["rules"] == operating.rbac_rules(())
+
+    def test_namespaces_get_a_role_each_and_nothing_cluster_scoped(self) -> None:
+        manifests = charting.render("operator.namespaces={team-a,team-b}")
+        kinds = {m["kind"] for m in manifests}
+        assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
+        account = charting.only(manifests, "ServiceAccount")["metadata"]["name"]
+        rules = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())["namespaced"]
+        roles = {m["metadata"]["namespace"]: m for m in manifests if m["kind"] == "Role"}
+        bindings = {m["metadata"]["namespace"]: m for m in manifests if m["kind"] == "RoleBinding"}
+        assert sorted(roles) == sorted(bindings) == ["team-a", "team-b"]
+        for namespace, role in roles.items():
+            assert role["rules"] == rules == operating.rbac_rules(("x",))
+            binding = bindings[namespace]
+            assert binding["roleRef"] == {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": role["metadata"]["name"],
+            }
+            assert binding["subjects"] == [
+                {"kind": "ServiceAccount", "name": account, "namespace": charting.NAMESPACE}
+            ]
+        verbs = {v for rule in rules for v in rule["verbs"]}
+        assert not any("namespaces" in r["resources"] for r in rules) and "*" not in verbs
+
+    @pytest.mark.parametrize("pattern", ["team-*", "!team-a", "team-?"])
+    def test_namespace_patterns_refuse_to_render(self, pattern: str) -> None:
+        result = charting.helm(
+            "template", "x", str(CHART), "--set", f"operator.namespaces={{{pattern}}}", check=False
+        )
+        assert result.returncode != 0
+        assert "list namespaces by name" in result.stderr
 
     def test_binding_names_the_operator_service_account(self) -> None:
         manifests = charting.render()
@@ -83,8 +124,9 @@ class TestRbac:
         assert _pod(manifests, "agentchain")["serviceAccountName"] == account["metadata"]["name"]
 
     def test_rbac_can_be_left_to_the_cluster_admin(self) -> None:
-        kinds = {m["kind"] for m in charting.render("rbac.create=false")}
-        assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
+        for sets in ((), ("operator.namespaces={team-a}",)):
+            kinds = {m["kind"] for m in charting.render("rbac.create=false", *sets)}
+            assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 
 
 def test_chart_crds_equal_generated_crds() -> None:
@@ -96,15 +138,15 @@ def test_chart_crds_equal_generated_crds() -> None:
 
 def test_every_setting_read_from_env_is_set_by_the_deployment() -> None:
     # Secrets arrive as files, never as variables; the files' own fields are their paths.
-    secret_files = {f"{name}_file" for name in settings.SECRET_LISTS}
+    secret_files = {f"{name}_file" for name in settings.SECRETS}
     wanted = {
-        settings.env_name(field + "_file" if field in settings.SECRET_LISTS else field)
+        settings.env_name(field + "_file" if field in settings.SECRETS else field)
         for field in settings.Settings.model_fields
         if field not in secret_files
     }
     env = _env(charting.render("webhook.secrets={s1}", "adminTokens.tokens={t1}"))
     assert wanted <= set(env), sorted(wanted - set(env))
-    assert "AGENTCHAIN_WEBHOOK_SECRETS" not in env and "AGENTCHAIN_ADMIN_TOKENS" not in env
+    assert not {settings.env_name(name) for name in settings.SECRETS} & set(env)
 
 
 class TestSecurityContext:
@@ -158,6 +200,8 @@ class TestSecrets:
             "webhook.existingSecret=gh-hook",
             "webhook.existingSecretKey=secrets",
             "adminTokens.existingSecret=api-admins",
+            "redis.auth.existingSecret=redis-auth",
+            "operatorKey.existingSecret=op-key",
         )
         assert not [m for m in manifests if m["kind"] == "Secret"]
         assert self._file_of(manifests, "AGENTCHAIN_WEBHOOK_SECRETS_FILE") == ("gh-hook", "secrets")
@@ -165,6 +209,17 @@ class TestSecrets:
             "api-admins",
             "admin-tokens",
         )
+        assert self._file_of(manifests, "AGENTCHAIN_REDIS_PASSWORD_FILE") == (
+            "redis-auth",
+            "redis-password",
+        )
+        assert self._file_of(manifests, "AGENTCHAIN_OPERATOR_KEY_FILE") == (
+            "op-key",
+            "operator-key",
+        )
+        redis_pod = _pod(manifests, "agentchain-redis")
+        [auth] = [v for v in redis_pod["volumes"] if v["name"] == "auth"]
+        assert auth["secret"]["secretName"] == "redis-auth"
 
     def test_nothing_configured_means_no_secret_files(self) -> None:
         # The operator then fails closed: the webhook endpoint answers 503.
@@ -172,20 +227,42 @@ class TestSecrets:
         env = _env(manifests)
         assert "AGENTCHAIN_WEBHOOK_SECRETS_FILE" not in env
         assert "AGENTCHAIN_ADMIN_TOKENS_FILE" not in env
-        assert not [m for m in manifests if m["kind"] == "Secret"]
+        # Only what the chart generates: the Redis password and the operator key.
+        names = {m["metadata"]["name"] for m in manifests if m["kind"] == "Secret"}
+        assert names == {"agentchain-redis", "agentchain-operator-key"}
+
+    def test_generated_secrets_are_random_and_files_not_variables(self) -> None:
+        first, second = charting.render(), charting.render()
+        for name, key in (
+            ("agentchain-redis", "redis-password"),
+            ("agentchain-operator-key", "operator-key"),
+        ):
+            value = base64.b64decode(charting.only(first, "Secret", name)["data"][key])
+            assert len(value) >= 32
+            assert value != base64.b64decode(charting.only(second, "Secret", name)["data"][key])
+            text = yaml.safe_dump([m for m in first if m["kind"] != "Secret"])
+            assert value.decode() not in text
+        assert self._file_of(first, "AGENTCHAIN_OPERATOR_KEY_FILE") == (
+            "agentchain-operator-key",
+            "operator-key",
+        )
+        assert self._file_of(first, "AGENTCHAIN_REDIS_PASSWORD_FILE") == (
+            "agentchain-redis",
+            "redis-password",
+        )
 
 
 class TestRedis:
     def test_bundled_redis_has_aof_on_a_volume_claim(self) -> None:
         manifests = charting.render()
-        args = _container(manifests, "agentchain-redis")["args"]
-        assert args[args.index("--appendonly") + 1] == "yes"
+        script = _container(manifests, "agentchain-redis")["args"][-1]
+        assert "--appendonly yes --dir /data" in script
         volumes = {v["name"]: v for v in _pod(manifests, "agentchain-redis")["volumes"]}
         claim = volumes["data"]["persistentVolumeClaim"]["claimName"]
         charting.only(manifests, "PersistentVolumeClaim", claim)
         service = charting.only(manifests, "Service", "agentchain-redis")
         url = _env(manifests)["AGENTCHAIN_REDIS_URL"]["value"]
-        assert url == f"redis://{service['metadata']['name']}:6379/0"
+        assert url == f"redis://agentchain@{service['metadata']['name']}:6379/0"
 
     def test_without_persistence_redis_uses_an_emptydir(self) -> None:
         manifests = charting.render("redis.persistence.enabled=false")
@@ -253,17 +330,30 @@ class TestOperatorSettings:
 
 
 class TestOptionalResources:
-    def test_off_by_default(self) -> None:
-        kinds = {m["kind"] for m in charting.render()}
-        assert not kinds & {"ServiceMonitor", "NetworkPolicy"}
+    def test_service_monitor_off_and_network_policies_on_by_default(self) -> None:
+        kinds = [m["kind"] for m in charting.render()]
+        assert "ServiceMonitor" not in kinds and kinds.count("NetworkPolicy") == 2
+        kinds = [m["kind"] for m in charting.render("networkPolicy.enabled=false")]
+        assert "NetworkPolicy" not in kinds
 
     def test_service_monitor_scrapes_metrics(self) -> None:
         manifests = charting.render("serviceMonitor.enabled=true")
         endpoint = charting.only(manifests, "ServiceMonitor")["spec"]["endpoints"][0]
         assert endpoint["path"] == "/metrics" and endpoint["port"] == "internal"
 
+    def test_the_internal_port_is_reachable_from_the_namespace_and_named_peers(self) -> None:
+        peer = "networkPolicy.internalIngressFrom[0].namespaceSelector.matchLabels.team=mon"
+        policy = charting.only(charting.render(peer), "NetworkPolicy", "agentchain")
+        public, internal = policy["spec"]["ingress"]
+        assert public["ports"][0]["port"] == "http" and "from" not in public
+        assert internal["ports"][0]["port"] == "internal"
+        assert [p["namespaceSelector"]["matchLabels"] for p in internal["from"]] == [
+            {"kubernetes.io/metadata.name": charting.NAMESPACE},
+            {"team": "mon"},
+        ]
+
     def test_network_policies_admit_only_the_operator_to_redis(self) -> None:
-        manifests = charting.render("networkPolicy.enabled=true")
+        manifests = charting.render()
         redis = charting.only(manifests, "NetworkPolicy", "agentchain-redis")
         peers = redis["spec"]["ingress"][0]["from"]
         assert peers[0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"

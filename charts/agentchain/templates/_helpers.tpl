@@ -96,3 +96,27 @@ app.kubernetes.io/component: redis
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The Secret holding the bundled Redis's password: existing, or chart-owned. */}}
+{{- define "agentchain.redisAuthSecretName" -}}
+{{- default (printf "%s-redis" (include "agentchain.fullname" .)) .Values.redis.auth.existingSecret }}
+{{- end }}
+
+{{/* The Secret holding the operator key: existing, or chart-owned. */}}
+{{- define "agentchain.operatorKeySecretName" -}}
+{{- default (printf "%s-operator-key" (include "agentchain.fullname" .)) .Values.operatorKey.existingSecret }}
+{{- end }}
+
+{{/*
+A generated secret value, base64-encoded: the one already in the release's Secret when
+there is one (so upgrades keep it), else 48 fresh random characters.
+Call with (dict "ctx" . "name" <Secret name> "key" <data key>).
+*/}}
+{{- define "agentchain.generatedValue" -}}
+{{- $existing := lookup "v1" "Secret" .ctx.Release.Namespace .name }}
+{{- if and $existing $existing.data (hasKey $existing.data .key) }}
+{{- index $existing.data .key }}
+{{- else }}
+{{- randAlphaNum 48 | b64enc }}
+{{- end }}
+{{- end }}

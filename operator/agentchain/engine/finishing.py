@@ -15,13 +15,14 @@ import time
 from typing import Any
 
 from agentchain import metrics, models
-from agentchain.engine import orphans, progressing, records, team
+from agentchain.engine import orphans, ownership, progressing, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
 from agentchain.policy import naming
+from agentchain.policy import ownership as policy_ownership
 from agentchain.policy.jobspec import CONTAINER_NAME
 from agentchain.policy.outcomes import (
     Ending,
@@ -66,31 +67,29 @@ async def on_pod(rt: Runtime, pod: Obj) -> None:
     if not owner:
         return
     terminated = terminated_state(pod)
-    if terminated is None:
-        if (pod.get("status") or {}).get("phase") == "Running":
-            await _mark_running(rt, namespace, owner, meta["name"])
+    running = terminated is None and (pod.get("status") or {}).get("phase") == "Running"
+    if not (running or terminated) or meta.get("deletionTimestamp"):
+        # A pod the Job controller killed (deadline): the Job watcher records why.
         return
-    if meta.get("deletionTimestamp"):
-        return  # Killed by the Job controller (deadline): the Job watcher records why.
-    code = _exit_code(terminated)
+    # Only the operator's own pods speak for a job, whatever labels a pod carries.
+    job = await ownership.controlling_job(rt.jobs, pod, owner)
+    if job is None:
+        return
+    if terminated is None:
+        await _mark_running(rt, namespace, owner, meta["name"])
+        return
     await finish(
         rt,
         namespace,
         owner,
         pod_name=meta["name"],
-        exit_code=code,
-        attempt=attempt_of(pod),
+        exit_code=_exit_code(terminated),
+        attempt=attempt_of(job),
         prefetch=True,
     )
 
 
-def attempt_of(obj: Obj) -> int:
-    """The attempt a batch Job or pod runs (label; Jobs from before retries: 1)."""
-    raw = ((obj.get("metadata") or {}).get("labels") or {}).get(models.ATTEMPT_LABEL, "1")
-    try:
-        return max(1, int(raw))
-    except ValueError:
-        return 1
+attempt_of = policy_ownership.attempt_of
 
 
 async def _agentjob(rt: Runtime, namespace: str, name: str) -> Obj | None:
@@ -128,12 +127,13 @@ def _job_ended(job: Obj) -> str | None:
 async def on_job(rt: Runtime, job: Obj) -> None:
     """The batch Job ended: finish from its newest terminated pod, or say why not."""
     meta = job["metadata"]
+    rt.jobs.seen(job)
     owner = (meta.get("labels") or {}).get(models.AGENTJOB_LABEL)
     if owner and orphans.is_orphan(job):
-        await orphans.settle(rt, job)
+        await orphans.settle(rt, job)  # Adopted, or deleted when its AgentJob will not run it.
     ended = _job_ended(job)
-    if not owner or ended is None:
-        return
+    if not owner or ended is None or not policy_ownership.runs(job, owner):
+        return  # Not (yet) the end of the Job the operator names for that AgentJob.
     namespace = meta["namespace"]
     attempt = attempt_of(job)
     selector = f"job-name={meta['name']}"
@@ -359,7 +359,8 @@ async def record_failure(rt: Runtime, obj: Obj, reason: str, message: str) -> No
 async def _close(rt: Runtime, obj: Obj, status: Obj) -> None:
     namespace, name = records.name_of(obj)
     await records.patch(obj, status)
-    await rt.tokens.revoke(namespace, name)  # A job token dies with its job.
+    # A job token dies with its job.
+    await rt.tokens.revoke(namespace, name, obj["metadata"].get("uid", ""))
     await team.job(rt, obj)
     phase = str(status["phase"])
     metrics.JOBS.labels(namespace, obj["spec"]["agentRole"], phase).inc()

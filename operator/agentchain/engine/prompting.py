@@ -3,11 +3,14 @@
 The I/O half of prompt building: dependency results, learnings (claimed in
 Redis for one AgentJob *before* the prompt is built, see :func:`_learnings`),
 store entries the agent may read, and the job's anchor.  The text itself is
-composed by ``policy.prompts``.
+composed by ``policy.prompts`` and ``policy.context.assemble``, which makes everything
+but the operator's own ``<chain-context>`` block inert.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from dataclasses import dataclass, field
 
 from agentchain import faults, models
@@ -17,7 +20,7 @@ from agentchain.kube import resources, workloads
 from agentchain.models.agentjob import TERMINAL_PHASES, AgentJob
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
-from agentchain.policy import chains, prompts
+from agentchain.policy import chains, context, prompts
 from agentchain.policy.prompts import DependencyResult
 
 __all__ = ["DependencyResult", "DependencyState", "build", "dependencies"]
@@ -155,11 +158,15 @@ async def build(
         full = await _full_outputs(rt, namespace, deps)
         dependency_text = prompts.dependency_section(full, scope=job.spec.memory_scope)
     anchor = await rt.anchors.get_job_anchor(namespace, name) if attempt > 1 else None
-    return prompts.assemble_prompt(
-        original=original,
-        chain_context=job.spec.chain_context,
-        learnings=await _learnings(rt, obj, agent, pos),
-        store=await _store(rt, namespace, agent),
-        dependencies=dependency_text,
-        anchor=prompts.anchor_section(anchor) if anchor else "",
+    # Dependency results can be megabytes of agent output: neutralised in a thread.
+    return await asyncio.to_thread(
+        functools.partial(
+            context.assemble,
+            original=original,
+            chain_context=job.spec.chain_context,
+            learnings=await _learnings(rt, obj, agent, pos),
+            store=await _store(rt, namespace, agent),
+            dependencies=dependency_text,
+            anchor=prompts.anchor_section(anchor) if anchor else "",
+        )
     )

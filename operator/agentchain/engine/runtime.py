@@ -6,12 +6,14 @@ module globals, so tests can run several runtimes against different Redis DBs.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 
 from agentchain.engine.arrivals import PodArrivals
 from agentchain.engine.catalog import AgentCatalog
+from agentchain.engine.ownership import BatchJobs
 from agentchain.engine.unsettled import Unsettled
 from agentchain.kube import clients
 from agentchain.settings import Settings
@@ -20,13 +22,26 @@ from agentchain.store.chains import ChainStore
 from agentchain.store.contexts import ContextStore
 from agentchain.store.deliveries import DeliveryLog
 from agentchain.store.outputs import OutputStore
+from agentchain.store.signing import OperatorKeys
 from agentchain.store.tokens import TokenStore
+
+MISSING_KEY_MESSAGE = (
+    "no operator key configured (AGENTCHAIN_OPERATOR_KEY_FILE or AGENTCHAIN_OPERATOR_KEY): "
+    "job tokens and queued webhook jobs are signed with it. Create one, e.g. "
+    "`openssl rand -hex 32 > operator.key` and AGENTCHAIN_OPERATOR_KEY_FILE=operator.key; "
+    "the Helm chart generates it"
+)
+
+
+class MissingOperatorKeyError(RuntimeError):
+    """The operator must not run without its key (fail closed)."""
 
 
 @dataclass
 class Runtime:
     settings: Settings
     redis: aioredis.Redis
+    operator_keys: OperatorKeys
     outputs: OutputStore
     tokens: TokenStore
     chains: ChainStore
@@ -38,25 +53,42 @@ class Runtime:
     orphans: dict[tuple[str, str], float] = field(default_factory=dict)
     """Ownerless batch Jobs waiting for their AgentJob: (namespace, name) -> when to look."""
     pods: PodArrivals = field(default_factory=PodArrivals)
+    jobs: BatchJobs = field(default_factory=BatchJobs)
+    """Batch Jobs as the watch shows them: which pods are the operator's own."""
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
-        return cls.from_client(
-            settings, aioredis.Redis.from_url(settings.redis_url, decode_responses=False)
+        """The operator's runtime; refuses settings without an operator key."""
+        if not settings.operator_key:
+            raise MissingOperatorKeyError(MISSING_KEY_MESSAGE)
+        # A password from the URL wins; otherwise the separately mounted one is used.
+        client = aioredis.Redis.from_url(
+            settings.redis_url, decode_responses=False, password=settings.redis_password or None
         )
+        return cls.from_client(settings, client)
 
     @classmethod
     def from_client(cls, settings: Settings, client: aioredis.Redis) -> Runtime:
-        """Every store on one Redis client (tests pass their own)."""
+        """Every store on one Redis client (tests pass their own).
+
+        Without a configured operator key, a random one for this runtime only: tokens and
+        queued jobs then do not survive it, which suits tests and nothing else.
+        """
+        operator_keys = OperatorKeys(settings.operator_key or (secrets.token_bytes(32),))
         return cls(
             settings=settings,
             redis=client,
+            operator_keys=operator_keys,
             outputs=OutputStore(client),
-            tokens=TokenStore(client),
+            tokens=TokenStore(client, operator_keys),
             chains=ChainStore(client),
             anchors=AnchorStore(client),
-            contexts=ContextStore(client),
-            deliveries=DeliveryLog(client),
+            contexts=ContextStore(
+                client,
+                max_entries=settings.store_quota_entries,
+                max_bytes=settings.store_quota_bytes,
+            ),
+            deliveries=DeliveryLog(client, operator_keys),
         )
 
     async def close(self) -> None:

@@ -296,7 +296,8 @@ async def _ensure_secret(rt: Runtime, obj: Obj, owner: Obj, job: Obj, prompt: st
     namespace, name = records.name_of(obj)
     chain_id = records.position(obj).chain_id
     ttl = rt.settings.job_token_ttl_seconds
-    token = await rt.tokens.ensure(namespace, name, chain_id, ttl)
+    uid = obj["metadata"]["uid"]
+    token = await rt.tokens.issue(namespace, name, uid, chain_id, ttl)
     await workloads.ensure_secret(namespace, secret, jobspec.secret_data(prompt, token), owner)
 
 

@@ -40,6 +40,11 @@ class AiAgentDiffBase(kopf.AnnotationsDiffBaseStorage):
         return super().build(body=body, extra_fields=extra_fields)
 
 
+def _is_pattern(namespace: str) -> bool:
+    """Whether kopf reads ``namespace`` as a glob or negation rather than a name."""
+    return any(c in namespace for c in "*?[]!,")
+
+
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
@@ -55,6 +60,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     )
     # `agentchain run` hands over its flags in the memo; other launchers use the env.
     config = getattr(memo, "settings", None) or Settings()
+    if config.namespaces and not any(_is_pattern(ns) for ns in config.namespaces):
+        # Named namespaces: resources come from API discovery once, and no namespace or
+        # CRD is watched, so the chart's per-namespace Roles are all the operator needs.
+        settings.scanning.disabled = True
     runtime = Runtime.create(config)
     memo.runtime = runtime
     memo.web = await _serve(runtime)

@@ -7,15 +7,26 @@ replayed chain transition harmless after an operator restart.
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from agentchain.kube.clients import MERGE_PATCH, already_exists, custom_path, not_found, request
+from agentchain.kube.clients import (
+    MERGE_PATCH,
+    already_exists,
+    custom_path,
+    not_found,
+    open_response,
+    request,
+)
 
 AGENTJOBS = "agentjobs"
 AIAGENTS = "aiagents"
 Obj = dict[str, Any]
+# One watch event is one object: etcd refuses objects over 1.5 MiB, so more is an error.
+WATCH_LINE_MAX_BYTES = 8 * 1024 * 1024
 
 
 async def get(namespace: str, plural: str, name: str) -> Obj | None:
@@ -33,12 +44,15 @@ async def list_objects(
     plural: str,
     *,
     label_selector: str | None = None,
+    field_selector: str | None = None,
     limit: int | None = None,
     continue_token: str | None = None,
 ) -> tuple[list[Obj], str | None]:
     params: dict[str, str] = {}
     if label_selector:
         params["labelSelector"] = label_selector
+    if field_selector:
+        params["fieldSelector"] = field_selector
     if limit:
         params["limit"] = str(limit)
     if continue_token:
@@ -92,3 +106,52 @@ async def patch_metadata(
 ) -> Obj | None:
     body = {"metadata": {"labels": labels, "annotations": annotations}}
     return await _patch(namespace, plural, name, body)
+
+
+async def list_version(namespace: str, plural: str) -> str:
+    """The collection's current resourceVersion (one object read at most): where to
+    start a watch that sees every change from now on."""
+    result: Obj = await request("GET", custom_path(namespace, plural), params={"limit": "1"})
+    return str((result.get("metadata") or {}).get("resourceVersion") or "")
+
+
+async def watch(
+    namespace: str, plural: str, resource_version: str, timeout_seconds: int
+) -> AsyncIterator[Obj]:
+    """Watch events (``{"type", "object"}``) from ``resource_version`` on, bookmarks
+    included, until the API server ends the stream (``timeout_seconds``).
+
+    An expired version raises ApiException 410, at once or as an ERROR event.
+    """
+    params = {
+        "watch": "true",
+        "resourceVersion": resource_version,
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": str(timeout_seconds),
+    }
+    url = custom_path(namespace, plural)
+    async with open_response("GET", url, params=params, timeout=timeout_seconds + 30) as resp:
+        parts: list[bytes] = []  # The current line's pieces: joined once, at its end.
+        size = 0
+        async for chunk in resp.content.iter_any():
+            size += len(chunk)
+            if size > WATCH_LINE_MAX_BYTES:
+                raise ValueError(f"a watch event over {WATCH_LINE_MAX_BYTES} bytes")
+            if b"\n" not in chunk:
+                parts.append(chunk)
+                continue
+            first, *lines, rest = chunk.split(b"\n")
+            for line in (b"".join([*parts, first]), *lines):
+                if line.strip():
+                    yield _watch_event(line)
+            parts, size = [rest], len(rest)
+
+
+def _watch_event(line: bytes) -> Obj:
+    event: Obj = json.loads(line)
+    if event.get("type") == "ERROR":
+        status = event.get("object") or {}
+        exc = ApiException(status=int(status.get("code") or 500), reason=status.get("reason"))
+        exc.body = json.dumps(status)
+        raise exc
+    return event

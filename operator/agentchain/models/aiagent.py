@@ -8,7 +8,7 @@ bounds) so the API server refuses bad manifests before the operator sees them.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -77,6 +77,35 @@ class SenderPolicy(KubeModel):
     allow_bots: bool = Field(default=False, description="Whether Bot senders may start it.")
 
 
+# --- who may reach this agent: delegation and repository binding (issue 14) -------------
+ANY_AGENT = "*"
+ALLOWED_CALLER_PATTERN = r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
+# owner/name or owner/*; GitHub owners and names are letters, digits, '-', '_' and '.'.
+REPOSITORY_PATTERN = r"^[A-Za-z0-9_.-]+/([A-Za-z0-9_.-]+|\*)$"
+
+
+class DelegationPolicy(KubeModel):
+    """Which running agents may delegate to this one through the job API."""
+
+    allowed_from: list[Annotated[str, Field(pattern=ALLOWED_CALLER_PATTERN, max_length=63)]] = (
+        Field(
+            default_factory=list,
+            max_length=100,
+            description=(
+                'triggerNames of agents whose jobs may delegate to this agent; "*" allows '
+                "every agent of the namespace."
+            ),
+        )
+    )
+    allow_chain: bool = Field(
+        default=True,
+        description=(
+            "Whether the agents of this agent's own chains (linked to it by next steps, "
+            "in either direction) may delegate to it without being listed in allowedFrom."
+        ),
+    )
+
+
 class ContextStoreAccess(KubeModel):
     read_namespaces: list[str] = Field(
         default_factory=list, description="Store namespaces whose entries go in the prompt."
@@ -100,6 +129,19 @@ class AiAgentSpec(KubeModel):
     enabled: bool = True
     event_triggers: list[EventTrigger] = Field(default_factory=list)
     sender_policy: SenderPolicy | None = None
+    delegation: DelegationPolicy | None = Field(
+        default=None,
+        description=("Who may delegate to this agent. Absent: only the agents of its own chains."),
+    )
+    repositories: list[Annotated[str, Field(pattern=REPOSITORY_PATTERN, max_length=201)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description=(
+            'Repositories this agent serves ("owner/name" or "owner/*", any case). A '
+            "GitHub event from another repository does not start it; with none listed it "
+            "gets events from public repositories only, never from private ones."
+        ),
+    )
     image: str | None = None
     command: list[str] | None = None
     args: list[str] | None = None

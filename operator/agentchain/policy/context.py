@@ -236,3 +236,27 @@ def _body(output: str, window: ContextWindow, limit: int) -> str:
 def with_chain_context(block: str, prompt: str) -> str:
     """The child's prompt: the block, then its original prompt."""
     return block + prompt
+
+
+def assemble(
+    *,
+    original: str,
+    chain_context: str | None = None,
+    learnings: str = "",
+    store: str = "",
+    dependencies: str = "",
+    anchor: str = "",
+) -> str:
+    """The whole prompt: the operator's own block, then every other section made inert.
+
+    Only the ``<chain-context>`` block is the operator's voice.  Everything after it
+    (the original prompt with its event text, store entries, dependency results and
+    anchors, all written by people or agents) is neutralised as a whole, so none of it
+    can open a block of its own and pose as a parent's output.  Linear, like
+    :func:`neutralise`; callers with large sections run it off the event loop.
+    """
+    body = prompts.assemble_prompt(
+        original=original, learnings=learnings, store=store, dependencies=dependencies,
+        anchor=anchor,
+    )  # fmt: skip
+    return (chain_context or "") + neutralise(body)

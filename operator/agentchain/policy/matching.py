@@ -12,6 +12,13 @@ first trigger whose filters pass.  Filters come before the sender policy so an
 event the agent does not care about is reported as such, not as a refusal.
 Agents with no trigger for the event are not reported at all.
 
+Repository binding (issue 14) comes right after ``enabled``: one webhook secret
+serves every namespace, so an agent says which repositories it serves in
+``spec.repositories`` (``owner/name`` or ``owner/*``).  A bound agent gets events
+from those repositories only; an unbound agent gets events from public
+repositories (their text is public anyway) but never from a private or internal
+one, whose issue text must reach only agents bound to it.
+
 Sender policy (SPEC §1, untrusted text is data): the association checked is
 the one of the content the sender just wrote, most specific first
 (``comment``, ``review``, ``pull_request``, ``issue``, top level), so a
@@ -20,6 +27,12 @@ are refused unless ``allowBots``; an allowed bot skips the association check,
 since an installed App has no meaningful association.  Events that only
 someone with write access can cause (``push``, ``create``, ``delete``,
 ``release``) carry no association; their sender counts as COLLABORATOR.
+
+Quoted text: a comment or review event also carries the title (and, for an
+empty comment or review, the body) of the issue or pull request, written by its
+author, not the sender.  When that author fails the agent's sender policy the
+agent still runs (the sender passed), but those fields are replaced by a marker
+saying why (``Match.withheld``, applied by :func:`event_for`).
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ from agentchain.models.aiagent import (
     SenderPolicy,
     TriggerFilters,
 )
+from agentchain.policy import repositories
 from agentchain.policy.agents import Ambiguous, resolve
 
 TITLE_MAX_BYTES = 1024
@@ -64,12 +78,17 @@ class AgentCandidate:
 
 @dataclass(frozen=True)
 class Match:
-    """Start ``agent`` (triggerName) for this event; ``step`` is where it goes next."""
+    """Start ``agent`` (triggerName) for this event; ``step`` is where it goes next.
+
+    ``withheld`` replaces event fields (``title``, ``body``) that quote text by an
+    author the agent's sender policy refuses (see :func:`event_for`).
+    """
 
     agent: str
     agent_object: str
     trigger_index: int
     step: ChainStep | None
+    withheld: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -126,13 +145,18 @@ def _match_agent(
         return None
     if not spec.enabled:
         return Ignored(spec.trigger_name, "agent disabled")
+    binding = repositories.refusal(spec.repositories, payload)
+    if binding is not None:
+        return Ignored(spec.trigger_name, binding)
     first_refusal = ""
+    policy = spec.sender_policy or SenderPolicy()
     for index, trigger in selected:
         refusal = _filter_refusal(trigger.filters, action, payload)
         if refusal is None:
-            refusal = _sender_refusal(spec.sender_policy or SenderPolicy(), event, payload)
+            refusal = _sender_refusal(policy, event, payload)
             if refusal is None:
-                return Match(spec.trigger_name, candidate.name, index, trigger.next)
+                withheld = _withheld(policy, payload)
+                return Match(spec.trigger_name, candidate.name, index, trigger.next, withheld)
             # The sender policy is the agent's, so no later trigger can pass it either.
             return Ignored(spec.trigger_name, refusal)
         first_refusal = first_refusal or refusal
@@ -192,15 +216,22 @@ def _label_refusal(label: str, action: str | None, payload: Mapping[str, Any]) -
 
 def _sender_refusal(policy: SenderPolicy, event: str, payload: Mapping[str, Any]) -> str | None:
     login = _text(payload, "sender", "login") or ""
-    if _is_bot(payload):
+    association = sender_association(event, payload)
+    return association_refusal(policy, association, login, bot=_is_bot(payload))
+
+
+def association_refusal(
+    policy: SenderPolicy, association: str, login: str, *, bot: bool
+) -> str | None:
+    """Why ``policy`` refuses an author with this association (None: it allows them)."""
+    if bot:
         if policy.allow_bots:
             return None
         return f"sender policy: bot sender {login or 'unknown'} not allowed"
-    association = sender_association(event, payload)
     allowed = {a.upper() for a in policy.allowed_associations}
-    if association in allowed:
+    if association.upper() in allowed:
         return None
-    return f"sender policy: author_association {association} not allowed"
+    return f"sender policy: author_association {association.upper()} not allowed"
 
 
 def sender_association(event: str, payload: Mapping[str, Any]) -> str:
@@ -215,9 +246,50 @@ def sender_association(event: str, payload: Mapping[str, Any]) -> str:
     return WRITE_ACCESS_ASSOCIATION if event in WRITE_ACCESS_EVENTS else NO_ASSOCIATION
 
 
-def _is_bot(payload: Mapping[str, Any]) -> bool:
-    login = _text(payload, "sender", "login") or ""
-    return _text(payload, "sender", "type") == "Bot" or login.endswith("[bot]")
+def _is_bot(payload: Mapping[str, Any], who: str = "sender") -> bool:
+    login = _text(payload, who, "login") or ""
+    return _text(payload, who, "type") == "Bot" or login.endswith("[bot]")
+
+
+# --------------------------------------------------------------------------- quoted text
+
+
+def _withheld(policy: SenderPolicy, payload: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Event fields quoting an issue or pull request whose author ``policy`` refuses.
+
+    Only comment and review events quote text by someone else than the sender:
+    the issue's or pull request's title, and its body when the comment or review
+    has none (see :func:`event_from_payload`).  The sender passed the policy; the
+    subject's author is judged the same way, and what they wrote is replaced by a
+    marker instead of refusing the run, so a maintainer can still start an agent
+    by commenting on a stranger's issue without the stranger's text steering it.
+    """
+    if not (_mapping(payload, "comment") or _mapping(payload, "review")):
+        return ()
+    subject = _subject(payload)
+    if not subject:
+        return ()
+    association = (_text(subject, "author_association") or NO_ASSOCIATION).upper()
+    login = _text(subject, "user", "login") or ""
+    refusal = association_refusal(policy, association, login, bot=_is_bot(subject, "user"))
+    if refusal is None:
+        return ()
+    kind = "pull request" if _mapping(payload, "pull_request") else "issue"
+    marker = (
+        f"[withheld: the {kind}'s {{}} was written by an author this agent's sender "
+        f"policy does not allow ({refusal.removeprefix('sender policy: ')})]"
+    )
+    fields = [("title", marker.format("title"))]
+    if not (_text(payload, "comment", "body") or _text(payload, "review", "body")):
+        fields.append(("body", marker.format("body")))
+    return tuple(fields)
+
+
+def event_for(event: JobEvent, match: Match) -> JobEvent:
+    """The event data ``match``'s job keeps: ``event`` with the withheld fields replaced."""
+    if not match.withheld:
+        return event
+    return event.model_copy(update=dict(match.withheld))
 
 
 # --------------------------------------------------------------------------- event data

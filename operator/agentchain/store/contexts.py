@@ -16,6 +16,11 @@ together; concurrent writers are serialized by Redis and none is lost. Index row
 expired entries are removed lazily by the reads that meet them and eagerly by
 :meth:`ContextStore.cleanup_expired`. Validation happens here, before any I/O, so the
 API can turn size errors into 413/422 answers without touching Redis.
+
+Each tenant has a quota (most entries, most bytes, over all its store namespaces; see
+``entries.py`` for the tally): an upsert past it raises :class:`QuotaExceededError`
+and writes nothing. Redis runs with ``noeviction``, so when it is full a write raises
+:class:`StoreFullError` rather than anything being evicted.
 """
 
 from __future__ import annotations
@@ -24,10 +29,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import OutOfMemoryError
 
 from agentchain.store import entries, keys
 from agentchain.store.entries import Entry
-from agentchain.store.errors import InvalidKeyError, ValueTooLargeError
+from agentchain.store.errors import (
+    InvalidKeyError,
+    QuotaExceededError,
+    StoreFullError,
+    ValueTooLargeError,
+)
 
 __all__ = ["MAX_KEY_BYTES", "MAX_NAMESPACE_BYTES", "MAX_VALUE_BYTES", "ContextStore", "Entry"]
 
@@ -70,8 +81,10 @@ def _ttl_ms(ttl_seconds: float) -> int:
 class ContextStore:
     """Async access to the shared context store; every call is scoped by tenant."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, *, max_entries: int = 0, max_bytes: int = 0) -> None:
+        """``max_entries``/``max_bytes``: the per-tenant quota (0: no limit)."""
         self._redis = redis
+        self._quota = (max_entries, max_bytes)
         self._upsert = redis.register_script(entries.UPSERT)
         self._extend = redis.register_script(entries.EXTEND)
         self._delete = redis.register_script(entries.DELETE)
@@ -79,10 +92,13 @@ class ContextStore:
 
     @staticmethod
     def _index_keys(tenant: str, namespace: str) -> list[str]:
+        """The namespace's three indexes, then the tenant's quota tally and sizes."""
         return [
             keys.context_recent(tenant, namespace),
             keys.context_lex(tenant, namespace),
             keys.context_expiry(tenant, namespace),
+            keys.context_tally(tenant),
+            keys.context_sizes(tenant),
         ]
 
     @staticmethod
@@ -106,10 +122,20 @@ class ContextStore:
         raw_writer = _check_size("writer", writer, MAX_WRITER_BYTES)
         body = raw_writer + _check_value(value)
         ttl = "" if ttl_seconds is None else str(_ttl_ms(ttl_seconds))
-        created, updated, expires = await self._upsert(
-            keys=[entry_key, *self._index_keys(tenant, namespace)],
-            args=[key, body, len(raw_writer), ttl],
-        )
+        try:
+            answer = await self._upsert(
+                keys=[entry_key, *self._index_keys(tenant, namespace)],
+                args=[key, body, len(raw_writer), ttl, *self._quota],
+            )
+        except OutOfMemoryError as exc:
+            raise StoreFullError(
+                "the store is full (Redis is at its memory limit and evicts nothing); "
+                "retry after entries expire or are deleted"
+            ) from exc
+        if answer[0] == entries.QUOTA_REFUSED:
+            what, used, limit = answer[1].decode(), int(answer[2]), int(answer[3])
+            raise QuotaExceededError(tenant, what, used, limit)
+        created, updated, expires = answer
         return Entry(
             namespace=namespace,
             key=key,
@@ -163,7 +189,7 @@ class ContextStore:
     ) -> Any:
         entry_key = self._entry_key(tenant, namespace, key)
         return await self._extend(
-            keys=[entry_key, keys.context_expiry(tenant, namespace)],
+            keys=[entry_key, keys.context_expiry(tenant, namespace), keys.context_tally(tenant)],
             args=[key, _ttl_ms(ttl_seconds), "1" if want_entry else "0"],
         )
 

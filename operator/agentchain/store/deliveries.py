@@ -1,35 +1,48 @@
 """Webhook delivery dedup and the durable queue of AgentJobs it accepted (SPEC §7).
 
 GitHub redelivers on timeouts and on request from the UI, and several operator replicas
-(or one restarted operator) may see the same delivery. Each (hook id, ``X-GitHub-Delivery``)
-acts once: the first caller claims the delivery, and later callers receive the job names
-the winner recorded, which the webhook returns as its 202 body again.
+(or one restarted operator) may see the same delivery. A delivery acts once, and its
+content is fixed by the first accepted copy. Two facts identify it, claimed together:
 
-:meth:`DeliveryLog.accept` is the webhook's one Redis step: a Lua script that, atomically,
-either claims the delivery (record for :data:`~agentchain.store.keys.DELIVERY_TTL_SECONDS`,
-72 h) and queues the planned AgentJob bodies, or, when the delivery is already recorded,
-queues again only the recorded jobs and answers the record. So a 202 is never answered
-for a delivery whose jobs are not durably queued, and no number of concurrent or repeated
-deliveries queues a job the first one did not decide on. Queueing is idempotent: one
-entry per job name, whatever the number of redeliveries. Concurrent calls are sent
-together, one pipeline per event-loop turn or per :data:`BATCH_MAX` calls (each script
-still atomic on its own): under a burst of deliveries that is one round trip per batch
-instead of one per delivery, and Redis works on a batch while the next is prepared.
+* its ``X-GitHub-Delivery`` id, which GitHub keeps when it redelivers; and
+* the sha256 of its signed body: the headers are not signed, so the same signed body
+  re-sent under another delivery id or ``X-GitHub-Hook-ID`` is the same delivery.
+
+``X-GitHub-Hook-ID`` is not part of either, so two hooks (say an organisation's and a
+repository's) that deliver the identical body, or the same delivery id, start one chain:
+the first copy to arrive starts it and the other is answered as its duplicate.
+
+:meth:`DeliveryLog.accept` is the webhook's one Redis step: a Lua script that,
+atomically, either claims both (one record ``{jobs, sha256}`` under each, for
+:data:`~agentchain.store.keys.DELIVERY_TTL_SECONDS`, 72 h) and queues the planned
+AgentJob bodies, or, when either is already recorded, answers the record. A redelivery
+of the recorded body under the recorded id also queues again the recorded jobs (only
+those, and never replacing a body still queued), which completes a delivery whose
+dispatch failed; any other duplicate queues nothing. So a 202 is never answered for a
+delivery whose jobs are not durably queued, and no number of concurrent or repeated
+deliveries queues a job, or a body, the first one did not decide on. Concurrent calls
+are sent together, one pipeline per event-loop turn or per :data:`BATCH_MAX` calls
+(each script still atomic on its own): under a burst of deliveries that is one round
+trip per batch instead of one per delivery.
+
+Queued bodies are sealed: an HMAC under the operator key (``signing.py``) over
+namespace, name and body. Redis never sees the key, so whoever can write to Redis still
+cannot queue an AgentJob: the dispatcher opens each entry (:meth:`LeasedJob.open`) and
+drops one whose seal does not match.
 
 :class:`JobQueue` is the dispatcher's side: per namespace, a sorted set (job name → the
-time it is next due) and a hash (job name → body). :meth:`JobQueue.take` leases due
-entries by pushing their score ahead, so in-flight entries are not taken again and an
-entry whose dispatcher died comes back when the lease runs out; :meth:`JobQueue.reclaim`
-makes every entry due at once (a starting dispatcher: whoever held those leases is
-gone); an entry is removed (:meth:`JobQueue.done`) only after its create succeeded or
-failed for good. Queue keys are per namespace, like every tenant's key, so operators (or
-tests) serving different namespaces on one Redis never drain each other's entries; a
-cluster-wide dispatcher finds the namespaces in ``keys.WEBHOOK_QUEUE_NAMESPACES``.
+time it is next due) and a hash (job name → sealed body). :meth:`JobQueue.take` leases
+due entries by pushing their score ahead, so in-flight entries are not taken again and
+an entry whose dispatcher died comes back when the lease runs out;
+:meth:`JobQueue.reclaim` makes every entry due at once (a starting dispatcher: whoever
+held those leases is gone); an entry is removed (:meth:`JobQueue.done`) only after its
+create succeeded or failed for good. Queue keys are per namespace, like every tenant's
+key, so operators (or tests) serving different namespaces on one Redis never drain each
+other's entries; a cluster-wide dispatcher finds the namespaces in
+``keys.WEBHOOK_QUEUE_NAMESPACES``.
 
-The delivery record is not tenant-scoped (unlike every other key): one delivery can start
-agents in several namespaces, so it holds ``namespace/name`` strings. It survives operator
-restarts because it lives in Redis. :meth:`DeliveryLog.release` exists for the one case
-where the winner created nothing and wants a redelivery to be able to try again.
+The delivery record is not tenant-scoped (unlike every other key): one delivery can
+start agents in several namespaces, so it holds ``namespace/name`` strings.
 """
 
 from __future__ import annotations
@@ -44,30 +57,40 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
-from agentchain.store import keys
+from agentchain.store import keys, signing
+from agentchain.store.signing import OperatorKeys
 
-# KEYS[1] delivery record, KEYS[2] namespace index, then per job: its queue, its body hash.
-# ARGV[1] record, ARGV[2] record TTL, ARGV[3] now, ARGV[4] queue TTL, then per job:
-# namespace, name, body. Answers the previous record (nil when this call claimed it).
+# KEYS[1] record by delivery id, KEYS[2] record by body digest, KEYS[3] namespace index,
+# then per job: its queue, its body hash. ARGV[1] record, ARGV[2] record TTL, ARGV[3] now,
+# ARGV[4] queue TTL, ARGV[5] body digest, then per job: namespace, name, sealed body.
+# Answers the previous record (nil when this call claimed both).
 _ACCEPT = """
 local previous = redis.call('GET', KEYS[1])
-local recorded = nil
+local requeue = nil
 if previous then
-  recorded = {}
-  for _, key in ipairs(cjson.decode(previous)) do recorded[key] = true end
+  local record = cjson.decode(previous)
+  if record.sha256 == ARGV[5] then
+    requeue = {}
+    for _, key in ipairs(record.jobs) do requeue[key] = true end
+  end
 else
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  previous = redis.call('GET', KEYS[2])
+  if not previous then
+    redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+    redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
+  end
 end
-for i = 0, (#KEYS - 2) / 2 - 1 do
-  local namespace, name = ARGV[5 + 3 * i], ARGV[6 + 3 * i]
-  if not recorded or recorded[namespace .. '/' .. name] then
-    local queue, bodies = KEYS[3 + 2 * i], KEYS[4 + 2 * i]
+if previous and not requeue then return previous end
+for i = 0, (#KEYS - 3) / 2 - 1 do
+  local namespace, name = ARGV[6 + 3 * i], ARGV[7 + 3 * i]
+  if not previous or requeue[namespace .. '/' .. name] then
+    local queue, bodies = KEYS[4 + 2 * i], KEYS[5 + 2 * i]
     redis.call('ZADD', queue, 'NX', ARGV[3], name)
-    redis.call('HSET', bodies, name, ARGV[7 + 3 * i])
-    redis.call('SADD', KEYS[2], namespace)
+    redis.call('HSETNX', bodies, name, ARGV[8 + 3 * i])
+    redis.call('SADD', KEYS[3], namespace)
     redis.call('EXPIRE', queue, ARGV[4])
     redis.call('EXPIRE', bodies, ARGV[4])
-    redis.call('EXPIRE', KEYS[2], ARGV[4])
+    redis.call('EXPIRE', KEYS[3], ARGV[4])
   end
 end
 return previous
@@ -119,18 +142,29 @@ return moved
 """
 
 
-_Call = tuple[list[str], list[str], "asyncio.Future[Any]"]
+# Script arguments are str or bytes (sealed bodies); redis-py sends both as they are.
+_Call = tuple[list[str], list[Any], "asyncio.Future[Any]"]
 # Accepts sent in one pipeline at most; a fuller batch goes at once, not at the loop turn.
 BATCH_MAX = 256
 
 
 def _decode(raw: bytes) -> list[str]:
-    names = json.loads(raw)
+    record = json.loads(raw)
+    names = record["jobs"] if isinstance(record, dict) else record
     return [str(name) for name in names]
 
 
 def _score(when: float) -> str:
     return f"{when:.3f}"
+
+
+_SEAL_CHARS = 64  # Hex HMAC-SHA256 in front of the JSON body.
+
+
+def seal(subkey: bytes, namespace: str, name: str, body: bytes) -> bytes:
+    """A queued body as stored: its HMAC over (namespace, name, body), then the body."""
+    mac = signing.mac(subkey, namespace.encode("utf-8"), name.encode("utf-8"), body)
+    return mac.encode("ascii") + body
 
 
 @dataclass(frozen=True)
@@ -146,34 +180,80 @@ class QueuedJob:
         return f"{self.namespace}/{self.name}"
 
 
+@dataclass(frozen=True)
+class LeasedJob:
+    """A queue entry as taken: still sealed, to be opened by the dispatcher.
+
+    ``raw_name`` is the member as stored (what :meth:`JobQueue.done` removes): a forged
+    entry's name need not even be UTF-8.
+    """
+
+    namespace: str
+    raw_name: bytes
+    sealed: bytes
+
+    @property
+    def name(self) -> str:
+        return self.raw_name.decode("utf-8", "replace")
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def open(self, operator_keys: OperatorKeys) -> QueuedJob | None:
+        """The job, or None when the seal is not the operator's (forged or altered)."""
+        mac, body = self.sealed[:_SEAL_CHARS], self.sealed[_SEAL_CHARS:]
+        parts = (self.namespace.encode("utf-8"), self.raw_name, body)
+        try:
+            expected = mac.decode("ascii")
+        except UnicodeDecodeError:
+            return None
+        if not signing.verify(operator_keys.subkeys(signing.QUEUE_PURPOSE), expected, *parts):
+            return None
+        return QueuedJob(self.namespace, self.raw_name.decode("utf-8"), json.loads(body))
+
+
 class DeliveryLog:
     """First-caller-wins claims of webhook deliveries, and queueing their jobs."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, operator_keys: OperatorKeys) -> None:
         self._redis = redis
+        self._subkey = operator_keys.subkeys(signing.QUEUE_PURPOSE)[0]
         self._accept = redis.register_script(_ACCEPT)
         self._pending: list[_Call] = []
         self._sending: set[asyncio.Task[None]] = set()
 
     async def accept(
-        self, hook_id: str, delivery_id: str, jobs: Sequence[QueuedJob], *, now: float | None = None
+        self,
+        delivery_id: str,
+        body_sha256: str,
+        jobs: Sequence[QueuedJob],
+        *,
+        now: float | None = None,
     ) -> tuple[bool, list[str]]:
-        """Claim the delivery and queue ``jobs``, or queue again the recorded ones, atomically.
+        """Claim the delivery and queue ``jobs``, or answer the first copy's record.
 
         ``(True, [job keys])`` for the first caller; ``(False, keys recorded)`` after that,
-        and then only the ``jobs`` whose ``namespace/name`` is recorded were queued.
+        when only a redelivery of the recorded body under the recorded id queued again
+        the ``jobs`` whose ``namespace/name`` is recorded.
         """
         names = [job.key for job in jobs]
-        job_keys: list[str] = [keys.delivery(hook_id, delivery_id), keys.WEBHOOK_QUEUE_NAMESPACES]
-        args = [
-            json.dumps(names),
+        job_keys: list[str] = [
+            keys.delivery(delivery_id),
+            keys.delivery_body(body_sha256),
+            keys.WEBHOOK_QUEUE_NAMESPACES,
+        ]
+        args: list[Any] = [
+            json.dumps({"jobs": names, "sha256": body_sha256}),
             str(keys.DELIVERY_TTL_SECONDS),
             _score(time.time() if now is None else now),
             str(keys.WEBHOOK_QUEUE_TTL_SECONDS),
+            body_sha256,
         ]
         for job in jobs:
             job_keys += [keys.webhook_queue(job.namespace), keys.webhook_queue_body(job.namespace)]
-            args += [job.namespace, job.name, json.dumps(job.body, separators=(",", ":"))]
+            body = json.dumps(job.body, separators=(",", ":")).encode("utf-8")
+            args += [job.namespace, job.name, seal(self._subkey, job.namespace, job.name, body)]
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending.append((job_keys, args, future))
         if len(self._pending) >= BATCH_MAX:
@@ -227,38 +307,10 @@ class DeliveryLog:
             await self._redis.script_load(_ACCEPT)
         return results
 
-    async def claim(
-        self, hook_id: str, delivery_id: str, job_names: list[str]
-    ) -> tuple[bool, list[str]]:
-        """``(True, job_names)`` for the first caller, else ``(False, names recorded)``."""
-        previous = await self._redis.set(
-            keys.delivery(hook_id, delivery_id),
-            json.dumps(job_names),
-            nx=True,
-            get=True,
-            ex=keys.DELIVERY_TTL_SECONDS,
-        )
-        # With GET, Redis answers the old value when NX refused, and nil when we set it.
-        if isinstance(previous, bytes):
-            return False, _decode(previous)
-        return True, list(job_names)
-
-    async def record(self, hook_id: str, delivery_id: str, job_names: list[str]) -> None:
-        """Replace the recorded job names (e.g. once the jobs exist), keeping the claim."""
-        await self._redis.set(
-            keys.delivery(hook_id, delivery_id),
-            json.dumps(job_names),
-            xx=True,
-            keepttl=True,
-        )
-
-    async def get(self, hook_id: str, delivery_id: str) -> list[str] | None:
-        raw = await self._redis.get(keys.delivery(hook_id, delivery_id))
+    async def get(self, delivery_id: str) -> list[str] | None:
+        """The job keys recorded for a delivery id, None when it is not (or no longer) known."""
+        raw = await self._redis.get(keys.delivery(delivery_id))
         return None if raw is None else _decode(raw)
-
-    async def release(self, hook_id: str, delivery_id: str) -> bool:
-        """Forget a claim so a redelivery can act; only for claims that created nothing."""
-        return bool(await self._redis.delete(keys.delivery(hook_id, delivery_id)))
 
 
 class JobQueue:
@@ -276,11 +328,12 @@ class JobQueue:
         if self._namespaces:
             return list(self._namespaces)
         members = await self._redis.smembers(keys.WEBHOOK_QUEUE_NAMESPACES)  # type: ignore[misc]
-        return sorted(m.decode("utf-8") for m in members)
+        # Anyone able to write to Redis could add members: decoding must not fail.
+        return sorted(m.decode("utf-8", "replace") for m in members)
 
     async def take(
         self, limit: int, lease_seconds: float, *, now: float | None = None
-    ) -> tuple[list[QueuedJob], float | None]:
+    ) -> tuple[list[LeasedJob], float | None]:
         """Lease up to ``limit`` due entries; also the earliest score left (None: empty)."""
         namespaces = await self.namespaces()
         if not namespaces:
@@ -294,16 +347,12 @@ class JobQueue:
             keys=queue_keys, args=[_score(now), _score(now + lease_seconds), per_namespace]
         )
         jobs = [
-            QueuedJob(
-                namespaces[int(taken[i]) - 1],
-                taken[i + 1].decode("utf-8"),
-                json.loads(taken[i + 2]),
-            )
+            LeasedJob(namespaces[int(taken[i]) - 1], bytes(taken[i + 1]), bytes(taken[i + 2]))
             for i in range(0, len(taken), 3)
         ]
         return jobs, None if earliest is None else float(earliest)
 
-    async def done(self, namespace: str, name: str) -> None:
+    async def done(self, namespace: str, name: str | bytes) -> None:
         """Remove an entry: its create succeeded, or failed in a way retrying cannot fix."""
         await self._done(
             keys=[

@@ -15,6 +15,15 @@ equal to ``E``, so Redis is the authority on expiry and an expired entry is neve
 
 All times come from Redis's ``TIME`` inside the scripts, so writers on several operator
 replicas agree with the clock that also drives expiry.
+
+Quota: per tenant (Kubernetes namespace), across all its store namespaces, a tally of
+its entries (a sorted set: entry key → expiry ms, :data:`NEVER` for persistent ones)
+and of their sizes (a hash: entry key → bytes, plus ``#total``). Every script that
+writes, extends or removes an entry keeps the tally in step, in the same atomic step.
+Expired entries leave the tally at the next write (each once, so the work is linear in
+the writes), so an upsert sees the live count and size and refuses, before writing
+anything, one that would pass the tenant's limits. An entry's size is the bytes of its
+key, writer and value.
 """
 
 from __future__ import annotations
@@ -30,12 +39,36 @@ _UPDATED = slice(17, 33)
 _EXPIRES = slice(34, 47)
 _WRITER_LEN_AT = 48
 
-# KEYS = entry, recent, lex, expiry; ARGV = member, writer .. value, len(writer), ttl ms
-# ('' = none). SET without PXAT drops any old TTL, so an update never keeps a stale
-# expiry; the body is APPENDed so Lua never builds (and hashes) a copy of the value.
+# The tally score of an entry without expiry (year 9999, in ms).
+NEVER = 253402300799000
+QUOTA_REFUSED = b"quota"
+
+# KEYS = entry, recent, lex, expiry, tenant tally, tenant sizes; ARGV = member,
+# writer .. value, len(writer), ttl ms ('' = none), most entries, most bytes (0 = no
+# limit). SET without PXAT drops any old TTL, so an update never keeps a stale expiry;
+# the body is APPENDed so Lua never builds (and hashes) a copy of the value. Over a
+# limit it answers {'quota', what, in use, limit} and writes nothing.
 UPSERT = """
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_ms = math.floor(now_us / 1000)
+for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', '(' .. now_ms)) do
+  local size = tonumber(redis.call('HGET', KEYS[6], gone)) or 0
+  redis.call('HDEL', KEYS[6], gone)
+  redis.call('HINCRBY', KEYS[6], '#total', -size)
+  redis.call('ZREM', KEYS[5], gone)
+end
+local size = #ARGV[1] + #ARGV[2]
+local got = redis.call('HMGET', KEYS[6], KEYS[1], '#total')
+local old = tonumber(got[1]) or 0
+local count = redis.call('ZCARD', KEYS[5]) + (got[1] and 0 or 1)
+local total = (tonumber(got[2]) or 0) - old + size
+if tonumber(ARGV[5]) > 0 and count > tonumber(ARGV[5]) then
+  return {'quota', 'entries', count - 1, ARGV[5]}
+end
+if tonumber(ARGV[6]) > 0 and total > tonumber(ARGV[6]) then
+  return {'quota', 'bytes', total - size, ARGV[6]}
+end
 local updated = string.format('%016.0f', now_us)
 local created = redis.call('GETRANGE', KEYS[1], 0, 15)
 local existed = created ~= ''
@@ -52,13 +85,18 @@ else
   if existed then redis.call('ZREM', KEYS[4], ARGV[1]) end
 end
 redis.call('APPEND', KEYS[1], ARGV[2])
+local never = '253402300799000'  -- NEVER
+redis.call('ZADD', KEYS[5], expires > 0 and string.format('%.0f', expires) or never, KEYS[1])
+if size ~= old then
+  redis.call('HSET', KEYS[6], KEYS[1], size, '#total', total)
+end
 redis.call('ZADD', KEYS[2], updated, ARGV[1])
 -- A live entry always has its lex row (only PRUNE removes rows, and only of dead entries).
 if not existed then redis.call('ZADD', KEYS[3], 0, ARGV[1]) end
 return {created, updated, e}
 """
 
-# KEYS = entry, expiry; ARGV = member, ttl ms, '1' to return the entry (else 1).
+# KEYS = entry, expiry, tenant tally; ARGV = member, ttl ms, '1' to return the entry.
 # Pushes the expiry to now + ttl, never shortening it and never giving a persistent
 # entry an expiry it did not have. Returns false when the entry does not exist.
 EXTEND = """
@@ -73,6 +111,7 @@ if e > 0 then
     redis.call('SETRANGE', KEYS[1], 34, padded)
     redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', want))
     redis.call('ZADD', KEYS[2], string.format('%.0f', want), ARGV[1])
+    redis.call('ZADD', KEYS[3], 'XX', string.format('%.0f', want), KEYS[1])
     blob = string.sub(blob, 1, 34) .. padded .. string.sub(blob, 48)
   end
 end
@@ -80,25 +119,44 @@ if ARGV[3] == '1' then return blob end
 return 1
 """
 
-# KEYS = entry, recent, lex, expiry; ARGV = member.
-DELETE = """
-local n = redis.call('DEL', KEYS[1])
-for i = 2, 4 do redis.call('ZREM', KEYS[i], ARGV[1]) end
-return n
+# Takes entry key KEYS[i] out of the tenant tally KEYS[t] and sizes KEYS[t + 1].
+_UNTALLY = """
+local function untally(entry, t)
+  local size = tonumber(redis.call('HGET', KEYS[t + 1], entry)) or 0
+  if redis.call('ZREM', KEYS[t], entry) + redis.call('HDEL', KEYS[t + 1], entry) > 0 then
+    redis.call('HINCRBY', KEYS[t + 1], '#total', -size)
+  end
+end
 """
 
-# KEYS = recent, lex, expiry, entry_1..entry_n; ARGV = member_1..member_n.
-# Re-checks existence inside the script so it cannot undo a concurrent upsert's index rows.
-PRUNE = """
+# KEYS = entry, recent, lex, expiry, tenant tally, tenant sizes; ARGV = member.
+DELETE = (
+    _UNTALLY
+    + """
+local n = redis.call('DEL', KEYS[1])
+for i = 2, 4 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+untally(KEYS[1], 5)
+return n
+"""
+)
+
+# KEYS = recent, lex, expiry, tenant tally, tenant sizes, entry_1..entry_n;
+# ARGV = member_1..member_n. Re-checks existence inside the script so it cannot undo a
+# concurrent upsert's index rows.
+PRUNE = (
+    _UNTALLY
+    + """
 local removed = 0
 for i = 1, #ARGV do
-  if redis.call('EXISTS', KEYS[3 + i]) == 0 then
+  if redis.call('EXISTS', KEYS[5 + i]) == 0 then
     for j = 1, 3 do redis.call('ZREM', KEYS[j], ARGV[i]) end
+    untally(KEYS[5 + i], 4)
     removed = removed + 1
   end
 end
 return removed
 """
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,11 @@ CONTEXT_RECENT_PREFIX = ROOT_PREFIX + "ctx:recent:"
 CONTEXT_LEX_PREFIX = ROOT_PREFIX + "ctx:lex:"
 # Sorted set per (tenant, namespace): member = key, score = expiry ms; finds stale index rows.
 CONTEXT_EXPIRY_PREFIX = ROOT_PREFIX + "ctx:expiry:"
+# Sorted set per tenant: entry key -> expiry ms (NEVER in entries.py if none), every live
+# entry of the tenant's store namespaces; the quota's count. Bounded by the quota.
+CONTEXT_TALLY_PREFIX = ROOT_PREFIX + "ctx:tally:"
+# Hash per tenant: entry key -> its bytes, and "#total"; the quota's size.
+CONTEXT_SIZES_PREFIX = ROOT_PREFIX + "ctx:sizes:"
 # Default lifetime for write-and-extend and get-and-extend: knowledge nobody reads ages out.
 DEFAULT_CONTEXT_TTL_SECONDS = 90 * 24 * 3600
 
@@ -53,23 +58,32 @@ CHAIN_LEARNINGS_PREFIX = ROOT_PREFIX + "chain:learnings:"
 CHAIN_TTL_SECONDS = 30 * 24 * 3600
 
 # --- job tokens (SPEC §7) ---------------------------------------------------------------
-# Hash per sha256(token): tenant, job, chain; the look-up path never indexes by plaintext.
+# Hash per sha256(token): tenant, job, chain, or only ``revoked`` (a tombstone, so a
+# replay cannot revive it). Redis never holds a token itself: tokens derive from the
+# operator key and the job's uid (tokens.py), so issuing again gives the same one.
 JOB_TOKEN_PREFIX = ROOT_PREFIX + "token:"
-# String per (tenant, job): the live token, so issuing is idempotent across restarts.
-JOB_TOKEN_BY_JOB_PREFIX = ROOT_PREFIX + "token-job:"
-# Hard cap on a job token's life even if nobody revokes it (jobs time out well before).
+# Legacy, read only to revoke: before tokens were derived, the plaintext per (tenant, job).
+# Revoking a job that started before the upgrade deletes it; none outlives its 24 h TTL.
+LEGACY_JOB_TOKEN_BY_JOB_PREFIX = ROOT_PREFIX + "token-job:"
+# Hard cap on a job token's life even if nobody revokes it (jobs time out well before);
+# also how long a revoked token's tombstone stays.
 JOB_TOKEN_MAX_TTL_SECONDS = 24 * 3600
 
 # --- webhook delivery dedup (SPEC §7) ---------------------------------------------------
-# String per (hook id, delivery id): JSON list of job names created for that delivery.
-# Not tenant-scoped on purpose: one delivery may fan out into several namespaces.
-DELIVERY_PREFIX = ROOT_PREFIX + "delivery:"
+# String per X-GitHub-Delivery id: JSON {jobs: ["namespace/name"...], sha256: body digest}
+# of the first accepted copy. Not tenant-scoped on purpose: one delivery may fan out into
+# several namespaces. Not keyed by X-GitHub-Hook-ID, which the signature does not cover.
+DELIVERY_PREFIX = ROOT_PREFIX + "delivery:id:"
+# String per sha256 of a signed body: the same record, so a replayed body under another
+# (unsigned) delivery id or hook id is a duplicate too. Claimed with the one above.
+DELIVERY_BODY_PREFIX = ROOT_PREFIX + "delivery:body:"
 # GitHub redelivers for up to three days; dedup must outlive that and operator restarts.
 DELIVERY_TTL_SECONDS = 72 * 3600
 # Sorted set per namespace: AgentJob name -> time (unix s) it is next due for a create
 # attempt; the webhook enqueues, the dispatcher leases (pushes the score ahead) and removes.
 WEBHOOK_QUEUE_PREFIX = ROOT_PREFIX + "webhook:queue:"
-# Hash per namespace: AgentJob name -> its JSON body, for the entries of the queue above.
+# Hash per namespace: AgentJob name -> HMAC (64 hex, operator key) + its JSON body, for
+# the entries of the queue above; the dispatcher drops an entry whose HMAC does not match.
 WEBHOOK_QUEUE_BODY_PREFIX = ROOT_PREFIX + "webhook:body:"
 # Set of namespaces whose queue may hold entries, so a cluster-wide dispatcher finds them.
 WEBHOOK_QUEUE_NAMESPACES = ROOT_PREFIX + "webhook:namespaces"
@@ -111,6 +125,14 @@ def context_expiry(tenant: str, namespace: str) -> str:
     return _join(CONTEXT_EXPIRY_PREFIX, tenant, namespace)
 
 
+def context_tally(tenant: str) -> str:
+    return _join(CONTEXT_TALLY_PREFIX, tenant)
+
+
+def context_sizes(tenant: str) -> str:
+    return _join(CONTEXT_SIZES_PREFIX, tenant)
+
+
 def output(tenant: str, job_name: str) -> str:
     return _join(OUTPUT_PREFIX, tenant, job_name)
 
@@ -135,12 +157,16 @@ def job_token(token_sha256_hex: str) -> str:
     return _join(JOB_TOKEN_PREFIX, token_sha256_hex)
 
 
-def job_token_by_job(tenant: str, job_name: str) -> str:
-    return _join(JOB_TOKEN_BY_JOB_PREFIX, tenant, job_name)
+def legacy_job_token_by_job(tenant: str, job_name: str) -> str:
+    return _join(LEGACY_JOB_TOKEN_BY_JOB_PREFIX, tenant, job_name)
 
 
-def delivery(hook_id: str, delivery_id: str) -> str:
-    return _join(DELIVERY_PREFIX, hook_id, delivery_id)
+def delivery(delivery_id: str) -> str:
+    return _join(DELIVERY_PREFIX, delivery_id)
+
+
+def delivery_body(body_sha256_hex: str) -> str:
+    return _join(DELIVERY_BODY_PREFIX, body_sha256_hex)
 
 
 def webhook_queue(namespace: str) -> str:

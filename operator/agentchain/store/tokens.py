@@ -1,47 +1,65 @@
 """Job tokens (SPEC §7): bearer tokens scoped to one job, dead when the job ends.
 
-Two keys per token, both expiring together (never later than
-:data:`~agentchain.store.keys.JOB_TOKEN_MAX_TTL_SECONDS`):
+A token is *derived*, not drawn: ``base64url(HMAC-SHA256(key, namespace, name, uid))``
+under the operator key (``signing.py``, from a Secret). Redis holds only
+``token:<sha256(token)>`` → hash (tenant, job, chain), expiring after at most
+:data:`~agentchain.store.keys.JOB_TOKEN_MAX_TTL_SECONDS`. So:
 
-* ``token:<sha256(token)>`` → hash (tenant, job, chain). :meth:`TokenStore.resolve`, the
-  hot path on every API request, hashes the presented token and reads this key; the
-  plaintext is never a key name, so key listings, ``MONITOR`` output and slow logs do not
-  show usable tokens.
-* ``token-job:<tenant>:<job>`` → the plaintext token. This is the deliberate trade-off:
-  storing the plaintext lets :meth:`TokenStore.ensure` be idempotent, so an operator that
-  restarts between "issue token" and "create the batch Job" issues the same token again
-  and the deterministic Job it creates is identical. Anyone who can read Redis can read
-  live tokens; that is no worse than the cluster, where the same token sits in the pod's
-  environment, and each token is worth at most one job's scope for at most a day. The
-  alternative (HMAC-derived tokens) would need an operator secret to be managed and
-  rotated, and revoking would then need a deny-list instead of a delete.
+* **Redis never holds a usable token.** Whoever reads Redis (a dump, ``MONITOR``, a pod
+  that got past the NetworkPolicy and the password) learns digests, which authenticate
+  nothing: :meth:`TokenStore.resolve` hashes what is presented.
+* **Issuing is idempotent without storing the plaintext.** An operator that restarts
+  between "issue token" and "create the job's Secret" derives the same token again, so
+  the Secret it creates is identical.
+* **A new incarnation gets a new token.** The uid is part of the derivation: a job
+  deleted and re-created under the same name never inherits the old job's token.
+* **Revoking leaves a tombstone.** :meth:`TokenStore.revoke` replaces the hash with
+  ``revoked`` for the token's maximum life, so a late replay that issues again (the
+  derivation gives the same token) cannot bring a revoked token back.
 
-Issuing is one Lua script, so concurrent ``ensure`` calls for one job agree on one token.
+Rotation: the first key derives new tokens; every key is tried when revoking, so a job
+that got its token before a rotation still loses it when it ends. A token already
+issued keeps resolving after a rotation (its digest is in Redis), so running jobs are
+not cut off.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
-import secrets
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
-from redis.exceptions import WatchError
 
-from agentchain.store import keys
+from agentchain.store import keys, signing
+from agentchain.store.signing import OperatorKeys
 
 # Tokens are 43 characters; anything far longer is not ours and is not worth hashing.
 _MAX_PRESENTED_TOKEN_CHARS = 256
 
-# KEYS = by-job key, new token's key; ARGV = token, tenant, job, chain, ttl seconds.
-_ENSURE = """
-local existing = redis.call('GET', KEYS[1])
-if existing then return existing end
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
-redis.call('HSET', KEYS[2], 'tenant', ARGV[2], 'job', ARGV[3], 'chain', ARGV[4])
-redis.call('EXPIRE', KEYS[2], ARGV[5])
-return ARGV[1]
+# KEYS[1] token digest key; ARGV = tenant, job, chain, ttl seconds. Writes the scope
+# unless the token is live (kept as is) or revoked (stays dead); answers 0 when revoked.
+_ISSUE = """
+local revoked = redis.call('HGET', KEYS[1], 'revoked')
+if revoked then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 1 end
+redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'job', ARGV[2], 'chain', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return 1
 """
+
+# KEYS = digest keys of every key's token; ARGV[1] tombstone TTL.
+_REVOKE = """
+for i = 1, #KEYS do
+  redis.call('DEL', KEYS[i])
+  redis.call('HSET', KEYS[i], 'revoked', '1')
+  redis.call('EXPIRE', KEYS[i], ARGV[1])
+end
+"""
+
+
+class TokenRevokedError(RuntimeError):
+    """Issuing was asked for a job whose token was already revoked (the job ended)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,31 +75,49 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def derive_token(subkey: bytes, tenant: str, job_name: str, uid: str) -> str:
+    """The token of one AgentJob incarnation under a token sub-key: 43 URL-safe chars."""
+    parts = (tenant.encode("utf-8"), job_name.encode("utf-8"), uid.encode("utf-8"))
+    raw = bytes.fromhex(signing.mac(subkey, *parts))
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
 class TokenStore:
     """Issue, resolve and revoke job tokens."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, operator_keys: OperatorKeys) -> None:
         self._redis = redis
-        self._ensure = redis.register_script(_ENSURE)
+        self._subkeys = operator_keys.subkeys(signing.TOKEN_PURPOSE)
+        self._issue = redis.register_script(_ISSUE)
+        self._revoke = redis.register_script(_REVOKE)
 
-    async def ensure(self, tenant: str, job_name: str, chain_id: str, ttl_seconds: int) -> str:
-        """The job's live token, issuing one if it has none; ``ttl_seconds`` is capped."""
+    async def issue(
+        self, tenant: str, job_name: str, uid: str, chain_id: str, ttl_seconds: int
+    ) -> str:
+        """The job's token, its digest recorded in Redis; the same token on every call.
+
+        Raises :class:`TokenRevokedError` once the token was revoked: the job ended (or
+        was deleted), and no replay may hand its token out again.
+        """
         if ttl_seconds <= 0:
             raise ValueError(f"ttl_seconds must be positive, got {ttl_seconds}")
+        if not uid:
+            raise ValueError("a job token needs the AgentJob's uid")
         ttl = min(ttl_seconds, keys.JOB_TOKEN_MAX_TTL_SECONDS)
-        candidate = secrets.token_urlsafe(32)
-        token = await self._ensure(
-            keys=[keys.job_token_by_job(tenant, job_name), keys.job_token(token_digest(candidate))],
-            args=[candidate, tenant, job_name, chain_id, ttl],
+        token = derive_token(self._subkeys[0], tenant, job_name, uid)
+        live = await self._issue(
+            keys=[keys.job_token(token_digest(token))], args=[tenant, job_name, chain_id, ttl]
         )
-        return bytes(token).decode("ascii")
+        if not int(live):
+            raise TokenRevokedError(f"the token of {tenant}/{job_name} ({uid}) was revoked")
+        return token
 
     async def resolve(self, token: str) -> TokenScope | None:
         """The scope of a live token, or None for unknown, revoked or expired tokens."""
         if not token or len(token) > _MAX_PRESENTED_TOKEN_CHARS:
             return None
         fields = await self._redis.hgetall(keys.job_token(token_digest(token)))  # type: ignore[misc]
-        if not fields:
+        if not fields or b"revoked" in fields:
             return None
         return TokenScope(
             tenant=fields[b"tenant"].decode("utf-8"),
@@ -89,21 +125,14 @@ class TokenStore:
             chain_id=fields[b"chain"].decode("utf-8"),
         )
 
-    async def revoke(self, tenant: str, job_name: str) -> None:
-        """Kill the job's token (called when the job ends); idempotent."""
-        by_job = keys.job_token_by_job(tenant, job_name)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    # WATCH so a concurrent ensure() cannot slip a fresh token in between
-                    # reading the old one and deleting both keys.
-                    await pipe.watch(by_job)
-                    token = await pipe.get(by_job)
-                    pipe.multi()  # type: ignore[no-untyped-call]
-                    pipe.delete(by_job)
-                    if token is not None:
-                        pipe.delete(keys.job_token(token_digest(token.decode("ascii"))))
-                    await pipe.execute()
-                    return
-                except WatchError:
-                    continue
+    async def revoke(self, tenant: str, job_name: str, uid: str) -> None:
+        """Kill the job's token for good (job ended or deleted); idempotent."""
+        digests = [
+            keys.job_token(token_digest(derive_token(key, tenant, job_name, uid)))
+            for key in self._subkeys
+        ]
+        # A job started before tokens were derived has a random token, kept in clear.
+        legacy = await self._redis.getdel(keys.legacy_job_token_by_job(tenant, job_name))
+        if isinstance(legacy, bytes):
+            digests.append(keys.job_token(token_digest(legacy.decode("ascii", "replace"))))
+        await self._revoke(keys=digests, args=[keys.JOB_TOKEN_MAX_TTL_SECONDS])

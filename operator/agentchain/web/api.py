@@ -10,6 +10,12 @@ namespace the caller may list).
 Listing is newest first with a keyset cursor (``next``): the cursor encodes the
 last item's (creation time, namespace, name), so a page never repeats or skips
 an item because jobs were created in between, which offset paging would.
+
+What a listing reads is bounded by the API server, not filtered here: the chain
+and the agent go to the API server as a label selector (a job token's listing
+always names its chain, so it reads that chain's jobs and no others), a name as a
+field selector, and every read is paged with ``limit``/``continue``
+(``listing.py``).  Only the phase, which is no label, is filtered here.
 """
 
 from __future__ import annotations
@@ -85,7 +91,10 @@ async def list_jobs(request: web.Request) -> web.Response:
             raise ApiError(422, "invalid status", "Use a seed 003 status or an AgentJob phase.")
     namespaces, chain_id = _scope(auth.principal_of(request), query)
     after = decode_cursor(query.continue_) if query.continue_ else None
-    objs = await listing.list_in(namespaces, resources.AGENTJOBS)
+    selector = listing.job_selector(chain_id, query.agent_role)
+    if selector is None:
+        return json_response({"items": [], "next": None})
+    objs = await listing.list_in(namespaces, resources.AGENTJOBS, selector or None)
     kept = sorted(
         (o for o in objs if _keep(o, query, chain_id, phases)),
         key=serializers.sort_key,
@@ -139,9 +148,13 @@ async def get_job_by_name(request: web.Request) -> web.Response:
     if isinstance(principal, auth.JobCaller):
         obj = await load_job(principal, principal.scope.tenant, name)
         return json_response(serializers.job_view(obj))
+    if len(name) > 253 or not _NAME.fullmatch(name):
+        raise ApiError(404, "job not found", f"No AgentJob named {name}.")
     found = [
         o
-        for o in await listing.list_in(principal.namespaces, resources.AGENTJOBS)
+        for o in await listing.list_in(
+            principal.namespaces, resources.AGENTJOBS, fields=f"metadata.name={name}"
+        )
         if o["metadata"]["name"] == name
     ]
     if not found:
@@ -184,7 +197,10 @@ async def get_output(request: web.Request) -> web.Response:
 
 
 async def chain_jobs(namespace: str, chain_id: str) -> list[Obj]:
-    objs = await listing.list_in([namespace], resources.AGENTJOBS)
+    selector = listing.job_selector(chain_id, None)
+    if selector is None:
+        return []  # Not a label value: no chain has that id.
+    objs = await listing.list_in([namespace], resources.AGENTJOBS, selector)
     return [o for o in objs if serializers.chain_id_of(o) == chain_id]
 
 

@@ -106,7 +106,11 @@ def build_app(rt: Runtime, *, webhook: bool = True, dispatch: bool = True) -> we
     )
     app[api.RUNTIME_KEY] = rt
     app.router.add_get("/healthz", healthz)
-    dispatcher = Dispatcher(JobQueue(rt.redis, rt.settings.namespaces)) if dispatch else None
+    dispatcher = (
+        Dispatcher(JobQueue(rt.redis, rt.settings.namespaces), rt.operator_keys)
+        if dispatch
+        else None
+    )
     if dispatcher is not None:
         app.cleanup_ctx.append(dispatcher.lifespan)
     if webhook:

@@ -16,6 +16,11 @@ held by a killed process would otherwise wait out :data:`LEASE_SECONDS`.  Severa
 replicas may drain one queue: two leasing the same entry is harmless (the second create
 is ``AlreadyExists``).  The webhook :meth:`Dispatcher.notify`\\ s it after each enqueue;
 entries queued by another process are found by a sweep every :data:`SWEEP_SECONDS`.
+
+Every entry is opened with the operator key before anything else
+(:meth:`~agentchain.store.deliveries.LeasedJob.open`): one the webhook did not seal
+(written to Redis by someone else, or altered there) is removed with one log line and
+counted as ``forged``, never created.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from kubernetes.client.exceptions import ApiException
 
 from agentchain.kube import clients, resources
 from agentchain.metrics import WEBHOOK_JOBS
-from agentchain.store.deliveries import JobQueue, QueuedJob
+from agentchain.store.deliveries import JobQueue, LeasedJob, QueuedJob
+from agentchain.store.signing import OperatorKeys
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +84,11 @@ async def _create(job: QueuedJob) -> str:
 class Dispatcher:
     """One background task draining a :class:`JobQueue` into AgentJobs."""
 
-    def __init__(self, queue: JobQueue, *, concurrency: int = CONCURRENCY) -> None:
+    def __init__(
+        self, queue: JobQueue, operator_keys: OperatorKeys, *, concurrency: int = CONCURRENCY
+    ) -> None:
         self._queue = queue
+        self._keys = operator_keys
         self._slots = asyncio.Semaphore(concurrency)
         self._wake = asyncio.Event()
         self._inflight: set[str] = set()
@@ -139,9 +148,13 @@ class Dispatcher:
                 await asyncio.sleep(delay)
                 continue
             failures = 0
-            for job in batch:
-                if job.key in self._inflight:
+            for leased in batch:
+                if leased.key in self._inflight:
                     continue  # Its lease ran out while our create is still running.
+                job = leased.open(self._keys)
+                if job is None:
+                    await self._drop_forged(leased)
+                    continue
                 await self._slots.acquire()
                 self._inflight.add(job.key)
                 worker = asyncio.create_task(self._dispatch(job))
@@ -167,6 +180,12 @@ class Dispatcher:
                 await asyncio.wait_for(self._wake.wait(), min(QUIET_SECONDS, left))
             except TimeoutError:
                 return  # Quiet: the burst is answered.
+
+    async def _drop_forged(self, leased: LeasedJob) -> None:
+        log.error("webhook job %r dropped: its queue entry has no valid seal", leased.key)
+        WEBHOOK_JOBS.labels(result="forged").inc()
+        with contextlib.suppress(Exception):  # Otherwise its lease runs out: dropped again.
+            await self._queue.done(leased.namespace, leased.raw_name)
 
     async def _dispatch(self, job: QueuedJob) -> None:
         try:

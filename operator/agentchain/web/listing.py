@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentchain import models
 from agentchain.kube import resources
 from agentchain.models.aiagent import AiAgent
+from agentchain.policy import naming
 from agentchain.policy.matching import AgentCandidate
 
 Obj = dict[str, Any]
@@ -27,23 +29,53 @@ PAGE = 500
 AGENTS_MAX_AGE_SECONDS = 2.0
 
 
-async def list_all(namespace: str | None, plural: str, selector: str | None = None) -> list[Obj]:
+def job_selector(chain_id: str | None, agent_role: str | None) -> str | None:
+    """The label selector for AgentJobs of ``chain_id`` and ``agent_role`` ("" for all),
+    or None when no AgentJob can match (a value that is no label value has no label)."""
+    terms: list[str] = []
+    if chain_id is not None:
+        if not chain_id or not naming.is_label_value(chain_id):
+            return None  # Chain ids are label values as made (chains.position_labels).
+        terms.append(f"{models.CHAIN_ID}={chain_id}")
+    if agent_role is not None:
+        if not agent_role:
+            return None
+        # As labelled; a role that is no label value is labelled by a digest of it, and the
+        # caller still compares spec.agentRole itself.
+        terms.append(f"{models.AGENT_ROLE}={naming.label_value(agent_role)}")
+    return ",".join(terms)
+
+
+async def list_all(
+    namespace: str | None, plural: str, selector: str | None = None, fields: str | None = None
+) -> list[Obj]:
     items: list[Obj] = []
     token: str | None = None
     while True:
         page, token = await resources.list_objects(
-            namespace, plural, label_selector=selector, limit=PAGE, continue_token=token
+            namespace,
+            plural,
+            label_selector=selector,
+            field_selector=fields,
+            limit=PAGE,
+            continue_token=token,
         )
         items.extend(page)
         if not token:
             return items
 
 
-async def list_in(namespaces: Sequence[str], plural: str, selector: str | None = None) -> list[Obj]:
-    """Objects in ``namespaces`` (empty: cluster-wide)."""
+async def list_in(
+    namespaces: Sequence[str],
+    plural: str,
+    selector: str | None = None,
+    *,
+    fields: str | None = None,
+) -> list[Obj]:
+    """Objects in ``namespaces`` (empty: cluster-wide), narrowed by the API server."""
     if not namespaces:
-        return await list_all(None, plural, selector)
-    pages = await asyncio.gather(*(list_all(ns, plural, selector) for ns in namespaces))
+        return await list_all(None, plural, selector, fields)
+    pages = await asyncio.gather(*(list_all(ns, plural, selector, fields) for ns in namespaces))
     return [obj for page in pages for obj in page]
 
 

@@ -161,6 +161,7 @@ def _paths() -> dict[str, Any]:
                     "409": _ERROR,
                     "413": _ERROR,
                     "415": _ERROR,  # A Content-Encoding: bodies are never decompressed.
+                    "429": _ERROR,  # ?wait= beyond the token's concurrent waits.
                     **_API_ERRORS,
                 },
             },

@@ -9,8 +9,9 @@ writer; an admin names the tenant with ``?tenant=`` and writes as ``admin``.
 A job's anchor may be written only with that job's own token (403 for anyone
 else, admins included: an anchor is the job's own recovery note); it may be
 read by admins and by jobs of the same chain.  Store refusals map to HTTP the
-way ``store/errors.py`` intends: too large → 413 with size and limit, bad key
-or anchor shape → 422.
+way ``store/errors.py`` intends: too large → 413 with size and limit, over the
+namespace's store quota → 413 ``store quota exceeded`` with use and limit, Redis
+full → 507, bad key or anchor shape → 422.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from aiohttp import web
 from agentchain.store.errors import (
     InvalidAnchorError,
     InvalidKeyError,
+    QuotaExceededError,
     StoreError,
+    StoreFullError,
     ValueTooLargeError,
 )
 from agentchain.web import api, auth
@@ -30,6 +33,10 @@ from agentchain.web.schemas import StoreQuery, StoreWrite, TenantQuery
 
 
 def store_error(exc: StoreError) -> ApiError:
+    if isinstance(exc, QuotaExceededError):
+        return ApiError(413, "store quota exceeded", str(exc), used=exc.used, limit=exc.limit)
+    if isinstance(exc, StoreFullError):
+        return ApiError(507, "store full", str(exc))
     if isinstance(exc, ValueTooLargeError):
         return ApiError(413, "too large", str(exc), size=exc.size, limit=exc.limit)
     if isinstance(exc, InvalidKeyError | InvalidAnchorError):

@@ -7,48 +7,55 @@ caller's immutable snapshot (``spec.delegation``) is extended by the pure
 ``policy.delegation.extend_delegation`` and the refusals come back verbatim as
 409s ("Agent 'x' already in delegation chain", "Maximum delegation depth
 reached").  The delegated job carries its own new snapshot, so what it may
-delegate to is fixed when it is created.
+delegate to is fixed when it is created.  Then the target decides whether it
+accepts the caller at all (``policy.delegation.check_caller``: its own chains'
+agents, its ``spec.delegation.allowedFrom``, and its sender policy against the
+GitHub event the job carries); a refusal is a 403 whose ``reason`` says which.
 
 Names are deterministic, as everywhere in the operator: a delegated job is
 named from (caller, target), so a caller retrying after a lost answer gets the
 same job back (200 instead of 201) instead of a second one.  ``?wait=SECONDS``
-(≤ 300) long-polls until the job is terminal, so an agent can delegate and use
-the answer in one call.
+(≤ 300) waits until the job is terminal, so an agent can delegate and use
+the answer in one call; the wait listens to a watch shared by all waiting
+requests, and each token holds a bounded number of them (``waiting.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
+import contextlib
 import uuid
 from typing import Any
 
 from aiohttp import web
 
 from agentchain.kube import resources
-from agentchain.models.agentjob import TERMINAL_PHASES, AgentJob, AgentJobSpec
+from agentchain.models.agentjob import AgentJob, AgentJobSpec
+from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
 from agentchain.policy import agents, chains, naming
-from agentchain.policy.delegation import DelegationRefused, extend_delegation
-from agentchain.web import api, auth, bodies, listing, serializers
+from agentchain.policy.delegation import DelegationRefused, check_caller, extend_delegation
+from agentchain.web import api, auth, bodies, listing, serializers, waiting
 from agentchain.web.requests import parse_body, parse_query, read_json, validate
 from agentchain.web.responses import ApiError, json_response
 from agentchain.web.schemas import AdminJobRequest, DelegationRequest, WaitQuery
 
 Obj = dict[str, Any]
-POLL_SECONDS = 0.5
+WAITS_KEY = web.AppKey("agentchain.waits", waiting.Waits)
 
 
 async def post_job(request: web.Request) -> web.Response:
     principal = auth.principal_of(request)
     wait = parse_query(WaitQuery, request).wait
-    if isinstance(principal, auth.Admin):
-        obj, created = await _manual(principal, await parse_body(AdminJobRequest, request))
-    else:
-        obj, created = await _delegate(request, principal, await _delegation(request))
-    terminal = _terminal(obj)
-    if wait and not terminal:
-        obj, terminal = await wait_for_end(obj, wait)
+    waits = request.app[WAITS_KEY]
+    # The wait's slot is taken before anything is created: a refusal creates nothing.
+    with waits.slot(principal) if wait else contextlib.nullcontext():
+        if isinstance(principal, auth.Admin):
+            obj, created = await _manual(principal, await parse_body(AdminJobRequest, request))
+        else:
+            obj, created = await _delegate(request, principal, await _delegation(request))
+        terminal = waiting.terminal(obj)
+        if wait and not terminal:
+            obj, terminal = await waits.until_terminal(obj, wait)
     view = {**serializers.job_view(obj), "created": created, "terminal": terminal}
     return json_response(view, status=201 if created else 200)
 
@@ -60,7 +67,8 @@ async def _delegation(request: web.Request) -> DelegationRequest:
     return validate(DelegationRequest, data)
 
 
-async def _require_agent(namespace: str, agent: str) -> None:
+async def _require_agent(namespace: str, agent: str) -> tuple[AiAgentSpec, list[AiAgentSpec]]:
+    """The agent ``agent`` and every agent of ``namespace``; 422 when it is unknown."""
     grouped = await listing.agents_by_namespace([namespace])
     candidates = [(c.name, c) for c in grouped.get(namespace, [])]
     found = agents.resolve(agent, candidates, lambda c: c.spec.trigger_name)
@@ -76,6 +84,15 @@ async def _require_agent(namespace: str, agent: str) -> None:
             reason=Reason.DUPLICATE_TRIGGER_NAME,
             agents=list(found.agents),
         )
+    return found.spec, [c.spec for _, c in candidates]
+
+
+def _check_caller(caller: AgentJob, target: AiAgentSpec, team: list[AiAgentSpec]) -> None:
+    """403 when the target does not accept delegations from the caller's agent."""
+    try:
+        check_caller(caller.spec.agent_role, target, team, caller.spec.event)
+    except DelegationRefused as exc:
+        raise ApiError(403, "forbidden", exc.message, reason=exc.reason) from exc
 
 
 async def _manual(principal: auth.Admin, req: AdminJobRequest) -> tuple[Obj, bool]:
@@ -115,7 +132,8 @@ async def _delegate(
             f"{rt.settings.max_chain_jobs} in chain {here.chain_id}.",
             reason="MaxChainDepthExceeded",
         )
-    await _require_agent(scope.tenant, target)
+    target_spec, team = await _require_agent(scope.tenant, target)
+    _check_caller(caller, target_spec, team)
     spec = AgentJobSpec(
         agent_role=target,
         type=req.type,
@@ -142,24 +160,12 @@ def _chain_text(caller: AgentJob, target: str) -> str:
     return f"{caller.spec.agent_role} asked for {target}; delegation chain so far: {hops}."
 
 
-def _terminal(obj: Obj) -> bool:
-    return (obj.get("status") or {}).get("phase") in TERMINAL_PHASES
-
-
-async def wait_for_end(obj: Obj, seconds: float) -> tuple[Obj, bool]:
-    """Poll the job until it is terminal or ``seconds`` pass: (latest object, terminal)."""
-    namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        await asyncio.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-        fresh = await resources.get(namespace, resources.AGENTJOBS, name)
-        if fresh is None:
-            raise ApiError(404, "job not found", f"AgentJob {name} was deleted while waiting.")
-        obj = fresh
-        if _terminal(obj):
-            return obj, True
-    return obj, False
-
-
 def add_routes(app: web.Application) -> None:
+    waits = waiting.Waits()
+    app[WAITS_KEY] = waits
+
+    async def close(_: web.Application) -> None:
+        await waits.close()
+
+    app.on_cleanup.append(close)
     app.router.add_post("/api/jobs", post_job)

@@ -31,12 +31,16 @@ dispatcher first drains what a killed one left, so a 202 never loses a job.  If
 Redis does not answer, nothing is queued and the answer is 503, never 202.
 
 Names are derived from (hook id, delivery id, agent), so creating is idempotent.
-A redelivery (days later, or after a restart) answers from the Redis record
-(``duplicate``) and queues again the jobs the record names (only those, even if
-agents changed since), which completes a delivery whose first dispatch failed and
-is a no-op (``AlreadyExists``) otherwise.  In the answer, a job's ``created`` means
-*newly accepted by this delivery*: true for every job of a first delivery, false on
-a duplicate; the AgentJob itself appears when the dispatcher has created it.
+A delivery is recorded under its delivery id *and* the sha256 of its signed body
+(the headers are unsigned), and the first accepted copy fixes its content.  A
+duplicate (days later, after a restart, or the same body under another delivery or
+hook id) answers from the Redis record (``duplicate``); a redelivery of the same body
+under the same id also queues again the jobs the record names (only those, even if
+agents changed since, never replacing a queued body), which completes a delivery
+whose first dispatch failed and is a no-op (``AlreadyExists``) otherwise.  In the
+answer, a job's ``created`` means *newly accepted by this delivery*: true for every
+job of a first delivery, false on a duplicate; the AgentJob itself appears when the
+dispatcher has created it.
 
 Secrets, the signature and raw headers are never logged; only the delivery id.
 """
@@ -46,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import hashlib
 import logging
 import re
 import urllib.parse
@@ -59,7 +64,7 @@ from agentchain import metrics
 from agentchain.engine.runtime import Runtime
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.policy import chains, naming
-from agentchain.policy.matching import Ignored, Match, event_from_payload, match_event
+from agentchain.policy.matching import Ignored, Match, event_for, event_from_payload, match_event
 from agentchain.store.deliveries import QueuedJob
 from agentchain.web import bodies, intake, listing
 from agentchain.web.dispatch import Dispatcher
@@ -102,6 +107,7 @@ class Delivery:
     delivery_id: str
     hook_id: str
     payload: dict[str, Any]
+    body_sha256: str  # Of the signed bytes: what deduplication keys on, with the id.
 
 
 @dataclass(frozen=True)
@@ -192,7 +198,12 @@ class GithubWebhook:
             payload = parse_payload(request.content_type, body)
         action = payload.get("action")
         return Delivery(
-            event, action if isinstance(action, str) else None, delivery_id, hook_id, payload
+            event,
+            action if isinstance(action, str) else None,
+            delivery_id,
+            hook_id,
+            payload,
+            hashlib.sha256(body).hexdigest(),
         )
 
     async def _queue(self, delivery: Delivery) -> web.Response:
@@ -200,7 +211,7 @@ class GithubWebhook:
         try:
             async with asyncio.timeout(ACCEPT_TIMEOUT_SECONDS):  # No extra task, unlike wait_for.
                 first, recorded = await self.rt.deliveries.accept(
-                    delivery.hook_id, delivery.delivery_id, planned
+                    delivery.delivery_id, delivery.body_sha256, planned
                 )
         except (RedisError, TimeoutError) as exc:
             # Nothing is queued unless Redis said so: refuse, and GitHub can redeliver.
@@ -270,7 +281,7 @@ def _planned(namespace: str, match: Match, delivery: Delivery, event: JobEvent) 
     seed = f"{delivery.hook_id}/{delivery.delivery_id}"
     name = naming.root_job_name(match.agent, seed)
     position = chains.root_position(naming.chain_id_for(f"{seed}/{match.agent}"), match.agent)
-    spec = AgentJobSpec(agent_role=match.agent, event=event, origin="github")
+    spec = AgentJobSpec(agent_role=match.agent, event=event_for(event, match), origin="github")
     body = bodies.agentjob_body(namespace, name, spec, position, None)
     return Planned(namespace, name, body, match.agent)
 

@@ -28,7 +28,7 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 async def job_token(rt: Runtime, tenant: str = "team-a", job: str = "job-1") -> dict[str, str]:
-    token = await rt.tokens.ensure(tenant, job, f"chain-of-{job}", 600)
+    token = await rt.tokens.issue(tenant, job, f"uid-{job}", f"chain-of-{job}", 600)
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -53,7 +53,7 @@ async def test_no_valid_token_is_401(client: Client, header: str | None) -> None
 async def test_a_revoked_job_token_is_401(client: Client, runtime: Runtime) -> None:
     sent = await job_token(runtime)
     assert (await client.get("/api/store/notes", headers=sent)).status == 200
-    await runtime.tokens.revoke("team-a", "job-1")
+    await runtime.tokens.revoke("team-a", "job-1", "uid-job-1")
     await error(await client.get("/api/store/notes", headers=sent), 401)
 
 

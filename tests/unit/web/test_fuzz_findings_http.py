@@ -35,7 +35,7 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
 async def job_token(rt: Runtime) -> dict[str, str]:
-    token = await rt.tokens.ensure("team-a", "job-1", "chain-1", 600)
+    token = await rt.tokens.issue("team-a", "job-1", "uid-1", "chain-1", 600)
     return {"Authorization": f"Bearer {token}"}
 
 

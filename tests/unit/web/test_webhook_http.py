@@ -342,8 +342,15 @@ async def test_a_delivery_is_queued_then_created_by_the_dispatcher(
 
 
 async def test_a_burst_lists_the_agents_once(client: Client, kube: FakeKube, redis: Redis) -> None:
+    # Distinct events: an identical signed body is one delivery whatever its headers say.
+    bodies = [ISSUE.replace(b'"number": 7', f'"number": {n}'.encode()) for n in range(40)]
     answers = await asyncio.gather(
-        *(client.post(PATH, data=ISSUE, headers=issue_headers(f"d-{n}")) for n in range(40))
+        *(
+            client.post(
+                PATH, data=body, headers=headers(body, "issues", **{"X-GitHub-Delivery": f"d-{n}"})
+            )
+            for n, body in enumerate(bodies)
+        )
     )
     assert {a.status for a in answers} == {202}
     assert kube.listings == 1

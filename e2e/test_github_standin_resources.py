@@ -1,0 +1,177 @@
+"""The stand-in's stateful resources beyond comments: reactions, check runs, pull requests,
+repositories and installations, each answer valid under GitHub's description."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from e2e.github import GitHubStandIn
+from e2e.github.testing import FULL_NAME, OWNER, World, world
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture
+def w(github: GitHubStandIn) -> World:
+    return world(github)
+
+
+def _valid(w: World, operation_id: str, status: int, body: Any) -> None:
+    assert w.github.spec.check_response(w.github.spec.by_id[operation_id], status, body) == []
+
+
+def test_repository_reports_default_branch_and_visibility(w: World) -> None:
+    w.github.add_repo(f"{OWNER}/trunk-based", default_branch="trunk", private=False)
+    token = w.github.mint_token(w.installation)
+    answer = w.call("GET", f"/repos/{OWNER}/trunk-based", token=token).json()
+    assert (answer["default_branch"], answer["private"]) == ("trunk", False)
+    _valid(w, "repos/get", 200, answer)
+    assert w.call("GET", f"/repos/{FULL_NAME}", token=token).json()["private"] is True
+
+
+def test_reactions_on_a_comment(w: World) -> None:
+    token = w.token({"issues": "write"})
+    comment = w.call("POST", f"/repos/{FULL_NAME}/issues/1/comments", token=token,
+                     json={"body": "x"}).json()  # fmt: skip
+    path = f"/repos/{FULL_NAME}/issues/comments/{comment['id']}/reactions"
+    first = w.call("POST", path, token=token, json={"content": "eyes"})
+    again = w.call("POST", path, token=token, json={"content": "eyes"})
+    assert (first.status_code, again.status_code) == (201, 200)  # GitHub: 200 if it exists
+    assert first.json()["id"] == again.json()["id"]
+    listed = w.call("GET", path, token=token).json()
+    assert [r["content"] for r in listed] == ["eyes"]
+    assert w.call("POST", path, token=token, json={"content": "party"}).status_code == 422
+    assert len(w.github.take_violations()) == 1  # "party" is not a reaction GitHub knows
+
+
+def test_check_run_goes_queued_in_progress_completed(w: World) -> None:
+    token = w.token({"checks": "write"})
+    created = w.call(
+        "POST",
+        f"/repos/{FULL_NAME}/check-runs",
+        token=token,
+        json={"name": "agentchain", "head_sha": SHA, "status": "queued"},
+    )
+    assert created.status_code == 201, created.text
+    run = created.json()
+    assert (run["status"], run["conclusion"], run["started_at"]) == ("queued", None, None)
+    path = f"/repos/{FULL_NAME}/check-runs/{run['id']}"
+    started = w.call("PATCH", path, token=token, json={"status": "in_progress"}).json()
+    assert started["status"] == "in_progress" and started["started_at"]
+    done = w.call(
+        "PATCH",
+        path,
+        token=token,
+        json={"conclusion": "success", "output": {"title": "Chain done", "summary": "3 steps"}},
+    )
+    assert done.status_code == 200
+    got = w.call("GET", path, token=token).json()
+    assert (got["status"], got["conclusion"], got["output"]["summary"]) == (
+        "completed",
+        "success",
+        "3 steps",
+    )
+    _valid(w, "checks/get", 200, got)
+    listed = w.call("GET", f"/repos/{FULL_NAME}/commits/{SHA}/check-runs", token=token).json()
+    assert [r["id"] for r in listed["check_runs"]] == [run["id"]]
+    assert w.github.check_runs(FULL_NAME)[0].conclusion == "success"
+
+
+def test_check_run_needs_checks_permission_and_a_conclusion_to_complete(w: World) -> None:
+    no_checks = w.token({"issues": "write"})
+    body = {"name": "agentchain", "head_sha": SHA}
+    path = f"/repos/{FULL_NAME}/check-runs"
+    assert w.call("POST", path, token=no_checks, json=body).status_code == 403
+    token = w.token({"checks": "write"})
+    incomplete = w.call("POST", path, token=token, json={**body, "status": "completed"})
+    assert incomplete.status_code == 422
+
+
+def test_check_run_is_changed_only_by_the_app_that_made_it(w: World) -> None:
+    run = w.call("POST", f"/repos/{FULL_NAME}/check-runs", token=w.token({"checks": "write"}),
+                 json={"name": "agentchain", "head_sha": SHA}).json()  # fmt: skip
+    other = w.github.register_app("other-app")
+    other_token = w.github.mint_token(w.github.install(other, OWNER), ["widgets"])
+    answer = w.call("PATCH", f"/repos/{FULL_NAME}/check-runs/{run['id']}", token=other_token,
+                    json={"conclusion": "failure"})  # fmt: skip
+    assert answer.status_code == 403
+
+
+def test_pull_request_create_list_get_update(w: World) -> None:
+    token = w.token({"pull_requests": "write"})
+    body = {"title": "Fix wobble", "head": "agentchain/c1", "base": "main",
+            "body": "Closes #1"}  # fmt: skip
+    created = w.call("POST", f"/repos/{FULL_NAME}/pulls", token=token, json=body)
+    assert created.status_code == 201, created.text
+    pull = created.json()
+    assert (pull["number"], pull["head"]["ref"], pull["base"]["ref"]) == (
+        2,
+        "agentchain/c1",
+        "main",
+    )
+    duplicate = w.call("POST", f"/repos/{FULL_NAME}/pulls", token=token, json=body)
+    assert duplicate.status_code == 422
+    assert "already exists" in duplicate.json()["errors"][0]["message"]
+    listed = w.call(
+        "GET",
+        f"/repos/{FULL_NAME}/pulls",
+        token=token,
+        params={"head": f"{OWNER}:agentchain/c1", "state": "open"},
+    ).json()
+    assert [p["number"] for p in listed] == [2]
+    _valid(w, "pulls/list", 200, listed)
+    path = f"/repos/{FULL_NAME}/pulls/2"
+    updated = w.call("PATCH", path, token=token, json={"body": "Closes #1\n\nDone."}).json()
+    assert updated["body"] == "Closes #1\n\nDone."
+    assert w.call("GET", path, token=token).json()["title"] == "Fix wobble"
+    assert (
+        w.call(
+            "POST",
+            f"/repos/{FULL_NAME}/issues/2/comments",
+            token=token,
+            json={"body": "pull requests are issues too"},
+        ).status_code
+        == 201
+    )
+    assert (
+        w.call(
+            "POST",
+            f"/repos/{FULL_NAME}/pulls",
+            token=w.token({"issues": "write"}),
+            json={**body, "head": "other"},
+        ).status_code
+        == 403
+    )
+
+
+def test_api_under_a_path_prefix_as_on_github_enterprise_server() -> None:
+    from e2e.github.fixtures import require_spec
+
+    require_spec()
+    with GitHubStandIn(prefix="/api/v3") as enterprise:
+        w = world(enterprise)
+        assert w.github.url.endswith("/api/v3")
+        answer = w.call("GET", "/app", jwt=True)
+        assert answer.status_code == 200
+        assert answer.json()["html_url"].startswith(enterprise.url)
+        enterprise.assert_clean()
+
+
+def test_issue_is_readable_with_issues_read(w: World) -> None:
+    token = w.token({"issues": "read"})
+    answer = w.call("GET", f"/repos/{FULL_NAME}/issues/1", token=token)
+    assert answer.status_code == 200, answer.text
+    issue = answer.json()
+    assert (issue["title"], issue["body"], issue["comments"]) == (
+        "Widgets wobble",
+        "They wobble.",
+        0,
+    )
+    assert "pull_request" not in issue
+    _valid(w, "issues/get", 200, issue)
+    assert (
+        w.call("GET", f"/repos/{FULL_NAME}/issues/1", token=w.token({"checks": "read"})).status_code
+        == 403
+    )
