@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: help install binaries lint test unit e2e demo crds bench
+.PHONY: help install binaries lint test unit e2e demo crds bench bench-figures
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -40,7 +40,18 @@ crds: ## regenerate crds/, the chart's copy and docs/reference/crds.md from the 
 	$(PYTHON) -m agentchain crds
 	cp crds/*.yaml charts/agentchain/crds/
 
-bench: ## benchmarks (ratios against baselines measured in the same run)
+BENCH_TABLE ?= .bench/table.jsonl
+BENCH_JOBS ?= 5000
+
+bench: bench-figures ## benchmarks (ratios against baselines measured in the same run), one table
+	$(PYTHON) bench/table.py $(BENCH_TABLE)
+
+# Each script appends its rows to $(BENCH_TABLE); `bench` prints them as one table.
+bench-figures: export AGENTCHAIN_BENCH_TABLE = $(abspath $(BENCH_TABLE))
+bench-figures:
+	$(PYTHON) bench/table.py --reset $(BENCH_TABLE)
+	$(PYTHON) bench/bench_scale.py --jobs $(BENCH_JOBS)
+	$(PYTHON) bench/bench_throughput.py
 	$(PYTHON) bench/bench_store.py
 	$(PYTHON) bench/bench_webhook.py
 	$(PYTHON) bench/bench_webhook_memory.py

@@ -13,9 +13,18 @@ The floor is the least any controller could do: a minimal script (``--baseline-w
 run here as a subprocess just as the operator is) that watches the same kind of pod end
 and creates the next batch Job directly.  Everything below it (API server, Job
 controller, scheduler, node) is shared, so ``operator p50 / floor p50`` says what the
-operator itself adds.  The target is a ratio of at most 1.5; ``--check`` turns a miss
-into exit status 1.  Operator and floor chains alternate, after one warm-up chain each,
-so load from other work on the machine falls on both alike.
+operator itself adds.  The target is a ratio of at most 2 (issue 21 retired the 1.5 of
+old); ``--check`` turns a miss into exit status 1.  Operator and floor chains alternate,
+after one warm-up chain each, so load from other work on the machine falls on both
+alike.
+
+The same run counts API requests per hop (not timed) from the API server's audit log:
+the floor runs under a ServiceAccount of its own (``bench-floor``), the operator under
+its own, the bench's bookkeeping as admin, so each identity's requests during the
+measured chains divided by the hops measured is its figure. A watch counts once, not
+per event. The operator's figure includes what a chain costs beyond its hops (starting
+the root, closing the last job); the floor's root Job is created by the bench. The
+target is at most the floor's plus 4; ``-v`` prints both by verb and resource.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +52,15 @@ from e2e import operating
 from e2e.controlplane import processes
 from e2e.controlplane.cluster import ClusterInfo, cluster, say
 
-TARGET_RATIO = 1.5
+from bench import harness, profiling
+from bench.table import Row, emit
+
+TARGET_RATIO = 2.0
+TARGET_EXTRA_REQUESTS = 4.0
+FLOOR_RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]},
+]
 GROUP, VERSION = "labrats.work", "v1alpha1"
 AGENTS = ("hop-a", "hop-b", "hop-c")
 AGENTJOB_LABEL = f"{GROUP}/agentjob"
@@ -71,9 +89,9 @@ def _api(kubeconfig: Path) -> kubernetes.client.ApiClient:
 # --- the floor: the minimal controller -------------------------------------------------
 
 
-def baseline_job(chain: str, hop: int, sleep: float) -> Obj:
+def baseline_job(chain: str, hop: int, sleep: float, command: list[str] | None = None) -> Obj:
     labels = {CHAIN_LABEL: chain, HOP_LABEL: str(hop)}
-    container = {"name": "agent", "image": "agent", "command": agent_command(sleep)}
+    container = {"name": "agent", "image": "agent", "command": command or agent_command(sleep)}
     pod_spec = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -91,7 +109,9 @@ def _ended(pod: Any) -> bool:
     return any(cs.state and cs.state.terminated for cs in pod.status.container_statuses or [])
 
 
-def baseline_worker(kubeconfig: Path, namespace: str, length: int, sleep: float) -> None:
+def baseline_worker(
+    kubeconfig: Path, namespace: str, length: int, sleep: float, command: list[str] | None = None
+) -> None:
     """Watch bench pods; when one's container ends, create the next hop's Job."""
     with _api(kubeconfig) as api:
         # Typed Any: the client's models are too loose to check dict bodies against.
@@ -112,7 +132,7 @@ def baseline_worker(kubeconfig: Path, namespace: str, length: int, sleep: float)
             hop = int(pod.metadata.labels[HOP_LABEL])
             if hop + 1 >= length or not _ended(pod):
                 continue
-            body = baseline_job(pod.metadata.labels[CHAIN_LABEL], hop + 1, sleep)
+            body = baseline_job(pod.metadata.labels[CHAIN_LABEL], hop + 1, sleep, command)
             try:
                 batch.create_namespaced_job(namespace, body)
             except ApiException as exc:
@@ -245,13 +265,15 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
-def _start_worker(info: ClusterInfo, namespace: str, sleep: float) -> processes.ManagedProcess:
+def _start_worker(
+    info: ClusterInfo, kubeconfig: Path, namespace: str, sleep: float
+) -> processes.ManagedProcess:
     argv = [
         sys.executable,
         str(Path(__file__).resolve()),
         "--baseline-worker",
         "--kubeconfig",
-        str(info.kubeconfig),
+        str(kubeconfig),
         "--namespace",
         namespace,
         "--sleep",
@@ -264,7 +286,15 @@ def _start_worker(info: ClusterInfo, namespace: str, sleep: float) -> processes.
     return worker
 
 
-def measure(info: ClusterInfo, hops: int, sleep: float) -> tuple[list[float], list[float]]:
+@dataclass
+class Measured:
+    ours: list[float] = field(default_factory=list)
+    floor: list[float] = field(default_factory=list)
+    floor_user: str = ""
+    window: tuple[float, float] = (0.0, 0.0)
+
+
+def measure(info: ClusterInfo, hops: int, sleep: float, profile: Path | None = None) -> Measured:
     operating.install(info)
     namespace = f"bench-{secrets.token_hex(3)}"
     info.kubectl("create", "namespace", namespace)
@@ -273,26 +303,57 @@ def measure(info: ClusterInfo, hops: int, sleep: float) -> tuple[list[float], li
         "the default ServiceAccount",
     )
     kubeconfig = operating.operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
-    op = operating.OperatorProcess(info, kubeconfig, extra_env={"AGENTCHAIN_NAMESPACES": namespace})
+    env = {**harness.OPERATOR_ENV, "AGENTCHAIN_NAMESPACES": namespace}
+    op = operating.OperatorProcess(info, kubeconfig, extra_env=env)
+    floor_kubeconfig = info.workdir / "floor.kubeconfig"
+    m = Measured(floor_user=harness.identity(info, "bench-floor", FLOOR_RULES, floor_kubeconfig))
     chains = math.ceil(hops / (len(AGENTS) - 1))
-    ours: list[float] = []
-    floor: list[float] = []
     with _api(info.kubeconfig) as api:
         bench = Bench(api, namespace, sleep)
         bench.apply_agents()
         op.start()
-        worker = _start_worker(info, namespace, sleep)
+        worker = _start_worker(info, floor_kubeconfig, namespace, sleep)
+        assert op.process is not None
         try:
             bench.operator_chain("warm-up")
             bench.baseline_chain("warm-up")
-            for i in range(chains):
-                ours += bench.operator_chain(f"op-{i:02d}")
-                floor += bench.baseline_chain(f"floor-{i:02d}")
-                say(f"chain {i + 1}/{chains}: operator {_ms(ours[-2:])} floor {_ms(floor[-2:])}")
+            started = time.time()
+            with profiling.Profiler(op.process.pid, profile):
+                chain_pairs(bench, chains, m)
+            m.window = (started, time.time())
         finally:
             worker.stop()
             op.stop()
-    return ours, floor
+    return m
+
+
+def chain_pairs(bench: Bench, chains: int, m: Measured) -> None:
+    """The measured chains: one of the operator's, then one of the floor's, in turns."""
+    for i in range(chains):
+        m.ours += bench.operator_chain(f"op-{i:02d}")
+        m.floor += bench.baseline_chain(f"floor-{i:02d}")
+        say(f"chain {i + 1}/{chains}: operator {_ms(m.ours[-2:])} floor {_ms(m.floor[-2:])}")
+
+
+def requests_per_hop(info: ClusterInfo, m: Measured, verbose: bool) -> None:
+    """Each side's requests in the measured window over its hops, into the table."""
+    audit = harness.Audit(info)
+    ours = audit.requests(*m.window, users={harness.OPERATOR_USER})
+    floor = audit.requests(*m.window, users={m.floor_user})
+    if verbose:
+        print(harness.breakdown("operator requests per hop", ours, len(m.ours)))
+        print(harness.breakdown("floor requests per hop", floor, len(m.floor)))
+    emit(
+        Row(
+            "API requests per hop",
+            len(ours) / len(m.ours),
+            "req",
+            baseline=len(floor) / len(m.floor),
+            target=TARGET_EXTRA_REQUESTS,
+            compare="excess",
+            note="audit log; a watch counts once; run with -v for verb+resource",
+        )
+    )
 
 
 def report(ours: list[float], floor: list[float]) -> float:
@@ -303,6 +364,17 @@ def report(ours: list[float], floor: list[float]) -> float:
         print(f"{label:10s} {p50 * 1000:6.0f}ms {p90 * 1000:6.0f}ms")
     ratio = percentile(ours, 0.5) / percentile(floor, 0.5)
     print(f"ratio at p50 {ratio:.2f} (target <= {TARGET_RATIO})")
+    p50 = percentile(ours, 0.5) * 1000
+    emit(
+        Row(
+            "hop latency p50",
+            p50,
+            "ms",
+            baseline=percentile(floor, 0.5) * 1000,
+            target=TARGET_RATIO,
+            note="parent container exit -> child pod created",
+        )
+    )
     return ratio
 
 
@@ -313,16 +385,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hops", type=int, default=100, help="hops measured on each side")
     parser.add_argument("--sleep", type=float, default=0.3, help="each agent's --sleep")
     parser.add_argument("--check", action="store_true", help="exit 1 above the target ratio")
+    parser.add_argument("-v", "--verbose", action="store_true", help="requests by verb+resource")
+    parser.add_argument("--profile", type=Path, help="py-spy the operator's hops into this file")
     parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--namespace", help=argparse.SUPPRESS)
+    parser.add_argument("--command", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.baseline_worker:
-        baseline_worker(args.kubeconfig, args.namespace, len(AGENTS), args.sleep)
+        baseline_worker(args.kubeconfig, args.namespace, len(AGENTS), args.sleep, args.command)
         return 0
+    harness.audit_enabled()
     with cluster() as info:
-        ours, floor = measure(info, args.hops, args.sleep)
-    ratio = report(ours, floor)
+        measured = measure(info, args.hops, args.sleep, args.profile)
+        requests_per_hop(info, measured, args.verbose)
+    ratio = report(measured.ours, measured.floor)
+    if args.profile:
+        print(profiling.summary(args.profile))
     return 1 if args.check and ratio > TARGET_RATIO else 0
 
 

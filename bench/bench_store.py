@@ -22,8 +22,13 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
+# Run as a script from anywhere: the RedisServer helper lives in the repository's e2e/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from e2e.controlplane.redisserver import RedisServer
+
 from agentchain.settings import Settings
 from agentchain.store.contexts import ContextStore
+from bench.table import Row, emit
 
 TARGET_RATIO = 0.5
 VALUE = "x" * 1024
@@ -78,6 +83,17 @@ async def _run(url: str, ops: int, concurrency: int) -> dict[str, float]:
                 ours_rate = max(ours_rate, await _throughput(ours, ops, concurrency))
                 raw_rate = max(raw_rate, await _throughput(raw, ops, concurrency))
             ratios[name] = ours_rate / raw_rate
+            emit(
+                Row(
+                    f"store {name} throughput",
+                    ours_rate,
+                    "ops/s",
+                    baseline=raw_rate,
+                    target=TARGET_RATIO,
+                    better="higher",
+                    note=f"baseline: raw redis-py {'SET' if name == 'upsert' else 'GET'}",
+                )
+            )
             print(
                 f"{name:7s} ContextStore {ours_rate:10,.0f} ops/s   raw redis-py "
                 f"{raw_rate:10,.0f} ops/s   ratio {ratios[name]:.2f}"
@@ -94,10 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--check", action="store_true", help="exit 1 below the target ratio")
     args = parser.parse_args(argv)
-    # Run as a script from anywhere: the RedisServer helper lives in the repository's e2e/.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from e2e.controlplane.redisserver import RedisServer
-
     with tempfile.TemporaryDirectory() as workdir, RedisServer(Path(workdir)) as server:
         ratios = asyncio.run(_run(server.url, args.ops, args.concurrency))
     worst = min(ratios.values())

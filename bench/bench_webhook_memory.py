@@ -180,6 +180,19 @@ def report(idle: int, peak: int, statuses: Counter[str], elapsed: float, budget:
     print(f"target: peak <= {target / MIB:.0f} MiB ({bound}; chart limit 512 MiB)")
     ok = peak <= target and peak < 512 * MIB
     print(f"verdict: {'PASS' if ok else 'FAIL'} (growth {(peak - idle) / MIB:.1f} MiB)")
+    from bench.table import Row, emit  # Importable once main() put the repository on the path.
+
+    emit(
+        Row(
+            f"webhook RSS peak, {UPLOADS} stalled 25 MB uploads",
+            peak / MIB,
+            "MiB",
+            baseline=idle / MIB,
+            target=(target - idle) / MIB,
+            compare="excess",
+            note="baseline: the same process idle; target: in-flight budget + 32 MiB",
+        )
+    )
     return ok
 
 

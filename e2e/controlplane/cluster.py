@@ -38,7 +38,7 @@ from types import FrameType
 import kubernetes
 import yaml
 
-from e2e.controlplane import certs, processes
+from e2e.controlplane import certs, knobs, processes
 from e2e.controlplane.processes import ManagedProcess
 from e2e.controlplane.redisserver import RedisServer
 
@@ -286,6 +286,7 @@ def _start_apiserver(
         f"--kubelet-certificate-authority={pki.ca.cert}",
         # The 'kubernetes' Service cannot have a loopback endpoint; nothing here needs it.
         "--endpoint-reconciler-type=none",
+        *knobs.audit_flags(workdir),
     ]  # fmt: skip
     apiserver = _launch(stack, "kube-apiserver", argv, workdir)
     server = f"https://127.0.0.1:{port}"
@@ -334,6 +335,7 @@ def _start_controller_manager(
         # No health endpoint needed (readiness is observed through the API), and a fixed
         # default port would collide between two clusters on one machine.
         "--secure-port=0",
+        *knobs.client_rate_flags(),
     ]  # fmt: skip
     return _launch(stack, "kube-controller-manager", argv, workdir)
 

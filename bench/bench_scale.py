@@ -1,0 +1,374 @@
+"""The operator restarted with thousands of AgentJobs in its namespace: memory, requests, CPU.
+
+``python bench/bench_scale.py [--jobs 5000] [--running 0.1] [--resync 10] [-v]``
+
+Production crash-looped here (issue 21): with 5,000 finished AgentJobs a restarted
+operator peaked at 840 MiB and was killed under the chart's 512 Mi limit. This bench
+builds such a backlog (bench/backlog.py: one real chain run by the real operator,
+then cloned with the admin kubeconfig, pods on a Node of their own whose logs the
+bench serves), starts the operator on it and measures, from ``/proc`` and the API
+server's audit log:
+
+* RSS peak during the restart (``VmHWM``) and steady after it, against 150 MiB at
+  5,000 jobs and 300 MiB at 20,000;
+* the API requests the restart made, split into the initial lists/watches and the
+  rest; the rest per settled (finished) job has a target of 0;
+* time from process start to ``/readyz`` answering 200, and to the backlog being
+  worked through (the first 3 s in which the operator used under 5% of a core);
+* CPU seconds per resync period once settled (each unsettled, i.e. running, job is
+  resynced once per period), from a second start with ``--resync`` seconds; the first
+  runs without a resync, whose steady cost would hide when the backlog is done.
+
+There is no floor here: the targets are absolute. ``--jobs`` is the total of AgentJobs
+cloned (``--running`` of them running, the rest finished three-agent chains).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Queue
+from typing import Any
+
+# Run as a script from anywhere: the cluster harness lives in the repository's e2e/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from e2e import operating
+from e2e.controlplane import processes
+from e2e.controlplane.cluster import ClusterInfo, cluster, say
+
+from bench import backlog, harness, profiling
+from bench.table import Row, emit
+
+TERMINAL = ("Succeeded", "Failed", "Skipped")
+FAST = ("scale-a", "scale-b", "scale-c")
+# Template roots; a name's last seven characters become each clone's tag.
+ROOTS = ("tplfast-0000000", "tplslow-0000000")
+IDLE_WINDOW_SECONDS = 3.0
+IDLE_SHARE = 0.05
+SETTLE_TIMEOUT_SECONDS = 900.0
+STEADY_SECONDS = 10.0
+NO_RESYNC_SECONDS = 86400
+BACKLOG_WATCHES = {"agentjobs.labrats.work", "jobs.batch", "pods"}
+
+
+def rss_target(jobs: int) -> float:
+    """Issue 21: 150 MiB at 5,000 jobs, 300 MiB at 20,000 (the first up to 10,000 here)."""
+    return 150.0 if jobs < 10_000 else 300.0
+
+
+def agents() -> list[dict[str, Any]]:
+    quick = ["agentchain", "demo-agent", "--sleep", "0", "--no-context"]
+    specs: list[tuple[str, list[str], str | None]] = [
+        (FAST[0], quick, FAST[1]),
+        (FAST[1], quick, FAST[2]),
+        (FAST[2], quick, None),
+        ("scale-slow", ["sleep", "3600"], None),
+    ]
+    bodies = []
+    for name, command, nxt in specs:
+        trigger: dict[str, Any] = {"source": "manual"}
+        if nxt:
+            trigger["next"] = {"agentTriggerName": nxt, "condition": "on-success"}
+        spec = {"triggerName": name, "eventTriggers": [trigger], "command": command}
+        bodies.append({"apiVersion": "labrats.work/v1alpha1", "kind": "AiAgent",
+                       "metadata": {"name": name}, "spec": spec})  # fmt: skip
+    return bodies
+
+
+def agentjob(name: str, role: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "labrats.work/v1alpha1",
+        "kind": "AgentJob",
+        "metadata": {"name": name},
+        "spec": {"agentRole": role, "origin": "manual", "prompt": "bench scale"},
+    }
+
+
+def _phases(info: ClusterInfo, namespace: str) -> dict[str, str]:
+    listed = operating.get_json(info, "agentjobs", "-n", namespace)
+    return {
+        j["metadata"]["name"]: (j.get("status") or {}).get("phase", "") for j in listed["items"]
+    }
+
+
+def _templates_ready(info: ClusterInfo, namespace: str) -> bool:
+    phases = _phases(info, namespace)
+    finished = [n for n, p in phases.items() if p in TERMINAL]
+    return len(finished) >= len(FAST) and phases.get(ROOTS[1]) == "Running"
+
+
+def serve_logs(info: ClusterInfo, logs: dict[str, str]) -> int:
+    """The log server on an event loop of its own thread; returns its port."""
+    ports: Queue[int] = Queue()
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        _, port = loop.run_until_complete(backlog.log_server(info, logs))
+        ports.put(port)
+        loop.run_forever()
+
+    threading.Thread(target=run, daemon=True, name="bench-logs").start()
+    return ports.get(timeout=30)
+
+
+def build(
+    info: ClusterInfo, namespace: str, op: operating.OperatorProcess, args: Any
+) -> tuple[int, int]:
+    """Templates from the real operator, then the cloned backlog; the operator is down.
+    Returns how many AgentJobs are (finished, running), templates included."""
+    for body in agents():
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    op.start()
+    for name, role in zip(ROOTS, (FAST[0], "scale-slow"), strict=True):
+        info.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(agentjob(name, role)))
+    operating.wait_until(
+        lambda: _templates_ready(info, namespace), timeout=180, what="the template chain"
+    )
+    time.sleep(2)  # The last job's record (status.next) lands just after its phase.
+    op.stop()
+    fast, slow, logs = asyncio.run(backlog.capture(info, namespace, ROOTS))
+    if args.keep:
+        backlog.dump(info.workdir / "templates.json", [fast, slow])
+    port = serve_logs(info, logs)
+    asyncio.run(backlog.fake_node(info, port))
+    running = round(args.jobs * args.running)
+    chains = max(1, (args.jobs - running) // len(fast.agentjobs))
+    say(f"cloning {chains} finished chains and {running} running jobs")
+    started = time.monotonic()
+    asyncio.run(
+        backlog.clone(info, [(fast, chains), (slow, running)], lambda n: say(f"{n} cloned"))
+    )
+    say(f"cloned in {time.monotonic() - started:.0f}s")
+    return len(fast.agentjobs) * (chains + 1), running + 1
+
+
+@dataclass
+class Restart:
+    jobs: int
+    settled_jobs: int
+    peak_mib: float = 0.0
+    steady_mib: float = 0.0
+    ready_s: float = float("nan")
+    settled_s: float = float("nan")
+    cpu_per_resync_s: float = float("nan")
+    log_lines: int = 0
+    started_at: float = 0.0
+    settled_at: float = 0.0
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _start(op: operating.OperatorProcess, name: str, resync: float) -> int:
+    op.extra_env["AGENTCHAIN_RESYNC_SECONDS"] = str(int(resync))
+    argv = [sys.executable, "-m", "agentchain", "run"]
+    op.process = processes.start(name, argv, op.info.workdir, env=op.env())
+    return op.process.pid
+
+
+def watch_restart(
+    info: ClusterInfo, op: operating.OperatorProcess, result: Restart, profile: Path | None
+) -> None:
+    """Start the operator (no resync: its steady cost would hide the end of the backlog)
+    and sample it until the backlog is worked through, then for STEADY_SECONDS more.
+
+    Worked through: the operator's watches of AgentJobs, Jobs and pods have started
+    (the audit log says so; kopf starts each after its initial list was handed out)
+    and since then it used under IDLE_SHARE of a core for IDLE_WINDOW_SECONDS.
+    """
+    follow = harness.Audit(info).follow()
+    next(follow)  # Skip what is logged already.
+    result.started_at = time.time()
+    start = time.monotonic()
+    pid = _start(op, "operator-restart", NO_RESYNC_SECONDS)
+    with profiling.Profiler(pid, profile):
+        _until_settled(op, result, follow, start)
+    result.settled_at = time.time()
+    assert op.process is not None
+    result.log_lines = len(op.process.log_path.read_text(errors="replace").splitlines())
+    time.sleep(STEADY_SECONDS)
+    after = harness.ProcSample.of(pid)
+    result.steady_mib, result.peak_mib = after.rss_mib, after.peak_mib
+    op.stop()
+
+
+def _until_settled(
+    op: operating.OperatorProcess,
+    result: Restart,
+    follow: Iterator[list[harness.Request]],
+    start: float,
+) -> None:
+    assert op.process is not None
+    pid = op.process.pid
+    samples: list[tuple[float, harness.ProcSample]] = []
+    watching: set[str] = set()
+    while time.monotonic() - start < SETTLE_TIMEOUT_SECONDS:
+        if op.process is None or not op.process.alive():
+            raise RuntimeError("the operator died during the restart")
+        now, sample = time.monotonic() - start, harness.ProcSample.of(pid)
+        watching |= {r.resource for r in next(follow) if r.user == harness.OPERATOR_USER
+                     and r.verb == "watch"}  # fmt: skip
+        if result.ready_s != result.ready_s and _ready(op.internal_url):
+            result.ready_s = now
+        if not BACKLOG_WATCHES <= watching:
+            samples.clear()
+        samples.append((now, sample))
+        busy = sample.cpu_seconds - samples[0][1].cpu_seconds
+        if now - samples[0][0] >= IDLE_WINDOW_SECONDS:
+            if busy < IDLE_SHARE * IDLE_WINDOW_SECONDS and result.ready_s == result.ready_s:
+                result.settled_s = now - IDLE_WINDOW_SECONDS
+                break
+            samples = [(t, s) for t, s in samples if t >= now - IDLE_WINDOW_SECONDS]
+        time.sleep(0.1)
+    else:
+        say(f"not worked through after {SETTLE_TIMEOUT_SECONDS:.0f}s (ready: {result.ready_s}s)")
+
+
+def resync_cost(op: operating.OperatorProcess, result: Restart, resync: float) -> None:
+    """Start again with a resync period: once the backlog is worked through (as long as
+    the restart took, plus a period), the operator's CPU over two periods, per period."""
+    pid = _start(op, "operator-resync", resync)
+    settle = result.settled_s if result.settled_s == result.settled_s else SETTLE_TIMEOUT_SECONDS
+    time.sleep(settle + resync)
+    before = harness.ProcSample.of(pid)
+    time.sleep(2 * resync)
+    after = harness.ProcSample.of(pid)
+    result.cpu_per_resync_s = (after.cpu_seconds - before.cpu_seconds) / 2
+    result.peak_mib = max(result.peak_mib, after.peak_mib)
+    op.stop()
+
+
+def requests_report(info: ClusterInfo, result: Restart, verbose: bool) -> tuple[int, int]:
+    """(initial lists and watches, other requests) the restart made until settled.
+
+    Initial: every watch and the first list of each resource. Non-resource requests
+    (``/version``, which the bench's own ``/readyz`` polling causes) are left out.
+    """
+    audit = harness.Audit(info)
+    made = audit.requests(result.started_at, result.settled_at, {harness.OPERATOR_USER})
+    listed: set[str] = set()
+    initial: list[harness.Request] = []
+    rest: list[harness.Request] = []
+    for r in made:
+        if r.resource == "-":
+            continue
+        first_list = r.verb == "list" and r.resource not in listed
+        if r.verb == "list":
+            listed.add(r.resource)
+        (initial if r.verb == "watch" or first_list else rest).append(r)
+    if verbose:
+        print(harness.breakdown("restart requests (lists and watches)", initial))
+        print(harness.breakdown("restart requests (other)", rest))
+    return len(initial), len(rest)
+
+
+def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int]]:
+    operating.install(info)
+    namespace = f"scale-{secrets.token_hex(3)}"
+    info.kubectl("create", "namespace", namespace)
+    operating.wait_until(
+        lambda: info.kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0,
+        timeout=60,
+        what="the default ServiceAccount",
+    )
+    kubeconfig = operating.operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
+    env = {
+        **harness.OPERATOR_ENV,
+        "AGENTCHAIN_NAMESPACES": namespace,
+        "AGENTCHAIN_RESYNC_SECONDS": str(args.resync),
+    }
+    op = operating.OperatorProcess(info, kubeconfig, extra_env=env)
+    finished, running = build(info, namespace, op, args)
+    result = Restart(jobs=finished + running, settled_jobs=finished)
+    say(f"restarting the operator on {args.jobs} AgentJobs")
+    try:
+        watch_restart(info, op, result, args.profile)
+        say(f"again with a resync every {args.resync}s")
+        resync_cost(op, result, float(args.resync))
+    finally:
+        op.stop()
+    return result, requests_report(info, result, args.verbose)
+
+
+def report(result: Restart, requests: tuple[int, int]) -> None:
+    n = f"{result.jobs:,} jobs"
+    target = rss_target(result.jobs)
+    emit(
+        Row(
+            f"restart peak RSS, {n}",
+            result.peak_mib,
+            "MiB",
+            target=target,
+            compare="figure",
+            note="VmHWM of the operator process; issue 21 reported 840 MiB at 5,000",
+        )
+    )
+    emit(
+        Row(
+            f"steady RSS after restart, {n}",
+            result.steady_mib,
+            "MiB",
+            target=target,
+            compare="figure",
+        )
+    )
+    initial, rest = requests
+    emit(Row(f"restart lists+watches, {n}", initial, "req"))
+    emit(
+        Row(
+            f"restart other requests per settled job, {n}",
+            rest / max(1, result.settled_jobs),
+            "req",
+            target=0,
+            compare="figure",
+            note=f"{rest} requests other than list/watch until settled",
+        )
+    )
+    emit(Row(f"restart: start to /readyz, {n}", result.ready_s, "s"))
+    emit(Row(f"restart: start to backlog worked through, {n}", result.settled_s, "s"))
+    emit(
+        Row(
+            f"CPU per resync period, {n}",
+            result.cpu_per_resync_s,
+            "s",
+            note="operator CPU seconds per resync period once settled",
+        )
+    )
+    emit(Row(f"restart log lines per job, {n}", result.log_lines / result.jobs, "lines"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--jobs", type=int, default=5000, help="AgentJobs in the backlog")
+    parser.add_argument("--running", type=float, default=0.1, help="share of them running")
+    parser.add_argument("--resync", type=int, default=10, help="the operator's resync seconds")
+    parser.add_argument("--keep", action="store_true", help="write templates.json in the workdir")
+    parser.add_argument("-v", "--verbose", action="store_true", help="requests by verb+resource")
+    parser.add_argument("--profile", type=Path, help="py-spy the restart into this file")
+    args = parser.parse_args(argv)
+    harness.audit_enabled()
+    with cluster() as info:
+        result, requests = measure(info, args)
+    report(result, requests)
+    if args.profile:
+        print(profiling.summary(args.profile))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

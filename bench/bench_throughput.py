@@ -1,0 +1,237 @@
+"""Throughput: many three-agent chains at once, against the floor in the same run.
+
+``python bench/bench_throughput.py [--chains 100] [--rounds 1] [--qps 200 --burst 400]``
+
+``--chains`` chains are started at once (their roots created together), each of three
+agents whose command is ``true``; a phase ends when all their jobs have ended. The
+operator's phase (AgentJobs) and the floor's phase (the minimal controller of
+bench_hop_latency.py, creating each next batch Job when a pod ends, under a
+ServiceAccount of its own) take turns, ``--rounds`` times each. The figure is the jobs
+that ran to their end per second of the phase (chains x 3 / time to drain); the target
+is at least 0.7x the floor's. Each phase also reports the operator's (or the floor's)
+CPU time over the phase's wall time, from ``/proc``: its share of one core.
+
+The local control plane runs with the controller-manager's client at ``--qps`` /
+``--burst`` (default 200/400; the controller-manager's own default is 20/30, which
+throttles the Job controller so much that both sides measure the Job controller:
+bench/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+
+# Run as a script from anywhere: the cluster harness lives in the repository's e2e/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from e2e import operating
+from e2e.controlplane import knobs, processes
+from e2e.controlplane.cluster import ClusterInfo, cluster, say
+
+from bench import harness, profiling
+from bench.bench_hop_latency import FLOOR_RULES, GROUP, VERSION, _api, _ended, baseline_job
+from bench.table import Row, emit
+
+TARGET_RATIO = 0.7
+AGENTS = ("tp-a", "tp-b", "tp-c")
+COMMAND = ["true"]
+PHASE_TIMEOUT_SECONDS = 900.0
+FLOOR_CHAIN_LABEL = "bench.labrats.work/chain"
+
+
+@dataclass
+class Phase:
+    seconds: float
+    jobs: int
+    cpu_share: float  # of one core, by the controller under test
+
+    @property
+    def rate(self) -> float:
+        return self.jobs / self.seconds
+
+
+@dataclass
+class Results:
+    ours: list[Phase] = field(default_factory=list)
+    floor: list[Phase] = field(default_factory=list)
+
+
+def apply_agents(custom: Any, namespace: str) -> None:
+    for i, agent in enumerate(AGENTS):
+        trigger: dict[str, Any] = {"source": "manual"}
+        if i + 1 < len(AGENTS):
+            trigger["next"] = {"agentTriggerName": AGENTS[i + 1], "condition": "on-success"}
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "AiAgent",
+            "metadata": {"name": agent},
+            "spec": {"triggerName": agent, "eventTriggers": [trigger], "command": COMMAND},
+        }
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "aiagents", body)
+
+
+def _drain(
+    done: Any, total: int, jobs: int, pid: int, begun: tuple[float, harness.ProcSample]
+) -> Phase:
+    """Wait until ``done()`` counts ``total`` (earlier rounds' jobs included); the time
+    since ``begun`` and ``pid``'s CPU share in it."""
+    start, before = begun
+    while (count := done()) < total:
+        if time.monotonic() - start > PHASE_TIMEOUT_SECONDS:
+            raise TimeoutError(f"{count}/{total} jobs ended after {PHASE_TIMEOUT_SECONDS}s")
+        time.sleep(0.25)
+    seconds = time.monotonic() - start
+    cpu = harness.ProcSample.of(pid).cpu_seconds - before.cpu_seconds
+    return Phase(seconds, jobs, cpu / seconds)
+
+
+class Bench:
+    def __init__(self, api: Any, namespace: str, chains: int) -> None:
+        self.namespace, self.chains = namespace, chains
+        self.core: Any = kubernetes.client.CoreV1Api(api)
+        self.batch: Any = kubernetes.client.BatchV1Api(api)
+        self.custom: Any = kubernetes.client.CustomObjectsApi(api)
+
+    def operator_phase(self, round_: int, pid: int) -> Phase:
+        prefix = f"op{round_}"
+        begun = time.monotonic(), harness.ProcSample.of(pid)
+        for i in range(self.chains):
+            body = {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "AgentJob",
+                "metadata": {"name": f"{prefix}-{i:03d}", "labels": {"bench": prefix}},
+                "spec": {"agentRole": AGENTS[0], "origin": "manual", "prompt": "bench"},
+            }
+            self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, "agentjobs", body
+            )
+        say(f"{self.chains} roots created in {time.monotonic() - begun[0]:.1f}s")
+        jobs = self.chains * len(AGENTS)
+        return _drain(self._agentjobs_ended, jobs * (round_ + 1), jobs, pid, begun)
+
+    def _agentjobs_ended(self) -> int:
+        listed = self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, "agentjobs"
+        )
+        ended = ("Succeeded", "Failed", "Skipped")
+        return sum((j.get("status") or {}).get("phase") in ended for j in listed["items"])
+
+    def floor_phase(self, round_: int, pid: int) -> Phase:
+        begun = time.monotonic(), harness.ProcSample.of(pid)
+        for i in range(self.chains):
+            job = baseline_job(f"fl{round_}-{i:03d}", 0, 0, COMMAND)
+            self.batch.create_namespaced_job(self.namespace, job)
+        jobs = self.chains * len(AGENTS)
+        return _drain(self._pods_ended, jobs * (round_ + 1), jobs, pid, begun)
+
+    def _pods_ended(self) -> int:
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=FLOOR_CHAIN_LABEL)
+        return sum(_ended(p) for p in pods.items)
+
+
+def _floor_worker(info: ClusterInfo, namespace: str) -> processes.ManagedProcess:
+    kubeconfig = info.workdir / "floor.kubeconfig"
+    harness.identity(info, "bench-floor", FLOOR_RULES, kubeconfig)
+    script = Path(__file__).with_name("bench_hop_latency.py")
+    argv = [sys.executable, str(script), "--baseline-worker", "--kubeconfig", str(kubeconfig),
+            "--namespace", namespace, "--sleep", "0", "--command", *COMMAND]  # fmt: skip
+    worker = processes.start("bench-floor", argv, info.workdir)
+    processes.wait_for(
+        lambda: "watching" in worker.log_tail(), what="the floor worker", timeout=60, watch=[worker]
+    )
+    return worker
+
+
+def measure(info: ClusterInfo, chains: int, rounds: int, profile: Path | None) -> Results:
+    operating.install(info)
+    namespace = f"tp-{secrets.token_hex(3)}"
+    info.kubectl("create", "namespace", namespace)
+    operating.wait_until(
+        lambda: info.kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0,
+        timeout=60,
+        what="the default ServiceAccount",
+    )
+    kubeconfig = operating.operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
+    env = {**harness.OPERATOR_ENV, "AGENTCHAIN_NAMESPACES": namespace}
+    op = operating.OperatorProcess(info, kubeconfig, extra_env=env)
+    results = Results()
+    with _api(info.kubeconfig) as api:
+        bench = Bench(api, namespace, chains)
+        apply_agents(bench.custom, namespace)
+        op.start()
+        worker = _floor_worker(info, namespace)
+        assert op.process is not None
+        try:
+            for r in range(rounds):
+                results.floor.append(bench.floor_phase(r, worker.pid))
+                say(f"floor round {r + 1}: {results.floor[-1]}")
+                # The first operator phase only: py-spy writes one file per attach.
+                with profiling.Profiler(op.process.pid, profile if r == 0 else None):
+                    results.ours.append(bench.operator_phase(r, op.process.pid))
+                say(f"operator round {r + 1}: {results.ours[-1]}")
+        finally:
+            worker.stop()
+            op.stop()
+    return results
+
+
+def report(results: Results, chains: int) -> None:
+    ours = statistics.median(p.rate for p in results.ours)
+    floor = statistics.median(p.rate for p in results.floor)
+    n = f"{chains} chains x {len(AGENTS)}"
+    emit(
+        Row(
+            f"throughput, {n}",
+            ours,
+            "jobs/s",
+            baseline=floor,
+            target=TARGET_RATIO,
+            better="higher",
+            note="jobs ended per second of the phase, median of rounds",
+        )
+    )
+    drain = statistics.median(p.seconds for p in results.ours)
+    floor_drain = statistics.median(p.seconds for p in results.floor)
+    emit(Row(f"time to drain, {n}", drain, "s", baseline=floor_drain))
+    share = statistics.median(p.cpu_share for p in results.ours) * 100
+    floor_share = statistics.median(p.cpu_share for p in results.floor) * 100
+    emit(
+        Row(
+            f"controller CPU during the run, {n}",
+            share,
+            "% of a core",
+            baseline=floor_share,
+            note=f"of {os.cpu_count()} cores; /proc utime+stime over the phase",
+        )
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--chains", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=1, help="phases of each side, in turns")
+    parser.add_argument("--qps", type=int, default=200, help="controller-manager --kube-api-qps")
+    parser.add_argument("--burst", type=int, default=400, help="its --kube-api-burst")
+    parser.add_argument("--profile", type=Path, help="py-spy the operator's phase into this file")
+    args = parser.parse_args(argv)
+    os.environ[knobs.KUBE_API_QPS_ENV] = str(args.qps)
+    os.environ[knobs.KUBE_API_BURST_ENV] = str(args.burst)
+    with cluster() as info:
+        results = measure(info, args.chains, args.rounds, args.profile)
+    report(results, args.chains)
+    if args.profile:
+        print(profiling.summary(args.profile))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The benchmarks' own arithmetic: verdicts, audit-log counting, profile summaries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from bench import harness, profiling, table
+from bench.table import Row
+from e2e.controlplane.cluster import ClusterInfo
+
+
+@pytest.mark.parametrize(
+    ("row", "verdict"),
+    [
+        (Row("hop", 56, "ms", baseline=45, target=2.0), "PASS"),
+        (Row("hop", 100, "ms", baseline=45, target=2.0), "MISS"),
+        (Row("rate", 3.4, baseline=8.2, target=0.7, better="higher"), "MISS"),
+        (Row("rate", 6.0, baseline=8.2, target=0.7, better="higher"), "PASS"),
+        (Row("req", 6.0, baseline=2.0, target=4, compare="excess"), "PASS"),
+        (Row("req", 19.1, baseline=2.0, target=4, compare="excess"), "MISS"),
+        (Row("rss", 831, "MiB", target=150, compare="figure"), "MISS"),
+        (Row("rss", 120, "MiB", target=150, compare="figure"), "PASS"),
+        (Row("info", 5.1, "s"), "-"),
+        (Row("no baseline", 5.1, target=2.0), "-"),
+    ],
+)
+def test_verdicts(row: Row, verdict: str) -> None:
+    assert row.verdict == verdict
+
+
+def test_rows_go_to_the_table_file_and_come_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "table.jsonl"
+    monkeypatch.setenv(table.TABLE_ENV, str(path))
+    rows = [Row("a", 1.5, "s", baseline=1.0, target=2.0), Row("b", 3, "req")]
+    for row in rows:
+        table.emit(row)
+    assert table.load(path) == rows
+    rendered = table.render(rows)
+    assert "PASS" in rendered and "ratio <= 2" in rendered
+
+
+def _event(stage: str, verb: str, user: str, resource: str = "pods", **ref: str) -> str:
+    event = {
+        "stage": stage,
+        "verb": verb,
+        "user": {"username": user},
+        "objectRef": {"resource": resource, **ref},
+        "requestURI": "/api/v1/pods",
+        "requestReceivedTimestamp": "2026-11-24T08:00:00.500000Z",
+    }
+    return json.dumps(event) + "\n"
+
+
+def test_audit_counts_a_watch_once_and_each_request_when_complete(tmp_path: Path) -> None:
+    lines = [
+        _event("ResponseStarted", "watch", "op"),
+        _event("ResponseComplete", "watch", "op"),  # The same watch, ended: not again.
+        _event("ResponseComplete", "get", "op", subresource="log", name="p"),
+        _event("ResponseStarted", "get", "op"),  # Only a watch counts when it starts.
+        _event("ResponseComplete", "create", "floor", "jobs", apiGroup="batch"),
+    ]
+    log = tmp_path / "audit.log"
+    log.write_text("".join(lines) + '{"partial":')  # A line still being written.
+
+    info = ClusterInfo(tmp_path, "https://x", "redis://x", tmp_path, local=True, bin_dir=None)
+    audit = harness.Audit(info)
+    made = audit.requests(0, 2e9)
+    assert [r.kind for r in made] == ["watch pods", "get pods/log", "create jobs.batch"]
+    assert harness.by_kind(audit.requests(0, 2e9, {"op"})) == {"watch pods": 1, "get pods/log": 1}
+    follow = audit.follow()
+    assert len(next(follow)) == 3
+    with log.open("a") as out:
+        out.write('"x"}\n' + _event("ResponseComplete", "list", "op"))
+    assert [r.kind for r in next(follow)] == ["list pods"]
+
+
+def test_profile_summary_shares(tmp_path: Path) -> None:
+    raw = tmp_path / "profile.txt"
+    raw.write_text(
+        "main (agentchain/__main__.py:1);on_pod (agentchain/engine/finishing.py:60) 3\n"
+        "main (agentchain/__main__.py:1);select (selectors.py:10) 1\n"
+    )
+    text = profiling.summary(raw)
+    assert "4 samples" in text
+    assert "75.0%  agentchain/engine" in text
+    assert "75.0%  on_pod (agentchain/engine/finishing.py)" in text
