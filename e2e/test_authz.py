@@ -182,14 +182,16 @@ async def test_waits_share_a_watch_and_are_capped_per_token(kube: ClusterInfo, t
             )
 
         waits = [wait_once() for _ in range(waiting.MAX_WAITS_PER_JOB_TOKEN)]
-        while len(agentjobs(kube, team)) < 1 + len(waits):  # the lead and each wait's job
+        while len(agentjobs(kube, team)) < 2:  # the lead and the one job the waits share
             await asyncio.sleep(0.2)
         # Every wait reads its job once, then listens to the watch: settle first.
         before = await _settled_agentjob_gets(kube)
         await asyncio.sleep(5)
         after = await asyncio.to_thread(_agentjob_gets, kube)
-        # Polling read each job twice a second per waiter: 40 reads here.
-        assert after - before <= 2, f"{after - before} AgentJob reads while waiting"
+        # Polling read each job twice a second per waiter: 40 reads here. A wait whose
+        # request a loaded machine served late still makes its one first read.
+        reads = after - before
+        assert reads <= len(waits) + 2, f"{reads} AgentJob reads while waiting"
         over = await client.post("/api/jobs?wait=120", json=body, headers=headers)
         assert over.status == 429, await over.text()
         assert (await over.json())["reason"] == "TooManyWaits"
