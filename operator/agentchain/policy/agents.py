@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
+from agentchain.policy import graphs
 
 A = TypeVar("A")
 RING_SEPARATOR = " → "
@@ -104,21 +105,13 @@ def ring(spec: AiAgentSpec, agents: Sequence[tuple[str, AiAgentSpec]]) -> tuple[
     manual = _manual_links(agents)
     start = spec.trigger_name
     firsts = [t.next.agent_trigger_name for t in spec.event_triggers if t.next is not None]
-    parents: dict[str, str] = {}
-    frontier = [f for f in dict.fromkeys(firsts) if f in manual or f == start]
-    for first in frontier:
-        parents.setdefault(first, start)
-    while frontier:
-        if start in parents:
-            return _walk_back(parents, start)
-        following = []
-        for here in frontier:
-            there = manual.get(here)
-            if there is not None and there not in parents:
-                parents[there] = here
-                following.append(there)
-        frontier = following
-    return _walk_back(parents, start) if start in parents else None
+
+    def successors(here: str) -> list[str]:
+        # The ring leaves by any trigger's next and comes back through manual ones.
+        nexts = firsts if here == start else [manual.get(here) or ""]
+        return [n for n in nexts if n in manual or n == start]
+
+    return graphs.shortest_cycle(start, successors)
 
 
 def _manual_links(agents: Sequence[tuple[str, AiAgentSpec]]) -> Mapping[str, str | None]:
@@ -132,16 +125,6 @@ def _manual_links(agents: Sequence[tuple[str, AiAgentSpec]]) -> Mapping[str, str
         step = manual.next if manual is not None else None
         links[spec.trigger_name] = step.agent_trigger_name if step is not None else None
     return links
-
-
-def _walk_back(parents: Mapping[str, str], start: str) -> tuple[str, ...]:
-    path = [start]
-    here = parents[start]
-    while here != start:
-        path.append(here)
-        here = parents[here]
-    path.append(start)
-    return tuple(reversed(path))
 
 
 def loop_freedom(spec: AiAgentSpec, agents: Sequence[tuple[str, AiAgentSpec]]) -> Readiness:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from agentchain.models.agentjob import TERMINAL_PHASES
 from agentchain.models.conditions import Reason
+from agentchain.policy import graphs
 
 CYCLE_SEPARATOR = " → "
 MAX_JOBS = 200
@@ -56,25 +57,11 @@ def cycle(start: str, nodes: Mapping[str, Node]) -> tuple[str, ...] | None:
     """
     if start not in nodes:
         return None
-    parents: dict[str, str] = {}
-    frontier = [start]
-    while frontier and start not in parents:
-        following = []
-        for here in frontier:
-            for there in dict.fromkeys(edges(nodes[here])):
-                if there in nodes and there not in parents:
-                    parents[there] = here
-                    following.append(there)
-        frontier = following
-    if start not in parents:
-        return None
-    path = [start]
-    here = parents[start]
-    while here != start:
-        path.append(here)
-        here = parents[here]
-    path.append(start)
-    return tuple(reversed(path))
+    return graphs.shortest_cycle(start, lambda here: _known(edges(nodes[here]), nodes))
+
+
+def _known(names: Sequence[str], nodes: Mapping[str, Node]) -> list[str]:
+    return [name for name in names if name in nodes]
 
 
 def cycle_message(found: tuple[str, ...]) -> str:
