@@ -218,6 +218,28 @@ def test_dependency_cycles_end_with_a_reason(
     assert _wait_phase(info, "after-cycle", namespace, "Succeeded")["reason"] == "Succeeded"
 
 
+def test_the_second_half_of_a_cycle_ends_after_the_first_has(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    # The order a busy operator can take: cyc-a has already ended for the cycle when
+    # cyc-b is first looked at, so cyc-b has nothing left to wait for. It is still in
+    # the cycle (through cyc-a's dependsOn) and must end the same way, not run.
+    info = cluster_info
+    chaining.apply(info, namespace, agent("ai-work", "--no-context"))
+    chaining.apply(info, namespace, _job("cyc-a", "ai-work", ["cyc-b"]))
+    _wait_phase(info, "cyc-a", namespace, "Waiting")
+    ended = {"phase": "Failed", "reason": "DependencyCycle", "message": "cyc-a → cyc-b → cyc-a"}
+    info.kubectl(
+        "patch", "agentjob", "cyc-a", "-n", namespace, "--subresource=status",
+        "--type=merge", "-p", json.dumps({"status": ended}),
+    )  # fmt: skip
+    chaining.apply(info, namespace, _job("cyc-b", "ai-work", ["cyc-a"]))
+    status = _wait_phase(info, "cyc-b", namespace, "Failed")
+    assert status["reason"] == "DependencyCycle", status
+    assert "cyc-b → cyc-a → cyc-b" in status["message"], status
+    assert "jobName" not in status
+
+
 def test_a_waiting_message_follows_the_dependencys_phase(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:

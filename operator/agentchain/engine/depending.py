@@ -1,11 +1,13 @@
 """A job whose dependencies have not all ended: it waits, or ends if it never can.
 
 ``prompting.dependencies`` says whether a job must wait and why; before it is
-marked Waiting, the jobs its ``dependsOn`` reaches are read (breadth first, at
-most ``dependencies.MAX_JOBS``) and ``policy.dependencies.cycle`` decides
-whether the waits form a cycle.  A job in one is ended (``DependencyCycle``)
-rather than left Waiting for good; ``starting.start`` then wakes the jobs that
-wait for it, so the rest of the cycle ends at once too, not at the next resync.
+marked Waiting, and also when a dependency already ended for a cycle (the job may
+be the cycle's other half, looked at second), the jobs its ``dependsOn`` reaches are
+read (breadth first, at most ``dependencies.MAX_JOBS``) and
+``policy.dependencies.cycle`` decides whether the waits form a cycle.  A job in one
+is ended (``DependencyCycle``) rather than left Waiting for good; ``starting.start``
+then wakes the jobs that wait for it, so the rest of the cycle ends at once too, not
+at the next resync.
 """
 
 from __future__ import annotations
@@ -22,10 +24,16 @@ from agentchain.policy.dependencies import Node
 Obj = records.Obj
 
 
-async def hold(rt: Runtime, obj: Obj, reason: str, message: str) -> None:
-    """``obj`` cannot start yet: end it if it is in a cycle of waits, else mark it Waiting."""
+async def cycle_of(obj: Obj) -> tuple[str, ...] | None:
+    """The cycle of waits ``obj`` is in, from the jobs as they are now; None when none."""
     namespace, name = records.name_of(obj)
-    found = dependencies.cycle(name, await reachable(namespace, name, obj))
+    return dependencies.cycle(name, await reachable(namespace, name, obj))
+
+
+async def hold(
+    rt: Runtime, obj: Obj, found: tuple[str, ...] | None, reason: str, message: str
+) -> None:
+    """``obj`` cannot start: ended when ``found`` is its cycle, else marked Waiting."""
     if found is not None:
         from agentchain.engine import finishing  # Cycle: finishing → starting → here.
 

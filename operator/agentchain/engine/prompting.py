@@ -32,6 +32,9 @@ class DependencyState:
     reason: str = ""
     message: str = ""
     results: list[DependencyResult] = field(default_factory=list)
+    # A dependency ended for a dependsOn cycle: this job may be in that cycle too, so
+    # the cycle search runs although nothing is left to wait for.
+    after_cycle: bool = False
 
 
 async def dependencies(obj: records.Obj, job: AgentJob) -> DependencyState:
@@ -50,6 +53,7 @@ async def dependencies(obj: records.Obj, job: AgentJob) -> DependencyState:
             msg = f"Waiting for {dep} (phase {phase or 'Pending'})."
             return DependencyState(True, Reason.WAITING_FOR_DEPENDENCIES, msg)
         state.results.append(_result_of(found))
+        state.after_cycle |= (found.get("status") or {}).get("reason") == Reason.DEPENDENCY_CYCLE
     return state
 
 

@@ -134,9 +134,10 @@ async def _start_locked(rt: Runtime, obj: Obj, prepared: Prepared | None = None)
         await _refuse_agent(rt, obj, job, agent)
         return
     deps = await prompting.dependencies(obj, job)
-    if deps.waiting:
+    cycle = await depending.cycle_of(obj) if deps.waiting or deps.after_cycle else None
+    if deps.waiting or cycle is not None:
         await _write(obj, init)
-        await depending.hold(rt, obj, deps.reason, deps.message)
+        await depending.hold(rt, obj, cycle, deps.reason, deps.message)
         return
     await launch(rt, obj, agent, deps.results, init=init, prepared=prepared)
 
