@@ -1,0 +1,213 @@
+"""One replica of the operator (``agentchain run``): the web side always, the engine only
+while it leads.
+
+Several replicas run behind one Service.  Each serves the webhook, the job API and the
+dashboard and drains the webhook's queue, because all of these are stateless over Redis
+and the API server (a queued job's AgentJob name is deterministic, so two replicas
+creating it make one object).  The **engine** (kopf with every handler, the resync,
+everything else that moves chains forward) runs in exactly one replica at a time: the
+holder of a ``coordination.k8s.io`` Lease (``kube/electing.py``).  The order is:
+
+1. the Runtime (Redis) and both listeners start, so a follower is ready to serve at once;
+2. the elector campaigns until this replica holds the Lease;
+3. kopf starts, in a task whose context carries the elector's fence
+   (``clients.WRITE_FENCE``): every write the engine sends is checked against the renew
+   deadline first, and the tasks kopf spawns inherit that context;
+4. the Lease is renewed every retry period.  If a renewal misses the renew deadline the
+   process **exits at once** (status 1, no cleanup that could write), as
+   controller-runtime does: the Deployment restarts it, as a follower.
+
+On SIGTERM (a rolling update, a drain) a follower just stops serving; a leader stops
+kopf first (kopf's own signal handling, or ``stop_flag``), then releases the Lease so
+a follower takes over within one retry period, then stops serving, letting requests in
+flight finish.  kopf peering was not used: with equal priorities (every replica of one
+Deployment) kopf freezes every operator, it pauses watches without stopping handlers in
+flight or fencing their writes, and a dead peer is noticed only when its keepalive
+record expires (a minute by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from agentchain import metrics
+from agentchain.engine.runtime import Runtime
+from agentchain.kube import clients
+from agentchain.kube.electing import Elector
+from agentchain.policy.leadership import Timing
+from agentchain.settings import Settings
+
+log = logging.getLogger(__name__)
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+FALLBACK_NAMESPACE = "default"
+LOST_EXIT_CODE = 1
+
+
+def lease_namespace(config: Settings) -> str:
+    """The Lease's namespace: configured, else the pod's own, else ``default``."""
+    if config.leader_election_namespace:
+        return config.leader_election_namespace
+    with contextlib.suppress(OSError):
+        found = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+        if found:
+            return found
+    return FALLBACK_NAMESPACE
+
+
+def identity(config: Settings) -> str:
+    """This replica's holder identity: configured, else ``<hostname>_<pid>``."""
+    return config.leader_election_identity or f"{socket.gethostname()}_{os.getpid()}"
+
+
+def elector_for(config: Settings) -> Elector | None:
+    if not config.leader_election:
+        return None
+    timing = Timing(
+        config.leader_election_lease_seconds,
+        config.leader_election_renew_deadline_seconds,
+        config.leader_election_retry_seconds,
+    )
+    return Elector(lease_namespace(config), config.leader_election_name, identity(config), timing)
+
+
+def exit_now() -> None:
+    """Leadership is lost: stop acting this instant, without any cleanup that could write."""
+    logging.shutdown()  # Flush the log first: the last line says why the process ended.
+    sys.stdout.flush()
+    os._exit(LOST_EXIT_CODE)
+
+
+class Replica:
+    """One ``agentchain run``: see the module docstring for the order of things."""
+
+    def __init__(
+        self,
+        config: Settings,
+        *,
+        liveness: str | None = None,
+        on_lost: Callable[[], None] = exit_now,
+    ) -> None:
+        self.config = config
+        self.liveness = liveness
+        self.on_lost = on_lost
+        self.elector = elector_for(config)
+        self.stopping = asyncio.Event()
+        self.engine_stop = asyncio.Event()
+        self.leading = False
+
+    def role(self) -> str:
+        return "leader" if self.leading else "follower"
+
+    async def run(self) -> int:
+        """Serve until stopped; the exit status of the process."""
+        runtime = Runtime.create(self.config)
+        try:
+            listeners = await serve(runtime, self.role)
+            try:
+                self._catch_signals()
+                return await self._lead(runtime)
+            finally:
+                metrics.LEADER.set(0)
+                await listeners.cleanup()
+        finally:
+            await runtime.close()
+
+    def _catch_signals(self) -> None:
+        # kopf installs its own handlers once it runs (and then stops itself on them).
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stopping.set)
+
+    async def _lead(self, runtime: Runtime) -> int:
+        holding: asyncio.Task[None] | None = None
+        if self.elector is not None:
+            if not await _until(self.elector.campaign(), self.stopping):
+                return 0  # Stopped while following.
+            holding = asyncio.create_task(self.elector.hold(), name="lease renewal")
+        self.leading = True
+        metrics.LEADER.set(1)
+        metrics.LEADER_TRANSITIONS.inc()
+        engine = asyncio.create_task(self._engine(runtime), name="engine")
+        stop = asyncio.create_task(self.stopping.wait(), name="stop signal")
+        tasks = {engine, stop} | ({holding} if holding else set())
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if holding is not None and holding in done:
+            self.on_lost()  # Exits the process; returns only in tests.
+            engine.cancel()
+        elif stop in done:
+            self.engine_stop.set()  # A signal before kopf took signals over.
+        stop.cancel()
+        status = await _status_of(engine)
+        self.leading = False
+        if holding is not None and not holding.done():
+            holding.cancel()
+            assert self.elector is not None
+            await self.elector.release()  # Only now: the engine has stopped acting.
+        return status
+
+    async def _engine(self, runtime: Runtime) -> None:
+        """kopf, in this task's context: its writes and its tasks' are fenced."""
+        if self.elector is not None:
+            clients.WRITE_FENCE.set(self.elector.fence)
+        namespaces = list(self.config.namespaces)
+        await kopf.operator(
+            standalone=True,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=self.liveness,
+            stop_flag=self.engine_stop,
+            # The startup handler (handlers/lifecycle.py) takes both from the memo.
+            memo=kopf.Memo(settings=self.config, runtime=runtime),
+        )
+
+
+async def _until(work: Any, stopping: asyncio.Event) -> bool:
+    """Run ``work`` unless ``stopping`` is set first; whether it finished."""
+    task = asyncio.ensure_future(work)
+    stop = asyncio.create_task(stopping.wait())
+    done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    for pending in (task, stop):
+        if pending not in done:
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pending
+    return task in done
+
+
+async def _status_of(engine: asyncio.Task[None]) -> int:
+    try:
+        await engine
+    except asyncio.CancelledError:
+        return LOST_EXIT_CODE
+    except Exception:
+        log.exception("the engine (kopf) failed")
+        return LOST_EXIT_CODE
+    return 0
+
+
+async def serve(runtime: Runtime, role: Callable[[], str]) -> Any:
+    """Both listeners; without a webhook secret, everything but the webhook."""
+    from agentchain.web import app
+
+    try:
+        return await app.serve(runtime, role=role)
+    except app.WebhookNotConfigured as exc:
+        # Fail closed: without a secret the webhook is refused, the rest still serves.
+        log.error("Webhook endpoint disabled: %s", exc)
+        return await app.serve(runtime, webhook=False, role=role)
+
+
+def main(config: Settings, *, liveness: str | None = None) -> int:
+    return asyncio.run(Replica(config, liveness=liveness).run())
