@@ -135,7 +135,8 @@ class Replica:
         if self.elector is not None:
             if not await _until(self.elector.campaign(), self.stopping):
                 return 0  # Stopped while following.
-            holding = asyncio.create_task(self.elector.hold(), name="lease renewal")
+            # Lost leadership exits from inside the renewal step, before any other task runs.
+            holding = asyncio.create_task(self.elector.hold(self.on_lost), name="lease renewal")
         self.leading = True
         metrics.LEADER.set(1)
         metrics.LEADER_TRANSITIONS.inc()
@@ -144,8 +145,7 @@ class Replica:
         tasks = {engine, stop} | ({holding} if holding else set())
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         if holding is not None and holding in done:
-            self.on_lost()  # Exits the process; returns only in tests.
-            engine.cancel()
+            engine.cancel()  # on_lost has exited the process already, except in tests.
         elif stop in done:
             self.engine_stop.set()  # A signal before kopf took signals over.
         stop.cancel()

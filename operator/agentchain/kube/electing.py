@@ -76,8 +76,9 @@ class Elector:
             "leader election: %s leads (lease %s/%s)", self.identity, self.namespace, self.name
         )
 
-    async def hold(self) -> None:
-        """Renew every retry period; return when leadership is lost."""
+    async def hold(self, on_lost: Callable[[], None] = lambda: None) -> None:
+        """Renew every retry period; when leadership is lost, call ``on_lost`` at once
+        (from this very step: no other task of the loop runs in between), then return."""
         while True:
             await asyncio.sleep(self.timing.retry_period)
             while not await self._attempt(self._left()):
@@ -90,6 +91,7 @@ class Elector:
                         self.holder,
                     )
                     self._renewed_at = None
+                    on_lost()
                     return
                 await asyncio.sleep(min(self.timing.retry_period / 2, self._left()))
 
