@@ -9,7 +9,8 @@ everything else that moves chains forward) runs in exactly one replica at a time
 holder of a ``coordination.k8s.io`` Lease (``kube/electing.py``).  The order is:
 
 1. the Runtime (Redis) and both listeners start, so a follower is ready to serve at once;
-2. the elector campaigns until this replica holds the Lease;
+2. the elector campaigns until this replica holds the Lease, on a thread and event loop
+   of its own (:class:`ElectionThread`), so that renewals never wait behind the engine;
 3. kopf starts, in a task whose context carries the elector's fence
    (``clients.WRITE_FENCE``): every write the engine sends is checked against the renew
    deadline first, and the tasks kopf spawns inherit that context;
@@ -35,9 +36,10 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
@@ -52,6 +54,8 @@ log = logging.getLogger(__name__)
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FALLBACK_NAMESPACE = "default"
 LOST_EXIT_CODE = 1
+STOP_SECONDS = 5.0
+T = TypeVar("T")
 
 
 def lease_namespace(config: Settings) -> str:
@@ -86,6 +90,42 @@ def exit_now() -> None:
     logging.shutdown()  # Flush the log first: the last line says why the process ended.
     sys.stdout.flush()
     os._exit(LOST_EXIT_CODE)
+
+
+class ElectionThread:
+    """A thread with its own event loop, where the elector runs.
+
+    Lease renewals must not wait behind the engine: on the engine's loop they would
+    queue for its API connections and for every handler ahead of them, and a busy leader
+    (a thousand AgentJobs arriving at once) would miss its own renew deadline.  Here they
+    have a loop and an HTTP session to themselves (``clients`` keeps one per loop), and
+    Python's thread switching gives them their turn even while the engine's loop is busy.
+    Losing leadership exits the process from this thread, whatever the engine is doing.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    async def call(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` on this thread's loop; cancelling the caller cancels it there."""
+        future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(clients.close(), self.loop).result(STOP_SECONDS)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(STOP_SECONDS)
 
 
 class Replica:
@@ -131,12 +171,26 @@ class Replica:
                 loop.add_signal_handler(sig, self.stopping.set)
 
     async def _lead(self, runtime: Runtime) -> int:
-        holding: asyncio.Task[None] | None = None
-        if self.elector is not None:
-            if not await _until(self.elector.campaign(), self.stopping):
+        if self.elector is None:
+            return await self._lead_as(runtime, None, None)
+        lane = ElectionThread()
+        try:
+            if not await _until(lane.call(self.elector.campaign()), self.stopping):
                 return 0  # Stopped while following.
-            # Lost leadership exits from inside the renewal step, before any other task runs.
-            holding = asyncio.create_task(self.elector.hold(self.on_lost), name="lease renewal")
+            # Lost leadership exits from inside the renewal step, on the election thread.
+            holding = asyncio.create_task(
+                lane.call(self.elector.hold(self.on_lost)), name="lease renewal"
+            )
+            return await self._lead_as(runtime, holding, lane)
+        finally:
+            lane.stop()
+
+    async def _lead_as(
+        self,
+        runtime: Runtime,
+        holding: asyncio.Task[None] | None,
+        lane: ElectionThread | None,
+    ) -> int:
         self.leading = True
         metrics.LEADER.set(1)
         metrics.LEADER_TRANSITIONS.inc()
@@ -151,10 +205,10 @@ class Replica:
         stop.cancel()
         status = await _status_of(engine)
         self.leading = False
-        if holding is not None and not holding.done():
+        if holding is not None and lane is not None and not holding.done():
             holding.cancel()
             assert self.elector is not None
-            await self.elector.release()  # Only now: the engine has stopped acting.
+            await lane.call(self.elector.release())  # Only now: the engine has stopped.
         return status
 
     async def _engine(self, runtime: Runtime) -> None:

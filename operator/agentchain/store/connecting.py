@@ -5,7 +5,8 @@
 * ``redis://[user[:password]@]host[:port][/db]``: redis-py's own URL;
 * ``rediss://…``: the same over TLS, verified against the system's CAs unless the URL
   says otherwise (``?ssl_ca_certs=/path/ca.pem``, ``ssl_certfile``/``ssl_keyfile`` for
-  a client certificate, ``ssl_check_hostname=false``);
+  a client certificate, ``ssl_check_hostname=false``; ``ssl_cert_reqs=none`` turns
+  verification off, which nothing does by default);
 * ``redis+sentinel://[user[:password]@]host[:port][,host[:port]…]/service[/db]``: ask
   the Sentinels (port 26379 unless given) where the primary of ``service`` is, and ask
   again whenever a connection to it fails or it answers READONLY (it was demoted);
