@@ -332,7 +332,7 @@ def run_deliveries(
         sends = _plan(secret, deliveries, share, rng)
         report.redeliveries = len(sends) - deliveries
         unanswered = _send_all(ops, sends, report, kill_at=len(sends) // 2)
-        survivor = next(op for op in ops if op.process is not None and op.role() == "leader")
+        survivor = leader(ops)
         for body, headers, _ in unanswered:  # GitHub's redelivery, to whoever answers.
             status, _answer = delivering.post(survivor.url, body, headers)
             report.answers[status] += 1
@@ -387,11 +387,13 @@ def _send_all(
         except OSError:
             return 0, False
 
+    killed: operating.OperatorProcess | None = None
     with ThreadPoolExecutor(max_workers=8) as pool:
         futures = []
         for i, item in enumerate(sends):
             if i == kill_at:
-                leader(ops).kill()
+                killed = leader(ops)
+                killed.kill()
             futures.append((item, pool.submit(one, item)))
         for item, future in futures:
             status, answered = future.result()
@@ -399,9 +401,12 @@ def _send_all(
                 report.answers[status] += 1
             if not answered or status >= 500:
                 unanswered.append(item)
-    for op in ops:
-        if op.process is None:
-            op.start(lead=False)
+    if killed is not None:
+        # As a crashed pod's replacement would: back only after the other one leads
+        # (restarted at once under its own name, it would take its own lease back).
+        other = next(op for op in ops if op is not killed)
+        operating.wait_until(lambda: other.role() == "leader", timeout=60, what="a failover")
+        killed.start(lead=False)
     return unanswered
 
 
