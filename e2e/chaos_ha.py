@@ -117,7 +117,7 @@ def replicas(
 
 
 def leader(
-    ops: list[operating.OperatorProcess], timeout: float = 30.0
+    ops: list[operating.OperatorProcess], timeout: float = 90.0
 ) -> operating.OperatorProcess:
     found: list[operating.OperatorProcess] = []
 
@@ -302,7 +302,8 @@ class DeliveryReport:
 
 
 def delivery_agent() -> Obj:
-    """One agent for ``issues.opened``: the demo agent, done at once."""
+    """One agent for ``issues.opened``, done at once: what is counted is AgentJobs, and a
+    thousand Python starts would only slow the two-core machine down."""
     return {
         "apiVersion": f"{chaos.GROUP}/{chaos.VERSION}",
         "kind": "AiAgent",
@@ -310,8 +311,7 @@ def delivery_agent() -> Obj:
         "spec": {
             "triggerName": "ha-intake",
             "eventTriggers": [{"source": "github", "events": ["issues.opened"]}],
-            "command": ["agentchain", "demo-agent"],
-            "args": ["--no-context"],
+            "command": ["echo", "intake done"],
         },
     }
 

@@ -221,7 +221,9 @@ class OperatorProcess:
         """``leader`` or ``follower`` as its ``/readyz`` says; None if it does not answer."""
         try:
             try:
-                with urllib.request.urlopen(f"{self.internal_url}/readyz", timeout=2) as resp:
+                # Generous: a leader busy with a thousand jobs still answers, only later.
+                url = f"{self.internal_url}/readyz"
+                with urllib.request.urlopen(url, timeout=15) as resp:
                     body = json.load(resp)
             except urllib.error.HTTPError as exc:  # 503: not ready, but it says its role.
                 body = json.load(exc)
