@@ -19,7 +19,8 @@ holder of a ``coordination.k8s.io`` Lease (``kube/electing.py``).  The order is:
    controller-runtime does: the Deployment restarts it, as a follower.
 
 On SIGTERM (a rolling update, a drain) a follower just stops serving; a leader stops
-kopf first (kopf's own signal handling, or ``stop_flag``), then releases the Lease so
+kopf first (kopf's own signal handling, or a cancellation before kopf has taken over
+the signals), then releases the Lease so
 a follower takes over within one retry period, then stops serving, letting requests in
 flight finish.  kopf peering was not used: with equal priorities (every replica of one
 Deployment) kopf freezes every operator, it pauses watches without stopping handlers in
@@ -31,13 +32,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Coroutine
+import weakref
+from collections.abc import Callable, Collection, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -143,7 +146,6 @@ class Replica:
         self.on_lost = on_lost
         self.elector = elector_for(config)
         self.stopping = asyncio.Event()
-        self.engine_stop = asyncio.Event()
         self.leading = False
 
     def role(self) -> str:
@@ -151,6 +153,7 @@ class Replica:
 
     async def run(self) -> int:
         """Serve until stopped; the exit status of the process."""
+        ForeignTasks.install(asyncio.get_running_loop())
         runtime = Runtime.create(self.config)
         try:
             listeners = await serve(runtime, self.role)
@@ -201,7 +204,7 @@ class Replica:
         if holding is not None and holding in done:
             engine.cancel()  # on_lost has exited the process already, except in tests.
         elif stop in done:
-            self.engine_stop.set()  # A signal before kopf took signals over.
+            engine.cancel()  # A signal before kopf took signals over: kopf stops on cancel.
         stop.cancel()
         status = await _status_of(engine)
         self.leading = False
@@ -213,18 +216,70 @@ class Replica:
 
     async def _engine(self, runtime: Runtime) -> None:
         """kopf, in this task's context: its writes and its tasks' are fenced."""
+        ENGINE.set(True)
         if self.elector is not None:
             clients.WRITE_FENCE.set(self.elector.fence)
         namespaces = list(self.config.namespaces)
-        await kopf.operator(
+        # kopf.operator() is spawn_tasks + run_tasks; called apart so that kopf's stop
+        # leaves the web's tasks alone (see ForeignTasks).
+        ignored = ForeignTasks(asyncio.all_tasks())
+        tasks = await kopf.spawn_tasks(
             standalone=True,
             clusterwide=not namespaces,
             namespaces=namespaces,
             liveness_endpoint=self.liveness,
-            stop_flag=self.engine_stop,
+            # No stop_flag: kopf would leave its waiter for it pending when it stops on a
+            # signal, then wait five seconds for that "hung" task before releasing.
             # The startup handler (handlers/lifecycle.py) takes both from the memo.
             memo=kopf.Memo(settings=self.config, runtime=runtime),
         )
+        await kopf.run_tasks(tasks, ignored=ignored)
+
+
+# True in the engine's task and every task created from it (contexts are inherited).
+ENGINE: contextvars.ContextVar[bool] = contextvars.ContextVar("agentchain_engine", default=False)
+
+
+class ForeignTasks(Collection["asyncio.Task[Any]"]):
+    """The tasks kopf must leave alone when it stops: those that existed before it
+    started, and every task created since outside the engine (the web server's request
+    handlers, the webhook dispatcher's workers).
+
+    When its root tasks end, kopf waits up to five seconds for, then cancels, every
+    task of the loop it does not know to exclude, assuming the loop is its own; here
+    it is shared with the web side, which must keep serving until the process stops.
+    A task factory (:meth:`install`) records each task created outside the engine's
+    context, so the exclusion is a live view.
+    """
+
+    def __init__(self, existing: Collection[asyncio.Task[Any]]) -> None:
+        self._existing = set(existing)
+        self._created: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        _FOREIGN.append(self._created)
+
+    def __contains__(self, task: object) -> bool:
+        return task in self._existing or task in self._created
+
+    def __iter__(self) -> Iterator[asyncio.Task[Any]]:
+        return iter(self._existing | set(self._created))
+
+    def __len__(self) -> int:
+        return len(self._existing) + len(self._created)
+
+    @staticmethod
+    def install(loop: asyncio.AbstractEventLoop) -> None:
+        loop.set_task_factory(_task_factory)
+
+
+_FOREIGN: list[weakref.WeakSet[asyncio.Task[Any]]] = []
+
+
+def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+    task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+    if not ENGINE.get():  # Runs in the creator's context: is the creator the engine?
+        for created in _FOREIGN:
+            created.add(task)
+    return task
 
 
 async def _until(work: Any, stopping: asyncio.Event) -> bool:
