@@ -29,6 +29,10 @@ def _run(args: argparse.Namespace) -> int:
     if not config.operator_key:
         print(f"agentchain: {MISSING_KEY_MESSAGE}", file=sys.stderr)
         return 2
+    problems = replica.timing_problems(config)
+    if problems:
+        print(f"agentchain: leader election: {'; '.join(problems)}", file=sys.stderr)
+        return 2
     # Web on every replica; kopf's handlers only in the one holding the Lease.
     return replica.main(config, liveness=args.liveness)
 

@@ -50,6 +50,7 @@ from agentchain import metrics
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import clients
 from agentchain.kube.electing import Elector
+from agentchain.policy import leadership
 from agentchain.policy.leadership import Timing
 from agentchain.settings import Settings
 
@@ -75,6 +76,15 @@ def lease_namespace(config: Settings) -> str:
 def identity(config: Settings) -> str:
     """This replica's holder identity: configured, else ``<hostname>_<pid>``."""
     return config.leader_election_identity or f"{socket.gethostname()}_{os.getpid()}"
+
+
+def timing_problems(config: Settings) -> list[str]:
+    """What is wrong with the configured election timing (checked before anything starts)."""
+    return leadership.timing_problems(
+        config.leader_election_lease_seconds,
+        config.leader_election_renew_deadline_seconds,
+        config.leader_election_retry_seconds,
+    )
 
 
 def elector_for(config: Settings) -> Elector | None:

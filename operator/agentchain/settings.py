@@ -27,8 +27,6 @@ from pydantic import BeforeValidator, Field, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from agentchain.policy import leadership
-
 ENV_PREFIX = "AGENTCHAIN_"
 # Lists that hold secrets: read from ``<name>_file`` when it names a file, never a flag.
 SECRET_LISTS = ("webhook_secrets", "admin_tokens", "operator_key")
@@ -166,17 +164,6 @@ class Settings(BaseSettings):
     leader_election_retry_seconds: float = Field(
         2.0, gt=0, description="Period of renewals, and of a follower's attempts."
     )
-
-    @model_validator(mode="after")
-    def _check_election_timing(self) -> Settings:
-        problems = leadership.timing_problems(
-            self.leader_election_lease_seconds,
-            self.leader_election_renew_deadline_seconds,
-            self.leader_election_retry_seconds,
-        )
-        if problems:
-            raise ValueError("leader election: " + "; ".join(problems))
-        return self
 
     @model_validator(mode="before")
     @classmethod

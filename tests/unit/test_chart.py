@@ -43,6 +43,7 @@ import yaml
 from e2e import charting, operating
 
 from agentchain import settings
+from agentchain.policy import leadership
 
 ROOT = charting.ROOT
 CHART = charting.CHART
@@ -450,8 +451,4 @@ class TestHighAvailability:
             for k in ("LEASE", "RENEW_DEADLINE", "RETRY")
         ]
         assert timing == [10.0, 7.0, 2.0]
-        settings.Settings(
-            leader_election_lease_seconds=timing[0],
-            leader_election_renew_deadline_seconds=timing[1],
-            leader_election_retry_seconds=timing[2],
-        )
+        assert not leadership.timing_problems(*timing)
