@@ -28,7 +28,8 @@ Aspects covered (issue 7, SPEC §8):
   (RollingUpdate, maxUnavailable 0), spread by a soft pod anti-affinity unless the
   affinity is given; a PodDisruptionBudget when there is more than one replica; the
   Lease Role (``leaderElection`` rules, get/create/update on leases only) in the release
-  namespace in both RBAC modes; each pod's identity in the Lease is its own name.
+  namespace in both RBAC modes; each pod's identity in the Lease is its own name; more
+  than one replica without leader election refuses to render.
 """
 
 from __future__ import annotations
@@ -406,6 +407,15 @@ class TestHighAvailability:
         assert term["labelSelector"] == selector
         custom = charting.render("affinity.nodeAffinity.x=y")
         assert _pod(custom, "agentchain")["affinity"] == {"nodeAffinity": {"x": "y"}}
+
+    def test_several_replicas_without_election_refuse_to_render(self) -> None:
+        result = charting.helm(
+            "template", "x", str(CHART), "--set", "leaderElection.enabled=false", check=False
+        )
+        assert result.returncode != 0
+        assert "replicas > 1 needs leaderElection.enabled" in result.stderr
+        single = charting.render("replicas=1", "leaderElection.enabled=false")
+        assert _env(single)["AGENTCHAIN_LEADER_ELECTION"]["value"] == "false"
 
     def test_disruption_budget_only_with_several_replicas(self) -> None:
         manifests = charting.render()
