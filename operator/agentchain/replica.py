@@ -217,6 +217,8 @@ class Replica:
             engine.cancel()  # A signal before kopf took signals over: kopf stops on cancel.
         stop.cancel()
         status = await _status_of(engine)
+        if stop in done:
+            status = 0  # Cancelled on purpose: a clean stop.
         self.leading = False
         if holding is not None and lane is not None and not holding.done():
             holding.cancel()
