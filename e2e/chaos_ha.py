@@ -1,16 +1,17 @@
 """Two operator replicas; the leader SIGKILLed or frozen again and again (issue 20).
 
-``python -m e2e.chaos_ha failover [--chains 20] [--failovers 30] [--seed 1]`` starts a
-private local cluster and two operator processes (``ha-a``, ``ha-b``), each under the
-operator's own ServiceAccount, sharing one leader-election Lease; ``e2e/test_ha.py``
-runs the same functions in reduced form.
+``python -m e2e.chaos_ha failover [--chains 20] [--failovers 30] [--seed 1]`` (or
+``deliveries [--deliveries 1000]``) starts a private local cluster and two operator
+processes (``e2e/replicating.py``), each under the operator's own ServiceAccount,
+sharing one leader-election Lease; ``e2e/test_ha.py`` runs the same functions in
+reduced form.
 
 **Failover.**  While chains (triage → developer → reviewer, as ``chaos.py``) run, the
 current leader is, at a seeded-random moment, SIGKILLed (a crash) or, every other
 time, SIGSTOPped (a frozen node: the process keeps its sockets and wakes up later,
 believing it still leads).  The run measures how long until the other replica reports
-``leader`` on its ``/readyz``; a frozen leader is woken up (SIGCONT) only after that, while the new
-leader is acting, and must exit by itself with status 1 (it lost the Lease) without
+``leader`` on its ``/readyz``; a frozen leader is woken up (SIGCONT) only after that,
+while the new leader is acting, and must exit by itself with status 1 (it lost the Lease) without
 having written anything: the counts say so.  The stopped replica is then started
 again, as the Deployment would, and follows.  At the end ``chaos._count`` checks exactly
 once (every chain complete, three AgentJobs each, one batch Job and one pod per job, one
@@ -18,11 +19,9 @@ report printed per pod, every transition recorded, one ChainComplete Event per c
 and the run prints the longest failover and the longest pause between a job's
 container ending and its child's container starting.
 
-**Deliveries.**  Signed ``issues.opened`` deliveries go to both replicas at once from a
-thread pool, a share of them sent twice (to the other replica: a redelivery), and the
-leader is SIGKILLed in the middle.  A delivery whose POST got no answer (the killed
-replica) is sent again to the survivor, as GitHub's redelivery would.  Every delivery
-id must end with exactly one AgentJob, and no AgentJob may exist for anything else.
+**Deliveries** (``e2e/chaos_deliveries.py``): signed deliveries to both replicas at
+once, a tenth of them redelivered, the leader SIGKILLed midway; one AgentJob per
+delivery, none twice.
 """
 
 from __future__ import annotations
@@ -34,19 +33,16 @@ import random
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes
 
-from e2e import chaos, delivering, operating
+from e2e import chaos, chaos_deliveries, operating
 from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir, say
+from e2e.replicating import leader, replicas
 
 Obj = dict[str, Any]
-NAMES = ("ha-a", "ha-b")
 # The replicas' own timing is the product default (10/7/2): the figures are the real ones.
 FAILOVER_LIMIT_SECONDS = 15.0
 PAUSE_LIMIT_SECONDS = 20.0
@@ -82,51 +78,6 @@ class HaReport:
     @property
     def ok(self) -> bool:
         return not self.problems and not self.chaos.problems
-
-
-@contextmanager
-def replicas(
-    info: ClusterInfo, namespace: str, extra_env: dict[str, str] | None = None
-) -> Iterator[list[operating.OperatorProcess]]:
-    """Two operators serving ``namespace``, one Lease; the first started leads."""
-    kubeconfig = operating.operator_kubeconfig(info, info.workdir / f"ha-{namespace}.kubeconfig")
-    env = {"AGENTCHAIN_NAMESPACES": namespace, **(extra_env or {})}
-    first = operating.OperatorProcess(
-        info, kubeconfig, extra_env=env, name=f"{NAMES[0]}-{namespace}", lease=f"ha-{namespace}"
-    )
-    # One Deployment: the same secrets, the same Lease, a name (identity) each.
-    second = operating.OperatorProcess(
-        info,
-        kubeconfig,
-        extra_env=env,
-        name=f"{NAMES[1]}-{namespace}",
-        lease=first.lease,
-        webhook_secret=first.webhook_secret,
-        admin_token=first.admin_token,
-    )
-    ops = [first, second]
-    try:
-        ops[0].start()
-        ops[1].start(lead=False)
-        yield ops
-    finally:
-        for op in ops:
-            if op.process is not None:
-                os.killpg(op.process.pid, signal.SIGCONT)  # A frozen one must hear SIGTERM.
-            op.stop()
-
-
-def leader(
-    ops: list[operating.OperatorProcess], timeout: float = 90.0
-) -> operating.OperatorProcess:
-    found: list[operating.OperatorProcess] = []
-
-    def one() -> bool:
-        found[:] = [op for op in ops if op.process is not None and op.role() == "leader"]
-        return len(found) == 1
-
-    operating.wait_until(one, timeout=timeout, interval=0.1, what="exactly one leader")
-    return found[0]
 
 
 def fail_over(ops: list[operating.OperatorProcess], mode: str, rng: random.Random) -> float:
@@ -278,168 +229,6 @@ def longest_pause(kc: chaos._Cluster) -> float:
     return worst
 
 
-# --------------------------------------------------------------------------- deliveries
-
-
-@dataclass
-class DeliveryReport:
-    deliveries: int
-    redeliveries: int = 0
-    resent: int = 0
-    agentjobs: int = 0
-    answers: Counter[int] = field(default_factory=Counter)
-    problems: list[str] = field(default_factory=list)
-
-    def summary(self) -> str:
-        lines = [
-            f"deliveries: {self.deliveries}, redeliveries: {self.redeliveries},"
-            f" resent after the kill: {self.resent}",
-            f"answers: {dict(sorted(self.answers.items()))}",
-            f"agentjobs: {self.agentjobs}",
-            f"problems: {len(self.problems)}",
-        ]
-        return "\n".join(lines + [f"  - {p}" for p in self.problems[:50]])
-
-
-def delivery_agent() -> Obj:
-    """One agent for ``issues.opened``, done at once: what is counted is AgentJobs, and a
-    thousand Python starts would only slow the two-core machine down."""
-    return {
-        "apiVersion": f"{chaos.GROUP}/{chaos.VERSION}",
-        "kind": "AiAgent",
-        "metadata": {"name": "ha-intake"},
-        "spec": {
-            "triggerName": "ha-intake",
-            "eventTriggers": [{"source": "github", "events": ["issues.opened"]}],
-            "command": ["echo", "intake done"],
-        },
-    }
-
-
-def run_deliveries(
-    info: ClusterInfo, namespace: str, *, deliveries: int, share: float, seed: int
-) -> DeliveryReport:
-    """Deliveries to both replicas at once, ``share`` of them twice, a leader kill midway."""
-    rng = random.Random(seed)
-    report = DeliveryReport(deliveries)
-    loader = kubernetes.config.new_client_from_config
-    api: kubernetes.client.ApiClient = loader(config_file=str(info.kubeconfig))  # type: ignore[no-untyped-call]
-    with api, replicas(info, namespace) as ops:
-        kc = chaos._Cluster(api, namespace)
-        kc.create("aiagents", delivery_agent())
-        _wait_listed(ops, namespace)
-        secret = ops[0].webhook_secret
-        sends = _plan(secret, deliveries, share, rng)
-        report.redeliveries = len(sends) - deliveries
-        unanswered = _send_all(ops, sends, report, kill_at=len(sends) // 2)
-        survivor = leader(ops)
-        for body, headers, _ in unanswered:  # GitHub's redelivery, to whoever answers.
-            status, _answer = delivering.post(survivor.url, body, headers)
-            report.answers[status] += 1
-            report.resent += 1
-        _count_deliveries(kc, sends, report)
-    return report
-
-
-def _wait_listed(ops: list[operating.OperatorProcess], namespace: str) -> None:
-    """Until each replica's webhook lists the agent (a stranger's issue names it refused)."""
-    for op in ops:
-
-        def listed(op: operating.OperatorProcess = op) -> bool:
-            probe = delivering.issue_opened(number=9000, association="NONE")
-            status, answer = delivering.send(op, *delivering.signed(op.webhook_secret, probe))
-            ignored = answer.get("ignored") or []
-            return status in (200, 202) and any(i["namespace"] == namespace for i in ignored)
-
-        operating.wait_until(listed, timeout=60, interval=0.5, what=f"{op.name} to list agents")
-
-
-def _plan(
-    secret: str, deliveries: int, share: float, rng: random.Random
-) -> list[tuple[bytes, dict[str, str], int]]:
-    """(body, headers, replica index) per send; a redelivery goes to the other replica."""
-    sends = []
-    for n in range(deliveries):
-        body, headers = delivering.signed(secret, delivering.issue_opened(number=n + 1))
-        first = rng.randrange(2)
-        sends.append((body, headers, first))
-        if rng.random() < share:
-            sends.append((body, headers, 1 - first))
-    rng.shuffle(sends)
-    return sends
-
-
-def _send_all(
-    ops: list[operating.OperatorProcess],
-    sends: list[tuple[bytes, dict[str, str], int]],
-    report: DeliveryReport,
-    kill_at: int,
-) -> list[tuple[bytes, dict[str, str], int]]:
-    """Send everything (8 at once); SIGKILL the leader after ``kill_at`` sends were
-    submitted.  What got no answer is returned, for resending."""
-    urls = [op.url for op in ops]
-    unanswered = []
-
-    def one(item: tuple[bytes, dict[str, str], int]) -> tuple[int, bool]:
-        body, headers, index = item
-        try:
-            return delivering.post(urls[index], body, headers, timeout=60)[0], True
-        except OSError:
-            return 0, False
-
-    killed: operating.OperatorProcess | None = None
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        futures = []
-        for i, item in enumerate(sends):
-            if i == kill_at:
-                killed = leader(ops)
-                killed.kill()
-            futures.append((item, pool.submit(one, item)))
-        for item, future in futures:
-            status, answered = future.result()
-            if answered:
-                report.answers[status] += 1
-            if not answered or status >= 500:
-                unanswered.append(item)
-    if killed is not None:
-        # As a crashed pod's replacement would: back only after the other one leads
-        # (restarted at once under its own name, it would take its own lease back).
-        other = next(op for op in ops if op is not killed)
-        operating.wait_until(lambda: other.role() == "leader", timeout=60, what="a failover")
-        killed.start(lead=False)
-    return unanswered
-
-
-def _count_deliveries(
-    kc: chaos._Cluster, sends: list[tuple[bytes, dict[str, str], int]], report: DeliveryReport
-) -> None:
-    wanted = {headers["X-GitHub-Delivery"] for _, headers, _ in sends}
-    per: Counter[str] = Counter()
-
-    def settled() -> bool:
-        jobs = kc.agentjobs()
-        per.clear()
-        per.update(str(((j.get("spec") or {}).get("event") or {}).get("deliveryId")) for j in jobs)
-        return set(per) >= wanted
-
-    try:
-        operating.wait_until(settled, timeout=300, interval=1.0, what="a job per delivery")
-    except AssertionError as exc:
-        report.problems.append(str(exc)[:300])
-    time.sleep(2 * chaos.RESYNC_SECONDS + 1)
-    settled()
-    report.agentjobs = sum(per.values())
-    missing = wanted - set(per)
-    extra = set(per) - wanted
-    twice = [d for d, n in per.items() if n > 1]
-    if missing:
-        report.problems.append(f"{len(missing)} deliveries made no job, e.g. {sorted(missing)[:3]}")
-    if extra:
-        report.problems.append(f"{len(extra)} jobs for no delivery, e.g. {sorted(extra)[:3]}")
-    if twice:
-        report.problems.append(f"{len(twice)} deliveries made more than one job: {twice[:3]}")
-
-
 # --------------------------------------------------------------------------- command line
 
 
@@ -484,7 +273,7 @@ def _scenario(info: ClusterInfo, namespace: str, args: argparse.Namespace) -> bo
         print(report.summary(), flush=True)
         return report.ok
     say(f"ha: {args.deliveries} deliveries, {args.redeliver:.0%} redelivered, seed {args.seed}")
-    delivered = run_deliveries(
+    delivered = chaos_deliveries.run_deliveries(
         info, namespace, deliveries=args.deliveries, share=args.redeliver, seed=args.seed
     )
     print(delivered.summary(), flush=True)

@@ -26,7 +26,7 @@ import time
 import kubernetes
 import pytest
 
-from e2e import chaos, chaos_ha, operating
+from e2e import chaos, chaos_deliveries, chaos_ha, operating, replicating
 from e2e.controlplane.cluster import ClusterInfo
 
 CHAINS = 4
@@ -59,7 +59,7 @@ def test_chains_survive_leader_crashes_and_freezes(
 def test_deliveries_to_both_replicas_yield_their_jobs_once(
     cluster_info: ClusterInfo, namespace: str
 ) -> None:
-    report = chaos_ha.run_deliveries(
+    report = chaos_deliveries.run_deliveries(
         cluster_info, namespace, deliveries=DELIVERIES, share=0.1, seed=3
     )
     print(report.summary())
@@ -74,11 +74,11 @@ def test_a_cleanly_stopped_leader_hands_over_at_once(
 ) -> None:
     kc = chaos._Cluster(kube_api, namespace)
     sleeps = dict.fromkeys(chaos.AGENTS, 1.0)
-    with chaos_ha.replicas(cluster_info, namespace) as ops:
+    with replicating.replicas(cluster_info, namespace) as ops:
         for manifest in chaos.agent_manifests(sleeps):
             kc.create("aiagents", manifest)
         kc.create("agentjobs", chaos.root_job("handover"))
-        old = chaos_ha.leader(ops)
+        old = replicating.leader(ops)
         new = next(op for op in ops if op is not old)
         started = time.monotonic()
         old.stop()  # Returns once the process has exited, its Lease released.
