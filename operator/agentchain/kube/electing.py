@@ -121,9 +121,11 @@ class Elector:
         started = self._clock()
         try:
             obj = await self._claim(timeout)
-        except errors.KubeError as exc:
-            # 409: someone wrote the Lease between our read and our write; else the API.
-            log.debug("leader election: attempt failed (%s)", exc)
+        except errors.Conflict as exc:  # Someone wrote the Lease between our read and write.
+            log.debug("leader election: attempt lost a race (%s)", exc)
+            return False
+        except errors.KubeError as exc:  # The API server, or a missing permission (403).
+            log.warning("leader election: attempt failed (%s)", exc)
             return False
         if obj is None:
             return False
