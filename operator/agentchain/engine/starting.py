@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from agentchain import faults, metrics, models
-from agentchain.engine import depending, prompting, records, team
+from agentchain.engine import depending, githubtokens, prompting, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
@@ -299,7 +299,9 @@ async def _ensure_secret(rt: Runtime, obj: Obj, owner: Obj, job: Obj, prompt: st
     ttl = rt.settings.job_token_ttl_seconds
     uid = obj["metadata"]["uid"]
     token = await rt.tokens.issue(namespace, name, uid, chain_id, ttl)
-    await workloads.ensure_secret(namespace, secret, jobspec.secret_data(prompt, token), owner)
+    data = jobspec.secret_data(prompt, token)
+    data.update(await githubtokens.secret_data(rt, obj))  # Issue 17: GITHUB_TOKEN, if declared.
+    await workloads.ensure_secret(namespace, secret, data, owner)
 
 
 async def _adopt(rt: Runtime, obj: Obj, owner: Obj, existing: Obj, built: Obj, prompt: str) -> None:
