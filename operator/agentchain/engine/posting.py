@@ -21,8 +21,10 @@ recording) is how the e2e suite proves the search.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Literal
 
 from agentchain import faults, models
@@ -34,10 +36,12 @@ from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, AiAgent, GitHubWriteBack
 from agentchain.policy import progress
 from agentchain.policy.githubscope import NoScope, Target, writeback_target
+from agentchain.store import keys
 
 Obj = dict[str, Any]
 Result = Literal["written", "unchanged", "skipped"]
 MAX_CHAIN_OBJECTS = 500
+CLAIM_MARGIN_SECONDS = 5
 
 
 @dataclass(frozen=True)
@@ -177,17 +181,32 @@ async def _check_run(
 
 
 class _claimed:
-    """``async with``: hold the chain's creation claim, or fail to be retried later."""
+    """``async with``: hold the chain's creation claim, or fail to be retried later.
+
+    The work inside must end before the claim's TTL does (else a second writer could
+    start creating while this one still is): it is cut off a few seconds before, and
+    the next attempt finds whatever it got done by its marker.
+    """
 
     def __init__(self, side: GitHubSide, namespace: str, chain_id: str) -> None:
         self._side, self._ns, self._chain = side, namespace, chain_id
         self._owner: str | None = None
+        self._deadline = asyncio.timeout(keys.GITHUB_CLAIM_TTL_SECONDS - CLAIM_MARGIN_SECONDS)
 
     async def __aenter__(self) -> None:
         self._owner = await self._side.records.claim(self._ns, self._chain)
         if self._owner is None:
             raise GitHubError(UNAVAILABLE, "another writer is creating this chain's GitHub objects")
+        await self._deadline.__aenter__()
 
-    async def __aexit__(self, *exc: object) -> None:
-        if self._owner is not None:
-            await self._side.records.release(self._ns, self._chain, self._owner)
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self._deadline.__aexit__(exc_type, exc, tb)
+        finally:
+            if self._owner is not None:
+                await self._side.records.release(self._ns, self._chain, self._owner)

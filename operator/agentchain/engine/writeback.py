@@ -167,45 +167,49 @@ class Worker:
 
     async def _flush(self, key: ChainKey) -> None:
         namespace, chain = key
+        retry_in: float | None = None
         try:
             result, _ = await posting.flush(self.side, namespace, chain)
             metrics.GITHUB_WRITEBACKS.labels(result, "").inc()
             self.attempts.pop(key, None)
         except GitHubError as exc:
-            await self._failed(key, exc)
+            retry_in = await self._failed(key, exc)
         except Exception as exc:  # Kubernetes, Redis, a bug: retried, never raised.
             log.warning("write-back of chain %s/%s failed: %r", namespace, chain, exc)
-            await self._failed(key, GitHubError(UNAVAILABLE, f"{type(exc).__name__}: {exc}"))
+            error = GitHubError(UNAVAILABLE, f"{type(exc).__name__}: {exc}")
+            retry_in = await self._failed(key, error)
         finally:
             self.running.discard(key)
-            if key in self.again:
+            if retry_in is not None:
+                self.again.discard(key)  # The retry renders the chain as it is by then.
+                self.mark(key, retry_in)
+            elif key in self.again:
                 self.again.discard(key)
                 self.mark(key)
             self._wake.set()
 
-    async def _failed(self, key: ChainKey, exc: GitHubError) -> None:
+    async def _failed(self, key: ChainKey, exc: GitHubError) -> float | None:
+        """When to try ``key`` again (None: given up and reported)."""
         if exc.reason == RATE_LIMITED:
             wait = exc.retry_after or 60.0
             self.paused_until = max(self.paused_until, time.monotonic() + wait)
             metrics.GITHUB_WRITEBACKS.labels("rate_limited", exc.reason).inc()
             log.info("GitHub rate limit: write-back paused for %.0f s", wait)
-            self.mark(key, wait)
-            return
+            return wait
         attempt = self.attempts.get(key, 0) + 1
         if exc.permanent or attempt >= MAX_ATTEMPTS:
             self.attempts.pop(key, None)
             await self._report(key, exc)
-            return
+            return None
         self.attempts[key] = attempt
         metrics.GITHUB_WRITEBACKS.labels("retried", exc.reason).inc()
-        backoff = min(MAX_BACKOFF_SECONDS, 2.0**attempt) * random.uniform(0.5, 1.0)
-        self.mark(key, backoff)
+        return min(MAX_BACKOFF_SECONDS, 2.0**attempt) * random.uniform(0.5, 1.0)
 
     async def _report(self, key: ChainKey, exc: GitHubError) -> None:
         namespace, chain = key
         metrics.GITHUB_WRITEBACKS.labels("failed", exc.reason).inc()
         message = f"Chain {chain} could not be written back to GitHub ({exc.reason}): {exc}"
-        log.warning("%s/%s", namespace, message)
+        log.warning("%s: %s", namespace, message)
         try:
             listed = await posting.list_chain(self.side, namespace, chain)
             if listed is not None:

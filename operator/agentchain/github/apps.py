@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from githubkit import AppAuthStrategy, GitHub
+from githubkit.cache import MemCacheStrategy
 from githubkit.exception import GitHubException
 
 from agentchain.github.errors import NOT_FOUND, GitHubError, classify
@@ -58,6 +59,9 @@ class GitHubApp:
         self._app = GitHub(
             AppAuthStrategy(str(app_id), private_key),
             base_url=self.base_url,
+            # Its own cache: githubkit's default one is process-wide and keyed by app id,
+            # so another key of the same App would reuse this one's JWTs.
+            cache_strategy=MemCacheStrategy(),
             timeout=TIMEOUT_SECONDS,
             http_cache=False,
             auto_retry=False,
@@ -104,10 +108,9 @@ class GitHubApp:
 
     async def revoke(self, token: str) -> None:
         """Revoke ``token``; one that is already dead (401) counts as revoked."""
+        gh = self._client(token)  # githubkit holds its client weakly: keep it referenced.
         try:
-            await self._call(
-                lambda: self._client(token).rest.apps.async_revoke_installation_access_token()
-            )
+            await self._call(gh.rest.apps.async_revoke_installation_access_token)
         except GitHubError as exc:
             if exc.status != 401:
                 raise

@@ -105,9 +105,11 @@ ANCHOR_TTL_SECONDS = 30 * 24 * 3600
 # unchanged render costs no request, also after a restart or a redelivery.
 GITHUB_CHAIN_PREFIX = ROOT_PREFIX + "github:chain:"
 # String per chain while one writer creates its comment or Check Run (SET NX, owner token):
-# two replicas or flushes never create two; a crashed holder's claim ends with its TTL.
+# two replicas or flushes never create two; a crashed holder's claim ends with its TTL,
+# which is longer than a search and a create take (each request times out after 20 s)
+# and short enough that a restarted operator is not kept waiting long.
 GITHUB_CLAIM_PREFIX = ROOT_PREFIX + "github:claim:"
-GITHUB_CLAIM_TTL_SECONDS = 60
+GITHUB_CLAIM_TTL_SECONDS = 30
 # String per job: JSON scope of its GitHub token (uid, installation, repository,
 # permissions), fixed at launch from the AiAgent; a refresh mints this and nothing wider.
 GITHUB_JOB_SCOPE_PREFIX = ROOT_PREFIX + "github:job-scope:"
