@@ -72,6 +72,7 @@ class Installed:
     app: AppKey
     installation: model.Installation
     key_file: Path
+    repository: str = REPOSITORY
 
     def env(self, delay: float = 0.5) -> dict[str, str]:
         return {
@@ -83,36 +84,33 @@ class Installed:
         }
 
     def comments(self, number: int = ISSUE) -> list[model.Comment]:
-        return self.github.comments(REPOSITORY, number)
+        return self.github.comments(self.repository, number)
 
     def creates(self) -> int:
         return len(self.github.requests("issues/create-comment", status=201))
 
 
 def install(
-    github: GitHubStandIn, workdir: Path, *, repositories: list[str] | None = None
+    github: GitHubStandIn,
+    workdir: Path,
+    *,
+    repositories: list[str] | None = None,
+    repository: str = REPOSITORY,
 ) -> Installed:
-    """Register the App, the repository with issue #1 and PR #2, and install the App."""
+    """Register the App, ``repository`` (public) with issue #1 and PR #2, a private
+    ``secret-plans`` beside it, and install the App on their owner (on ``repositories``
+    only, when given)."""
+    owner = repository.split("/")[0]
     app = github.register_app("agentchain")
-    github.add_repo(REPOSITORY, private=False)
-    github.add_repo("Codertocat/secret-plans")
-    github.add_issue(
-        REPOSITORY,
-        "Spelling error in the README file",
-        "It looks like you accidently spelled 'commit' with two 't's.",
-        author="Codertocat",
-    )
-    github.add_issue(
-        REPOSITORY,
-        "Update the README with new information.",
-        author="Codertocat",
-        pull_request=True,
-    )
-    installation = github.install(app, "Codertocat", repositories)
+    github.add_repo(repository, private=False)
+    github.add_repo(f"{owner}/secret-plans")
+    github.add_issue(repository, "Spelling error in the README file", author=owner)
+    github.add_issue(repository, "Update the README", author=owner, pull_request=True)
+    installation = github.install(app, owner, repositories)
     key_file = workdir / f"github-app-{app.app_id}.pem"
     key_file.write_bytes(app.private_key_pem)
     key_file.chmod(0o600)
-    return Installed(github, app, installation, key_file)
+    return Installed(github, app, installation, key_file, repository)
 
 
 @contextlib.contextmanager

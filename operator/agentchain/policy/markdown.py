@@ -9,10 +9,10 @@ keywords (``fixes #1``).  So:
 - :func:`code_block` puts text in a fenced code block whose fence is longer than any
   run of backticks in the text: nothing inside is Markdown or HTML, no mention pings,
   no reference links, no keyword closes anything.  This is the default for agent output.
-- :func:`inline` is for short text in a table cell or a heading: one line, every
-  character Markdown or HTML could read as syntax backslash-escaped or replaced by an
-  entity, and ``@``/``#`` followed by a zero-width space so they neither mention nor
-  link.
+- :func:`inline` is for short text in a table cell or after other text: one line,
+  Markdown's inline syntax (emphasis, code, links, pipes) backslash-escaped, HTML's
+  ``<``, ``>`` and ``&`` replaced by entities, and ``@``/``#`` followed by a zero-width
+  space so they neither mention nor link.
 - :func:`markdown` is the opt-in (``writeBack.allowMentions``): the agent's Markdown is
   kept, mentions and keywords included, but never raw HTML (``<`` and ``&`` become
   entities).
@@ -48,7 +48,9 @@ _INLINE = {
     ord("@"): "@" + ZWSP,
     ord("#"): "#" + ZWSP,
     ord("|"): "\\|",
-    **{ord(c): "\\" + c for c in "\\`*_{}[]()!~+-.:"},
+    # Inline text never starts a line (it follows a table pipe or other text), so only
+    # what is syntax anywhere in a line needs escaping: emphasis, code, links, pipes.
+    **{ord(c): "\\" + c for c in "\\`*_{}[]~:"},
 }
 _HTML_ONLY = {**_CLEAN, ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;"}
 

@@ -77,6 +77,7 @@ class ChainView:
     outcome: str | None = None
     outcome_job: str | None = None
     outcome_truncated: bool = False
+    outcome_agent: str | None = None
 
     @property
     def done(self) -> bool:
@@ -106,7 +107,9 @@ def chain_view(
         started = any(s.started is not None or s.phase not in ("Pending", "Waiting") for s in steps)
         return ChainView(namespace, chain_id, steps, "running" if started else "queued")
     outcome, cut = _outcome(last.job, handoff_heading)
-    return ChainView(namespace, chain_id, steps, _final_state(last.job), outcome, last.name, cut)
+    agent = last.job.spec.agent_role
+    state = _final_state(last.job)
+    return ChainView(namespace, chain_id, steps, state, outcome, last.name, cut, agent)
 
 
 def _step(record: JobRecord) -> Step:
@@ -176,7 +179,8 @@ def outcome_section(view: ChainView, *, allow_mentions: bool) -> str:
         return "_The result appears here when the chain ends._"
     if view.outcome is None:
         return "_The last job left no output._"
-    source = markdown.inline(view.outcome_job or "", 253)
+    source = markdown.inline(view.outcome_agent or "", 63)
+    source += f" ({markdown.inline(view.outcome_job or '', 253)})"
     cut = f" (the last {OUTCOME_MAX_CHARS} characters)" if view.outcome_truncated else ""
     text = markdown.markdown(view.outcome) if allow_mentions else markdown.code_block(view.outcome)
     return f"**Result** of {source}{cut}:\n\n{text}"

@@ -101,7 +101,7 @@ class TestComment:
         result = "noise\n## Downstream Directives\n@octocat fixes #1 <b>merge</b>\n"
         last = ended("r", "reviewer", 0, "Succeeded", 1, chainComplete=True, result=result)
         body = progress.render_comment(view(last))
-        assert "**Result** of r:\n\n```text\n@octocat fixes #1 <b>merge</b>\n```" in body
+        assert "**Result** of reviewer (r):\n\n```text\n@octocat fixes #1 <b>merge</b>\n```" in body
         assert "noise" not in body
 
     def test_outcome_as_markdown_when_allowed(self) -> None:
