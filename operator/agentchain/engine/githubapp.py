@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from agentchain.engine.runtime import Runtime
 from agentchain.github.apps import GitHubApp
 from agentchain.store.github import JobTokens, WriteBackRecords
 
-if TYPE_CHECKING:
-    from agentchain.engine.writeback import Worker
+
+class Background(Protocol):
+    """The write-back worker as seen from here (``writeback.Worker``): it can be stopped."""
+
+    async def stop(self) -> None: ...
 
 
 @dataclass
@@ -27,7 +30,7 @@ class GitHubSide:
     app: GitHubApp
     records: WriteBackRecords
     tokens: JobTokens
-    worker: Worker | None = field(default=None)
+    worker: Background | None = field(default=None)
 
 
 log = logging.getLogger(__name__)

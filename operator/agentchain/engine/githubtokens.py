@@ -1,7 +1,7 @@
 """A GitHub installation token per job: minted at launch, refreshed on request, revoked
 at the end.
 
-**Launch** (:func:`secret_data`, one call in ``starting._ensure_secret``): for a job
+**Launch** (:func:`secret_data`, one call in ``launching._ensure_secret``): for a job
 whose AiAgent declares ``github.permissions``, the scope is fixed from recorded facts
 (``policy/githubscope.job_scope``: the event's installation and repository, the declared
 permissions) and stored with the job's uid; a token is minted for exactly that scope and

@@ -67,7 +67,7 @@ def observe(rt: Runtime, event_type: str | None, obj: Obj) -> None:
     side = side_of(rt)
     if side is None:
         return
-    worker = side.worker or _start(side)
+    worker = _worker(side)
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     namespace, name = meta.get("namespace", ""), meta.get("name", "")
@@ -93,8 +93,9 @@ def _tokens_may_live(status: Obj) -> bool:
     return (dt.datetime.now(dt.UTC) - when).total_seconds() < TOKEN_LIFETIME_SECONDS
 
 
-def _start(side: GitHubSide) -> Worker:
-    side.worker = Worker(side)
+def _worker(side: GitHubSide) -> Worker:
+    if not isinstance(side.worker, Worker):
+        side.worker = Worker(side)
     return side.worker
 
 
