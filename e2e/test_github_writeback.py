@@ -10,7 +10,8 @@ Aspects covered:
 * seed 003's Issue → Fix → Review chain, started by ``issues.opened``, produces exactly
   ONE comment on the issue, created once and edited as the chain runs, ending with the
   three steps Succeeded, links to the dashboard and the reviewer's result; a redelivery
-  of the same delivery creates nothing new;
+  of the same delivery creates nothing new, and a restarted operator sends GitHub
+  nothing for the finished chain;
 * a ``pull_request.opened`` chain: one comment on the PR and one Check Run on its head
   commit, queued/in progress and then completed with ``success`` and the summary;
 * the operator SIGKILLed right after creating the comment, before recording its id
@@ -119,6 +120,11 @@ def test_issue_chain_keeps_one_comment(
         assert status == 202 and answer["duplicate"] is True, answer
         time.sleep(3)
         assert installed.creates() == 1 and len(installed.comments()) == 1
+        before = len(installed.github.requests())
+        op.stop()  # A restart lists every job again: a finished chain costs GitHub nothing.
+        op.start()
+        time.sleep(3)
+        assert len(installed.github.requests()) == before
         assert "Traceback" not in op.log_text()
 
 

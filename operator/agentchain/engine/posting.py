@@ -14,8 +14,10 @@ showing the chain as it is now:
    when there is none is a comment created; its id is recorded right after;
 3. the same for the Check Run of a pull request, found again by its ``external_id``.
 
-A comment deleted by someone (404 on edit) is created again: the chain's progress
-stays visible.  The crashpoint ``github-comment-created`` (between creating and
+A comment deleted by someone while the chain runs (404 on edit) is created again:
+the chain's progress stays visible.  Once the chain's end is written the chain is
+marked final and never listed or written again (a restart's watch shows every old
+job; each costs one Redis read).  The crashpoint ``github-comment-created`` (between creating and
 recording) is how the e2e suite proves the search.
 """
 
@@ -92,7 +94,13 @@ def target_of(listed: Listed) -> Target | NoScope:
 
 
 async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result, Obj | None]:
-    """Bring the chain's comment and Check Run up to date; the root job for reports."""
+    """Bring the chain's comment and Check Run up to date; the root job for reports.
+
+    A chain whose end is written is not listed again: after a restart the watch
+    shows every job of every old chain, and their write-back costs one Redis read.
+    """
+    if (await side.records.get(namespace, chain_id)).final:
+        return "unchanged", None
     listed = await list_chain(side, namespace, chain_id)
     if listed is None:
         return "skipped", None
@@ -106,6 +114,8 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
         results.append(await _comment(side, target, view, wb))
     if wb.check_run and target.pull_request and target.head_sha:
         results.append(await _check_run(side, target, view, wb))
+    if view.done:
+        await side.records.set_final(namespace, chain_id)
     return ("written" if "written" in results else "unchanged"), listed.root
 
 

@@ -50,6 +50,8 @@ class ChainRecord:
     comment_digest: str | None = None
     check_id: int | None = None
     check_digest: str | None = None
+    final: bool = False
+    """The chain's end is written: nothing about it can change any more."""
 
 
 def _int(value: bytes | None) -> int | None:
@@ -71,6 +73,7 @@ class WriteBackRecords:
             _text(raw.get(b"comment-digest")),
             _int(raw.get(b"check")),
             _text(raw.get(b"check-digest")),
+            raw.get(b"final") == b"1",
         )
 
     async def _set(self, namespace: str, chain_id: str, fields: dict[str, str | int]) -> None:
@@ -86,6 +89,9 @@ class WriteBackRecords:
 
     async def set_digest(self, namespace: str, chain_id: str, kind: str, digest: str) -> None:
         await self._set(namespace, chain_id, {f"{kind}-digest": digest})
+
+    async def set_final(self, namespace: str, chain_id: str) -> None:
+        await self._set(namespace, chain_id, {"final": "1"})
 
     async def forget_id(self, namespace: str, chain_id: str, kind: str) -> None:
         key = keys.github_chain(namespace, chain_id)

@@ -30,6 +30,9 @@ async def test_chain_records(redis: Redis) -> None:
     assert 0 < await redis.ttl(keys.github_chain("ns", "c1")) <= keys.CHAIN_TTL_SECONDS
     await records.forget_id("ns", "c1", "comment")
     assert (await records.get("ns", "c1")).comment_id is None
+    assert not got.final
+    await records.set_final("ns", "c1")
+    assert (await records.get("ns", "c1")).final
 
 
 async def test_claim_is_exclusive(redis: Redis) -> None:
