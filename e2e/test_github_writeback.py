@@ -20,7 +20,7 @@ Aspects covered:
 * a storm of 429s (every request for a while) delays the write-back but not the chain,
   and the waits honour ``Retry-After``;
 * the App installed without the repository: the chain still succeeds, and the root job
-  gets a Warning Event ``GitHubWriteBackFailed`` saying ``NotInstalled``.
+  and its AiAgent get a Warning Event ``GitHubWriteBackFailed`` saying ``NotInstalled``.
 """
 
 from __future__ import annotations
@@ -237,5 +237,11 @@ def test_app_not_installed_on_the_repository(
             if e["reason"] == "GitHubWriteBackFailed"
         ]
         assert "NotInstalled" in event["message"]
+        agent_events = [
+            e
+            for e in chaining.events_for(info, namespace, "issue-triage")
+            if e["reason"] == "GitHubWriteBackFailed"
+        ]
+        assert len(agent_events) == 1 and agent_events[0]["involvedObject"]["kind"] == "AiAgent"
         assert elsewhere.comments() == []
     github.take_violations()  # The refused token requests are GitHub's 422s, as expected.

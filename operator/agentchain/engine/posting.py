@@ -35,7 +35,7 @@ from agentchain.github.apps import is_not_found
 from agentchain.github.errors import UNAVAILABLE, GitHubError
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJob
-from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, AiAgent, GitHubWriteBack
+from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, GitHubWriteBack
 from agentchain.policy import progress
 from agentchain.policy.githubscope import NoScope, Target, writeback_target
 from agentchain.store import keys
@@ -54,6 +54,8 @@ class Listed:
     root: Obj
     write_back: GitHubWriteBack
     handoff_heading: str
+    agent: Obj | None = None
+    """The root job's AiAgent (None when it is gone or its triggerName is ambiguous)."""
 
 
 def digest(text: str) -> str:
@@ -81,11 +83,14 @@ async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed 
         range(len(jobs)), key=lambda n: (jobs[n].job.status.chain_depth or 0, jobs[n].created)
     )
     root = items[root_index]
-    agent = await side.rt.agents.by_trigger(namespace, jobs[root_index].job.spec.agent_role)
-    spec = agent.spec if isinstance(agent, AiAgent) else None
+    role = jobs[root_index].job.spec.agent_role
+    entries = await side.rt.agents.agents_in(namespace)
+    found = [(obj, agent) for obj, agent in entries if agent.spec.trigger_name == role]
+    agent_obj, spec = (found[0][0], found[0][1].spec) if len(found) == 1 else (None, None)
     access = spec.github if spec is not None else None
     heading = spec.handoff_heading if spec is not None else DEFAULT_HANDOFF_HEADING
-    return Listed(jobs, root, access.write_back if access else GitHubWriteBack(), heading)
+    write_back = access.write_back if access else GitHubWriteBack()
+    return Listed(jobs, root, write_back, heading, agent_obj)
 
 
 def target_of(listed: Listed) -> Target | NoScope:

@@ -19,9 +19,9 @@ failures by their reason (``github/errors.py``):
   exponential back-off, at most :data:`MAX_ATTEMPTS` times;
 - **permanent** (bad key, App not installed, permission missing) or out of attempts:
   given up until the chain changes again, with a Warning Event on the chain's root
-  AgentJob (reason ``GitHubWriteBackFailed``, the cause in the message, once per
-  cause), a metric (``agentchain_github_writebacks_total{result="failed",reason=...}``)
-  and a log line.
+  AgentJob and on its AiAgent (reason ``GitHubWriteBackFailed``, the cause in the
+  message, once per cause), a metric
+  (``agentchain_github_writebacks_total{result="failed",reason=...}``) and a log line.
 
 Nothing here can fail a chain: every exception ends in the worker.  Nothing pending
 is lost by a crash either: a restarted operator's watch lists every AgentJob again,
@@ -213,9 +213,11 @@ class Worker:
         log.warning("%s: %s", namespace, message)
         try:
             listed = await posting.list_chain(self.side, namespace, chain)
-            if listed is not None:
+            # Once per cause on the job and on its agent (not once per chain there).
+            about = [] if listed is None else [listed.root, listed.agent]
+            for obj in (o for o in about if o is not None):
                 await events.emit(
-                    listed.root, "Warning", REASON_FAILED, message, key=f"github:{exc.reason}"
+                    obj, "Warning", REASON_FAILED, message, key=f"github:{exc.reason}"
                 )
         except Exception as error:  # The report is best effort; the metric and log stand.
             log.warning("could not report the write-back failure of %s: %r", chain, error)
