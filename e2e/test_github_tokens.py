@@ -8,7 +8,7 @@ Aspects covered:
   it comments on the issue, but cannot read another private repository (404) or open a
   pull request (403, ``pull_requests`` not declared);
 * ``POST /api/github/token`` with the job's own token gives a fresh token of the same
-  scope (an admin token is refused: it is no job's);
+  scope (an admin token is refused: it is no job's), at most 24 per job (then 429);
 * when the job ends, every token minted for it stops working (revoked at GitHub);
 * an agent that declares nothing gets no token and no variable; one that declares a
   permission the App lacks runs anyway, without the token, with a Warning Event
@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from agentchain.engine import githubtokens
 from e2e import chaining, delivering, operating
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
@@ -132,6 +133,9 @@ def test_job_token_scope_refresh_and_revocation(
         assert refreshed["repository"] == REPOSITORY
         assert refreshed["permissions"] == {"issues": "write"}
         assert _call(f"{op.url}/api/github/token", op.admin_token, "POST", {})[0] == 403
+        for _ in range(githubtokens.MAX_TOKENS_PER_JOB - 2):  # Launch + one refresh so far.
+            assert _call(f"{op.url}/api/github/token", secret["token"], "POST", {})[0] == 200
+        assert _call(f"{op.url}/api/github/token", secret["token"], "POST", {})[0] == 429
 
         def revoked() -> bool:
             return not github.token_usable(token) and not github.token_usable(fresh)

@@ -14,7 +14,8 @@ Warning Event ``GitHubTokenUnavailable`` on the AgentJob says why.
 **Refresh** (:func:`refresh`, ``POST /api/github/token`` with the job token): a new
 token for the scope recorded at launch, never one from the request; an agent cannot
 widen it, and another job's token cannot ask for it (the scope is looked up by the
-caller's own job and uid).
+caller's own job and uid).  At most :data:`MAX_TOKENS_PER_JOB` per job, so a looping
+agent cannot spend the App's rate limit on tokens.
 
 **End** (:func:`revoke`, from the write-back worker when the job's phase is terminal or
 it is deleted): every token recorded for the job is taken from Redis and revoked at
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 REASON_UNAVAILABLE = "GitHubTokenUnavailable"
 NO_APP = "the operator has no GitHub App configured (docs/github.md)"
+MAX_TOKENS_PER_JOB = 24
+"""Tokens minted for one job over its life (an hour each): refreshes past it are 429."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,10 @@ async def refresh(rt: Runtime, namespace: str, name: str, uid: str | None) -> Mi
     record = await side.tokens.scope(namespace, name)
     if record is None or (uid is not None and record.get("uid") != uid):
         raise Refused(404, "This job has no GitHub token: its AiAgent declares no permissions.")
+    if await side.tokens.count(namespace, name) >= MAX_TOKENS_PER_JOB:
+        # Each token lives an hour: a job needs one an hour, not one per request.
+        message = f"This job already has {MAX_TOKENS_PER_JOB} GitHub tokens; use the last one."
+        raise Refused(429, message)
     minted = await _mint(side, namespace, name, _recorded_scope(record))
     metrics.GITHUB_JOB_TOKENS.labels("refreshed").inc()
     return minted

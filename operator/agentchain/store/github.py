@@ -157,6 +157,11 @@ class JobTokens:
                 found.append((token, float(entry["expires"])))
         return found
 
+    async def count(self, namespace: str, job: str) -> int:
+        """How many tokens are recorded for the job (minted and not yet revoked)."""
+        key = keys.github_job_tokens(namespace, job)
+        return int(await self._redis.llen(key))  # type: ignore[misc]
+
     async def live(self, namespace: str, job: str) -> str | None:
         """The most recent recorded token with at least REUSE_MARGIN_SECONDS to live."""
         key = keys.github_job_tokens(namespace, job)

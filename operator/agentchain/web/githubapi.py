@@ -8,7 +8,8 @@ a job's own token may ask (an admin token is refused: it is no job's).  The toke
 revoked with the job's others when the job ends.
 
 Answers: 200 ``{token, expiresAt, repository, permissions}``; 403 for an admin token;
-404 when the operator has no App or the job's agent declares no permissions; 502 with
+404 when the operator has no App or the job's agent declares no permissions; 429 past
+24 tokens for one job (each lives an hour); 502 with
 the reason when GitHub refuses (``NotInstalled``, ``PermissionMissing``, ...) and 503
 when it is unreachable or rate-limited.
 """

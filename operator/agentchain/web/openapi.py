@@ -206,6 +206,7 @@ def _paths() -> dict[str, Any]:
                     "200": _json(_GITHUB_TOKEN),
                     # No App configured, or the job's agent declares no permissions.
                     "404": _ERROR,
+                    "429": _ERROR,  # Past 24 tokens for the job (each lives an hour).
                     "502": _ERROR,  # GitHub refused (NotInstalled, PermissionMissing, ...).
                     **_API_ERRORS,  # 503: GitHub unreachable or rate-limited.
                 },
