@@ -16,9 +16,12 @@ Aspects covered:
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentchain.models.agentjob import AgentJob
 from agentchain.policy import progress
@@ -133,3 +136,21 @@ def test_duration_formats() -> None:
     step = progress.Step("n", "a", 0, "Succeeded", T0, T0 + dt.timedelta(hours=2, minutes=5))
     assert progress.duration(step) == "2h 5m"
     assert progress.duration(progress.Step("n", "a", 0, "Pending", None, None)) == "—"
+
+
+@given(st.text(min_size=1), st.text())
+def test_no_agent_text_is_live_outside_its_code_block(result: str, reason: str) -> None:
+    """Whatever a job printed (and whatever its message says), the comment's Markdown
+    outside the code block holds no live mention, reference or HTML of its making."""
+    last = ended("r", "reviewer", 0, "Succeeded", 1, chainComplete=True, result=result)
+    last.job.status.message = reason
+    body = progress.render_comment(view(last))
+    head, _, rest = body.partition("```")
+    fence_len = 3 + len(rest) - len(rest.lstrip("`"))
+    fence = "`" * fence_len
+    _, _, tail = rest[fence_len - 3 :].partition("\n" + fence)
+    outside = head + tail
+    ours = outside.replace(progress.marker("team-a", "c-123"), "")
+    ours = ours.replace("<sub>", "").replace("</sub>", "")
+    assert "<" not in ours and not re.search("@[^\u200b]", ours)
+    assert not re.search("#[^\u200b]", ours.replace("#\u200b", ""))
