@@ -16,9 +16,11 @@ Aspects covered:
   commit, queued/in progress and then completed with ``success`` and the summary;
 * the operator SIGKILLed right after creating the comment, before recording its id
   (crashpoint ``github-comment-created``): the restarted operator finds the comment by
-  its marker and edits it, so there is still exactly one;
-* a storm of 429s (every request for a while) delays the write-back but not the chain,
-  and the waits honour ``Retry-After``;
+  its marker and edits it, so there is still exactly one; SIGKILLed while the chain
+  runs, the restarted operator edits the recorded comment to the end;
+* a storm of 429s and secondary limits (every request for a while: token mints,
+  searches, creates) delays the write-back but not the chain, and after each limit the
+  operator asks GitHub nothing until its ``Retry-After`` has passed;
 * the App installed without the repository: the chain still succeeds, and the root job
   and its AiAgent get a Warning Event ``GitHubWriteBackFailed`` saying ``NotInstalled``.
 """
@@ -184,6 +186,25 @@ def test_operator_killed_after_creating_the_comment(
         assert installed.creates() == 1 and len(installed.comments()) == 1
 
 
+def test_operator_killed_while_the_chain_runs(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    app_installed: Installed,
+) -> None:
+    info, installed = cluster_info, app_installed
+    with app_operator(operator, info, namespace, installed, SLOW_AGENTS) as op:
+        info.kubectl("apply", "-n", namespace, "-f", str(SEED))
+        _deliver(op, installed, "issues", "opened")
+        operating.wait_until(installed.comments, timeout=60, what="the first comment")
+        op.kill()  # SIGKILL with the chain half-way and its comment showing it running.
+        assert "**Succeeded**" not in installed.comments()[0].body
+        op.start()
+        _seed_chain(info, namespace)
+        assert "Verdict: approve" in _final_comment(installed)
+        assert installed.creates() == 1
+
+
 def test_rate_limit_storm_delays_the_comment_not_the_chain(
     operator: operating.OperatorProcess,
     cluster_info: ClusterInfo,
@@ -193,21 +214,25 @@ def test_rate_limit_storm_delays_the_comment_not_the_chain(
     info, installed = cluster_info, app_installed
     with app_operator(operator, info, namespace, installed) as op:
         info.kubectl("apply", "-n", namespace, "-f", str(SEED))
-        installed.github.inject("rate_limit", times=4, route="issues/create-comment", retry_after=4)
+        # Every request for a while: token mints, searches, creates and edits alike.
+        installed.github.inject("rate_limit", times=4, retry_after=3)
+        installed.github.inject("secondary_rate_limit", times=2, retry_after=3)
         started = time.monotonic()
         _deliver(op, installed, "issues", "opened")
         _seed_chain(info, namespace)
         chain_done = time.monotonic() - started
         final = _final_comment(installed)
         assert "Verdict: approve" in final
-        limited = installed.github.requests("issues/create-comment", status=429)
-        assert len(limited) == 4
-        # Each retry waited out the Retry-After it was given.
-        attempts = installed.github.requests("issues/create-comment")
-        gaps = [(b.at - a.at).total_seconds() for a, b in itertools.pairwise(attempts)]
-        assert all(gap >= 3 for gap in gaps), gaps
+        exchanges = installed.github.requests()
+        limited = [e for e in exchanges if e.fault is not None]
+        assert [e.fault for e in limited] == ["rate_limit"] * 4 + ["secondary_rate_limit"] * 2
+        # After each limit the operator waited out its Retry-After (times are whole
+        # seconds) before asking GitHub anything again.
+        for limit, after in itertools.pairwise(exchanges):
+            if limit.fault is not None:
+                assert (after.at - limit.at).total_seconds() >= 2, (limit, after)
         assert chain_done < 60, chain_done
-        assert installed.creates() == 1
+        assert installed.creates() == 1 and len(installed.comments()) == 1
 
 
 def test_app_not_installed_on_the_repository(
