@@ -518,7 +518,16 @@ def operation_request(
     )
 
 
-JUNK_PREFIXES = ("/api/", "/api/jobs/", "/api/store/", "/webhooks/", "/jobs/", "/chains/", "/")
+JUNK_PREFIXES = (
+    "/api/",
+    "/api/jobs/",
+    "/api/store/",
+    "/webhooks/",
+    "/ui/",
+    "/ui/api/",
+    "/ui/static/",
+    "/",
+)
 
 
 @st.composite
@@ -538,12 +547,19 @@ def _get(*params: str, statuses: Sequence[str] = ("200",)) -> dict[str, Any]:
 
 # Served by the public app but outside the API document: liveness.
 UNLISTED_PATHS = {"/healthz": _get()}
-# What the internal listener serves (no API document): the dashboard and the probes.
+# What the internal listener serves (no API document): the dashboard and the probes. The
+# fuzzer holds no dashboard session: every dashboard page and call must answer 401.
 INTERNAL_PATHS = {
-    "/": _get(),
-    "/dashboard.css": _get(),
-    "/jobs/{namespace}/{name}": _get("namespace", "name", statuses=("200", "404")),
-    "/chains/{namespace}/{chainId}": _get("namespace", "chainId", statuses=("200", "404")),
+    "/": _get(statuses=("200", "302", "401")),  # A redirect to /ui/, followed or not.
+    "/ui/": _get(statuses=("401",)),
+    "/ui/static/{name}": _get("name", statuses=("200", "401", "404")),
+    "/ui/jobs/{namespace}/{name}": _get("namespace", "name", statuses=("401", "404")),
+    "/ui/chains/{namespace}/{chainId}": _get("namespace", "chainId", statuses=("401", "404")),
+    "/ui/api/jobs": _get(statuses=("401",)),
+    "/ui/api/session": _get(statuses=("401",)),
+    "/ui/api/events": _get(statuses=("401",)),
+    "/ui/api/jobs/{namespace}/{name}": _get("namespace", "name", statuses=("401", "404")),
+    "/ui/api/chains/{namespace}/{chainId}": _get("namespace", "chainId", statuses=("401", "404")),
     "/healthz": _get(),
     "/readyz": _get(),
     "/metrics": _get(),

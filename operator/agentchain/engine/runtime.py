@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 
 from agentchain.engine.arrivals import PodArrivals
 from agentchain.engine.catalog import AgentCatalog
+from agentchain.engine.feeds import JobFeed
 from agentchain.engine.ownership import BatchJobs
 from agentchain.engine.unsettled import Unsettled
 from agentchain.kube import clients
@@ -55,6 +56,7 @@ class Runtime:
     pods: PodArrivals = field(default_factory=PodArrivals)
     jobs: BatchJobs = field(default_factory=BatchJobs)
     """Batch Jobs as the watch shows them: which pods are the operator's own."""
+    feed: JobFeed = field(default_factory=JobFeed)  # AgentJob changes for live dashboard pages.
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:
