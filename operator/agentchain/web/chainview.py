@@ -9,8 +9,10 @@ and the page only draws what it is given.
   missing agent: the operator marks it with a disposition annotation), with the
   reason and message, the depth, exit code and duration.
 * **Edges** come from each parent's ``status.next`` (what the chain did: spawned,
-  skipped, refused, with the recorded reason and message); an edge's ``condition``
-  is the condition the parent's step recorded in its message when it was not met.
+  skipped, refused, with the recorded reason and message).  An edge's ``condition``
+  is the one the parent's step recorded in its message when it was not met, else the
+  ``condition``/``failurePolicy`` of the trigger that started the parent as its
+  AiAgent says *now* (``agents``; the job records what happened, not the condition).
 * **Endings** are the ``next`` entries that created no job (the chain stopped, or
   had nothing more to run), attached to the job they ended at.
 * **Deleted jobs**: when AgentJobs are gone but the chain's record (its hops) is
@@ -26,9 +28,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from agentchain.models.agentjob import JobEvent
+from agentchain.models.aiagent import AiAgentSpec
+from agentchain.policy import outcomes
 from agentchain.store.chains import ChainRecord
 from agentchain.web import serializers
 
@@ -83,7 +88,21 @@ def node_of(obj: Obj) -> Obj:
     }
 
 
-def edge_of(parent: str, entry: Obj) -> Obj:
+def configured_step(obj: Obj, agents: Mapping[str, AiAgentSpec]) -> str | None:
+    """``condition/failurePolicy`` of the step that follows ``obj``, as configured now."""
+    spec = obj.get("spec") or {}
+    agent = agents.get(str(spec.get("agentRole") or ""))
+    if agent is None:
+        return None
+    try:
+        event = JobEvent.model_validate(spec["event"]) if spec.get("event") else None
+    except ValueError:
+        event = None
+    step = outcomes.trigger_step(agent, str(spec.get("origin") or "manual"), event)
+    return f"{step.condition}, {step.failure_policy}" if step is not None else None
+
+
+def edge_of(parent: str, entry: Obj, configured: str | None = None) -> Obj:
     message = str(entry.get("message") or "")
     unmet = _UNMET.match(message)
     return {
@@ -93,7 +112,7 @@ def edge_of(parent: str, entry: Obj) -> Obj:
         "agent": entry.get("agent"),
         "reason": entry.get("reason"),
         "message": message or None,
-        "condition": f"{unmet.group(1)} not met" if unmet else None,
+        "condition": f"{unmet.group(1)} not met" if unmet else configured,
     }
 
 
@@ -167,8 +186,15 @@ def _totals(nodes: Iterable[Obj]) -> Obj:
     }
 
 
-def layout(chain_id: str, namespace: str, jobs: Iterable[Obj], record: ChainRecord | None) -> Obj:
-    """The chain as the dashboard draws it (see the module docstring)."""
+def layout(
+    chain_id: str,
+    namespace: str,
+    jobs: Iterable[Obj],
+    record: ChainRecord | None,
+    agents: Mapping[str, AiAgentSpec] | None = None,
+) -> Obj:
+    """The chain as the dashboard draws it (see the module docstring); ``agents`` by
+    triggerName, for the conditions on edges."""
     # Creation times have one-second resolution: a parent and its child often tie; depth not.
     objs = sorted(jobs, key=lambda o: (_depth(o), serializers.sort_key(o)))
     nodes: dict[str, Obj] = {}
@@ -176,9 +202,10 @@ def layout(chain_id: str, namespace: str, jobs: Iterable[Obj], record: ChainReco
     for obj in objs:
         node = node_of(obj)
         nodes[node["id"]] = node
+        configured = configured_step(obj, agents or {})
         for entry in (obj.get("status") or {}).get("next") or []:
             if entry.get("action") in CHILD_ACTIONS and entry.get("child"):
-                edges[str(entry["child"])] = edge_of(node["id"], entry)
+                edges[str(entry["child"])] = edge_of(node["id"], entry, configured)
             else:
                 node["endings"].append(edge_of(node["id"], entry))
     _from_hops(namespace, nodes, edges, record.hops if record else [])

@@ -28,7 +28,7 @@ from aiohttp import web
 from agentchain.kube import errors as kube_errors
 from agentchain.kube import resources, viewing
 from agentchain.models.agentjob import AgentJob
-from agentchain.models.aiagent import AiAgent
+from agentchain.models.aiagent import AiAgent, AiAgentSpec
 from agentchain.policy import prompts
 from agentchain.web import api, auth, chainview, jobdetail, listing, live, serializers, sessions
 from agentchain.web import uilisting as jobs_list
@@ -97,7 +97,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     )
     return json_response(
         {
-            "items": [serializers.job_view(o) for o in rows],
+            "items": [live.row_view(o) for o in rows],
             "next": api.encode_cursor(last) if last else None,
             "total": total,
         }
@@ -172,12 +172,23 @@ async def job_output(request: web.Request) -> web.Response:
     )
 
 
+async def agent_specs(rt: Any, namespace: str) -> dict[str, AiAgentSpec]:
+    """The namespace's AiAgents by triggerName, from the operator's catalog (the edges'
+    conditions); none when they cannot be read: the chain still draws."""
+    try:
+        entries = await rt.agents.agents_in(namespace)
+    except kube_errors.KubeError:
+        return {}
+    return {agent.spec.trigger_name: agent.spec for _, agent in entries}
+
+
 async def chain_layout(rt: Any, namespace: str, chain_id: str) -> dict[str, Any] | None:
     jobs = await api.chain_jobs(namespace, chain_id)
     record = await rt.chains.get(namespace, chain_id)
     if not jobs and record is None:
         return None
-    return chainview.layout(chain_id, namespace, jobs, record)
+    agents = await agent_specs(rt, namespace)
+    return chainview.layout(chain_id, namespace, jobs, record, agents)
 
 
 async def chain(request: web.Request) -> web.Response:

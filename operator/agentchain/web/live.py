@@ -74,6 +74,11 @@ async def _next(sub: Subscription, closing: asyncio.Event) -> Change | None:
     return None
 
 
+def row_view(obj: Obj, *, deleted: bool = False) -> Obj:
+    """A job as the list shows it: the API's view, its display state, whether deleted."""
+    return {**serializers.job_view(obj), "state": chainview.display_state(obj), "deleted": deleted}
+
+
 def visible(principal: auth.Principal, change: Change, query: Obj) -> bool:
     namespaces = getattr(principal, "namespaces", ())
     if namespaces and change.namespace not in namespaces:
@@ -99,7 +104,7 @@ async def job_events(request: web.Request) -> web.StreamResponse:
             if change is None:
                 await response.write(b": heartbeat\n\n")
             elif visible(principal, change, query):
-                view = {**serializers.job_view(change.obj), "deleted": change.deleted}
+                view = row_view(change.obj, deleted=change.deleted)
                 await response.write(frame("job", view))
     return response
 
@@ -152,7 +157,8 @@ def _apply(jobs: dict[str, Obj], changes: list[Change], namespace: str, chain_id
 
 async def _layout(rt: Any, namespace: str, chain_id: str, jobs: dict[str, Obj]) -> Obj:
     record = await rt.chains.get(namespace, chain_id)
-    return chainview.layout(chain_id, namespace, list(jobs.values()), record)
+    agents = {agent.spec.trigger_name: agent.spec for _, agent in rt.agents.cached(namespace)}
+    return chainview.layout(chain_id, namespace, list(jobs.values()), record, agents)
 
 
 async def job_log(request: web.Request) -> web.StreamResponse:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentchain import models
+from agentchain.models.aiagent import AiAgentSpec
 from agentchain.store.chains import ChainRecord
 from agentchain.web import chainview
 
@@ -206,3 +207,31 @@ def test_a_cyclic_record_cannot_loop() -> None:
     ]
     out = chainview.layout("c1", "team-a", [], ChainRecord("c1", hops=hops))
     assert out["rows"] == []  # Both have a parent: neither is a root, nothing loops.
+
+
+def test_edges_name_the_configured_condition_of_the_parents_trigger() -> None:
+    triage = AiAgentSpec.model_validate(
+        {
+            "triggerName": "ai-triage",
+            "eventTriggers": [
+                {
+                    "source": "github",
+                    "events": ["issues.opened"],
+                    "next": {"agentTriggerName": "ai-developer", "condition": "always"},
+                },
+                {
+                    "source": "manual",
+                    "next": {"agentTriggerName": "ai-developer", "failurePolicy": "skip"},
+                },
+            ],
+        }
+    )
+    jobs = seed_chain()
+    agents = {"ai-triage": triage}
+    manual = chainview.layout("c1", "team-a", jobs, None, agents)
+    assert [e["condition"] for e in manual["edges"]] == ["on-success, skip", None]
+    jobs[2]["spec"].update(
+        origin="github", event={"source": "github", "name": "issues", "action": "opened"}
+    )
+    github = chainview.layout("c1", "team-a", jobs, None, agents)
+    assert github["edges"][0]["condition"] == "always, stop"

@@ -180,12 +180,12 @@ function jobRow(job) {
     el("td", {}, link(jobHref(job.namespace, job.id), job.id)),
     el("td", {}, job.namespace),
     el("td", {}, job.agentRole),
-    el("td", { class: "state" }, phaseBadge(job.phase)),
+    el("td", { class: "state" }, phaseBadge(job.state || job.phase)),
     el("td", {}, job.chainId ? link(chainHref(job.namespace, job.chainId), job.chainId) : ""),
     el("td", {}, job.chainDepth ?? ""),
     el("td", {}, job.parentJobId ? link(jobHref(job.namespace, job.parentJobId), job.parentJobId) : ""),
     el("td", {}, job.exitCode ?? ""),
-    el("td", {}, job.createdAt || ""),
+    el("td", { class: "nowrap" }, job.createdAt || ""),
   );
 }
 
