@@ -2,14 +2,14 @@
 
 Aspects covered, in one browser session (Debian's chromium, headless, Selenium):
 * without a session the page shows the login form and its JSON calls get 401;
-* log in with the admin token; the jobs list shows;
+* log in with the admin token; the jobs list shows, and new jobs join it live;
 * a three-agent chain (each step sleeping, so it is seen running): its chain page,
   opened before the chain ends, grows to three nodes that change phase to succeeded
   without a reload (the page's own marker survives), fed by server-sent events;
 * the reviewer's job page (reached by clicking its node) shows the prompt's
   ``<chain-context>`` block as such, and the result;
 * a finished chain whose last step was refused (a loop) shows the refused node and
-  its reason;
+  its reason, and still draws from its Redis record once its AgentJobs are deleted;
 * a job whose output holds ``<script>`` and ``"><img onerror=…>`` shows them as text:
   nothing runs, no element is made;
 * logout: the login form again, and the session's calls get 401;
@@ -120,7 +120,16 @@ def test_the_dashboard_in_a_browser(
     info, base = cluster_info, operator.internal_url
     with browsing.chromium() as driver:
         log_in(driver, base, operator.admin_token)
+        open_page(driver, f"{base}/ui/?namespace={namespace}", "table.jobs")
+        driver.execute_script("window.__listLoaded = true;")
         start_chains(info, namespace)
+        browsing.wait(  # New jobs join the open list, no reload.
+            driver,
+            lambda d: d.find_elements(By.CSS_SELECTOR, f"tr[data-job='{namespace}/issue-7']"),
+            60,
+            "issue-7 in the live list",
+        )
+        assert driver.execute_script("return window.__listLoaded === true"), "the list reloaded"
         chain_id = chain_of(info, namespace, "issue-7")
         seen = watch_chain_grow(driver, f"{base}/ui/chains/{namespace}/{chain_id}")
         assert len(seen[0]) < 3 or "succeeded" not in set(seen[0].values()) or len(seen) > 1
@@ -164,6 +173,13 @@ def check_refused_chain(driver: WebDriver, info: ClusterInfo, base: str, namespa
     summary = driver.find_element(By.ID, "chain-summary")
     assert summary.get_attribute("data-complete") == "true" and "complete" in summary.text
     browsing.screenshot(driver, "chain-refused")
+    # Its AgentJobs deleted, the chain still draws from its record in Redis.
+    selector = f"labrats.work/chain-id={chain_id}"
+    info.kubectl("delete", "agentjobs", "-n", namespace, "-l", selector, "--wait=true")
+    open_page(driver, f"{base}/ui/chains/{namespace}/{chain_id}", "#chain .node")
+    states = node_states(driver)
+    assert len(states) == 3 and "AgentJob deleted" in driver.find_element(By.ID, "chain").text
+    browsing.screenshot(driver, "chain-deleted")
 
 
 def check_hostile_output(driver: WebDriver, info: ClusterInfo, base: str, namespace: str) -> None:
@@ -186,7 +202,7 @@ def check_hostile_output(driver: WebDriver, info: ClusterInfo, base: str, namesp
 def check_jobs_list(driver: WebDriver, base: str, namespace: str) -> None:
     open_page(driver, f"{base}/ui/?namespace={namespace}", "table.jobs tbody tr")
     rows = driver.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")
-    assert len(rows) == 7, [r.text for r in rows]  # Three chains: 3 + 3 + 1 jobs.
+    assert len(rows) == 4, [r.text for r in rows]  # 3 + 1 jobs (the loop's were deleted).
     browsing.screenshot(driver, "jobs")
     agent = driver.find_element(By.CSS_SELECTOR, "#filters input[name='agent']")
     agent.send_keys("ai-reviewer")

@@ -64,7 +64,16 @@ def history(obj: Obj, record: ChainRecord | None) -> list[Obj]:
             )
     if status.get("completionTime"):
         rows.append({"at": _at(status["completionTime"]), "what": status.get("phase") or "ended"})
-    return sorted(rows, key=lambda r: r["at"])
+    # By instant, not text ("…Z" and "…+00:00" both occur); ties keep the order above.
+    return sorted(rows, key=lambda r: _instant(r["at"]))
+
+
+def _instant(value: str) -> dt.datetime:
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return dt.datetime.min.replace(tzinfo=dt.UTC)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def _epoch_text(value: object) -> str:

@@ -99,8 +99,9 @@ def test_a_job_created_between_pages_neither_repeats_nor_skips_a_row() -> None:
 
 def test_history_is_in_time_order_with_this_jobs_hops() -> None:
     obj = job(1)
+    obj["metadata"]["creationTimestamp"] = "2026-01-01T00:00:03Z"
     obj["status"].update(
-        startTime="2026-01-01T00:00:03Z",
+        startTime="2026-01-01T00:00:03+00:00",  # The same second, written the other way.
         completionTime="2026-01-01T00:00:09Z",
         conditions=[
             {

@@ -57,6 +57,12 @@ function seconds(value) {
   return `${m} min ${Math.round(value - 60 * m)} s`;
 }
 
+// One format for every time: the API mixes "Z" and "+00:00", and seconds are enough.
+function when(value) {
+  const at = Date.parse(value || "");
+  return Number.isNaN(at) ? (value || "") : new Date(at).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+}
+
 function since(start, end) {
   const a = Date.parse(start || "");
   const b = end ? Date.parse(end) : Date.now();
@@ -185,7 +191,7 @@ function jobRow(job) {
     el("td", {}, job.chainDepth ?? ""),
     el("td", {}, job.parentJobId ? link(jobHref(job.namespace, job.parentJobId), job.parentJobId) : ""),
     el("td", {}, job.exitCode ?? ""),
-    el("td", { class: "nowrap" }, job.createdAt || ""),
+    el("td", { class: "nowrap" }, when(job.createdAt)),
   );
 }
 
@@ -211,12 +217,22 @@ async function jobsPage(main, params) {
   const live = new URLSearchParams();
   if (params.get("namespace")) live.set("namespace", params.get("namespace"));
   if (params.get("chain")) live.set("chain", params.get("chain"));
+  // New jobs join the first page of the default order; others change in place.
+  const newestFirst = !params.get("continue") && (params.get("sort") || "created") === "created"
+    && (params.get("order") || "desc") === "desc" && !params.get("repository");
+  const wanted = (job) => (!params.get("agent") || job.agentRole === params.get("agent"))
+    && (!params.get("phase") || [job.phase, job.state, job.status].map((v) => String(v).toLowerCase())
+      .includes(params.get("phase").toLowerCase()));
   stream(`/ui/api/events?${live}`, {
     job: (job) => {
       const key = `${job.namespace}/${job.id}`;
       const row = [...body.rows].find((r) => r.getAttribute("data-job") === key);
       if (row && job.deleted) row.classList.add("deleted");
       else if (row) row.replaceWith(jobRow(job));
+      else if (!job.deleted && newestFirst && wanted(job)) {
+        body.prepend(jobRow(job));
+        if (body.rows.length > 50) body.lastElementChild.remove();
+      }
     },
   });
 }
@@ -307,7 +323,9 @@ function promptBlock(prompt) {
     box.append(el("div", { class: "chain-context-label" }, "<chain-context> — the previous agent's output, added by the operator"),
       pre(prompt.chainContext, { class: "chain-context", id: "chain-context" }));
   }
-  box.append(el("div", { class: "prompt-label" }, "original prompt"), pre(prompt.original, { id: "original-prompt" }),
+  box.append(el("div", { class: "prompt-label" }, "original prompt"),
+    prompt.original ? pre(prompt.original, { id: "original-prompt" })
+      : el("p", { class: "note", id: "original-prompt" }, "(none: the job carried no prompt of its own and its agent's template rendered nothing)"),
     el("p", { class: "note" }, prompt.note));
   return box;
 }
@@ -326,7 +344,7 @@ function jobTable(d) {
     row("depth", j.chainDepth ?? ""),
     row("parent", j.parentJobId ? link(jobHref(j.namespace, j.parentJobId), j.parentJobId) : "(none: the chain starts here)"),
     row("exit code", j.exitCode ?? ""),
-    row("created", j.createdAt || ""), row("started", j.startedAt || ""), row("completed", j.completedAt || ""),
+    row("created", when(j.createdAt)), row("started", when(j.startedAt)), row("completed", when(j.completedAt)),
     row("duration", seconds(since(j.startedAt, j.completedAt)) || ""),
     row("origin", j.origin || "", d.event && d.event.repository ? ` · ${d.event.repository}` : ""),
     row("pod", d.podName || "", d.attempt ? ` (attempt ${d.attempt})` : ""));
@@ -334,14 +352,14 @@ function jobTable(d) {
 
 function historyTable(rows) {
   return el("table", { class: "history" }, rows.map((r) =>
-    el("tr", {}, el("td", {}, r.at || ""), el("td", {}, r.what), el("td", {}, r.reason || ""), el("td", {}, r.message || ""))));
+    el("tr", {}, el("td", { class: "nowrap" }, when(r.at)), el("td", {}, r.what), el("td", {}, r.reason || ""), el("td", {}, r.message || ""))));
 }
 
 function eventsTable(d) {
   if (d.eventsUnavailable) return el("p", { class: "note" }, d.eventsUnavailable);
   if (!d.events.length) return el("p", { class: "note" }, "No Events.");
   return el("table", { class: "events" }, d.events.map((e) =>
-    el("tr", {}, el("td", {}, e.at || ""), el("td", {}, e.type || ""), el("td", {}, e.reason || ""), el("td", {}, e.message || ""), el("td", {}, e.count ?? ""))));
+    el("tr", {}, el("td", { class: "nowrap" }, when(e.at)), el("td", {}, e.type || ""), el("td", {}, e.reason || ""), el("td", {}, e.message || ""), el("td", {}, e.count ?? ""))));
 }
 
 function outputSection(d) {
