@@ -54,8 +54,20 @@ def chain_of(info: ClusterInfo, namespace: str, root: str) -> str:
 
 
 def node_states(driver: WebDriver) -> dict[str, str]:
-    nodes = driver.find_elements(By.CSS_SELECTOR, "#chain .node")
-    return {str(n.get_attribute("data-job")): str(n.get_attribute("data-state")) for n in nodes}
+    """Job → state of the drawn nodes, read in one step (the page redraws the whole tree
+    on each event, so element handles go stale between two reads)."""
+    script = (
+        "return Object.fromEntries([...document.querySelectorAll('#chain .node')]"
+        ".map(n => [n.dataset.job, n.dataset.state]));"
+    )
+    states: dict[str, str] = driver.execute_script(script)
+    return states
+
+
+def text_of(driver: WebDriver, css: str) -> str:
+    """The text of the first element matching ``css`` ("" if none), read in one step."""
+    script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : '';"
+    return str(driver.execute_script(script, css))
 
 
 def open_page(driver: WebDriver, url: str, ready_css: str) -> None:
@@ -105,7 +117,9 @@ def watch_chain_grow(driver: WebDriver, url: str) -> list[dict[str, str]]:
             if len(seen) == 3:
                 browsing.screenshot(driver, "chain-running")
         if len(states) == 3 and set(states.values()) == {"succeeded"}:
-            if driver.find_element(By.ID, "chain-summary").get_attribute("data-complete") == "true":
+            if driver.execute_script(
+                "return document.getElementById('chain-summary').dataset.complete === 'true'"
+            ):
                 break
         time.sleep(0.2)
     assert driver.execute_script("return window.__loadedOnce === true"), "the page reloaded"
@@ -147,11 +161,13 @@ def test_the_dashboard_in_a_browser(
 
 
 def check_reviewer_page(driver: WebDriver) -> None:
-    cards = driver.find_elements(By.CSS_SELECTOR, "#chain .node")
-    reviewer = next(
-        c for c in cards if c.find_element(By.CSS_SELECTOR, ".agent").text == "ai-reviewer"
+    # Found and clicked in one step: a late event may redraw the tree in between.
+    clicked = driver.execute_script(
+        "const card = [...document.querySelectorAll('#chain .node')]"
+        ".find(n => n.querySelector('.agent').textContent === 'ai-reviewer');"
+        "if (!card) return false; card.querySelector('.node-name a').click(); return true;"
     )
-    reviewer.find_element(By.CSS_SELECTOR, ".node-name a").click()
+    assert clicked, "no ai-reviewer node to click"
     browsing.wait(driver, lambda d: d.find_elements(By.ID, "chain-context"), 30, "chain context")
     context = driver.find_element(By.ID, "chain-context").text
     assert context.startswith("<chain-context>") and "Previous agent output:" in context
@@ -168,17 +184,18 @@ def check_refused_chain(driver: WebDriver, info: ClusterInfo, base: str, namespa
     chaining.wait_chain(info, namespace, "loop", 3)
     open_page(driver, f"{base}/ui/chains/{namespace}/{chain_id}", "#chain .node")
     browsing.wait(driver, lambda d: "refused" in node_states(d).values(), 30, "refused node")
-    refused = driver.find_element(By.CSS_SELECTOR, "#chain .node[data-state='refused']")
-    assert "LoopDetected" in refused.text
-    summary = driver.find_element(By.ID, "chain-summary")
-    assert summary.get_attribute("data-complete") == "true" and "complete" in summary.text
+    assert "LoopDetected" in text_of(driver, "#chain .node[data-state='refused']")
+    assert driver.execute_script(
+        "return document.getElementById('chain-summary').dataset.complete === 'true'"
+    )
+    assert text_of(driver, "#chain-summary").startswith("complete")
     browsing.screenshot(driver, "chain-refused")
     # Its AgentJobs deleted, the chain still draws from its record in Redis.
     selector = f"labrats.work/chain-id={chain_id}"
     info.kubectl("delete", "agentjobs", "-n", namespace, "-l", selector, "--wait=true")
     open_page(driver, f"{base}/ui/chains/{namespace}/{chain_id}", "#chain .node")
-    states = node_states(driver)
-    assert len(states) == 3 and "AgentJob deleted" in driver.find_element(By.ID, "chain").text
+    browsing.wait(driver, lambda d: len(node_states(d)) == 3, 30, "the chain from its record")
+    assert text_of(driver, "#chain").count("AgentJob deleted") == 3
     browsing.screenshot(driver, "chain-deleted")
 
 
