@@ -328,6 +328,12 @@ def _invalid_object(draw: st.DrawFn, schemas: Schemas, schema: Schema) -> tuple[
 # --------------------------------------------------------------------------- requests
 
 
+def is_dashboard_page(target: str) -> bool:
+    """A dashboard path answered with its page, not JSON (``/ui/`` but its API and files)."""
+    path = target.split("?", 1)[0]
+    return path.startswith("/ui/") and not path.startswith(("/ui/api/", "/ui/static/"))
+
+
 @dataclass(frozen=True)
 class FuzzRequest:
     """One request and what its answer must satisfy."""
@@ -355,7 +361,11 @@ class FuzzRequest:
     def check(self, status: int, content_type: str, body: bytes) -> None:
         what = f"{self.method} {self.target} ({self.label}) → {status}: {body[:300]!r}"
         assert status < 500, what
-        if status >= 400 and self.method != "HEAD":
+        page = status == 401 and content_type == "text/html" and is_dashboard_page(self.target)
+        if page and self.method != "HEAD":
+            # A dashboard page without a session: 401 with the page that shows the login.
+            assert b'id="login-form"' in body, what
+        elif status >= 400 and self.method != "HEAD":
             assert content_type == JSON_TYPE, what
             answer = json.loads(body)
             assert isinstance(answer, dict), what
