@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 from redis.exceptions import RedisError
 
-from agentchain.engine import starting
+from agentchain.engine import hopping
 from agentchain.engine.runtime import Runtime
 from agentchain.models import GROUP, VERSION
 
@@ -38,8 +38,8 @@ async def observed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any)
         await _revoke(runtime, obj)
         return
     runtime.unsettled.observe(obj, time.monotonic(), float(runtime.settings.resync_seconds))
-    if starting.wants_start(obj):
-        await starting.start(runtime, obj)
+    if hopping.wants_start(runtime, obj):
+        await hopping.start(runtime, obj)
 
 
 async def _revoke(runtime: Runtime, obj: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from agentchain import models
 from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.policy import outcomes
@@ -38,7 +39,7 @@ from agentchain.store.chains import ChainRecord
 from agentchain.web import serializers
 
 Obj = dict[str, Any]
-DISPOSITION = "labrats.work/disposition"
+DISPOSITION = models.DISPOSITION
 CHILD_ACTIONS = frozenset({"spawned", "skipped", "refused"})
 _UNMET = re.compile(r"^Condition ([a-z-]{1,20}) not met")
 
