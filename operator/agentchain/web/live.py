@@ -10,7 +10,9 @@ into ``Runtime.feed`` (``engine/feeds.py``); each open page holds one subscripti
   events): read once when the page subscribes, then kept from the feed's changes
   and the chain's Redis record, and sent again at most every :data:`BATCH_SECONDS`;
 * ``/ui/api/jobs/<ns>/<name>/log`` follows the running pod's log (``pods/log``
-  with ``follow``), one API stream per viewer for as long as the page is open.
+  with ``follow``), one API stream per viewer for as long as the page is open; it
+  ends with ``end`` when the container has (the page stops listening), or ``pause``
+  when the stream ran its time on a pod still running (the browser reconnects).
 
 A subscriber that falls behind is sent ``reload`` and the stream ends (the page
 reads afresh and subscribes again); streams end when the listener shuts down.  A
@@ -23,6 +25,7 @@ import asyncio
 import codecs
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -168,9 +171,15 @@ async def job_log(request: web.Request) -> web.StreamResponse:
     response = await open_stream(request)
     with contextlib.suppress(asyncio.CancelledError, ConnectionError):
         await response.write(frame("reset", {"pod": pod}))
+        began = time.monotonic()
         if pod:
             await _pump(response, viewing.follow_log(namespace, pod, jobspec.CONTAINER_NAME))
-        await response.write(frame("end", {"pod": pod}))
+        # "end": the container ended (the log's EOF), the page stops listening; "pause":
+        # the stream ran its time, and the browser's EventSource reconnects (the next
+        # stream starts with "reset"). The AgentJob's phase cannot tell them apart: the
+        # log ends before the operator has recorded the end.
+        ran_its_time = time.monotonic() - began >= viewing.FOLLOW_MAX_SECONDS - 1
+        await response.write(frame("pause" if ran_its_time else "end", {"pod": pod}))
     return response
 
 

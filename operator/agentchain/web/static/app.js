@@ -379,10 +379,11 @@ function liveLog(d) {
   const j = d.job;
   const box = pre("", { id: "log", class: "output log" });
   const section = el("section", {}, el("h2", {}, "Live log"), box);
-  stream(`/ui/api/jobs/${seg(j.namespace)}/${seg(j.id)}/log`, {
+  const source = stream(`/ui/api/jobs/${seg(j.namespace)}/${seg(j.id)}/log`, {
     reset: () => clear(box),
     log: (text) => box.append(document.createTextNode(text)),
-    end: () => { box.classList.add("ended"); },
+    // The container ended: stop, or the EventSource would reconnect and replay the log.
+    end: () => { box.classList.add("ended"); source.close(); },
   });
   return section;
 }
