@@ -6,7 +6,7 @@
 // innerHTML with a string would throw instead of rendering markup.
 "use strict";
 
-const state = { csrf: null, streams: [] };
+const state = { csrf: null, streams: [], timers: [] };
 
 // --- DOM helpers --------------------------------------------------------------------
 function el(tag, attrs, ...children) {
@@ -110,7 +110,9 @@ function stream(url, handlers) {
 
 function closeStreams() {
   for (const source of state.streams) source.close();
+  for (const timer of state.timers) clearInterval(timer);
   state.streams = [];
+  state.timers = [];
   document.getElementById("live").hidden = true;
 }
 
@@ -302,8 +304,11 @@ function chainSummary(layout) {
 async function chainPage(main, namespace, chainId) {
   const layout = await getJSON(`/ui/api/chains/${seg(namespace)}/${seg(chainId)}`);
   const holder = el("div", { id: "chain" });
-  const draw = (value) => clear(holder).append(chainSummary(value), chainTree(value));
+  let last = layout;
+  const draw = (value) => { last = value; clear(holder).append(chainSummary(value), chainTree(value)); };
   draw(layout);
+  // Running steps' "so far" and the wall time move on between events.
+  state.timers.push(setInterval(() => { if (!last.complete) draw(last); }, 1000));
   main.append(el("h1", {}, "Chain ", el("code", {}, chainId)), el("p", {}, `namespace ${namespace}`), holder);
   stream(`/ui/api/chains/${seg(namespace)}/${seg(chainId)}/events`, { chain: draw });
 }
