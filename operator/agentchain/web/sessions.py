@@ -155,12 +155,13 @@ async def login(request: web.Request) -> web.Response:
         token = None
     if not isinstance(token, str) or not auth.is_admin_token(token, rt.settings.admin_tokens):
         raise ApiError(401, "not an admin token", "Log in with an admin token of the job API.")
-    session_id, session = await request.app[SESSIONS_KEY].create(
-        token_digest(rt.operator_keys, token)
-    )
+    store = request.app[SESSIONS_KEY]
+    previous = request.cookies.get(COOKIE)
+    if previous and len(previous) <= 128:
+        await store.delete(previous)  # A login never keeps an id the browser had before.
+    session_id, session = await store.create(token_digest(rt.operator_keys, token))
     response = json_response(_session_body(rt, session))
-    ttl = request.app[SESSIONS_KEY].ttl
-    set_cookie(response, session_id, secure=_secure(request, rt), max_age=ttl)
+    set_cookie(response, session_id, secure=_secure(request, rt), max_age=store.ttl)
     return response
 
 

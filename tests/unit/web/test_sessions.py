@@ -10,7 +10,7 @@ Aspects covered:
   ``HttpOnly``, ``SameSite=Strict``, ``Path=/ui/``, ``Secure`` when configured, and
   Redis holds neither the session id nor the token;
 * a session reads ``/ui/api/session``; state-changing calls need the CSRF token and
-  this origin; logout ends the session at once;
+  this origin; logout ends the session at once, and so does a new login (no fixation);
 * the dashboard is on by default on the internal listener, never on the public one.
 """
 
@@ -238,3 +238,13 @@ def test_the_shell_is_static_and_loads_only_its_own_files() -> None:
     text = dashboard.SHELL.decode()
     assert '<script src="/ui/static/app.js" defer></script>' in text
     assert "<style" not in text and "onclick" not in text and "{{" not in text
+
+
+async def test_a_new_login_ends_the_session_the_browser_had(ui: Client) -> None:
+    await log_in(ui)
+    first = ui.session.cookie_jar.filter_cookies(ui.make_url("/ui/"))[sessions.COOKIE].value
+    await log_in(ui)
+    second = ui.session.cookie_jar.filter_cookies(ui.make_url("/ui/"))[sessions.COOKIE].value
+    assert first != second
+    assert (await ui.get("/ui/api/session", cookies={sessions.COOKIE: first})).status == 401
+    assert (await ui.get("/ui/api/session")).status == 200
