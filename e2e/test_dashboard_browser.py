@@ -211,8 +211,14 @@ def check_hostile_output(driver: WebDriver, info: ClusterInfo, base: str, namesp
     assert driver.execute_script("return window.__xss") is None, "agent output ran as script"
     assert not driver.find_elements(By.CSS_SELECTOR, "main img, main script")
     logs: list[dict[str, Any]] = driver.get_log("browser")  # type: ignore[no-untyped-call]
-    errors = [e for e in logs if e.get("level") == "SEVERE"]
-    assert not [e for e in errors if "TrustedHTML" in json.dumps(e)], errors
+    # No script error, no CSP or Trusted Types violation; only refused requests (the
+    # 401s before login, a favicon) may be logged.
+    errors = [
+        e
+        for e in logs
+        if e.get("level") == "SEVERE" and "Failed to load resource" not in str(e.get("message"))
+    ]
+    assert not errors, errors
     browsing.screenshot(driver, "hostile-output")
 
 
