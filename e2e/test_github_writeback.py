@@ -115,7 +115,7 @@ def test_issue_chain_keeps_one_comment(
         assert final.startswith(f"<!-- agentchain:chain={namespace}/")
         assert "Verdict: approve" in final and "```text" in final
         for job in jobs:
-            assert f"({DASHBOARD}/jobs/{namespace}/{job['metadata']['name']})" in final
+            assert f"({DASHBOARD}/ui/jobs/{namespace}/{job['metadata']['name']})" in final
         assert installed.creates() == 1
         assert len(installed.github.requests("issues/update-comment", status=200)) >= 1
         status, answer = delivering.send(op, body, headers)  # A redelivery.

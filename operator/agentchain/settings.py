@@ -143,8 +143,13 @@ class Settings(BaseSettings):
         description="Most store bytes per Kubernetes namespace (0: no limit).",
     )
     dashboard: bool = Field(
+        True,
+        description="Serve the dashboard under /ui/ on the internal port (login: an admin token).",
+    )
+    dashboard_cookie_secure: bool = Field(
         False,
-        description="Serve the read-only HTML dashboard on the internal port (no login).",
+        description="Mark the dashboard's session cookie Secure although the operator serves"
+        " plain HTTP (a TLS-terminating proxy in front); over TLS it always is.",
     )
 
     github_app_id: OptionalInt = Field(
@@ -167,7 +172,7 @@ class Settings(BaseSettings):
     github_dashboard_url: str = Field(
         "",
         description="The dashboard's URL as people reach it; chain comments link each job"
-        " to <url>/jobs/<namespace>/<name> (empty: no links).",
+        " to <url>/ui/jobs/<namespace>/<name> (empty: no links).",
     )
     github_writeback_delay_seconds: float = Field(
         2.0,

@@ -163,7 +163,7 @@ async def _check_run(
     url = settings.github_dashboard_url
     fields = progress.check_run(view, dashboard_url=url, allow_mentions=wb.allow_mentions).body()
     if url:
-        fields["details_url"] = f"{url.rstrip('/')}/chains/{view.namespace}/{view.chain_id}"
+        fields["details_url"] = f"{url.rstrip('/')}/ui/chains/{view.namespace}/{view.chain_id}"
     ns, chain = view.namespace, view.chain_id
     body_digest = digest(repr(sorted(fields.items())))
     record = await side.records.get(ns, chain)

@@ -33,6 +33,7 @@ async def observed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any)
     runtime = memo.runtime
     obj = dict(body)
     writeback.observe(runtime, type, obj)  # Issue 17: GitHub write-back, token revocation.
+    runtime.feed.publish(type, obj)  # Live dashboard pages (web/live.py); never blocks.
     if type == "DELETED":
         runtime.unsettled.forget(obj)
         await _revoke(runtime, obj)

@@ -159,7 +159,7 @@ def duration(step: Step) -> str:
 def _row(index: int, step: Step, view: ChainView, dashboard_url: str) -> str:
     name = markdown.inline(step.name, 253)
     if dashboard_url:
-        name = f"[{name}]({dashboard_url.rstrip('/')}/jobs/{view.namespace}/{step.name})"
+        name = f"[{name}]({dashboard_url.rstrip('/')}/ui/jobs/{view.namespace}/{step.name})"
     phase = f"{_ICONS.get(step.phase, '•')} {markdown.inline(step.phase, 20)}"
     agent = markdown.inline(step.agent, 63)
     return f"| {index} | {agent} | {phase} | {duration(step)} | {name} |"
@@ -194,9 +194,8 @@ def render_comment(
         f"**agentchain** · chain {markdown.inline(view.chain_id, 80)} · **{_TITLES[view.state]}**"
     )
     if dashboard_url:
-        title += (
-            f" · [dashboard]({dashboard_url.rstrip('/')}/chains/{view.namespace}/{view.chain_id})"
-        )
+        base = dashboard_url.rstrip("/")
+        title += f" · [dashboard]({base}/ui/chains/{view.namespace}/{view.chain_id})"
     parts = [
         marker(view.namespace, view.chain_id),
         title,

@@ -119,6 +119,13 @@ GITHUB_JOB_TOKENS_PREFIX = ROOT_PREFIX + "github:job-tokens:"
 # Installation tokens live one hour; the records outlive them a day at most, like job tokens.
 GITHUB_JOB_TTL_SECONDS = JOB_TOKEN_MAX_TTL_SECONDS
 
+# --- dashboard sessions (issue 19) ------------------------------------------------------
+# Hash per sha256(session id): the admin token's digest (HMAC under the operator key), the
+# CSRF token and the login time. Redis never holds a session id itself, nor a token.
+DASHBOARD_SESSION_PREFIX = ROOT_PREFIX + "ui:session:"
+# Eight hours from login (a working day), not extended by use; logout deletes it at once.
+DASHBOARD_SESSION_TTL_SECONDS = 8 * 3600
+
 
 def encode(component: str) -> str:
     """Percent-encode the characters that could make two component tuples collide."""
@@ -219,3 +226,7 @@ def github_job_scope(tenant: str, job_name: str) -> str:
 
 def github_job_tokens(tenant: str, job_name: str) -> str:
     return _join(GITHUB_JOB_TOKENS_PREFIX, tenant, job_name)
+
+
+def dashboard_session(session_sha256_hex: str) -> str:
+    return _join(DASHBOARD_SESSION_PREFIX, session_sha256_hex)

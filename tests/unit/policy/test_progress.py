@@ -88,10 +88,10 @@ class TestComment:
         assert body.startswith("<!-- agentchain:chain=team-a/c-123 -->\n")
         rows = [line for line in body.splitlines() if line.startswith("| ")][1:]
         assert rows[0].startswith(
-            "| 1 | triage | ✅ Succeeded | 1m 15s | [tri](https://dash.example/jobs/team-a/tri)"
+            "| 1 | triage | ✅ Succeeded | 1m 15s | [tri](https://dash.example/ui/jobs/team-a/tri)"
         )
         assert rows[1].startswith("| 2 | developer | ⏳ Running | since 01:02:03 UTC |")
-        assert "https://dash.example/chains/team-a/c-123" in body
+        assert "https://dash.example/ui/chains/team-a/c-123" in body
         assert "The result appears here when the chain ends" in body
 
     def test_same_state_same_text(self) -> None:
