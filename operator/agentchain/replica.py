@@ -53,6 +53,7 @@ from agentchain.kube.electing import Elector
 from agentchain.policy import leadership
 from agentchain.policy.leadership import Timing
 from agentchain.settings import Settings
+from agentchain.web import following
 
 log = logging.getLogger(__name__)
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -187,8 +188,13 @@ class Replica:
         if self.elector is None:
             return await self._lead_as(runtime, None, None)
         lane = ElectionThread()
+        # Open dashboard pages update on a follower too (kopf's handler feeds the leader's).
+        feeding = asyncio.create_task(following.feed(runtime, self.config.namespaces))
         try:
-            if not await _until(lane.call(self.elector.campaign()), self.stopping):
+            campaign = _until(lane.call(self.elector.campaign()), self.stopping)
+            won = await campaign
+            feeding.cancel()
+            if not won:
                 return 0  # Stopped while following.
             # Lost leadership exits from inside the renewal step, on the election thread.
             holding = asyncio.create_task(
@@ -196,6 +202,7 @@ class Replica:
             )
             return await self._lead_as(runtime, holding, lane)
         finally:
+            feeding.cancel()
             lane.stop()
 
     async def _lead_as(
