@@ -15,7 +15,8 @@ JOBS = Counter(
 )
 CHAIN_OUTCOMES = Counter(
     "agentchain_chain_outcomes_total",
-    "Chains marked complete, by outcome (succeeded, failed, stopped, refused).",
+    "Chains marked complete, by outcome (succeeded, failed, stopped, refused); a chain "
+    "whose job was stopped or superseded counts as stopped.",
     ["namespace", "outcome"],
 )
 HOP_LATENCY = Histogram(
@@ -47,4 +48,10 @@ WEBHOOK_JOBS = Counter(
     "AgentJobs queued by the webhook, by dispatch result (created, existed, failed, retried, "
     "forged: dropped because its seal was not the operator's).",
     ["result"],
+)
+STOPS = Counter(
+    "agentchain_stops_total",
+    "AgentJobs ended Cancelled, by reason (Stopped: by the API or an annotation; "
+    "Superseded: by a newer chain of its concurrency group).",
+    ["namespace", "reason"],
 )

@@ -200,7 +200,10 @@ def test_names_scope_version_and_subresources(kind: str, plural: str, short: str
         (
             "AgentJob",
             "status.phase",
-            ["Pending", "Waiting", "Running", "Succeeded", "Failed", "Skipped"],
+            [
+                *("Pending", "Waiting", "Running", "Succeeded", "Failed", "Skipped"),
+                *("Queued", "AwaitingApproval", "Cancelled"),
+            ],
         ),
     ],
 )

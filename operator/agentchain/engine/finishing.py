@@ -21,7 +21,7 @@ from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
-from agentchain.policy import naming
+from agentchain.policy import naming, stops
 from agentchain.policy import ownership as policy_ownership
 from agentchain.policy.jobspec import CONTAINER_NAME
 from agentchain.policy.outcomes import (
@@ -212,7 +212,8 @@ async def finish(
             found = await rt.agents.by_trigger(namespace, obj["spec"]["agentRole"])
             agent = found if isinstance(found, AiAgent) else None  # Ambiguous: no retry.
             marker = agent.spec.completion_marker if agent else None
-            ending = job_ending(
+            stop = stored.stop if stored is not None and stored.attempt == attempt else None
+            ending = stops.ending_of(stop) or job_ending(
                 exit_code,
                 text,
                 completion_marker=marker,

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from agentchain.engine import finishing, orphans, progressing, records, starting
+from agentchain.engine import finishing, orphans, progressing, records, starting, stopping
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import errors, workloads
 from agentchain.policy.outcomes import is_terminal
@@ -24,6 +24,8 @@ CONCURRENCY = 8
 
 async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
     job = records.parse(obj)
+    if stopping.wants_stop(obj) and await stopping.stop(rt, obj) != stopping.ENDING:
+        return
     if is_terminal(job.status):
         await progressing.progress(rt, obj)
         return

@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 from redis.exceptions import RedisError
 
-from agentchain.engine import starting
+from agentchain.engine import starting, stopping
 from agentchain.engine.runtime import Runtime
 from agentchain.models import GROUP, VERSION
 
@@ -37,7 +37,9 @@ async def observed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any)
         await _revoke(runtime, obj)
         return
     runtime.unsettled.observe(obj, time.monotonic(), float(runtime.settings.resync_seconds))
-    if starting.wants_start(obj):
+    if stopping.wants_stop(obj):
+        await stopping.stop(runtime, obj)
+    elif starting.wants_start(obj):
         await starting.start(runtime, obj)
 
 

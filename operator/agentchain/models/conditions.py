@@ -65,6 +65,10 @@ class Reason:
     CHILD_SPAWNED = "ChildSpawned"
     CHAIN_COMPLETE = "ChainComplete"
 
+    # Flow control (issue 16).
+    STOPPED = "Stopped"
+    SUPERSEDED = "Superseded"
+
     @classmethod
     def all(cls) -> list[str]:
         return sorted(v for k, v in vars(cls).items() if k.isupper() and isinstance(v, str))

@@ -99,6 +99,11 @@ TEAM_ANCHOR_PREFIX = ROOT_PREFIX + "anchor:team:"
 # Anchors outlive their job for audit, like chain records.
 ANCHOR_TTL_SECONDS = 30 * 24 * 3600
 
+# --- flow control (issue 16) ------------------------------------------------------------
+# String per chain: JSON {by, reason} of a chain stop; jobs of the chain that start after
+# it are cancelled instead of run. Lives as long as chain records.
+CHAIN_STOP_PREFIX = ROOT_PREFIX + "flow:chain-stop:"
+
 
 def encode(component: str) -> str:
     """Percent-encode the characters that could make two component tuples collide."""
@@ -183,3 +188,7 @@ def job_anchor(tenant: str, job_name: str) -> str:
 
 def team_anchor(tenant: str, chain_id: str) -> str:
     return _join(TEAM_ANCHOR_PREFIX, tenant, chain_id)
+
+
+def chain_stop(tenant: str, chain_id: str) -> str:
+    return _join(CHAIN_STOP_PREFIX, tenant, chain_id)

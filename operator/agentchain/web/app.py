@@ -41,7 +41,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import clients
 from agentchain.store.deliveries import JobQueue
-from agentchain.web import api, auth, dashboard, openapi, server, storeapi, submitting
+from agentchain.web import api, auth, dashboard, flowapi, openapi, server, storeapi, submitting
 from agentchain.web import webhook as webhooks
 from agentchain.web.dispatch import Dispatcher
 from agentchain.web.responses import (
@@ -121,6 +121,7 @@ def build_app(rt: Runtime, *, webhook: bool = True, dispatch: bool = True) -> we
     api.add_routes(app)
     submitting.add_routes(app)
     storeapi.add_routes(app)
+    flowapi.add_routes(app)
     return app
 
 

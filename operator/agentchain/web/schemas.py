@@ -104,3 +104,9 @@ class TenantQuery(_Strict):
 
 def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+
+
+class StopRequest(_Strict):
+    """A stop (admin token): why, shown on the job (``Stopped by api: <reason>``)."""
+
+    reason: str = Field(default="", max_length=200, description="Why; one line of text.")
