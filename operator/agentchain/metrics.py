@@ -55,3 +55,9 @@ STOPS = Counter(
     "Superseded: by a newer chain of its concurrency group).",
     ["namespace", "reason"],
 )
+ADMISSIONS = Counter(
+    "agentchain_admissions_total",
+    "Concurrency-group admissions of chains' root jobs, by verdict (admitted, queued, "
+    "refused, superseded); a queued job is counted again at each look until admitted.",
+    ["namespace", "verdict"],
+)

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from agentchain import metrics, models
-from agentchain.engine import catalog, records, starting, team
+from agentchain.engine import admitting, catalog, records, starting, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
@@ -400,6 +400,7 @@ async def complete_chain(rt: Runtime, obj: Obj, action: str, message: str) -> No
     first = await rt.chains.mark_complete(namespace, chain_id, result, name)
     if first:
         metrics.CHAIN_OUTCOMES.labels(namespace, result).inc()
+    await admitting.release(rt, namespace, chain_id)  # Its concurrency slot (issue 16).
     await team.complete(rt, obj, result)
     text = f"Chain {chain_id} is complete ({result}) at {name}: {message}".strip()
     cond = Condition(type=CHAIN_COMPLETE, status="True", reason=Reason.CHAIN_COMPLETE, message=text)

@@ -12,7 +12,17 @@ import logging
 import time
 from typing import Any
 
-from agentchain.engine import finishing, orphans, progressing, records, starting, stopping
+from redis.exceptions import RedisError
+
+from agentchain.engine import (
+    admitting,
+    finishing,
+    orphans,
+    progressing,
+    records,
+    starting,
+    stopping,
+)
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import errors, workloads
 from agentchain.policy.outcomes import is_terminal
@@ -68,6 +78,10 @@ async def keep_resyncing(rt: Runtime) -> None:
         due = rt.unsettled.take_due(time.monotonic(), interval)
         if due:
             await asyncio.gather(*(one(obj) for obj in due))
+        try:
+            await admitting.repair_due(rt)  # Concurrency slots the CRs say are free.
+        except (errors.KubeError, RedisError) as exc:
+            log.warning("repairing concurrency slots: %s", exc)
         if rt.orphans:
             try:
                 await orphans.settle_due(rt)

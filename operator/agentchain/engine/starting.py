@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from agentchain import faults, metrics, models
-from agentchain.engine import depending, prompting, records, stopping, team
+from agentchain.engine import depending, gating, prompting, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
@@ -128,8 +128,8 @@ async def _start_locked(rt: Runtime, obj: Obj, prepared: Prepared | None = None)
     if job.status.job_name:
         await _write(obj, init)
         return  # The batch Job exists; the pod and Job watchers take it from here.
-    if await stopping.held(rt, obj, init):
-        return  # Cancelled instead (issue 16): asked to stop, or its chain was stopped.
+    if await gating.held(rt, obj, init):
+        return  # Stopped, queued or refused instead (issue 16): engine/gating.py.
     agent = await rt.agents.by_trigger(obj["metadata"]["namespace"], job.spec.agent_role)
     if not isinstance(agent, AiAgent) or not agent.spec.enabled:
         await _write(obj, init)

@@ -140,9 +140,10 @@ async def held(rt: Runtime, obj: Obj, init: Obj) -> bool:
         found = await store.chain_stopped(obj["metadata"]["namespace"], chain_id or "")
         if found is None:
             return False
-        request = stops.StopRequest(by=found["by"], reason=found["reason"] or "chain stopped")
+        request = stops.StopRequest.from_record(found) or stops.StopRequest(by="unknown")
     if init:
-        await records.patch(obj, init)
+        await records.patch(obj, dict(init))
+        init.clear()
     await cancel_locked(rt, obj, request)
     return True
 
@@ -163,7 +164,8 @@ async def request_chain_stop(
 ) -> list[str]:
     """Stop a chain: recorded first (so later children are cancelled), then each live
     job asked to stop; answers the names asked."""
-    await StopStore(rt.redis).stop_chain(namespace, chain_id, request.by, request.reason)
+    store = StopStore(rt.redis)
+    await store.stop_chain(namespace, chain_id, request.by, request.reason, request.successor)
     asked = []
     for obj in jobs:
         if not is_terminal(records.parse(obj).status):

@@ -117,6 +117,34 @@ class LearningsRef(KubeModel):
     config_map_name: str = Field(description="ConfigMap whose data entries are learnings.")
 
 
+ConcurrencyPolicy = Literal["queue", "cancel-in-progress", "refuse"]
+
+
+class Concurrency(KubeModel):
+    """A concurrency group: chains started by this agent whose group renders the same
+    share ``limit`` slots; a chain holds its slot until it is complete."""
+
+    group: str = Field(
+        min_length=1,
+        max_length=512,
+        description=(
+            "Template over the event, rendered in the prompt sandbox, e.g. "
+            "'{{ repository }}#{{ issue.number }}'; variables: event, repository, issue "
+            "(number, title), number, sender, agent."
+        ),
+    )
+    limit: int = Field(default=1, ge=1, le=1000, description="Chains of the group at once.")
+    policy: ConcurrencyPolicy = Field(
+        default="queue",
+        description=(
+            "queue: a new chain waits in phase Queued, first in first out; "
+            "cancel-in-progress: a new chain stops the oldest running one (Cancelled, "
+            "reason Superseded, supersededBy naming the new job); refuse: a new chain over "
+            "the limit ends Failed with reason ConcurrencyLimited."
+        ),
+    )
+
+
 class AiAgentSpec(KubeModel):
     name: str | None = Field(default=None, description="Display name.")
     trigger_name: str = Field(
@@ -190,6 +218,9 @@ class AiAgentSpec(KubeModel):
         default=None, description="Text the output must contain for exit 0 to count as success."
     )
     handoff_heading: str = Field(default=DEFAULT_HANDOFF_HEADING)
+    concurrency: Concurrency | None = Field(
+        default=None, description="Concurrency group of the chains this agent starts."
+    )
 
 
 class AiAgentStatus(KubeModel):

@@ -68,6 +68,9 @@ class Reason:
     # Flow control (issue 16).
     STOPPED = "Stopped"
     SUPERSEDED = "Superseded"
+    QUEUED = "Queued"
+    ADMITTED = "Admitted"
+    CONCURRENCY_LIMITED = "ConcurrencyLimited"
 
     @classmethod
     def all(cls) -> list[str]:

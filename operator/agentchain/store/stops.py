@@ -61,17 +61,24 @@ class StopStore:
         )
         return parse_capture(won) if won else None
 
-    async def stop_chain(self, tenant: str, chain_id: str, by: str, reason: str) -> bool:
+    async def stop_chain(
+        self, tenant: str, chain_id: str, by: str, reason: str, successor: str | None = None
+    ) -> bool:
         """Record the chain's stop; True for the first stop, False when already stopped."""
-        value = json.dumps({"by": by, "reason": reason})
+        value = json.dumps({"by": by, "reason": reason, "successor": successor})
         key = keys.chain_stop(tenant, chain_id)
         first = await self._redis.set(key, value, nx=True, ex=keys.CHAIN_TTL_SECONDS)
         return bool(first)
 
-    async def chain_stopped(self, tenant: str, chain_id: str) -> dict[str, str] | None:
-        """The chain's stop ({by, reason}), or None."""
+    async def chain_stopped(self, tenant: str, chain_id: str) -> dict[str, str | None] | None:
+        """The chain's stop ({by, reason, successor}), or None."""
         raw = await self._redis.get(keys.chain_stop(tenant, chain_id))
         if raw is None:
             return None
         data = json.loads(raw)
-        return {"by": str(data.get("by") or ""), "reason": str(data.get("reason") or "")}
+        successor = data.get("successor")
+        return {
+            "by": str(data.get("by") or ""),
+            "reason": str(data.get("reason") or ""),
+            "successor": str(successor) if successor else None,
+        }

@@ -86,6 +86,6 @@ async def test_a_chain_stop_is_recorded_once_per_tenant(redis: Redis) -> None:
     assert await stops.chain_stopped(T, "c1") is None
     assert await stops.stop_chain(T, "c1", "api", "why") is True
     assert await stops.stop_chain(T, "c1", "annotation", "again") is False
-    assert await stops.chain_stopped(T, "c1") == {"by": "api", "reason": "why"}
+    assert await stops.chain_stopped(T, "c1") == {"by": "api", "reason": "why", "successor": None}
     assert await stops.chain_stopped("team-b", "c1") is None
     assert 0 < await redis.ttl(keys.chain_stop(T, "c1")) <= keys.CHAIN_TTL_SECONDS
