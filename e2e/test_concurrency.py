@@ -9,15 +9,21 @@ Aspects covered:
 - ``cancel-in-progress``, limit 1: of deliveries sent at once, only the last (newest
   ticket) completes; every other chain ends ``Cancelled``, reason ``Superseded``, with
   ``supersededBy`` naming a newer job of the group, and nothing follows it;
-- ``refuse``, limit 1: a second chain while one runs ends Failed, ``ConcurrencyLimited``.
+- ``refuse``, limit 1: a second chain while one runs ends Failed, ``ConcurrencyLimited``;
+  once the first completes, the group admits again;
+- ``AGENTCHAIN_MAX_RUNNING_JOBS_PER_NAMESPACE=1``: three two-step chains run their six
+  jobs one at a time (children included), the waiting ones in ``Queued``;
+- the API's manual runs name a group (``concurrencyGroup``) for an agent without one.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import json
 import sys
 import time
+import urllib.request
 from typing import Any
 
 from agentchain.policy import concurrency
@@ -186,3 +192,81 @@ def test_refuse_ends_a_second_chain_while_one_runs(
         timeout=60,
         what="the third to run",
     )
+
+
+def test_the_namespace_limit_runs_one_job_at_a_time_chains_included(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    """``AGENTCHAIN_MAX_RUNNING_JOBS_PER_NAMESPACE=1``: three two-step chains, six jobs."""
+    info = cluster_info
+    timed = [sys.executable, "-c", TIMED.format(sleep=0.5)]
+    first = chaining.agent("first", next_=chaining.step("second"))
+    first["spec"]["command"] = timed
+    second = chaining.agent("second")
+    second["spec"]["command"] = timed
+    chaining.apply(info, namespace, first, second)
+    saved = dict(operator.extra_env)
+    operator.extra_env = {**saved, "AGENTCHAIN_MAX_RUNNING_JOBS_PER_NAMESPACE": "1"}
+    operator.kill()
+    operator.start()
+    try:
+        chaining.apply(info, namespace, *(chaining.root_job(f"lim-{i}", "first") for i in range(3)))
+        seen_queued = False
+
+        def all_done() -> bool:
+            nonlocal seen_queued
+            jobs = _jobs(info, namespace)
+            seen_queued = seen_queued or any(_phase(j) == "Queued" for j in jobs.values())
+            return len(jobs) == 6 and all(_phase(j) == "Succeeded" for j in jobs.values())
+
+        operating.wait_until(all_done, timeout=180, interval=0.5, what="six jobs to succeed")
+    finally:
+        operator.extra_env = saved
+        operator.kill()
+        operator.start()
+    assert seen_queued
+    intervals = sorted(_times(j) for j in _jobs(info, namespace).values())
+    for (start, end), (next_start, _) in itertools.pairwise(intervals):
+        assert start < end <= next_start, "two jobs of the namespace ran at once"
+
+
+def _manual(operator: operating.OperatorProcess, body: Obj) -> Obj:
+    request = urllib.request.Request(
+        f"{operator.url}/api/jobs",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {operator.admin_token}",
+            "Content-Type": "application/json",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        answer: Obj = json.load(resp)
+    return answer
+
+
+def test_manual_runs_naming_a_group_queue_behind_each_other(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    """An agent without ``concurrency``: the API's ``concurrencyGroup`` (limit 1, queue)."""
+    info = cluster_info
+    plain = chaining.agent("plain")
+    plain["spec"]["command"] = [sys.executable, "-c", TIMED.format(sleep=2)]
+    chaining.apply(info, namespace, plain)
+    run = {"namespace": namespace, "agentRole": "plain", "concurrencyGroup": "deploy prod"}
+    first = _manual(operator, {**run, "name": "deploy-1"})["id"]
+    operating.wait_until(
+        lambda: _phase(_jobs(info, namespace)[first]) == "Running", timeout=60, what="first runs"
+    )
+    second = _manual(operator, {**run, "name": "deploy-2"})["id"]
+    operating.wait_until(
+        lambda: _phase(_jobs(info, namespace)[second]) == "Queued", timeout=30, what="queued"
+    )
+    assert _jobs(info, namespace)[second]["status"]["reason"] == "Queued"
+    operating.wait_until(
+        lambda: all(_phase(j) == "Succeeded" for j in _jobs(info, namespace).values()),
+        timeout=90,
+        what="both to run",
+    )
+    (a_start, a_end), (b_start, _) = (_times(_jobs(info, namespace)[n]) for n in (first, second))
+    assert a_start < a_end <= b_start

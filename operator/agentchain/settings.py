@@ -136,6 +136,14 @@ class Settings(BaseSettings):
         False,
         description="Serve the read-only HTML dashboard on the internal port (no login).",
     )
+    max_running_jobs_per_namespace: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Most AgentJobs started (batch Job launched, not yet ended) at once per namespace;"
+            " the others wait in phase Queued, first come first served (0: no limit)."
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod

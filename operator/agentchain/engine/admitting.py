@@ -34,11 +34,13 @@ from agentchain.kube import events, resources
 from agentchain.models.aiagent import AiAgent, Concurrency
 from agentchain.models.conditions import Reason
 from agentchain.policy import concurrency, stops
+from agentchain.policy.outcomes import is_terminal
 from agentchain.store.admission import AdmissionStore
 
 log = logging.getLogger(__name__)
 Obj = records.Obj
 SUPERSEDED_BY = "concurrency"
+NAMESPACE_GROUP = concurrency.NAMESPACE_GROUP
 REPAIR_EVERY_SECONDS = 30.0
 ORPHAN_GRACE_SECONDS = 300.0
 """A holder whose root AgentJob does not exist this long after its ticket is released."""
@@ -109,6 +111,39 @@ async def admit(rt: Runtime, obj: Obj, init: Obj) -> bool:
     return True
 
 
+async def admit_job(rt: Runtime, obj: Obj, init: Obj) -> bool:
+    """Whether ``obj`` waits for the namespace's limit on started jobs (a setting); any
+    job, not only roots: the slot is the job's, from its start to its end."""
+    limit = rt.settings.max_running_jobs_per_namespace
+    if not limit:
+        return False
+    namespace, name = records.name_of(obj)
+    ticket = concurrency.ticket_of(obj["metadata"].get("annotations"), _now_us())
+    answer = await AdmissionStore(rt.redis).admit(
+        namespace, NAMESPACE_GROUP, chain=name, job=name, ticket=ticket, limit=limit, policy="queue"
+    )
+    verdict = concurrency.verdict(answer, limit)
+    if isinstance(verdict, concurrency.Admitted):
+        if records.parse(obj).status.phase == "Queued":
+            init.update({"phase": "Pending", "reason": Reason.ADMITTED})
+            init["message"] = "Admitted under the namespace's limit on running jobs."
+        await _start_each(rt, namespace, verdict.promoted)
+        return False
+    assert isinstance(verdict, concurrency.Queued)
+    await _write(obj, init)
+    await _show_queued(obj, NAMESPACE_GROUP, verdict.position, limit)
+    await _start_each(rt, namespace, verdict.promoted)
+    return True
+
+
+async def job_ended(rt: Runtime, obj: Obj) -> None:
+    """A job ended: free its slot under the namespace's limit, start whoever it lets in."""
+    if rt.settings.max_running_jobs_per_namespace:
+        namespace, name = records.name_of(obj)
+        promoted = await AdmissionStore(rt.redis).release(namespace, name, NAMESPACE_GROUP)
+        await _start_each(rt, namespace, tuple(promoted))
+
+
 async def _write(obj: Obj, init: Obj) -> None:
     if init:
         await records.patch(obj, dict(init))
@@ -157,7 +192,7 @@ async def repair(rt: Runtime) -> None:
     for namespace in await store.tenants():
         for group in await store.groups(namespace):
             for chain, job, ticket in await store.holders(namespace, group):
-                if await _leaked(rt, namespace, chain, job, ticket):
+                if await _leaked(rt, namespace, group, chain, job, ticket):
                     log.warning(
                         "concurrency slot of chain %s/%s released by repair", namespace, chain
                     )
@@ -165,7 +200,12 @@ async def repair(rt: Runtime) -> None:
                     await _start_each(rt, namespace, tuple(promoted))
 
 
-async def _leaked(rt: Runtime, namespace: str, chain: str, job: str, ticket: float) -> bool:
+async def _leaked(
+    rt: Runtime, namespace: str, group: str, chain: str, job: str, ticket: float
+) -> bool:
+    if group == NAMESPACE_GROUP:  # Held by a job: until it ends.
+        found = await resources.get(namespace, resources.AGENTJOBS, job)
+        return found is None or is_terminal(records.parse(found).status)
     record = await rt.chains.get(namespace, chain)
     if record is not None and record.complete:
         return True

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from agentchain import metrics, models
-from agentchain.engine import orphans, ownership, progressing, records, team
+from agentchain.engine import admitting, orphans, ownership, progressing, records, team
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
@@ -365,6 +365,7 @@ async def _close(rt: Runtime, obj: Obj, status: Obj) -> None:
     await team.job(rt, obj)
     phase = str(status["phase"])
     metrics.JOBS.labels(namespace, obj["spec"]["agentRole"], phase).inc()
+    await admitting.job_ended(rt, obj)  # Its slot under the namespace's limit (issue 16).
     if phase == "Failed":
         await events.emit(
             obj, "Warning", str(status["reason"]), str(status["message"]), key="ended"

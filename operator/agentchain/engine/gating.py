@@ -4,6 +4,7 @@
    (``stopping.held``).
 2. Its concurrency group, for a chain's root job -> queued, refused or superseded
    (``admitting.admit``).
+3. The namespace's limit on started jobs (a setting) -> queued (``admitting.admit_job``).
 
 One call site in ``starting`` runs them, under the job's lock, before anything is
 created for it.
@@ -20,4 +21,6 @@ async def held(rt: Runtime, obj: records.Obj, init: records.Obj) -> bool:
     written) is written by whichever gate holds it, or updated for the launch."""
     if await stopping.held(rt, obj, init):
         return True
-    return await admitting.admit(rt, obj, init)
+    if await admitting.admit(rt, obj, init):
+        return True
+    return await admitting.admit_job(rt, obj, init)

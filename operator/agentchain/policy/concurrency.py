@@ -28,6 +28,9 @@ GROUP = f"{models.GROUP}/concurrency-group"
 TICKET = f"{models.GROUP}/ticket"
 """When the job was received (ns since the epoch): its place in its group's queue."""
 GROUP_MAX_CHARS = 200
+NAMESPACE_GROUP = "\x00namespace"
+"""The per-namespace limit on started jobs, kept as a group whose holders are jobs; never
+a rendered group's name, which is printable."""
 
 
 class GroupRenderError(ValueError):
@@ -118,6 +121,11 @@ def _split(rest: list[str]) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[st
 
 
 def queued_message(group: str, position: int, limit: int) -> str:
+    if group == NAMESPACE_GROUP:
+        return (
+            f"Queued under the namespace's limit of {limit} running job(s): position "
+            f"{position}; it starts when one of them ends."
+        )
     return (
         f"Queued in concurrency group {group!r} (limit {limit}): position {position}; "
         "it starts when a chain of the group completes."

@@ -58,6 +58,17 @@ class AdminJobRequest(_Strict):
         max_length=63,
         description="Optional AgentJob name; repeating a name returns the existing job.",
     )
+    concurrency_group: str | None = Field(
+        default=None,
+        alias="concurrencyGroup",
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description=(
+            "Run in this concurrency group (literal), with the agent's limit and policy "
+            "(limit 1, queue when the agent names none)."
+        ),
+    )
 
 
 class DelegationRequest(_Strict):
