@@ -15,13 +15,21 @@ import time
 from typing import Any
 
 from agentchain import metrics, models
-from agentchain.engine import admitting, orphans, ownership, progressing, records, team
+from agentchain.engine import (
+    admitting,
+    orphans,
+    ownership,
+    progressing,
+    records,
+    retrying,
+    team,
+)
 from agentchain.engine.locking import lock_for
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources, workloads
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
-from agentchain.policy import naming, stops
+from agentchain.policy import naming, retries, stops
 from agentchain.policy import ownership as policy_ownership
 from agentchain.policy.jobspec import CONTAINER_NAME
 from agentchain.policy.outcomes import (
@@ -29,7 +37,6 @@ from agentchain.policy.outcomes import (
     is_terminal,
     job_ending,
     result_excerpt,
-    should_retry,
 )
 from agentchain.store.outputs import (
     OUTPUT_MAX_BYTES,
@@ -220,12 +227,12 @@ async def finish(
                 deadline_exceeded=deadline,
                 lost_reason=lost,
             )
-            if agent is not None and should_retry(ending, attempt, agent.spec.backoff_limit):
-                from agentchain.engine import starting
-
+            delay = retries.delay_before(ending, exit_code, attempt, agent.spec) if agent else None
+            if agent is not None and delay is not None:  # Backoff and reasons: issue 16.
                 if durable is not None:
                     await durable
-                await starting.retry(rt, obj, agent, attempt + 1, f"exited with code {exit_code}")
+                why = retries.why(ending, exit_code)
+                await retrying.retry(rt, obj, agent, attempt + 1, why, delay)
                 return
             end = _end_status(
                 obj, ending, exit_code, text, deadline=deadline, lost=lost, pod=pod_name

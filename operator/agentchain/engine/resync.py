@@ -20,6 +20,7 @@ from agentchain.engine import (
     orphans,
     progressing,
     records,
+    retrying,
     starting,
     stopping,
 )
@@ -35,6 +36,8 @@ CONCURRENCY = 8
 async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
     job = records.parse(obj)
     if stopping.wants_stop(obj) and await stopping.stop(rt, obj) != stopping.ENDING:
+        return
+    if await retrying.resume(rt, obj):  # Waiting out a retry's backoff (issue 16).
         return
     if is_terminal(job.status):
         await progressing.progress(rt, obj)

@@ -135,6 +135,9 @@ class AgentJobStatus(KubeModel):
     superseded_by: str | None = Field(
         default=None, description="The AgentJob of the newer chain that superseded this one."
     )
+    retry_at: dt.datetime | None = Field(
+        default=None, description="When the next attempt (status.attempt) starts (backoff)."
+    )
 
 
 class AgentJob(KubeModel):

@@ -145,6 +145,38 @@ class Concurrency(KubeModel):
     )
 
 
+RetryReason = Literal[
+    "ContainerFailed", "DeadlineExceeded", "OutputLost", "CompletionMarkerMissing"
+]
+
+
+def _retry_on_default() -> list[RetryReason]:
+    return ["ContainerFailed"]
+
+
+class Backoff(KubeModel):
+    """Exponential backoff: attempt N+1 waits base * factor^(N-1) seconds, at most max."""
+
+    base_seconds: float = Field(default=10.0, ge=0, le=86400)
+    factor: float = Field(default=2.0, ge=1, le=10)
+    max_seconds: float = Field(default=600.0, ge=0, le=86400)
+
+
+class RetryPolicy(KubeModel):
+    """Which failed attempts are retried (within backoffLimit) and how long each waits."""
+
+    backoff: Backoff = Field(default_factory=Backoff)
+    on: list[RetryReason] = Field(
+        default_factory=_retry_on_default,
+        description="Endings that are retried (the job's status.reason).",
+    )
+    exit_codes: list[int] | None = Field(
+        default=None,
+        max_length=64,
+        description="Only these exit codes count for ContainerFailed (default: any non-zero).",
+    )
+
+
 class AiAgentSpec(KubeModel):
     name: str | None = Field(default=None, description="Display name.")
     trigger_name: str = Field(
@@ -220,6 +252,13 @@ class AiAgentSpec(KubeModel):
     handoff_heading: str = Field(default=DEFAULT_HANDOFF_HEADING)
     concurrency: Concurrency | None = Field(
         default=None, description="Concurrency group of the chains this agent starts."
+    )
+    retry: RetryPolicy | None = Field(
+        default=None,
+        description=(
+            "Retry backoff and reasons; without it a non-zero exit is retried at once "
+            "(within backoffLimit)."
+        ),
     )
 
 
