@@ -1,20 +1,21 @@
 """Concurrency groups in the engine: admit a chain's root job, release at completion, repair.
 
-``admit`` runs where a root job would start (``gating.held``, under the job's lock):
+``admit`` runs where a root job would start (``gating.held``, from ``launching``, under
+the job's lock):
 the group is the AgentJob's ``concurrency-group`` annotation (stamped by the webhook
 or the API) or the agent's template rendered now, and ``store/admission.py`` answers
 in one atomic step.  Then:
 
 * admitted: the start goes on; chains it displaced (``cancel-in-progress``) are asked
   to stop, each pointing to this job as its successor; queued jobs it let in are
-  started;
+  started (``due``, which ``hopping._wake`` drains once the locks are released);
 * queued: the job shows phase ``Queued`` (once: its watch events and the resync come
   back here, and find it still queued or admitted by then);
 * refused: the job ends Failed, reason ``ConcurrencyLimited``;
 * superseded (a newer chain of the group already runs): the job ends Cancelled.
 
-``release`` runs when a chain is marked complete (``progressing.complete_chain``) and
-starts whatever the freed slots let in.  Every step is idempotent: a crash after the
+``release`` runs when a chain is marked complete (``closing.complete_chain``) and
+hands whatever the freed slots let in to ``due``.  Every step is idempotent: a crash after the
 release but before the start leaves the next job a holder still ``Queued``, and the
 resync's next look at it admits it (it already holds the slot) and starts it.
 
@@ -28,7 +29,8 @@ import logging
 import time
 
 from agentchain import metrics, models
-from agentchain.engine import records
+from agentchain.engine import records, stoprequests
+from agentchain.engine.hops import Ended, Hop
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources
 from agentchain.models.aiagent import AiAgent, Concurrency
@@ -45,18 +47,33 @@ REPAIR_EVERY_SECONDS = 30.0
 ORPHAN_GRACE_SECONDS = 300.0
 """A holder whose root AgentJob does not exist this long after its ticket is released."""
 _last_repair = 0.0
+_DUE: dict[str, set[str]] = {}
+"""Jobs a freed slot let in, per namespace, to be started once no lock is held."""
+Gate = bool | Ended | None
+"""True: held (its status says why); Ended: it ends without running; None: go on."""
 
 
 def _now_us() -> int:
     return time.time_ns() // 1000
 
 
-async def _settings(rt: Runtime, obj: Obj) -> tuple[str, Concurrency] | None:
+def due(namespace: str) -> list[str]:
+    """The jobs let in since the last call (``hopping._wake`` starts them)."""
+    return sorted(_DUE.pop(namespace, set()))
+
+
+def _let_in(namespace: str, admitted: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> None:
+    for _, job in admitted:
+        if job:
+            _DUE.setdefault(namespace, set()).add(job)
+
+
+async def _settings(hop: Hop) -> tuple[str, Concurrency] | None:
     """The job's group and its settings, when it is a chain's root in a group."""
-    if records.parent_of(obj) is not None:
+    if records.parent_of(hop.obj) is not None:
         return None
-    annotations = obj["metadata"].get("annotations") or {}
-    agent = await rt.agents.by_trigger(obj["metadata"]["namespace"], obj["spec"]["agentRole"])
+    annotations = hop.obj["metadata"].get("annotations") or {}
+    agent = await hop.rt.agents.by_trigger(hop.namespace, hop.job.spec.agent_role)
     spec = agent.spec.concurrency if isinstance(agent, AiAgent) else None
     named = annotations.get(concurrency.GROUP)
     if spec is None and named is None:
@@ -64,126 +81,118 @@ async def _settings(rt: Runtime, obj: Obj) -> tuple[str, Concurrency] | None:
     spec = spec or Concurrency(group=named or "-")
     if named:
         return named, spec
-    job = records.parse(obj)
+    job = hop.job
     return concurrency.render_group(spec, job.spec.event, job.spec.agent_role), spec
 
 
-async def admit(rt: Runtime, obj: Obj, init: Obj) -> bool:
-    """Whether the root job ``obj`` is held back (queued, refused or superseded);
-    the caller holds its lock."""
-    from agentchain.engine import finishing, stopping  # Cycle: they start jobs.
-
+async def admit(hop: Hop, init: Obj) -> Gate:
+    """The chain's concurrency group, for its root job ``hop``."""
     try:
-        found = await _settings(rt, obj)
+        found = await _settings(hop)
     except concurrency.GroupRenderError as exc:
-        await _write(obj, init)
-        await finishing.record_failure(rt, obj, Reason.PROMPT_RENDER_FAILED, str(exc))
-        return True
+        return Ended("Failed", Reason.PROMPT_RENDER_FAILED, str(exc), init)
     if found is None:
-        return False
+        return None
     group, spec = found
-    namespace, name = records.name_of(obj)
-    chain = str(init.get("chainId") or records.parse(obj).status.chain_id)
-    ticket = concurrency.ticket_of(obj["metadata"].get("annotations"), _now_us())
-    answer = await AdmissionStore(rt.redis).admit(
-        namespace, group, chain=chain, job=name, ticket=ticket, limit=spec.limit, policy=spec.policy
+    chain = str(init.get("chainId") or hop.job.status.chain_id)
+    ticket = concurrency.ticket_of(hop.obj["metadata"].get("annotations"), _now_us())
+    answer = await AdmissionStore(hop.rt.redis).admit(
+        hop.namespace,
+        group,
+        chain=chain,
+        job=hop.name,
+        ticket=ticket,
+        limit=spec.limit,
+        policy=spec.policy,
     )
     verdict = concurrency.verdict(answer, spec.limit)
-    metrics.ADMISSIONS.labels(namespace, type(verdict).__name__.lower()).inc()
-    if isinstance(verdict, concurrency.Admitted):
-        if records.parse(obj).status.phase == "Queued":
-            init.update({"phase": "Pending", "reason": Reason.ADMITTED})
-            init["message"] = f"Admitted to concurrency group {group!r}."
-        for victim_chain, victim_job in verdict.victims:
-            await _supersede(rt, namespace, victim_chain, victim_job, successor=name)
-        await _start_each(rt, namespace, verdict.promoted)
-        return False
-    await _write(obj, init)
-    if isinstance(verdict, concurrency.Queued):
-        await _show_queued(obj, group, verdict.position, spec.limit)
-        await _start_each(rt, namespace, verdict.promoted)
-    elif isinstance(verdict, concurrency.Refused):
-        message = concurrency.refused_message(group, spec.limit)
-        await finishing.record_failure(rt, obj, Reason.CONCURRENCY_LIMITED, message)
-    else:
-        request = stops.StopRequest(by=SUPERSEDED_BY, successor=verdict.by_job)
-        await stopping.cancel_locked(rt, obj, request)
-    return True
+    metrics.ADMISSIONS.labels(hop.namespace, type(verdict).__name__.lower()).inc()
+    match verdict:
+        case concurrency.Admitted(victims=victims, promoted=promoted):
+            _admitted(hop, init, f"Admitted to concurrency group {group!r}.")
+            for victim_chain, victim_job in victims:
+                await _supersede(hop, victim_chain, victim_job)
+            _let_in(hop.namespace, promoted)
+            return None
+        case concurrency.Queued(position=position, promoted=promoted):
+            await _queued(hop, init, group, position, spec.limit)
+            _let_in(hop.namespace, promoted)
+            return True
+        case concurrency.Refused():
+            message = concurrency.refused_message(group, spec.limit)
+            return Ended("Failed", Reason.CONCURRENCY_LIMITED, message, init)
+        case concurrency.Superseded(by_job=by_job):
+            request = stops.StopRequest(by=SUPERSEDED_BY, successor=by_job)
+            ending = stops.ending(request)
+            fields = {**init, "stoppedBy": SUPERSEDED_BY, "supersededBy": by_job}
+            return Ended("Cancelled", ending.reason, ending.message, fields)
 
 
-async def admit_job(rt: Runtime, obj: Obj, init: Obj) -> bool:
-    """Whether ``obj`` waits for the namespace's limit on started jobs (a setting); any
-    job, not only roots: the slot is the job's, from its start to its end."""
-    limit = rt.settings.max_running_jobs_per_namespace
+async def admit_job(hop: Hop, init: Obj) -> Gate:
+    """The namespace's limit on started jobs (a setting), for any job: the slot is the
+    job's, from its start to its end."""
+    limit = hop.rt.settings.max_running_jobs_per_namespace
     if not limit:
-        return False
-    namespace, name = records.name_of(obj)
-    ticket = concurrency.ticket_of(obj["metadata"].get("annotations"), _now_us())
-    answer = await AdmissionStore(rt.redis).admit(
-        namespace, NAMESPACE_GROUP, chain=name, job=name, ticket=ticket, limit=limit, policy="queue"
+        return None
+    ticket = concurrency.ticket_of(hop.obj["metadata"].get("annotations"), _now_us())
+    answer = await AdmissionStore(hop.rt.redis).admit(
+        hop.namespace,
+        NAMESPACE_GROUP,
+        chain=hop.name,
+        job=hop.name,
+        ticket=ticket,
+        limit=limit,
+        policy="queue",
     )
     verdict = concurrency.verdict(answer, limit)
     if isinstance(verdict, concurrency.Admitted):
-        if records.parse(obj).status.phase == "Queued":
-            init.update({"phase": "Pending", "reason": Reason.ADMITTED})
-            init["message"] = "Admitted under the namespace's limit on running jobs."
-        await _start_each(rt, namespace, verdict.promoted)
-        return False
+        _admitted(hop, init, "Admitted under the namespace's limit on running jobs.")
+        _let_in(hop.namespace, verdict.promoted)
+        return None
     assert isinstance(verdict, concurrency.Queued)
-    await _write(obj, init)
-    await _show_queued(obj, NAMESPACE_GROUP, verdict.position, limit)
-    await _start_each(rt, namespace, verdict.promoted)
+    await _queued(hop, init, NAMESPACE_GROUP, verdict.position, limit)
+    _let_in(hop.namespace, verdict.promoted)
     return True
 
 
-async def job_ended(rt: Runtime, obj: Obj) -> None:
-    """A job ended: free its slot under the namespace's limit, start whoever it lets in."""
-    if rt.settings.max_running_jobs_per_namespace:
-        namespace, name = records.name_of(obj)
-        promoted = await AdmissionStore(rt.redis).release(namespace, name, NAMESPACE_GROUP)
-        await _start_each(rt, namespace, tuple(promoted))
+def _admitted(hop: Hop, init: Obj, message: str) -> None:
+    if hop.job.status.phase == "Queued":  # Leaves Queued with the launch's status write.
+        init.update({"phase": "Pending", "reason": Reason.ADMITTED, "message": message})
 
 
-async def _write(obj: Obj, init: Obj) -> None:
-    if init:
-        await records.patch(obj, dict(init))
-        init.clear()
-
-
-async def _show_queued(obj: Obj, group: str, position: int, limit: int) -> None:
-    if records.parse(obj).status.phase == "Queued":
-        return  # Shown once: a write per look would wake its own watch again.
+async def _queued(hop: Hop, init: Obj, group: str, position: int, limit: int) -> None:
+    """Show the job Queued, once: a write per look would wake its own watch again."""
+    if hop.job.status.phase == "Queued":
+        if init:
+            await hop.patch(dict(init))
+        return
     message = concurrency.queued_message(group, position, limit)
-    await records.patch(obj, {"phase": "Queued", "reason": Reason.QUEUED, "message": message})
-    await events.emit(obj, "Normal", Reason.QUEUED, message, key="queued")
+    await hop.patch({**init, "phase": "Queued", "reason": Reason.QUEUED, "message": message})
+    await events.emit(hop.obj, "Normal", Reason.QUEUED, message, key="queued")
 
 
-async def _supersede(rt: Runtime, namespace: str, chain: str, job: str, *, successor: str) -> None:
-    """Stop the displaced chain, pointing to its successor."""
-    from agentchain.engine import stopping
-
+async def _supersede(hop: Hop, chain: str, job: str) -> None:
+    """Stop the displaced chain, pointing to its successor (this job)."""
     selector = f"{models.CHAIN_ID}={chain}"
-    jobs, _ = await resources.list_objects(namespace, resources.AGENTJOBS, label_selector=selector)
-    request = stops.StopRequest(by=SUPERSEDED_BY, successor=successor)
-    asked = await stopping.request_chain_stop(rt, namespace, chain, jobs, request)
-    log.info("chain %s/%s (%s) superseded by %s: %s", namespace, chain, job, successor, asked)
-
-
-async def _start_each(rt: Runtime, namespace: str, admitted: tuple[tuple[str, str], ...]) -> None:
-    """Start the root jobs a freed slot let in (those already created; the others start
-    when they are, as holders already)."""
-    from agentchain.engine import starting
-
-    for _, job in admitted:
-        obj = await resources.get(namespace, resources.AGENTJOBS, job) if job else None
-        if obj is not None:
-            await starting.start(rt, obj)
+    jobs, _ = await resources.list_objects(
+        hop.namespace, resources.AGENTJOBS, label_selector=selector
+    )
+    request = stops.StopRequest(by=SUPERSEDED_BY, successor=hop.name)
+    asked = await stoprequests.request_chain_stop(hop.rt, hop.namespace, chain, jobs, request)
+    log.info("chain %s/%s (%s) superseded by %s: %s", hop.namespace, chain, job, hop.name, asked)
 
 
 async def release(rt: Runtime, namespace: str, chain: str) -> None:
-    """The chain completed: free its slot and start whoever it lets in."""
-    promoted = await AdmissionStore(rt.redis).release(namespace, chain)
-    await _start_each(rt, namespace, tuple(promoted))
+    """The chain completed: free its slot; whoever it lets in is ``due``."""
+    _let_in(namespace, await AdmissionStore(rt.redis).release(namespace, chain))
+
+
+async def job_ended(rt: Runtime, obj: Obj) -> None:
+    """A job ended: free its slot under the namespace's limit."""
+    if rt.settings.max_running_jobs_per_namespace:
+        namespace, name = records.name_of(obj)
+        store = AdmissionStore(rt.redis)
+        _let_in(namespace, await store.release(namespace, name, NAMESPACE_GROUP))
 
 
 async def repair(rt: Runtime) -> None:
@@ -196,8 +205,7 @@ async def repair(rt: Runtime) -> None:
                     log.warning(
                         "concurrency slot of chain %s/%s released by repair", namespace, chain
                     )
-                    promoted = await store.release(namespace, chain, group)
-                    await _start_each(rt, namespace, tuple(promoted))
+                    _let_in(namespace, await store.release(namespace, chain, group))
 
 
 async def _leaked(

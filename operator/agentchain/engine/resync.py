@@ -14,16 +14,8 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from agentchain.engine import (
-    admitting,
-    finishing,
-    orphans,
-    progressing,
-    records,
-    retrying,
-    starting,
-    stopping,
-)
+from agentchain.engine import admitting, finishing, hopping, records, retrying, stopping
+from agentchain.engine.hops import Exit
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import errors, workloads
 from agentchain.policy.outcomes import is_terminal
@@ -36,19 +28,20 @@ CONCURRENCY = 8
 async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
     job = records.parse(obj)
     if stopping.wants_stop(obj) and await stopping.stop(rt, obj) != stopping.ENDING:
-        return
-    if await retrying.resume(rt, obj):  # Waiting out a retry's backoff (issue 16).
-        return
+        return  # Stopped (issue 16).
+    if await retrying.resume(rt, obj, hopping.relaunch):
+        return  # Waiting out a retry's backoff (issue 16).
     if is_terminal(job.status):
-        await progressing.progress(rt, obj)
+        await hopping.progress(rt, obj)
         return
     if not job.status.job_name:
-        await starting.start(rt, obj)
+        await hopping.start(rt, obj)
         return
     batch = await workloads.get_job(obj["metadata"]["namespace"], job.status.job_name)
     if batch is None:
         msg = f"Batch Job {job.status.job_name} disappeared before the operator saw it end."
-        await finishing.finish(rt, *records.name_of(obj), pod_name=None, exit_code=None, lost=msg)
+        exit = Exit(job.status.attempt or 1, None, None, lost=msg)
+        await hopping.finish(rt, *records.name_of(obj), exit)
         return
     await finishing.on_job(rt, batch)
     for pod in await workloads.list_pods(
@@ -82,11 +75,6 @@ async def keep_resyncing(rt: Runtime) -> None:
         if due:
             await asyncio.gather(*(one(obj) for obj in due))
         try:
-            await admitting.repair_due(rt)  # Concurrency slots the CRs say are free.
+            await admitting.repair_due(rt)  # Concurrency slots the CRs say are free (issue 16).
         except (errors.KubeError, RedisError) as exc:
             log.warning("repairing concurrency slots: %s", exc)
-        if rt.orphans:
-            try:
-                await orphans.settle_due(rt)
-            except errors.KubeError as exc:  # Looked at again when the Job next changes.
-                log.warning("settling ownerless batch Jobs: %s", exc)

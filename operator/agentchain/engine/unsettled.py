@@ -40,8 +40,9 @@ class _Entry:
 class Unsettled:
     """Latest body of each unsettled AgentJob and when it is next due for a resync."""
 
-    def __init__(self) -> None:
+    def __init__(self, writes: records.Writes | None = None) -> None:
         self._jobs: dict[Key, _Entry] = {}
+        self._writes = writes if writes is not None else records.Writes()
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -51,7 +52,7 @@ class Unsettled:
         key = records.name_of(obj)
         if not needs_resync(obj):
             self._jobs.pop(key, None)
-            records.forget_writes(*key)
+            self._writes.forget(*key)
             return
         entry = self._jobs.get(key)
         if entry is None or _uid(entry.obj) != _uid(obj):
@@ -64,7 +65,7 @@ class Unsettled:
         entry = self._jobs.get(key)
         if entry is not None and _uid(entry.obj) == _uid(obj):
             del self._jobs[key]
-            records.forget_writes(*key)
+            self._writes.forget(*key)
 
     def current(self, namespace: str, name: str) -> Obj | None:
         """A copy of the job as watched, when that is as of this process's last write
@@ -77,7 +78,7 @@ class Unsettled:
         newer (someone else wrote), or of another object of the same name is not used.
         """
         entry = self._jobs.get((namespace, name))
-        written = records.last_write(namespace, name)
+        written = self._writes.last(namespace, name)
         if entry is None or written is None:
             return None
         meta = entry.obj.get("metadata") or {}

@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 from redis.exceptions import RedisError
 
-from agentchain.engine import starting, stopping
+from agentchain.engine import hopping, stopping
 from agentchain.engine.runtime import Runtime
 from agentchain.models import GROUP, VERSION
 
@@ -37,10 +37,10 @@ async def observed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any)
         await _revoke(runtime, obj)
         return
     runtime.unsettled.observe(obj, time.monotonic(), float(runtime.settings.resync_seconds))
-    if stopping.wants_stop(obj):
+    if stopping.wants_stop(obj):  # Issue 16: stopped by the API or an annotation.
         await stopping.stop(runtime, obj)
-    elif starting.wants_start(obj):
-        await starting.start(runtime, obj)
+    elif hopping.wants_start(runtime, obj):
+        await hopping.start(runtime, obj)
 
 
 async def _revoke(runtime: Runtime, obj: dict[str, Any]) -> None:

@@ -96,3 +96,14 @@ def ending_of(stop: object) -> Ending | None:
     """The ending a recorded stop (``StopRequest.to_record``) decided, or None."""
     request = StopRequest.from_record(stop) if stop is not None else None
     return ending(request) if request is not None else None
+
+
+def status_fields(stop: object) -> dict[str, str]:
+    """``stoppedBy`` (and ``supersededBy``) of a recorded stop, for the job's status."""
+    request = StopRequest.from_record(stop) if stop is not None else None
+    if request is None:
+        return {}
+    fields = {"stoppedBy": request.by}
+    if request.successor:
+        fields["supersededBy"] = request.successor
+    return fields

@@ -6,7 +6,8 @@ labrats.work/stop=true`` (with ``stopped-by: api`` and the body's reason), and a
 ends the job ``Cancelled``.  Writing the request into the AgentJob rather than acting
 here keeps one path for every kind of stop, makes it durable before the answer, and
 leaves the race with the job's natural end to the one place that decides it
-(``engine/stopping.py``).  A job that had already ended is a 409 naming its phase.
+(``engine/stopping.py``; ``engine/gating.py`` for a job not started yet).  A job that
+had already ended is a 409 naming its phase.
 
 Job tokens may not stop anything, not even their own job: an agent that wants to end
 simply exits.
@@ -18,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentchain.engine import records, stopping
+from agentchain.engine import records, stoprequests
 from agentchain.policy import stops
 from agentchain.policy.outcomes import is_terminal
 from agentchain.web import api, auth
@@ -45,7 +46,7 @@ async def stop_job(request: web.Request) -> web.Response:
     status = records.parse(obj).status
     if is_terminal(status):
         raise ApiError(409, "already ended", f"{name} ended {status.phase}.", phase=status.phase)
-    if await stopping.request_stop(namespace, name, wanted) is None:
+    if await stoprequests.request_stop(namespace, name, wanted) is None:
         raise ApiError(404, "job not found", f"No AgentJob {name} in namespace {namespace}.")
     return json_response({"id": name, "namespace": namespace, "stopping": True}, status=202)
 
@@ -60,7 +61,7 @@ async def stop_chain(request: web.Request) -> web.Response:
     jobs = await api.chain_jobs(namespace, chain_id)
     if not jobs:
         raise ApiError(404, "chain not found", f"No chain {chain_id} in namespace {namespace}.")
-    asked = await stopping.request_chain_stop(rt, namespace, chain_id, jobs, wanted)
+    asked = await stoprequests.request_chain_stop(rt, namespace, chain_id, jobs, wanted)
     view = {"chainId": chain_id, "namespace": namespace, "stopping": sorted(asked)}
     return json_response(view, status=202)
 
