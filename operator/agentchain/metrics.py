@@ -61,3 +61,13 @@ ADMISSIONS = Counter(
     "refused, superseded); a queued job is counted again at each look until admitted.",
     ["namespace", "verdict"],
 )
+USAGE_TOKENS = Counter(
+    "agentchain_usage_tokens_total",
+    "Tokens agents reported through the job API, by agent.",
+    ["namespace", "agent"],
+)
+USAGE_COST = Counter(
+    "agentchain_usage_cost_total",
+    "Cost agents reported through the job API, by agent, in the currency of the chain's budget.",
+    ["namespace", "agent", "currency"],
+)

@@ -7,7 +7,9 @@ built, under the job's lock, in this order:
    without running (``stoprequests.pending_stop``);
 2. its concurrency group, for a chain's root job -> queued, refused or superseded
    (``admitting.admit``);
-3. the namespace's limit on started jobs (a setting) -> queued (``admitting.admit_job``).
+3. the namespace's limit on started jobs (a setting) -> queued (``admitting.admit_job``);
+4. its chain's budget: the launch is counted; over budget it ends ``Cancelled``,
+   reason ``BudgetExceeded`` (``budgeting.at_launch``).
 
 ``ended`` runs in ``closing`` once per recorded end: a cancelled job's Event and
 metric, and the namespace slot it held.
@@ -16,13 +18,13 @@ metric, and the namespace slot it held.
 from __future__ import annotations
 
 from agentchain import metrics
-from agentchain.engine import admitting, stoprequests
+from agentchain.engine import admitting, budgeting, stoprequests
 from agentchain.engine.hops import Ended, Hop, Obj
 from agentchain.kube import events
 from agentchain.policy import stops
 
 
-async def held(hop: Hop, init: Obj) -> admitting.Gate:
+async def held(hop: Hop, init: Obj, attempt: int = 1) -> admitting.Gate:
     """Whether the job must not launch now (True: held, status written; Ended: it ends
     without running); ``init`` (its first status fields) is updated for the launch."""
     chain_id = init.get("chainId") or hop.job.status.chain_id
@@ -32,9 +34,11 @@ async def held(hop: Hop, init: Obj) -> admitting.Gate:
         fields = {**init, **stop_fields(request)}
         return Ended("Cancelled", ending.reason, ending.message, fields)
     gate = await admitting.admit(hop, init)
-    if gate is not None:
-        return gate
-    return await admitting.admit_job(hop, init)
+    if gate is None:
+        gate = await admitting.admit_job(hop, init)
+    if gate is None:
+        gate = await budgeting.at_launch(hop, init, attempt)
+    return gate
 
 
 def stop_fields(request: stops.StopRequest) -> Obj:

@@ -66,7 +66,7 @@ async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Lau
     agent = await hop.rt.agents.by_trigger(hop.namespace, job.spec.agent_role)
     if not isinstance(agent, AiAgent) or not agent.spec.enabled:
         return _refusal(hop, agent, init)
-    gate = await gating.held(hop, init)  # Stopped, queued or refused (issue 16).
+    gate = await gating.held(hop, init, attempt)  # Stopped, queued, refused (issue 16).
     if gate is not None:
         return gate if isinstance(gate, Ended) else Waiting()
     deps = await prompting.dependencies(hop.obj, job)

@@ -14,7 +14,15 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from agentchain.engine import admitting, finishing, hopping, records, retrying, stopping
+from agentchain.engine import (
+    admitting,
+    budgeting,
+    finishing,
+    hopping,
+    records,
+    retrying,
+    stopping,
+)
 from agentchain.engine.hops import Exit
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import errors, workloads
@@ -31,6 +39,8 @@ async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
         return  # Stopped (issue 16).
     if await retrying.resume(rt, obj, hopping.relaunch):
         return  # Waiting out a retry's backoff (issue 16).
+    if await budgeting.check_running(rt, obj):
+        return  # Over its chain's wall-time budget: stopping (issue 16).
     if is_terminal(job.status):
         await hopping.progress(rt, obj)
         return

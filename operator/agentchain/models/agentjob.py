@@ -98,6 +98,13 @@ class NextStatus(KubeModel):
     message: str | None = None
 
 
+class Usage(KubeModel):
+    """Tokens and cost an agent reported (``POST /api/jobs/{ns}/{name}/usage``)."""
+
+    tokens: int = 0
+    cost: float = 0.0
+
+
 class AgentJobStatus(KubeModel):
     phase: Phase | None = Field(
         default=None,
@@ -134,6 +141,9 @@ class AgentJobStatus(KubeModel):
     )
     superseded_by: str | None = Field(
         default=None, description="The AgentJob of the newer chain that superseded this one."
+    )
+    usage: Usage | None = Field(
+        default=None, description="What the job's agent reported through the job API."
     )
     retry_at: dt.datetime | None = Field(
         default=None, description="When the next attempt (status.attempt) starts (backoff)."

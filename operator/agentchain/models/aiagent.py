@@ -177,6 +177,25 @@ class RetryPolicy(KubeModel):
     )
 
 
+class Budget(KubeModel):
+    """Limits of each chain this agent starts; past one, the chain is stopped (its running
+    job ends Cancelled, reason BudgetExceeded) and nothing more of it starts."""
+
+    max_chain_seconds: int | None = Field(
+        default=None, ge=1, description="Wall time from the chain's first launch."
+    )
+    max_attempts: int | None = Field(
+        default=None, ge=1, description="Attempts (batch Jobs) across the chain's jobs."
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=0, description="Tokens the chain's agents report (job API)."
+    )
+    max_cost: float | None = Field(
+        default=None, ge=0, description="Cost the chain's agents report, in currency."
+    )
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+
+
 class AiAgentSpec(KubeModel):
     name: str | None = Field(default=None, description="Display name.")
     trigger_name: str = Field(
@@ -252,6 +271,9 @@ class AiAgentSpec(KubeModel):
     handoff_heading: str = Field(default=DEFAULT_HANDOFF_HEADING)
     concurrency: Concurrency | None = Field(
         default=None, description="Concurrency group of the chains this agent starts."
+    )
+    budget: Budget | None = Field(
+        default=None, description="Budget of each chain this agent starts (as its first job)."
     )
     retry: RetryPolicy | None = Field(
         default=None,

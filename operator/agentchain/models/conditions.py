@@ -71,6 +71,7 @@ class Reason:
     QUEUED = "Queued"
     ADMITTED = "Admitted"
     CONCURRENCY_LIMITED = "ConcurrencyLimited"
+    BUDGET_EXCEEDED = "BudgetExceeded"
 
     @classmethod
     def all(cls) -> list[str]:

@@ -83,8 +83,14 @@ def annotations_for(request: StopRequest) -> dict[str, str]:
     return out
 
 
+BY_BUDGET = "budget"
+"""Who stops a chain over its budget (``policy/budgets.py``)."""
+
+
 def ending(request: StopRequest) -> Ending:
-    """A stopped job's end: Cancelled, reason Stopped (or Superseded), saying by whom."""
+    """A stopped job's end: Cancelled, reason Stopped (Superseded, BudgetExceeded)."""
+    if request.by == BY_BUDGET:
+        return Ending("Cancelled", Reason.BUDGET_EXCEEDED, f"Budget exceeded: {request.reason}")
     if request.successor:
         message = f"Superseded by {request.successor} (a newer chain of its concurrency group)."
         return Ending("Cancelled", Reason.SUPERSEDED, message)

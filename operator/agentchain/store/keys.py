@@ -118,6 +118,11 @@ FLOW_GROUPS_PREFIX = ROOT_PREFIX + "flow:groups:"
 FLOW_TENANTS = ROOT_PREFIX + "flow:tenants"
 # Groups with no admission for a month are forgotten; every admission pushes it ahead.
 FLOW_TTL_SECONDS = 30 * 24 * 3600
+# Hash per (tenant, chain): tokens, cost (reported by its agents), started (first launch,
+# unix s), and "job:<name>:tokens"/"job:<name>:cost" per job; the chain's budget usage.
+FLOW_USAGE_PREFIX = ROOT_PREFIX + "flow:usage:"
+# Set per (tenant, chain): "<job>#<attempt>" of every attempt launched, for max attempts.
+FLOW_ATTEMPTS_PREFIX = ROOT_PREFIX + "flow:attempts:"
 
 
 def encode(component: str) -> str:
@@ -227,3 +232,11 @@ def flow_chain_group(tenant: str, chain_id: str) -> str:
 
 def flow_groups(tenant: str) -> str:
     return _join(FLOW_GROUPS_PREFIX, tenant)
+
+
+def flow_usage(tenant: str, chain_id: str) -> str:
+    return _join(FLOW_USAGE_PREFIX, tenant, chain_id)
+
+
+def flow_attempts(tenant: str, chain_id: str) -> str:
+    return _join(FLOW_ATTEMPTS_PREFIX, tenant, chain_id)

@@ -10,22 +10,29 @@ leaves the race with the job's natural end to the one place that decides it
 had already ended is a 409 naming its phase.
 
 Job tokens may not stop anything, not even their own job: an agent that wants to end
-simply exits.
+simply exits.  What a job token may do is report its usage
+(``POST /api/jobs/{ns}/{name}/usage``, its own job only): added to its chain's usage in
+Redis, shown on the job (``status.usage``) and in metrics, and checked against the
+chain's budget at once, so a chain is stopped at the first report over it.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aiohttp import web
 
-from agentchain.engine import records, stoprequests
-from agentchain.policy import stops
+from agentchain import metrics
+from agentchain.engine import budgeting, records, stoprequests
+from agentchain.kube import resources
+from agentchain.policy import budgets, stops
 from agentchain.policy.outcomes import is_terminal
+from agentchain.store.usage import UsageStore
 from agentchain.web import api, auth
 from agentchain.web.requests import read_json, validate
 from agentchain.web.responses import ApiError, json_response
-from agentchain.web.schemas import StopRequest
+from agentchain.web.schemas import StopRequest, UsageReport
 
 Obj = dict[str, Any]
 STOPPED_BY_API = "api"
@@ -66,6 +73,31 @@ async def stop_chain(request: web.Request) -> web.Response:
     return json_response(view, status=202)
 
 
+async def report_usage(request: web.Request) -> web.Response:
+    rt = request.app[api.RUNTIME_KEY]
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    scope = auth.require_job(auth.principal_of(request), namespace, name)
+    report = validate(UsageReport, await read_json(request))
+    usage, job_tokens, job_cost = await UsageStore(rt.redis).report(
+        namespace, scope.chain_id, name, report.tokens, report.cost
+    )
+    obj = await api.load_job(auth.principal_of(request), namespace, name)
+    budget = await budgeting.budget_of(rt, obj)
+    job_usage = {"tokens": job_tokens, "cost": job_cost}
+    await resources.patch_status(namespace, resources.AGENTJOBS, name, {"usage": job_usage})
+    role = obj["spec"]["agentRole"]
+    metrics.USAGE_TOKENS.labels(namespace, role).inc(report.tokens)
+    currency = budget.currency if budget is not None else "USD"
+    metrics.USAGE_COST.labels(namespace, role, currency).inc(report.cost)
+    why = budgets.exceeded(budget, usage, time.time()) if budget is not None else None
+    if why is not None:
+        await budgeting.stop_chain(rt, namespace, scope.chain_id, why)
+    chain = {"tokens": usage.tokens, "cost": usage.cost, "attempts": usage.attempts}
+    body = {"job": job_usage, "chain": chain, "currency": currency, "budgetExceeded": why}
+    return json_response(body)
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/jobs/{namespace}/{name}/stop", stop_job)
     app.router.add_post("/api/chains/{namespace}/{chain_id}/stop", stop_chain)
+    app.router.add_post("/api/jobs/{namespace}/{name}/usage", report_usage)

@@ -24,6 +24,7 @@ from agentchain.web.schemas import (
     StoreQuery,
     StoreWrite,
     TenantQuery,
+    UsageReport,
     WaitQuery,
     schema_of,
 )
@@ -183,6 +184,9 @@ def _paths() -> dict[str, Any]:
         "/api/chains/{namespace}/{chainId}/anchor": _get([_NS, _CHAIN], _OBJECT),
         "/api/jobs/{namespace}/{name}/stop": {"post": _stop([_NS, _NAME])},
         "/api/chains/{namespace}/{chainId}/stop": {"post": _stop([_NS, _CHAIN])},
+        "/api/jobs/{namespace}/{name}/usage": {
+            "post": _op([_NS, _NAME], _OBJECT, body={"$ref": "#/components/schemas/UsageReport"})
+        },
         "/api/store/{namespace}": _get([_NS, *_query(StoreQuery)], _OBJECT),
         "/api/store/{namespace}/{key}": {
             **_get([_NS, _KEY, *_query(StoreQuery)], _OBJECT),
@@ -247,6 +251,7 @@ def document() -> dict[str, Any]:
                 "DelegationRequest": schema_of(DelegationRequest),
                 "StoreWrite": schema_of(StoreWrite),
                 "StopRequest": schema_of(StopRequest),
+                "UsageReport": schema_of(UsageReport),
                 "JobAnchor": _job_anchor(),
                 "Error": {
                     "type": "object",

@@ -121,3 +121,10 @@ class StopRequest(_Strict):
     """A stop (admin token): why, shown on the job (``Stopped by api: <reason>``)."""
 
     reason: str = Field(default="", max_length=200, description="Why; one line of text.")
+
+
+class UsageReport(_Strict):
+    """What an agent used since its last report (job token): added to its chain's usage."""
+
+    tokens: int = Field(default=0, ge=0, le=10**12, strict=True)
+    cost: float = Field(default=0.0, ge=0, le=10**9, allow_inf_nan=False, strict=True)

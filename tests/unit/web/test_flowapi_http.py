@@ -5,7 +5,9 @@ Aspects covered:
 - a job token may stop nothing, not even its own job or chain: 403 before any read;
 - a body that is not the documented StopRequest (unknown field, reason too long, not
   JSON) is a 422 before anything is asked to stop;
-- both routes are in the OpenAPI document with their 202 and 409 answers.
+- both routes are in the OpenAPI document with their 202 and 409 answers;
+- usage reports: only the job's own token (403 for another job's or an admin's), and a
+  malformed report is a 422 that counts nothing.
 """
 
 from __future__ import annotations
@@ -54,3 +56,23 @@ async def test_the_stop_routes_are_documented(client: Client) -> None:
         answers = doc["paths"][path]["post"]["responses"]
         assert {"202", "401", "403", "404", "409", "422"} <= set(answers), path
     assert doc["components"]["schemas"]["StopRequest"]["properties"]["reason"]["maxLength"] == 200
+
+
+USAGE = "/api/jobs/team-a/job-1/usage"
+
+
+async def test_only_the_job_itself_reports_its_usage(client: Client, runtime: Runtime) -> None:
+    other = await job_token(runtime, "team-a", "job-2")
+    await error(await client.post(USAGE, json={"tokens": 1}, headers=other), 403)
+    await error(await client.post(USAGE, json={"tokens": 1}, headers=ADMIN), 403)
+    await error(await client.post(USAGE, json={"tokens": 1}), 401)
+
+
+@pytest.mark.parametrize(
+    "body", [{"tokens": -1}, {"cost": -0.5}, {"cost": "1"}, {"spent": 3}, {"tokens": 10**13}]
+)
+async def test_a_bad_usage_report_is_422_and_counts_nothing(
+    client: Client, runtime: Runtime, body: dict[str, object]
+) -> None:
+    await error(await client.post(USAGE, json=body, headers=await job_token(runtime)), 422)
+    assert await runtime.redis.keys("agentchain:flow:usage:*") == []
