@@ -71,3 +71,9 @@ USAGE_COST = Counter(
     "Cost agents reported through the job API, by agent, in the currency of the chain's budget.",
     ["namespace", "agent", "currency"],
 )
+COMMENT_COMMANDS = Counter(
+    "agentchain_comment_commands_total",
+    "/agentchain comment commands, by verb and result (applied; refused: the commenter "
+    "may not; no_job: nothing of that issue to act on).",
+    ["verb", "result"],
+)

@@ -5,10 +5,12 @@ built, under the job's lock, in this order:
 
 1. a stop: the job asks to stop, or its chain was stopped -> it ends ``Cancelled``
    without running (``stoprequests.pending_stop``);
-2. its concurrency group, for a chain's root job -> queued, refused or superseded
+2. an approval gate -> it waits in ``AwaitingApproval``, or ends rejected or timed
+   out (``approving.held``);
+3. its concurrency group, for a chain's root job -> queued, refused or superseded
    (``admitting.admit``);
-3. the namespace's limit on started jobs (a setting) -> queued (``admitting.admit_job``);
-4. its chain's budget: the launch is counted; over budget it ends ``Cancelled``,
+4. the namespace's limit on started jobs (a setting) -> queued (``admitting.admit_job``);
+5. its chain's budget: the launch is counted; over budget it ends ``Cancelled``,
    reason ``BudgetExceeded`` (``budgeting.at_launch``).
 
 ``ended`` runs in ``closing`` once per recorded end: a cancelled job's Event and
@@ -18,7 +20,7 @@ metric, and the namespace slot it held.
 from __future__ import annotations
 
 from agentchain import metrics
-from agentchain.engine import admitting, budgeting, stoprequests
+from agentchain.engine import admitting, approving, budgeting, stoprequests
 from agentchain.engine.hops import Ended, Hop, Obj
 from agentchain.kube import events
 from agentchain.policy import stops
@@ -33,7 +35,9 @@ async def held(hop: Hop, init: Obj, attempt: int = 1) -> admitting.Gate:
         ending = stops.ending(request)
         fields = {**init, **stop_fields(request)}
         return Ended("Cancelled", ending.reason, ending.message, fields)
-    gate = await admitting.admit(hop, init)
+    gate = await approving.held(hop, init)
+    if gate is None:
+        gate = await admitting.admit(hop, init)
     if gate is None:
         gate = await admitting.admit_job(hop, init)
     if gate is None:

@@ -142,6 +142,8 @@ class AgentJobStatus(KubeModel):
     superseded_by: str | None = Field(
         default=None, description="The AgentJob of the newer chain that superseded this one."
     )
+    approved_by: str | None = Field(default=None, description="Who approved the job's start.")
+    approved_at: dt.datetime | None = None
     usage: Usage | None = Field(
         default=None, description="What the job's agent reported through the job API."
     )

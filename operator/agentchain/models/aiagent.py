@@ -196,6 +196,23 @@ class Budget(KubeModel):
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
 
 
+class Approval(KubeModel):
+    """Each job of this agent waits in AwaitingApproval until approved or rejected (the
+    job API with an admin token, the labrats.work/approval annotation, or a comment
+    command from an allowed GitHub user), or until timeoutSeconds pass (then it fails
+    and the chain's failure policy applies)."""
+
+    approvers: list[str] = Field(
+        default_factory=list, max_length=100, description="GitHub logins who may approve."
+    )
+    associations: list[str] = Field(
+        default_factory=lambda: ["OWNER", "MEMBER"],
+        max_length=10,
+        description="Author associations whose comments may approve or reject.",
+    )
+    timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 24 * 3600)
+
+
 class AiAgentSpec(KubeModel):
     name: str | None = Field(default=None, description="Display name.")
     trigger_name: str = Field(
@@ -271,6 +288,9 @@ class AiAgentSpec(KubeModel):
     handoff_heading: str = Field(default=DEFAULT_HANDOFF_HEADING)
     concurrency: Concurrency | None = Field(
         default=None, description="Concurrency group of the chains this agent starts."
+    )
+    approval: Approval | None = Field(
+        default=None, description="Hold each job of this agent until someone approves it."
     )
     budget: Budget | None = Field(
         default=None, description="Budget of each chain this agent starts (as its first job)."

@@ -72,6 +72,9 @@ class Reason:
     ADMITTED = "Admitted"
     CONCURRENCY_LIMITED = "ConcurrencyLimited"
     BUDGET_EXCEEDED = "BudgetExceeded"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    APPROVAL_REJECTED = "ApprovalRejected"
+    APPROVAL_TIMED_OUT = "ApprovalTimedOut"
 
     @classmethod
     def all(cls) -> list[str]:

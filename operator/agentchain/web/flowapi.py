@@ -26,7 +26,7 @@ from aiohttp import web
 from agentchain import metrics
 from agentchain.engine import budgeting, records, stoprequests
 from agentchain.kube import resources
-from agentchain.policy import budgets, stops
+from agentchain.policy import approvals, budgets, stops
 from agentchain.policy.outcomes import is_terminal
 from agentchain.store.usage import UsageStore
 from agentchain.web import api, auth
@@ -73,6 +73,31 @@ async def stop_chain(request: web.Request) -> web.Response:
     return json_response(view, status=202)
 
 
+async def _decide(request: web.Request, approved: bool) -> web.Response:
+    """Approve or reject a job's start (admin token): the approval annotations."""
+    principal = auth.require_admin(auth.principal_of(request))
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    wanted = await _request_of(request)  # A bad body reads nothing.
+    obj = await api.load_job(principal, namespace, name)
+    status = records.parse(obj).status
+    if is_terminal(status):
+        raise ApiError(409, "already ended", f"{name} ended {status.phase}.", phase=status.phase)
+    annotations = approvals.annotations_for(approved, STOPPED_BY_API, wanted.reason)
+    await resources.patch_metadata(
+        namespace, resources.AGENTJOBS, name, labels={}, annotations=annotations
+    )
+    verdict = "approved" if approved else "rejected"
+    return json_response({"id": name, "namespace": namespace, verdict: True}, status=202)
+
+
+async def approve_job(request: web.Request) -> web.Response:
+    return await _decide(request, approved=True)
+
+
+async def reject_job(request: web.Request) -> web.Response:
+    return await _decide(request, approved=False)
+
+
 async def report_usage(request: web.Request) -> web.Response:
     rt = request.app[api.RUNTIME_KEY]
     namespace, name = request.match_info["namespace"], request.match_info["name"]
@@ -101,3 +126,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/jobs/{namespace}/{name}/stop", stop_job)
     app.router.add_post("/api/chains/{namespace}/{chain_id}/stop", stop_chain)
     app.router.add_post("/api/jobs/{namespace}/{name}/usage", report_usage)
+    app.router.add_post("/api/jobs/{namespace}/{name}/approve", approve_job)
+    app.router.add_post("/api/jobs/{namespace}/{name}/reject", reject_job)

@@ -184,6 +184,8 @@ def _paths() -> dict[str, Any]:
         "/api/chains/{namespace}/{chainId}/anchor": _get([_NS, _CHAIN], _OBJECT),
         "/api/jobs/{namespace}/{name}/stop": {"post": _stop([_NS, _NAME])},
         "/api/chains/{namespace}/{chainId}/stop": {"post": _stop([_NS, _CHAIN])},
+        "/api/jobs/{namespace}/{name}/approve": {"post": _stop([_NS, _NAME], "Approve")},
+        "/api/jobs/{namespace}/{name}/reject": {"post": _stop([_NS, _NAME], "Reject")},
         "/api/jobs/{namespace}/{name}/usage": {
             "post": _op([_NS, _NAME], _OBJECT, body={"$ref": "#/components/schemas/UsageReport"})
         },
@@ -223,10 +225,11 @@ def _op(
     return op
 
 
-def _stop(params: list[dict[str, Any]]) -> dict[str, Any]:
-    """A stop (admin token): 202 once asked, 409 when the job had already ended."""
+def _stop(params: list[dict[str, Any]], verb: str = "Stop") -> dict[str, Any]:
+    """A stop, approval or rejection (admin token): 202 once asked, 409 when the job had
+    already ended; the body's reason is shown on the job."""
     op = _op(params, _OBJECT, body={"$ref": "#/components/schemas/StopRequest"}, extra=("409",))
-    op["summary"] = "Stop (admin token): the job ends Cancelled, reason Stopped; nothing follows."
+    op["summary"] = f"{verb} (admin token), with an optional reason."
     op["requestBody"]["required"] = False
     op["responses"]["202"] = op["responses"].pop("200")
     op["responses"]["202"]["description"] = "asked to stop"

@@ -67,7 +67,7 @@ from agentchain.policy import chains, naming
 from agentchain.policy.matching import Ignored, Match, event_for, event_from_payload, match_event
 from agentchain.store.admission import AdmissionStore
 from agentchain.store.deliveries import QueuedJob
-from agentchain.web import bodies, flowhooks, intake, listing
+from agentchain.web import bodies, commands, flowhooks, intake, listing
 from agentchain.web.dispatch import Dispatcher
 from agentchain.web.requests import loads_unicode
 from agentchain.web.responses import ApiError, json_response
@@ -209,6 +209,9 @@ class GithubWebhook:
 
     async def _queue(self, delivery: Delivery) -> web.Response:
         planned, ignored, early = await self._plan(delivery)
+        command = await commands.handle(  # /agentchain comment commands (issue 16).
+            delivery.event, delivery.payload, await self.agents.get()
+        )
         try:
             async with asyncio.timeout(ACCEPT_TIMEOUT_SECONDS):  # No extra task, unlike wait_for.
                 first, recorded = await self.rt.deliveries.accept(
@@ -259,6 +262,8 @@ class GithubWebhook:
             "duplicate": not first,
             "ignored": ignored,
         }
+        if command is not None:
+            body["command"] = command
         return json_response(body, status=202 if jobs else 200)
 
     async def _enqueue_early(self, early: list[flowhooks.Early]) -> None:
