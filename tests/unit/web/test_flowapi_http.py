@@ -41,7 +41,8 @@ async def test_a_job_token_stops_nothing_not_even_its_own_job(
 
 @pytest.mark.parametrize("path", [JOB, CHAIN])
 @pytest.mark.parametrize(
-    "body", [b'{"why": "x"}', b'{"reason": "' + b"x" * 201 + b'"}', b"{", b'{"reason": 3}']
+    "body",
+    [b'{"why": "x"}', b'{"reason": "' + b"x" * 201 + b'"}', b"{", b'{"reason": 3}', b"null"],
 )
 async def test_a_bad_stop_body_is_422_before_anything_is_read(
     client: Client, path: str, body: bytes
