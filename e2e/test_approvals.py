@@ -8,6 +8,8 @@ Aspects covered:
 - a gate that times out fails the job (``ApprovalTimedOut``) and the chain's failure
   policy applies: its ``on-failure`` step runs;
 - the API rejects (``ApprovalRejected``, nothing runs) and the annotation approves;
+- ``/agentchain retry`` from the owner runs the failed step of the issue's latest chain
+  again as a new chain (``labrats.work/retry-of``); from a stranger it does nothing;
 - ``/agentchain stop`` from the repository's owner stops a running job
   (``stoppedBy: github:<login>``); from a stranger it changes nothing.
 """
@@ -81,7 +83,11 @@ def _start(operator: operating.OperatorProcess, namespace: str, number: int) -> 
 
 
 def _status(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    return dict(operating.get_json(info, "agentjob", name, "-n", namespace).get("status") or {})
+    """The job's status; {} until the webhook's dispatcher has created it."""
+    found = info.kubectl("get", "agentjob", name, "-n", namespace, "-o", "json", check=False)
+    if found.returncode != 0:
+        return {}
+    return dict(json.loads(found.stdout).get("status") or {})
 
 
 def _phase_is(info: ClusterInfo, namespace: str, name: str, *phases: str) -> Obj:
@@ -194,3 +200,30 @@ def test_a_stop_comment_from_the_owner_stops_and_from_a_stranger_does_nothing(
     assert [j["result"] for j in _mine(owner, namespace)] == ["stopping"], owner
     status = _phase_is(info, namespace, name, "Cancelled")
     assert status["stoppedBy"] == "github:alice" and "enough" in status["message"], status
+
+
+def test_a_retry_comment_runs_the_failed_step_again_as_a_new_chain(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    chaining.apply(info, namespace, _agent("fixer", "--no-context", "--exit-code", "3"))
+    time.sleep(2.5)  # The webhook's agent listing is refreshed every 2 s.
+    failed = _start(operator, namespace, 4103)
+    status = _phase_is(info, namespace, failed, "Failed")
+    operating.wait_until(
+        lambda: _status(info, namespace, failed).get("chainComplete") is True,
+        timeout=30,
+        what="the failed chain to complete",
+    )
+    stranger = _send(
+        operator, _comment(4103, "mallory", "NONE", "/agentchain retry"), "issue_comment"
+    )
+    assert [j["result"] for j in _mine(stranger, namespace)] == ["refused"], stranger
+    owner = _send(operator, _comment(4103, "alice", "OWNER", "/agentchain retry"), "issue_comment")
+    [done] = _mine(owner, namespace)
+    assert done["result"] == "retried" and done["job"] == failed, owner
+    again = _phase_is(info, namespace, done["retry"], "Failed", "Succeeded")
+    assert again["chainId"] != status["chainId"] and again["chainDepth"] == 0
+    retried = operating.get_json(info, "agentjob", done["retry"], "-n", namespace)
+    assert retried["metadata"]["annotations"]["labrats.work/retry-of"] == failed
+    assert retried["spec"]["agentRole"] == "fixer"
