@@ -145,6 +145,43 @@ class Concurrency(KubeModel):
     )
 
 
+# --- GitHub App: the job token and write-back (issue 17) ----------------------------------
+PermissionLevel = Literal["read", "write"]
+
+
+class GitHubPermissions(KubeModel):
+    """What a job's installation token may do, by GitHub permission (unset: nothing).
+
+    ``metadata: read`` comes with every token; the App itself must have been granted at
+    least as much, or the job gets no token (an Event says which permission is missing).
+    """
+
+    contents: PermissionLevel | None = Field(default=None, description="Code: clone, push.")
+    issues: PermissionLevel | None = Field(default=None, description="Issues and comments.")
+    pull_requests: PermissionLevel | None = Field(
+        default=None, description="Pull requests and their comments."
+    )
+    checks: PermissionLevel | None = Field(default=None, description="Check runs.")
+    statuses: PermissionLevel | None = Field(default=None, description="Commit statuses.")
+    actions: PermissionLevel | None = Field(default=None, description="Workflow runs.")
+
+
+class GitHubWriteBack(KubeModel):
+    """How a chain this agent starts from an issue or pull request shows on GitHub."""
+
+    comment: bool = Field(
+        default=True, description="Keep one comment on the issue or PR up to date."
+    )
+    check_run: bool = Field(default=True, description="A Check Run on the PR's head commit.")
+    allow_mentions: bool = Field(
+        default=False,
+        description=(
+            "Write the outcome as Markdown, so agent text may @mention people and use "
+            "closing keywords (fixes #1). Otherwise it is shown as text in a code block."
+        ),
+    )
+
+
 RetryReason = Literal[
     "ContainerFailed", "DeadlineExceeded", "OutputLost", "CompletionMarkerMissing"
 ]
@@ -211,6 +248,20 @@ class Approval(KubeModel):
         description="Author associations whose comments may approve or reject.",
     )
     timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 24 * 3600)
+
+
+class GitHubAccess(KubeModel):
+    permissions: GitHubPermissions | None = Field(
+        default=None,
+        description=(
+            "Permissions of the installation token each job gets as GITHUB_TOKEN, limited "
+            "to the event's repository. None: no token."
+        ),
+    )
+    write_back: GitHubWriteBack = Field(
+        default_factory=GitHubWriteBack,
+        description="Progress and outcome on the issue or PR (when the operator has an App).",
+    )
 
 
 class AiAgentSpec(KubeModel):
@@ -300,6 +351,13 @@ class AiAgentSpec(KubeModel):
         description=(
             "Retry backoff and reasons; without it a non-zero exit is retried at once "
             "(within backoffLimit)."
+        ),
+    )
+    github: GitHubAccess | None = Field(
+        default=None,
+        description=(
+            "GitHub App access (docs/github.md): the job token's permissions, and how the "
+            "chains this agent starts are written back. Absent: no token, default write-back."
         ),
     )
 
