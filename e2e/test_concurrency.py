@@ -173,7 +173,9 @@ def test_refuse_ends_a_second_chain_while_one_runs(
     _wait_ready(info, namespace, "single")
     [first] = _deliver(operator, namespace, 1, number=9)
     operating.wait_until(
-        lambda: _phase(_jobs(info, namespace)[first]) == "Running", timeout=60, what="running"
+        lambda: _phase(_jobs(info, namespace).get(first, {})) == "Running",
+        timeout=60,
+        what="running",
     )
     [second] = _deliver(operator, namespace, 1, number=9)
     operating.wait_until(
@@ -184,7 +186,9 @@ def test_refuse_ends_a_second_chain_while_one_runs(
     status = _jobs(info, namespace)[second]["status"]
     assert status["reason"] == "ConcurrencyLimited", status
     operating.wait_until(
-        lambda: _phase(_jobs(info, namespace)[first]) == "Succeeded", timeout=60, what="first"
+        lambda: _phase(_jobs(info, namespace).get(first, {})) == "Succeeded",
+        timeout=60,
+        what="first",
     )
     [third] = _deliver(operator, namespace, 1, number=9)  # The slot is free again.
     operating.wait_until(
@@ -256,7 +260,9 @@ def test_manual_runs_naming_a_group_queue_behind_each_other(
     run = {"namespace": namespace, "agentRole": "plain", "concurrencyGroup": "deploy prod"}
     first = _manual(operator, {**run, "name": "deploy-1"})["id"]
     operating.wait_until(
-        lambda: _phase(_jobs(info, namespace)[first]) == "Running", timeout=60, what="first runs"
+        lambda: _phase(_jobs(info, namespace).get(first, {})) == "Running",
+        timeout=60,
+        what="first runs",
     )
     second = _manual(operator, {**run, "name": "deploy-2"})["id"]
     operating.wait_until(
