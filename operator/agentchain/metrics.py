@@ -15,7 +15,8 @@ JOBS = Counter(
 )
 CHAIN_OUTCOMES = Counter(
     "agentchain_chain_outcomes_total",
-    "Chains marked complete, by outcome (succeeded, failed, stopped, refused).",
+    "Chains marked complete, by outcome (succeeded, failed, stopped, refused); a chain "
+    "whose job was stopped or superseded counts as stopped.",
     ["namespace", "outcome"],
 )
 HOP_LATENCY = Histogram(
@@ -55,6 +56,34 @@ LEADER = Gauge(
 LEADER_TRANSITIONS = Counter(
     "agentchain_leader_acquisitions_total",
     "Times this replica became the leader (at most one per process: losing it exits).",
+)
+STOPS = Counter(
+    "agentchain_stops_total",
+    "AgentJobs ended Cancelled, by reason (Stopped: by the API or an annotation; "
+    "Superseded: by a newer chain of its concurrency group).",
+    ["namespace", "reason"],
+)
+ADMISSIONS = Counter(
+    "agentchain_admissions_total",
+    "Concurrency-group admissions of chains' root jobs, by verdict (admitted, queued, "
+    "refused, superseded); a queued job is counted again at each look until admitted.",
+    ["namespace", "verdict"],
+)
+USAGE_TOKENS = Counter(
+    "agentchain_usage_tokens_total",
+    "Tokens agents reported through the job API, by agent.",
+    ["namespace", "agent"],
+)
+USAGE_COST = Counter(
+    "agentchain_usage_cost_total",
+    "Cost agents reported through the job API, by agent, in the currency of the chain's budget.",
+    ["namespace", "agent", "currency"],
+)
+COMMENT_COMMANDS = Counter(
+    "agentchain_comment_commands_total",
+    "/agentchain comment commands, by verb and result (applied; refused: the commenter "
+    "may not; no_job: nothing of that issue to act on).",
+    ["verb", "result"],
 )
 GITHUB_WRITEBACKS = Counter(
     "agentchain_github_writebacks_total",

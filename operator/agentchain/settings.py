@@ -210,6 +210,14 @@ class Settings(BaseSettings):
     leader_election_retry_seconds: float = Field(
         2.0, gt=0, description="Period of renewals, and of a follower's attempts."
     )
+    max_running_jobs_per_namespace: int = Field(
+        0,
+        ge=0,
+        description=(
+            "Most AgentJobs started (batch Job launched, not yet ended) at once per namespace;"
+            " the others wait in phase Queued, first come first served (0: no limit)."
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -155,7 +155,8 @@ def test_defaults_are_valid_for_their_own_node(kind: str) -> None:
             continue
         value = node["default"]
         assert value is not None, path
-        assert isinstance(value, {"string": str, "integer": int, "boolean": bool}[node["type"]])
+        types = {"string": str, "integer": int, "boolean": bool, "number": (int, float)}
+        assert isinstance(value, {**types, "array": list, "object": dict}[node["type"]]), path
         assert value in node.get("enum", [value]), path
         assert re.search(node.get("pattern", ""), str(value)), path
         assert node.get("minimum", value) <= value <= node.get("maximum", value), path
@@ -200,7 +201,10 @@ def test_names_scope_version_and_subresources(kind: str, plural: str, short: str
         (
             "AgentJob",
             "status.phase",
-            ["Pending", "Waiting", "Running", "Succeeded", "Failed", "Skipped"],
+            [
+                *("Pending", "Waiting", "Running", "Succeeded", "Failed", "Skipped"),
+                *("Queued", "AwaitingApproval", "Cancelled"),
+            ],
         ),
     ],
 )

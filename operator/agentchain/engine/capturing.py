@@ -19,9 +19,9 @@ from agentchain.engine import records
 from agentchain.engine.hops import Exit, Hop, Obj, Output
 from agentchain.kube import workloads
 from agentchain.models.aiagent import AiAgent
-from agentchain.policy import naming
+from agentchain.policy import naming, retries, stops
 from agentchain.policy.jobspec import CONTAINER_NAME
-from agentchain.policy.outcomes import job_ending, result_excerpt, should_retry
+from agentchain.policy.outcomes import job_ending, result_excerpt
 from agentchain.store.outputs import OUTPUT_MAX_BYTES, Capture, OutputRecord, unavailable
 from agentchain.store.outputs import captured as outputs_captured
 
@@ -45,10 +45,12 @@ class Ends:
 
 @dataclass(frozen=True)
 class Retry:
-    """Run the job again as ``attempt``; ``why`` the previous one ended."""
+    """Run the job again as ``attempt``; ``why`` the previous one ended; after ``delay``
+    seconds (the AiAgent's retry backoff)."""
 
     attempt: int
     why: str
+    delay: float = 0.0
 
 
 async def capture(hop: Hop, exit: Exit) -> Captured:
@@ -56,7 +58,9 @@ async def capture(hop: Hop, exit: Exit) -> Captured:
     stored = await hop.rt.outputs.get_capture(hop.namespace, hop.name)
     if stored is not None and stored.attempt == exit.attempt:
         # Decided before a crash, perhaps acted on too: decide the same again.
-        recorded = Exit(exit.attempt, stored.exit_code, stored.pod, stored.deadline)
+        recorded = Exit(
+            exit.attempt, stored.exit_code, stored.pod, stored.deadline, stop=stored.stop
+        )
         return Captured(recorded, await _stored_output(hop), first=False)
     read = await _read_output(hop.namespace, exit.pod)
     capture = Capture(
@@ -71,17 +75,22 @@ async def capture(hop: Hop, exit: Exit) -> Captured:
 def verdict(hop: Hop, captured: Captured, agent: AiAgent | None) -> Retry | Ends:
     """Another attempt, or the job's end status (``agent`` None: it cannot be retried)."""
     exit, output = captured.exit, captured.output
-    ending = job_ending(
+    stopped = stops.ending_of(exit.stop)  # A stop decided it (issue 16).
+    ending = stopped or job_ending(
         exit.exit_code,
         output.text,
         completion_marker=agent.spec.completion_marker if agent else None,
         deadline_exceeded=exit.deadline,
         lost_reason=output.lost,
     )
-    if agent is not None and should_retry(ending, exit.attempt, agent.spec.backoff_limit):
-        return Retry(exit.attempt + 1, f"exited with code {exit.exit_code}")
-    lost = output.lost
+    delay = (
+        retries.delay_before(ending, exit.exit_code, exit.attempt, agent.spec) if agent else None
+    )
+    if delay is not None:
+        return Retry(exit.attempt + 1, retries.why(ending, exit.exit_code), delay)
+    lost = None if stopped else output.lost
     status: Obj = {
+        **stops.status_fields(exit.stop),
         "phase": ending.phase,
         "reason": ending.reason,
         "message": ending.message if not lost or exit.deadline else lost,

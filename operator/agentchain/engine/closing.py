@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentchain import metrics
-from agentchain.engine import records, team
+from agentchain.engine import admitting, gating, records, team
 from agentchain.engine.hops import Ended, Hop, Obj
 from agentchain.kube import events
 from agentchain.models.conditions import CHAIN_COMPLETE, Condition, Reason
@@ -65,6 +65,7 @@ async def _ended(hop: Hop, end: Obj) -> None:
     elif phase == "Skipped":
         reason, message = str(end["reason"]), str(end["message"])
         await events.emit(hop.obj, "Normal", reason, message, key=f"disposition:{reason}")
+    await gating.ended(hop, end)  # Cancelled's Event, its namespace slot (issue 16).
 
 
 async def _record_hop(hop: Hop, entry: Mapping[str, Any]) -> None:
@@ -88,6 +89,7 @@ async def complete_chain(hop: Hop, action: str, message: str) -> None:
     result = _chain_outcome(action, job.status.phase or "", job.status.reason or "")
     if await hop.rt.chains.mark_complete(hop.namespace, chain_id, result, hop.name):
         metrics.CHAIN_OUTCOMES.labels(hop.namespace, result).inc()
+    await admitting.release(hop.rt, hop.namespace, chain_id)  # Its concurrency slot (issue 16).
     await team.complete(hop.rt, hop.obj, result)
     text = f"Chain {chain_id} is complete ({result}) at {hop.name}: {message}".strip()
     cond = Condition(type=CHAIN_COMPLETE, status="True", reason=Reason.CHAIN_COMPLETE, message=text)

@@ -31,7 +31,16 @@ from __future__ import annotations
 from typing import Any, assert_never
 
 from agentchain import faults
-from agentchain.engine import capturing, closing, deciding, launching, records, spawning
+from agentchain.engine import (
+    admitting,
+    capturing,
+    closing,
+    deciding,
+    launching,
+    records,
+    retrying,
+    spawning,
+)
 from agentchain.engine.hops import Ended, Exit, Hop, Obj, Output
 from agentchain.engine.locking import Held
 from agentchain.engine.runtime import Runtime
@@ -117,14 +126,29 @@ async def _finish(held: Held, hop: Hop, exit: Exit) -> list[str]:
     agent = found if isinstance(found, AiAgent) else None  # Ambiguous: no retry.
     verdict = capturing.verdict(hop, captured, agent)
     match verdict:
-        case capturing.Retry(attempt=attempt, why=why):
+        case capturing.Retry(attempt=attempt, why=why, delay=delay):
             total = agent.spec.backoff_limit + 1 if agent else attempt
             message = f"Attempt {attempt} of {total} after attempt {attempt - 1} {why}"
+            if delay > 0:  # Backoff (issue 16): launched by ``relaunch`` when due.
+                await retrying.hold(hop, attempt, message, delay, relaunch)
+                return []
             return await _launch(held, hop, attempt=attempt, retry=message)
         case capturing.Ends(status=end):
             return await _chain_on(held, hop, end, captured.output)
         case _:
             assert_never(verdict)
+
+
+async def relaunch(rt: Runtime, namespace: str, name: str) -> None:
+    """Launch the attempt a retry backoff held back, now that it is due (``retrying``)."""
+    async with rt.locks.holding(namespace, name) as held:
+        fresh = await resources.get(namespace, resources.AGENTJOBS, name)
+        attempt = retrying.due_attempt(fresh) if fresh is not None else None
+        if fresh is None or attempt is None:
+            return  # Stopped, deleted or launched meanwhile.
+        message = f"Attempt {attempt} after its backoff"
+        ended = await _launch(held, Hop(rt, fresh), attempt=attempt, retry=message)
+    await _wake(rt, namespace, ended)
 
 
 async def _launch(held: Held, hop: Hop, *, attempt: int = 1, retry: str | None = None) -> list[str]:
@@ -256,3 +280,7 @@ async def _wake(rt: Runtime, namespace: str, ended: list[str]) -> None:
     for name in ended:
         for item in rt.unsettled.waiting_on(namespace, name):
             await start(rt, item)
+    for name in admitting.due(namespace):  # Let in by a freed concurrency slot (issue 16).
+        let_in = await resources.get(namespace, resources.AGENTJOBS, name)
+        if let_in is not None:
+            await start(rt, let_in)

@@ -66,6 +66,8 @@ class Exit:
     owner_uid: str = ""
     """The uid of the AgentJob that controls the batch Job: another one of the same
     name (deleted, created again) is not ended by it."""
+    stop: dict[str, str | None] | None = None
+    """Who stopped the attempt and why, when a stop decided its end (issue 16)."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,7 @@ class Output:
 class Ended:
     """A job that ends without running, as its status will say."""
 
-    phase: Literal["Failed", "Skipped"]
+    phase: Literal["Failed", "Skipped", "Cancelled"]
     reason: str
     message: str
     fields: Mapping[str, Any] = field(default_factory=dict)

@@ -23,7 +23,7 @@ import secrets
 from dataclasses import dataclass
 
 from agentchain import models
-from agentchain.engine import depending, githubtokens, prompting, records, team
+from agentchain.engine import depending, gating, githubtokens, prompting, records, team
 from agentchain.engine.hops import Ended, Hop, Obj
 from agentchain.kube import events, resources, workloads
 from agentchain.models.aiagent import AiAgent
@@ -66,6 +66,9 @@ async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Lau
     agent = await hop.rt.agents.by_trigger(hop.namespace, job.spec.agent_role)
     if not isinstance(agent, AiAgent) or not agent.spec.enabled:
         return _refusal(hop, agent, init)
+    gate = await gating.held(hop, init, attempt)  # Stopped, queued, refused (issue 16).
+    if gate is not None:
+        return gate if isinstance(gate, Ended) else Waiting()
     deps = await prompting.dependencies(hop.obj, job)
     cycle = await depending.cycle_of(hop.obj) if deps.waiting or deps.after_cycle else None
     if cycle is not None:

@@ -12,7 +12,17 @@ import logging
 import time
 from typing import Any
 
-from agentchain.engine import finishing, hopping, records
+from redis.exceptions import RedisError
+
+from agentchain.engine import (
+    admitting,
+    budgeting,
+    finishing,
+    hopping,
+    records,
+    retrying,
+    stopping,
+)
 from agentchain.engine.hops import Exit
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import errors, workloads
@@ -25,6 +35,12 @@ CONCURRENCY = 8
 
 async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
     job = records.parse(obj)
+    if stopping.wants_stop(obj) and await stopping.stop(rt, obj) != stopping.ENDING:
+        return  # Stopped (issue 16).
+    if await retrying.resume(rt, obj, hopping.relaunch):
+        return  # Waiting out a retry's backoff (issue 16).
+    if await budgeting.check_running(rt, obj):
+        return  # Over its chain's wall-time budget: stopping (issue 16).
     if is_terminal(job.status):
         await hopping.progress(rt, obj)
         return
@@ -68,3 +84,7 @@ async def keep_resyncing(rt: Runtime) -> None:
         due = rt.unsettled.take_due(time.monotonic(), interval)
         if due:
             await asyncio.gather(*(one(obj) for obj in due))
+        try:
+            await admitting.repair_due(rt)  # Concurrency slots the CRs say are free (issue 16).
+        except (errors.KubeError, RedisError) as exc:
+            log.warning("repairing concurrency slots: %s", exc)

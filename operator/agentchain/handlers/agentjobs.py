@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 from redis.exceptions import RedisError
 
-from agentchain.engine import hopping, writeback
+from agentchain.engine import hopping, stopping, writeback
 from agentchain.engine.runtime import Runtime
 from agentchain.models import GROUP, VERSION
 
@@ -39,7 +39,9 @@ async def observed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any)
         await _revoke(runtime, obj)
         return
     runtime.unsettled.observe(obj, time.monotonic(), float(runtime.settings.resync_seconds))
-    if hopping.wants_start(runtime, obj):
+    if stopping.wants_stop(obj):  # Issue 16: stopped by the API or an annotation.
+        await stopping.stop(runtime, obj)
+    elif hopping.wants_start(runtime, obj):
         await hopping.start(runtime, obj)
 
 

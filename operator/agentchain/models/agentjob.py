@@ -15,8 +15,18 @@ from pydantic import Field
 from agentchain.models.base import KubeModel
 from agentchain.models.conditions import Condition
 
-Phase = Literal["Pending", "Waiting", "Running", "Succeeded", "Failed", "Skipped"]
-TERMINAL_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Skipped"})
+Phase = Literal[
+    "Pending",
+    "Waiting",
+    "Running",
+    "Succeeded",
+    "Failed",
+    "Skipped",
+    "Queued",
+    "AwaitingApproval",
+    "Cancelled",
+]
+TERMINAL_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Skipped", "Cancelled"})
 Origin = Literal["github", "manual", "chain", "delegation", "api"]
 MemoryScope = Literal["dependencies", "all"]
 NextAction = Literal["spawned", "skipped", "stopped", "refused", "none"]
@@ -97,13 +107,23 @@ class NextStatus(KubeModel):
     message: str | None = None
 
 
+class Usage(KubeModel):
+    """Tokens and cost an agent reported (``POST /api/jobs/{ns}/{name}/usage``)."""
+
+    tokens: int = 0
+    cost: float = 0.0
+
+
 class AgentJobStatus(KubeModel):
     phase: Phase | None = Field(
         default=None,
         description=(
             "Waiting: for dependsOn jobs (a cycle of them ends each one Failed, reason "
             "DependencyCycle). Skipped: recorded by a failurePolicy skip, never run; counts "
-            "as a success for its own next."
+            "as a success for its own next. Queued: waiting for a slot of its concurrency "
+            "group. AwaitingApproval: waiting for an approval gate. Cancelled: stopped by "
+            "someone (reason Stopped) or by a newer chain of its group (reason Superseded); "
+            "nothing follows it."
         ),
     )
     reason: str | None = None
@@ -125,6 +145,20 @@ class AgentJobStatus(KubeModel):
     result_size: int | None = None
     next: list[NextStatus] = Field(default_factory=list)
     chain_complete: bool | None = None
+    stopped_by: str | None = Field(
+        default=None, description="Who stopped the job (Cancelled): api, annotation, ..."
+    )
+    superseded_by: str | None = Field(
+        default=None, description="The AgentJob of the newer chain that superseded this one."
+    )
+    approved_by: str | None = Field(default=None, description="Who approved the job's start.")
+    approved_at: dt.datetime | None = None
+    usage: Usage | None = Field(
+        default=None, description="What the job's agent reported through the job API."
+    )
+    retry_at: dt.datetime | None = Field(
+        default=None, description="When the next attempt (status.attempt) starts (backoff)."
+    )
 
 
 class AgentJob(KubeModel):

@@ -117,6 +117,34 @@ class LearningsRef(KubeModel):
     config_map_name: str = Field(description="ConfigMap whose data entries are learnings.")
 
 
+ConcurrencyPolicy = Literal["queue", "cancel-in-progress", "refuse"]
+
+
+class Concurrency(KubeModel):
+    """A concurrency group: chains started by this agent whose group renders the same
+    share ``limit`` slots; a chain holds its slot until it is complete."""
+
+    group: str = Field(
+        min_length=1,
+        max_length=512,
+        description=(
+            "Template over the event, rendered in the prompt sandbox, e.g. "
+            "'{{ repository }}#{{ issue.number }}'; variables: event, repository, issue "
+            "(number, title), number, sender, agent."
+        ),
+    )
+    limit: int = Field(default=1, ge=1, le=1000, description="Chains of the group at once.")
+    policy: ConcurrencyPolicy = Field(
+        default="queue",
+        description=(
+            "queue: a new chain waits in phase Queued, first in first out; "
+            "cancel-in-progress: a new chain stops the oldest running one (Cancelled, "
+            "reason Superseded, supersededBy naming the new job); refuse: a new chain over "
+            "the limit ends Failed with reason ConcurrencyLimited."
+        ),
+    )
+
+
 # --- GitHub App: the job token and write-back (issue 17) ----------------------------------
 PermissionLevel = Literal["read", "write"]
 
@@ -152,6 +180,74 @@ class GitHubWriteBack(KubeModel):
             "closing keywords (fixes #1). Otherwise it is shown as text in a code block."
         ),
     )
+
+
+RetryReason = Literal[
+    "ContainerFailed", "DeadlineExceeded", "OutputLost", "CompletionMarkerMissing"
+]
+
+
+def _retry_on_default() -> list[RetryReason]:
+    return ["ContainerFailed"]
+
+
+class Backoff(KubeModel):
+    """Exponential backoff: attempt N+1 waits base * factor^(N-1) seconds, at most max."""
+
+    base_seconds: float = Field(default=10.0, ge=0, le=86400)
+    factor: float = Field(default=2.0, ge=1, le=10)
+    max_seconds: float = Field(default=600.0, ge=0, le=86400)
+
+
+class RetryPolicy(KubeModel):
+    """Which failed attempts are retried (within backoffLimit) and how long each waits."""
+
+    backoff: Backoff = Field(default_factory=Backoff)
+    on: list[RetryReason] = Field(
+        default_factory=_retry_on_default,
+        description="Endings that are retried (the job's status.reason).",
+    )
+    exit_codes: list[int] | None = Field(
+        default=None,
+        max_length=64,
+        description="Only these exit codes count for ContainerFailed (default: any non-zero).",
+    )
+
+
+class Budget(KubeModel):
+    """Limits of each chain this agent starts; past one, the chain is stopped (its running
+    job ends Cancelled, reason BudgetExceeded) and nothing more of it starts."""
+
+    max_chain_seconds: int | None = Field(
+        default=None, ge=1, description="Wall time from the chain's first launch."
+    )
+    max_attempts: int | None = Field(
+        default=None, ge=1, description="Attempts (batch Jobs) across the chain's jobs."
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=0, description="Tokens the chain's agents report (job API)."
+    )
+    max_cost: float | None = Field(
+        default=None, ge=0, description="Cost the chain's agents report, in currency."
+    )
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
+
+
+class Approval(KubeModel):
+    """Each job of this agent waits in AwaitingApproval until approved or rejected (the
+    job API with an admin token, the labrats.work/approval annotation, or a comment
+    command from an allowed GitHub user), or until timeoutSeconds pass (then it fails
+    and the chain's failure policy applies)."""
+
+    approvers: list[str] = Field(
+        default_factory=list, max_length=100, description="GitHub logins who may approve."
+    )
+    associations: list[str] = Field(
+        default_factory=lambda: ["OWNER", "MEMBER"],
+        max_length=10,
+        description="Author associations whose comments may approve or reject.",
+    )
+    timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 24 * 3600)
 
 
 class GitHubAccess(KubeModel):
@@ -241,6 +337,22 @@ class AiAgentSpec(KubeModel):
         default=None, description="Text the output must contain for exit 0 to count as success."
     )
     handoff_heading: str = Field(default=DEFAULT_HANDOFF_HEADING)
+    concurrency: Concurrency | None = Field(
+        default=None, description="Concurrency group of the chains this agent starts."
+    )
+    approval: Approval | None = Field(
+        default=None, description="Hold each job of this agent until someone approves it."
+    )
+    budget: Budget | None = Field(
+        default=None, description="Budget of each chain this agent starts (as its first job)."
+    )
+    retry: RetryPolicy | None = Field(
+        default=None,
+        description=(
+            "Retry backoff and reasons; without it a non-zero exit is retried at once "
+            "(within backoffLimit)."
+        ),
+    )
     github: GitHubAccess | None = Field(
         default=None,
         description=(

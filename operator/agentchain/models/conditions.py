@@ -65,6 +65,17 @@ class Reason:
     CHILD_SPAWNED = "ChildSpawned"
     CHAIN_COMPLETE = "ChainComplete"
 
+    # Flow control (issue 16).
+    STOPPED = "Stopped"
+    SUPERSEDED = "Superseded"
+    QUEUED = "Queued"
+    ADMITTED = "Admitted"
+    CONCURRENCY_LIMITED = "ConcurrencyLimited"
+    BUDGET_EXCEEDED = "BudgetExceeded"
+    AWAITING_APPROVAL = "AwaitingApproval"
+    APPROVAL_REJECTED = "ApprovalRejected"
+    APPROVAL_TIMED_OUT = "ApprovalTimedOut"
+
     @classmethod
     def all(cls) -> list[str]:
         return sorted(v for k, v in vars(cls).items() if k.isupper() and isinstance(v, str))

@@ -48,7 +48,7 @@ from agentchain.models.aiagent import ChainStep, ContextWindow
 from agentchain.models.conditions import Reason
 from agentchain.policy import naming
 
-Outcome = Literal["succeeded", "failed", "skipped"]
+Outcome = Literal["succeeded", "failed", "skipped", "cancelled"]
 
 PATH_SEPARATOR = " → "
 
@@ -179,6 +179,8 @@ def next_step(parent: Finished, agents: Mapping[str, AgentInfo], limits: Limits)
     """Decide what follows ``parent`` (see the module docstring for the order of checks)."""
     if parent.refused:
         return End(f"Chain ends at {parent.name}: it records a refusal and never ran.")
+    if parent.outcome == "cancelled":  # Stopped or superseded: nothing follows (issue 16).
+        return Stop(Reason.STOPPED, f"Chain stops at {parent.name}: it was cancelled.")
     if parent.ambiguity is not None:
         message = f"Chain stops at {parent.name}: {parent.ambiguity}"
         return Stop(Reason.DUPLICATE_TRIGGER_NAME, message)

@@ -112,4 +112,6 @@ def outcome(status: AgentJobStatus) -> str:
         return "succeeded"
     if status.phase == "Skipped":
         return "skipped"
+    if status.phase == "Cancelled":
+        return "cancelled"
     return "failed"

@@ -120,6 +120,18 @@ def render_prompt(
     return rendered
 
 
+def render_template(template: str, variables: Mapping[str, Any]) -> str:
+    """Render a short template (a concurrency group) in the same sandbox as prompts,
+    ``variables`` being plain data; raises PromptRenderError."""
+    try:
+        rendered = _compiled(template).render(**variables)
+    except Exception as exc:  # Any template failure is the user's to fix, never a crash.
+        raise PromptRenderError(_describe(exc)) from exc
+    if len(rendered) > RENDERED_MAX_BYTES:
+        raise PromptRenderError(f"template rendered more than {RENDERED_MAX_BYTES} characters")
+    return rendered
+
+
 def default_prompt(event: JobEvent) -> str:
     """``GitHub issues.opened in owner/repo #12: <title>``, the URL, then the body."""
     label = "GitHub" if event.source == "github" else event.source

@@ -99,6 +99,30 @@ TEAM_ANCHOR_PREFIX = ROOT_PREFIX + "anchor:team:"
 # Anchors outlive their job for audit, like chain records.
 ANCHOR_TTL_SECONDS = 30 * 24 * 3600
 
+# --- flow control (issue 16) ------------------------------------------------------------
+# String per chain: JSON {by, reason} of a chain stop; jobs of the chain that start after
+# it are cancelled instead of run. Lives as long as chain records.
+CHAIN_STOP_PREFIX = ROOT_PREFIX + "flow:chain-stop:"
+# Sorted set per (tenant, concurrency group): chain id -> ticket (µs), the chains holding a
+# slot, from admission to the chain's completion.
+FLOW_HOLDERS_PREFIX = ROOT_PREFIX + "flow:holders:"
+# Sorted set per (tenant, concurrency group): chain id -> ticket, the chains waiting, FIFO.
+FLOW_QUEUE_PREFIX = ROOT_PREFIX + "flow:queue:"
+# Hash per (tenant, concurrency group): chain id -> its root AgentJob, and "#limit".
+FLOW_JOBS_PREFIX = ROOT_PREFIX + "flow:jobs:"
+# String per (tenant, chain): the concurrency group the chain holds or waits for.
+FLOW_CHAIN_GROUP_PREFIX = ROOT_PREFIX + "flow:chain-group:"
+# Set per tenant: its concurrency groups (the slot repair walks them); and the set of
+# tenants that have any.
+FLOW_GROUPS_PREFIX = ROOT_PREFIX + "flow:groups:"
+FLOW_TENANTS = ROOT_PREFIX + "flow:tenants"
+# Groups with no admission for a month are forgotten; every admission pushes it ahead.
+FLOW_TTL_SECONDS = 30 * 24 * 3600
+# Hash per (tenant, chain): tokens, cost (reported by its agents), started (first launch,
+# unix s), and "job:<name>:tokens"/"job:<name>:cost" per job; the chain's budget usage.
+FLOW_USAGE_PREFIX = ROOT_PREFIX + "flow:usage:"
+# Set per (tenant, chain): "<job>#<attempt>" of every attempt launched, for max attempts.
+FLOW_ATTEMPTS_PREFIX = ROOT_PREFIX + "flow:attempts:"
 # --- GitHub write-back and job tokens (issue 17) -----------------------------------------
 # Hash per chain: the id of its comment and Check Run on GitHub and the digest of the body
 # last written to each, so the same comment is edited (never a second one) and an
@@ -210,6 +234,38 @@ def job_anchor(tenant: str, job_name: str) -> str:
 
 def team_anchor(tenant: str, chain_id: str) -> str:
     return _join(TEAM_ANCHOR_PREFIX, tenant, chain_id)
+
+
+def chain_stop(tenant: str, chain_id: str) -> str:
+    return _join(CHAIN_STOP_PREFIX, tenant, chain_id)
+
+
+def flow_holders(tenant: str, group: str) -> str:
+    return _join(FLOW_HOLDERS_PREFIX, tenant, group)
+
+
+def flow_queue(tenant: str, group: str) -> str:
+    return _join(FLOW_QUEUE_PREFIX, tenant, group)
+
+
+def flow_jobs(tenant: str, group: str) -> str:
+    return _join(FLOW_JOBS_PREFIX, tenant, group)
+
+
+def flow_chain_group(tenant: str, chain_id: str) -> str:
+    return _join(FLOW_CHAIN_GROUP_PREFIX, tenant, chain_id)
+
+
+def flow_groups(tenant: str) -> str:
+    return _join(FLOW_GROUPS_PREFIX, tenant)
+
+
+def flow_usage(tenant: str, chain_id: str) -> str:
+    return _join(FLOW_USAGE_PREFIX, tenant, chain_id)
+
+
+def flow_attempts(tenant: str, chain_id: str) -> str:
+    return _join(FLOW_ATTEMPTS_PREFIX, tenant, chain_id)
 
 
 def github_chain(tenant: str, chain_id: str) -> str:

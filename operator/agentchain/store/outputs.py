@@ -45,6 +45,8 @@ class Capture:
     exit_code: int | None
     pod: str | None
     deadline: bool
+    stop: dict[str, str | None] | None = None
+    """Set when a stop decided the ending (``store/stops.py``): who, why, successor."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,16 +163,7 @@ class OutputStore:
     async def write(self, tenant: str, job_name: str, record: OutputRecord) -> None:
         """Store a record made by :func:`captured` or :func:`unavailable`."""
         key = keys.output(tenant, job_name)
-        mapping: dict[str | bytes, bytes | float | int | str] = {
-            "text": record.text,
-            "head": record.head,
-            "full_size": record.full_size,
-            "truncated": int(record.truncated),
-            "captured_at": repr(record.captured_at),
-            "unavailable": record.unavailable_reason or "",
-        }
-        if record.capture is not None:
-            mapping["capture"] = json.dumps(dataclasses.asdict(record.capture))
+        mapping = fields(record)
         async with self._redis.pipeline(transaction=True) as pipe:
             # Replace the whole hash so no field of an older capture survives.
             pipe.delete(key)
@@ -198,6 +191,29 @@ class OutputStore:
         )
 
 
+def fields(record: OutputRecord) -> dict[str | bytes, bytes | float | int | str]:
+    """The hash fields of a record, as :meth:`OutputStore.write` stores them."""
+    mapping: dict[str | bytes, bytes | float | int | str] = {
+        "text": record.text,
+        "head": record.head,
+        "full_size": record.full_size,
+        "truncated": int(record.truncated),
+        "captured_at": repr(record.captured_at),
+        "unavailable": record.unavailable_reason or "",
+    }
+    if record.capture is not None:
+        capture = dataclasses.asdict(record.capture)
+        if capture["stop"] is None:
+            del capture["stop"]  # Records of natural endings read as they always did.
+        mapping["capture"] = json.dumps(capture)
+    return mapping
+
+
+def parse_capture(raw: bytes | None) -> Capture | None:
+    """The ``capture`` field as stored (None when absent)."""
+    return _capture(raw)
+
+
 def _capture(raw: bytes | None) -> Capture | None:
     if raw is None:
         return None  # Stored before endings were, or never captured from a pod.
@@ -207,4 +223,5 @@ def _capture(raw: bytes | None) -> Capture | None:
         exit_code=None if data["exit_code"] is None else int(data["exit_code"]),
         pod=data["pod"],
         deadline=bool(data["deadline"]),
+        stop=data.get("stop") if isinstance(data.get("stop"), dict) else None,
     )

@@ -51,6 +51,7 @@ from agentchain.web import (
     api,
     auth,
     dashboard,
+    flowapi,
     githubapi,
     openapi,
     server,
@@ -143,6 +144,7 @@ def build_app(rt: Runtime, *, webhook: bool = True, dispatch: bool = True) -> we
     api.add_routes(app)
     submitting.add_routes(app)
     storeapi.add_routes(app)
+    flowapi.add_routes(app)
     githubapi.add_routes(app)
     return app
 

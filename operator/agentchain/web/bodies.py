@@ -8,11 +8,12 @@ API's ``?chainId=`` filter select the chain.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from agentchain import models
 from agentchain.models.agentjob import AgentJobSpec
-from agentchain.policy import chains
+from agentchain.policy import chains, concurrency
 
 Obj = dict[str, Any]
 MANAGER = "agentchain"
@@ -29,6 +30,9 @@ def agentjob_body(
         **chains.position_labels(position, spec.agent_role),
         models.MANAGED_BY: MANAGER,
     }
+    annotations = chains.position_annotations(position, parent)
+    if parent is None:  # A chain's root: its place in a concurrency group's queue.
+        annotations[concurrency.TICKET] = str(time.time_ns() // 1000)
     return {
         "apiVersion": models.API_VERSION,
         "kind": "AgentJob",
@@ -36,7 +40,7 @@ def agentjob_body(
             "name": name,
             "namespace": namespace,
             "labels": labels,
-            "annotations": chains.position_annotations(position, parent),
+            "annotations": annotations,
         },
         "spec": spec.to_api(),
     }

@@ -20,9 +20,11 @@ from agentchain.web.schemas import (
     AdminJobRequest,
     DelegationRequest,
     JobQuery,
+    StopRequest,
     StoreQuery,
     StoreWrite,
     TenantQuery,
+    UsageReport,
     WaitQuery,
     schema_of,
 )
@@ -72,7 +74,12 @@ _JOB_SCHEMA: dict[str, Any] = {
         "chainDepth": {"type": ["integer", "null"]},
         "parentJobId": {"type": ["string", "null"]},
         "chainPath": {"type": "array", "items": {"type": "string"}},
-        "status": {"enum": ["pending", "waiting", "running", "completed", "failed", "skipped"]},
+        "status": {
+            "enum": [
+                *("pending", "waiting", "running", "completed", "failed", "skipped"),
+                *("queued", "awaiting_approval", "cancelled"),
+            ]
+        },
         "phase": {"type": "string"},
         "reason": {"type": ["string", "null"]},
         "message": {"type": ["string", "null"]},
@@ -185,6 +192,13 @@ def _paths() -> dict[str, Any]:
         },
         "/api/chains/{namespace}/{chainId}": _get([_NS, _CHAIN], _OBJECT),
         "/api/chains/{namespace}/{chainId}/anchor": _get([_NS, _CHAIN], _OBJECT),
+        "/api/jobs/{namespace}/{name}/stop": {"post": _stop([_NS, _NAME])},
+        "/api/chains/{namespace}/{chainId}/stop": {"post": _stop([_NS, _CHAIN])},
+        "/api/jobs/{namespace}/{name}/approve": {"post": _stop([_NS, _NAME], "Approve")},
+        "/api/jobs/{namespace}/{name}/reject": {"post": _stop([_NS, _NAME], "Reject")},
+        "/api/jobs/{namespace}/{name}/usage": {
+            "post": _op([_NS, _NAME], _OBJECT, body={"$ref": "#/components/schemas/UsageReport"})
+        },
         "/api/store/{namespace}": _get([_NS, *_query(StoreQuery)], _OBJECT),
         "/api/store/{namespace}/{key}": {
             **_get([_NS, _KEY, *_query(StoreQuery)], _OBJECT),
@@ -235,6 +249,17 @@ def _op(
     return op
 
 
+def _stop(params: list[dict[str, Any]], verb: str = "Stop") -> dict[str, Any]:
+    """A stop, approval or rejection (admin token): 202 once asked, 409 when the job had
+    already ended; the body's reason is shown on the job."""
+    op = _op(params, _OBJECT, body={"$ref": "#/components/schemas/StopRequest"}, extra=("409",))
+    op["summary"] = f"{verb} (admin token), with an optional reason."
+    op["requestBody"]["required"] = False
+    op["responses"]["202"] = op["responses"].pop("200")
+    op["responses"]["202"]["description"] = "asked to stop"
+    return op
+
+
 def _get(params: list[dict[str, Any]], schema: dict[str, Any]) -> dict[str, Any]:
     return {"get": _op(params, schema)}
 
@@ -252,6 +277,8 @@ def document() -> dict[str, Any]:
                 "AdminJobRequest": schema_of(AdminJobRequest),
                 "DelegationRequest": schema_of(DelegationRequest),
                 "StoreWrite": schema_of(StoreWrite),
+                "StopRequest": schema_of(StopRequest),
+                "UsageReport": schema_of(UsageReport),
                 "JobAnchor": _job_anchor(),
                 "Error": {
                     "type": "object",

@@ -58,6 +58,17 @@ class AdminJobRequest(_Strict):
         max_length=63,
         description="Optional AgentJob name; repeating a name returns the existing job.",
     )
+    concurrency_group: str | None = Field(
+        default=None,
+        alias="concurrencyGroup",
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description=(
+            "Run in this concurrency group (literal), with the agent's limit and policy "
+            "(limit 1, queue when the agent names none)."
+        ),
+    )
 
 
 class DelegationRequest(_Strict):
@@ -104,3 +115,16 @@ class TenantQuery(_Strict):
 
 def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+
+
+class StopRequest(_Strict):
+    """A stop (admin token): why, shown on the job (``Stopped by api: <reason>``)."""
+
+    reason: str = Field(default="", max_length=200, description="Why; one line of text.")
+
+
+class UsageReport(_Strict):
+    """What an agent used since its last report (job token): added to its chain's usage."""
+
+    tokens: int = Field(default=0, ge=0, le=10**12, strict=True)
+    cost: float = Field(default=0.0, ge=0, le=10**9, allow_inf_nan=False, strict=True)

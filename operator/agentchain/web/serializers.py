@@ -29,6 +29,9 @@ SEED_STATUS: dict[str, str] = {
     "Succeeded": "completed",
     "Failed": "failed",
     "Skipped": "skipped",
+    "Queued": "queued",
+    "AwaitingApproval": "awaiting_approval",
+    "Cancelled": "cancelled",
 }
 PHASES_BY_FILTER: dict[str, frozenset[str]] = {
     **{seed: frozenset({phase}) for phase, seed in SEED_STATUS.items()},

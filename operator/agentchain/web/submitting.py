@@ -32,7 +32,7 @@ from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJob, AgentJobSpec
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
-from agentchain.policy import agents, chains, naming
+from agentchain.policy import agents, chains, concurrency, naming
 from agentchain.policy.delegation import DelegationRefused, check_caller, extend_delegation
 from agentchain.web import api, auth, bodies, listing, serializers, waiting
 from agentchain.web.requests import parse_body, parse_query, read_json, validate
@@ -103,6 +103,8 @@ async def _manual(principal: auth.Admin, req: AdminJobRequest) -> tuple[Obj, boo
     spec = AgentJobSpec(agent_role=req.agent_role, type=req.type, prompt=req.prompt, origin="api")
     position = chains.root_position(chain_id, req.agent_role)
     body = bodies.agentjob_body(req.namespace, name, spec, position, None)
+    if req.concurrency_group:  # Issue 16: the engine admits it into this group.
+        body["metadata"]["annotations"][concurrency.GROUP] = req.concurrency_group
     return await resources.create(req.namespace, resources.AGENTJOBS, body)
 
 

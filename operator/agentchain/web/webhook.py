@@ -65,8 +65,9 @@ from agentchain.engine.runtime import Runtime
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.policy import chains, naming
 from agentchain.policy.matching import Ignored, Match, event_for, event_from_payload, match_event
+from agentchain.store.admission import AdmissionStore
 from agentchain.store.deliveries import QueuedJob
-from agentchain.web import bodies, intake, listing
+from agentchain.web import bodies, commands, flowhooks, intake, listing
 from agentchain.web.dispatch import Dispatcher
 from agentchain.web.requests import loads_unicode
 from agentchain.web.responses import ApiError, json_response
@@ -207,7 +208,10 @@ class GithubWebhook:
         )
 
     async def _queue(self, delivery: Delivery) -> web.Response:
-        planned, ignored = await self._plan(delivery)
+        planned, ignored, early = await self._plan(delivery)
+        command = await commands.handle(  # /agentchain comment commands (issue 16).
+            delivery.event, delivery.payload, await self.agents.get()
+        )
         try:
             async with asyncio.timeout(ACCEPT_TIMEOUT_SECONDS):  # No extra task, unlike wait_for.
                 first, recorded = await self.rt.deliveries.accept(
@@ -227,6 +231,8 @@ class GithubWebhook:
         if not first:
             # Only what the first delivery decided, even if agents changed since.
             planned = [p for p in planned if p.key in recorded]
+        if first and early:
+            await self._enqueue_early(early)
         if planned and self.dispatcher is not None:
             self.dispatcher.notify()
         jobs: list[dict[str, Any]] = [
@@ -256,9 +262,20 @@ class GithubWebhook:
             "duplicate": not first,
             "ignored": ignored,
         }
+        if command is not None:
+            body["command"] = command
         return json_response(body, status=202 if jobs else 200)
 
-    async def _plan(self, delivery: Delivery) -> tuple[list[Planned], list[dict[str, str]]]:
+    async def _enqueue_early(self, early: list[flowhooks.Early]) -> None:
+        """Concurrency-group queues, in delivery order, before any job exists (flowhooks)."""
+        try:
+            await flowhooks.enqueue(AdmissionStore(self.rt.redis), early)
+        except RedisError as exc:  # The engine queues them when it sees them.
+            log.warning("early concurrency queueing failed: %s", type(exc).__name__)
+
+    async def _plan(
+        self, delivery: Delivery
+    ) -> tuple[list[Planned], list[dict[str, str]], list[flowhooks.Early]]:
         grouped = await self.agents.get()
         event = event_from_payload(
             delivery.event,
@@ -268,13 +285,16 @@ class GithubWebhook:
         )
         planned: list[Planned] = []
         ignored: list[dict[str, str]] = []
+        early: list[flowhooks.Early] = []
         for namespace in sorted(grouped):
             matches, refused = match_event(
                 delivery.event, delivery.action, delivery.payload, grouped[namespace]
             )
-            planned.extend(_planned(namespace, m, delivery, event) for m in matches)
+            mine = [_planned(namespace, m, delivery, event) for m in matches]
+            early.extend(flowhooks.stamp(mine, flowhooks.specs_of(grouped[namespace])))
+            planned.extend(mine)
             ignored.extend(_ignored(namespace, i) for i in refused)
-        return planned, ignored
+        return planned, ignored, early
 
 
 def _planned(namespace: str, match: Match, delivery: Delivery, event: JobEvent) -> Planned:

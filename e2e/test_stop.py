@@ -1,0 +1,218 @@
+"""Stopping jobs and chains on the real control plane (issue 16).
+
+Aspects covered:
+- ``POST /api/jobs/{ns}/{name}/stop`` (admin token) ends a running job ``Cancelled``,
+  reason ``Stopped``, ``stoppedBy: api`` with the reason given; its pod (and so its
+  process) is gone, no child is spawned although its step's condition is ``always``,
+  the chain is complete once, with a ``Stopped`` Event; a second stop is a 409; a job
+  token may not stop even its own job (403);
+- ``kubectl annotate aj X labrats.work/stop=true`` does the same, ``stoppedBy:
+  annotation`` with the reason annotation;
+- ``POST /api/chains/{ns}/{id}/stop`` stops the chain's running job and its chain;
+- a stop sent at the instant the job ends (many jobs, stops at staggered offsets around
+  the end) always resolves to exactly one outcome: Succeeded with its one child and no
+  ``Stopped`` Event, or Cancelled with no child; never both, never neither.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from e2e import chaining, operating
+from e2e.controlplane.cluster import ClusterInfo
+
+Obj = dict[str, Any]
+
+
+def _post(
+    operator: operating.OperatorProcess, path: str, body: Obj | None = None
+) -> tuple[int, Obj]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        f"{operator.url}{path}",
+        data=data,
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {operator.admin_token}",
+            "Content-Type": "application/json",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def _status(info: ClusterInfo, namespace: str, name: str) -> Obj:
+    return dict(operating.get_json(info, "agentjob", name, "-n", namespace).get("status") or {})
+
+
+def _wait_phase(info: ClusterInfo, namespace: str, name: str, *phases: str) -> Obj:
+    operating.wait_until(
+        lambda: _status(info, namespace, name).get("phase") in phases,
+        timeout=90,
+        what=f"{name} to be {'/'.join(phases)}",
+    )
+    return _status(info, namespace, name)
+
+
+def _pods(info: ClusterInfo, namespace: str, name: str) -> list[Obj]:
+    found = operating.get_json(info, "pods", "-n", namespace, "-l", f"labrats.work/agentjob={name}")
+    items: list[Obj] = found["items"]
+    return items
+
+
+def _sleeper(info: ClusterInfo, namespace: str, seconds: float = 60) -> None:
+    chaining.apply(
+        info,
+        namespace,
+        chaining.agent(
+            "sleeper",
+            "--no-context",
+            "--sleep",
+            str(seconds),
+            next_=chaining.step("after", "always"),
+        ),
+        chaining.agent("after", "--no-context"),
+    )
+
+
+def _assert_cancelled_alone(info: ClusterInfo, namespace: str, name: str, by: str, why: str) -> Obj:
+    status = _wait_phase(info, namespace, name, "Cancelled", "Succeeded", "Failed")
+    assert status["phase"] == "Cancelled", status
+    assert status["reason"] == "Stopped" and status["stoppedBy"] == by, status
+    assert why in status["message"], status
+    operating.wait_until(
+        lambda: _status(info, namespace, name).get("chainComplete") is True,
+        timeout=30,
+        what=f"the chain of {name} to complete",
+    )
+    # The pod is deleted only once the local node has seen its processes exit.
+    operating.wait_until(
+        lambda: not _pods(info, namespace, name), timeout=60, what=f"the pod of {name} to go"
+    )
+    status = _status(info, namespace, name)
+    jobs = chaining.chain_jobs(info, namespace, status["chainId"])
+    assert [j["metadata"]["name"] for j in jobs] == [name], "a stopped job spawned a child"
+    assert status["next"][0]["action"] == "stopped", status["next"]
+    assert chaining.has_event(info, namespace, name, "Normal", "Stopped")
+    completions = [
+        e for e in chaining.events_for(info, namespace, name) if e.get("reason") == "ChainComplete"
+    ]
+    assert len(completions) == 1 and completions[0].get("count", 1) == 1
+    return status
+
+
+def test_a_job_stopped_by_the_api_ends_cancelled_and_spawns_nothing(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    _sleeper(info, namespace)
+    chaining.apply(info, namespace, chaining.root_job("nap-1", "sleeper"))
+    _wait_phase(info, namespace, "nap-1", "Running")
+    token = chaining.job_secret(info, namespace, {"status": _status(info, namespace, "nap-1")})
+    mine = urllib.request.Request(
+        f"{operator.url}/api/jobs/{namespace}/nap-1/stop",
+        data=b"{}",
+        method="POST",
+        headers={"Authorization": f"Bearer {token['token']}", "Content-Type": "application/json"},
+    )
+    try:
+        urllib.request.urlopen(mine, timeout=10)
+        raise AssertionError("a job token stopped its job")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 403
+
+    code, body = _post(operator, f"/api/jobs/{namespace}/nap-1/stop", {"reason": "wrong issue"})
+    assert code == 202 and body["stopping"] is True, body
+    status = _assert_cancelled_alone(info, namespace, "nap-1", "api", "wrong issue")
+    assert "wrong issue" in status["message"]
+    code, body = _post(operator, f"/api/jobs/{namespace}/nap-1/stop")
+    assert code == 409 and body["phase"] == "Cancelled", body
+    code, body = _post(operator, f"/api/jobs/{namespace}/no-such-job/stop")
+    assert code == 404, body
+
+
+def test_a_job_stopped_by_annotation_ends_cancelled(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    _sleeper(info, namespace)
+    chaining.apply(info, namespace, chaining.root_job("nap-2", "sleeper"))
+    _wait_phase(info, namespace, "nap-2", "Running")
+    info.kubectl(
+        "annotate",
+        "aj",
+        "nap-2",
+        "-n",
+        namespace,
+        "labrats.work/stop=true",
+        "labrats.work/stop-reason=superseded by hand",
+    )
+    _assert_cancelled_alone(info, namespace, "nap-2", "annotation", "superseded by hand")
+
+
+def test_a_chain_stopped_by_the_api_ends_its_running_job(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    _sleeper(info, namespace)
+    chaining.apply(info, namespace, chaining.root_job("nap-3", "sleeper"))
+    status = _wait_phase(info, namespace, "nap-3", "Running")
+    code, body = _post(operator, f"/api/chains/{namespace}/{status['chainId']}/stop", {})
+    assert code == 202 and body["stopping"] == ["nap-3"], body
+    _assert_cancelled_alone(info, namespace, "nap-3", "api", "Stopped by api")
+    code, body = _post(operator, f"/api/chains/{namespace}/no-such-chain/stop", {})
+    assert code == 404, body
+
+
+RACERS = 8
+
+
+def test_a_stop_at_the_instant_a_job_ends_has_exactly_one_outcome(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    """Each job sleeps 1 s once running; its stop is sent 0 to 1 s after the test sees it
+    running (itself a fraction of a second late), so the stops land before, at and after
+    the container's end."""
+    info = cluster_info
+    _sleeper(info, namespace, seconds=1.0)
+    names = [f"race-{i}" for i in range(RACERS)]
+    chaining.apply(info, namespace, *(chaining.root_job(n, "sleeper") for n in names))
+
+    def stop_later(name: str, offset: float) -> None:
+        _wait_phase(info, namespace, name, "Running", "Succeeded")
+        time.sleep(offset)
+        _post(operator, f"/api/jobs/{namespace}/{name}/stop", {"reason": "race"})
+
+    threads = [threading.Thread(target=stop_later, args=(n, 0.15 * i)) for i, n in enumerate(names)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    outcomes = {}
+    for name in names:
+        status = _wait_phase(info, namespace, name, "Succeeded", "Cancelled", "Failed")
+        operating.wait_until(
+            lambda n=name: _status(info, namespace, n).get("next"),
+            timeout=60,
+            what=f"the step after {name}",
+        )
+        status = _status(info, namespace, name)
+        jobs = chaining.chain_jobs(info, namespace, status["chainId"])
+        stopped_event = chaining.has_event(info, namespace, name, "Normal", "Stopped")
+        assert len(status["next"]) == 1, status
+        if status["phase"] == "Cancelled":
+            assert len(jobs) == 1 and stopped_event, (name, status)
+        else:
+            assert status["phase"] == "Succeeded", status
+            assert len(jobs) == 2 and not stopped_event, (name, status)
+            assert status["next"][0]["action"] == "spawned"
+        outcomes[name] = status["phase"]
+    print("race outcomes:", outcomes)

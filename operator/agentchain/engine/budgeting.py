@@ -1,0 +1,77 @@
+"""Chain budgets in the engine: count launches, stop a chain past its budget.
+
+The chain's budget is its first agent's ``budget`` (``policy/budgets.py``).  Checked:
+
+* at every launch (``gating.held``): the attempt is counted and the chain's start set;
+  over budget, the job ends ``Cancelled`` (reason ``BudgetExceeded``) without running
+  and the chain stop is recorded, so nothing more of it starts;
+* at each usage report (``web/flowapi.py``) and at each resync of a running job (wall
+  time): over budget, the chain is asked to stop (``stoprequests``, by ``budget``), so
+  its running job is terminated like any stopped job and ends ``BudgetExceeded``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from agentchain import models
+from agentchain.engine import records, stoprequests
+from agentchain.engine.hops import Ended, Hop
+from agentchain.engine.runtime import Runtime
+from agentchain.kube import resources
+from agentchain.models.aiagent import AiAgent, Budget
+from agentchain.policy import budgets, stops
+from agentchain.policy.outcomes import is_terminal
+from agentchain.store.stops import StopStore
+from agentchain.store.usage import UsageStore
+
+Obj = records.Obj
+
+
+async def budget_of(rt: Runtime, obj: Obj) -> Budget | None:
+    """The budget of the chain ``obj`` is in: its first agent's."""
+    first = records.position(obj).path[0]
+    agent = await rt.agents.by_trigger(obj["metadata"]["namespace"], first)
+    return agent.spec.budget if isinstance(agent, AiAgent) else None
+
+
+async def at_launch(hop: Hop, init: Obj, attempt: int) -> Ended | None:
+    """Count the launch of ``attempt``; the job's end instead when the chain is over."""
+    budget = await budget_of(hop.rt, hop.obj)
+    if budget is None:
+        return None
+    chain = str(init.get("chainId") or hop.job.status.chain_id)
+    now = time.time()
+    usage = await UsageStore(hop.rt.redis).launched(hop.namespace, chain, hop.name, attempt, now)
+    why = budgets.exceeded(budget, usage, now)
+    if why is None:
+        return None
+    await StopStore(hop.rt.redis).stop_chain(hop.namespace, chain, stops.BY_BUDGET, why)
+    ending = stops.ending(stops.StopRequest(by=stops.BY_BUDGET, reason=why))
+    fields = {**init, "stoppedBy": stops.BY_BUDGET}
+    return Ended("Cancelled", ending.reason, ending.message, fields)
+
+
+async def stop_chain(rt: Runtime, namespace: str, chain: str, why: str) -> list[str]:
+    """Ask every live job of the chain to stop, by the budget."""
+    selector = f"{models.CHAIN_ID}={chain}"
+    jobs, _ = await resources.list_objects(namespace, resources.AGENTJOBS, label_selector=selector)
+    request = stops.StopRequest(by=stops.BY_BUDGET, reason=why)
+    return await stoprequests.request_chain_stop(rt, namespace, chain, jobs, request)
+
+
+async def check_running(rt: Runtime, obj: Obj) -> bool:
+    """The resync's look at a job: True when its chain was over budget (now stopping)."""
+    job = records.parse(obj)
+    if is_terminal(job.status) or not job.status.job_name or job.status.chain_id is None:
+        return False
+    budget = await budget_of(rt, obj)
+    if budget is None or budget.max_chain_seconds is None:
+        return False
+    namespace = obj["metadata"]["namespace"]
+    usage = await UsageStore(rt.redis).get(namespace, job.status.chain_id)
+    why = budgets.exceeded(budget, usage, time.time())
+    if why is None:
+        return False
+    await stop_chain(rt, namespace, job.status.chain_id, why)
+    return True

@@ -1,0 +1,194 @@
+"""Comment commands: ``/agentchain stop|retry|approve|reject`` on an issue or PR.
+
+An ``issue_comment`` delivery (already authenticated by its signature) whose body
+starts with a command acts on the AgentJobs of that issue (same repository and
+number in their event), in the namespaces the operator serves, as the agents allow:
+
+* ``approve`` / ``reject``: jobs in ``AwaitingApproval`` whose agent's ``approval``
+  lets the commenter approve (its ``approvers`` by login, or its ``associations``);
+  written as the approval annotations, ``approval-by: github:<login>``;
+* ``stop``: jobs not ended, when the job's agent's sender policy admits the
+  commenter; written as the stop annotations (``stopped-by: github:<login>``);
+* ``retry``: the failed step of the issue's latest chain (its newest root job's chain,
+  complete, with a Failed job) runs again as a new chain starting at that step, with
+  the same event, prompt and ``<chain-context>``, when the step's agent's sender
+  policy admits the commenter; named from the failed job and the comment, so a
+  redelivered comment retries once.
+
+Anything else changes nothing: a stranger's command, a bot's, a command with no job
+to act on.  Every command is one log line and counted
+(``agentchain_comment_commands_total{verb, result}``); the answer to the delivery says
+what was done.  There is no reply or reaction on GitHub: this operator has no GitHub
+write-back, and the log line says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentchain import metrics, models
+from agentchain.engine import stoprequests
+from agentchain.kube import errors, resources
+from agentchain.models.agentjob import AgentJob, AgentJobSpec
+from agentchain.models.aiagent import AiAgentSpec, SenderPolicy
+from agentchain.policy import approvals, chains, matching, naming, stops
+from agentchain.policy.outcomes import is_terminal
+from agentchain.web import bodies
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+NO_REPLY = "no reply on GitHub: GitHub write-back is not configured"
+RETRY_OF = f"{models.GROUP}/retry-of"
+"""On a job ``/agentchain retry`` created: the failed job it runs again."""
+
+
+def _text(payload: Mapping[str, Any], *path: str) -> str:
+    value: Any = payload
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+async def handle(
+    event: str, payload: Mapping[str, Any], agents: Mapping[str, Sequence[Any]]
+) -> Obj | None:
+    """Apply the delivery's comment command, if it is one; what was done, for the answer."""
+    if event != "issue_comment" or payload.get("action") != "created":
+        return None
+    command = approvals.parse_command(_text(payload, "comment", "body"))
+    if command is None:
+        return None
+    login = _text(payload, "sender", "login") or _text(payload, "comment", "user", "login")
+    association = matching.sender_association(event, payload)
+    bot = _text(payload, "sender", "type") == "Bot" or login.endswith("[bot]")
+    issue = payload.get("issue") if isinstance(payload.get("issue"), Mapping) else {}
+    number = issue.get("number") if isinstance(issue, Mapping) else None
+    repository = _text(payload, "repository", "full_name")
+    results: list[Obj] = []
+    comment_id = str((payload.get("comment") or {}).get("id") or "")
+    for namespace in sorted(agents):
+        specs = {c.spec.trigger_name: c.spec for c in agents[namespace]}
+        jobs = await _jobs_of(namespace, repository, number)
+        if command.verb == "retry":
+            retried = await _retry(namespace, jobs, specs, login, association, bot, comment_id)
+            results.extend([{"namespace": namespace, **retried}] if retried else [])
+            continue
+        for obj in jobs:
+            job = AgentJob.model_validate({"spec": obj["spec"], "status": obj.get("status") or {}})
+            spec = specs.get(job.spec.agent_role)
+            verdict = await _apply(command, namespace, obj, job, spec, login, association, bot)
+            results.append({"namespace": namespace, "job": obj["metadata"]["name"], **verdict})
+    done = [r for r in results if r["result"] not in ("refused", "ignored")]
+    outcome = "applied" if done else ("refused" if results else "no_job")
+    metrics.COMMENT_COMMANDS.labels(command.verb, outcome).inc()
+    log.info(
+        "comment command /agentchain %s by %s (%s) on %s#%s: %s; %s",
+        command.verb,
+        login or "unknown",
+        association,
+        repository,
+        number,
+        outcome,
+        NO_REPLY,
+    )
+    return {"command": command.verb, "result": outcome, "jobs": results, "reply": NO_REPLY}
+
+
+async def _jobs_of(namespace: str, repository: str, number: object) -> list[Obj]:
+    """The AgentJobs of that issue in ``namespace``."""
+    if not repository or not isinstance(number, int):
+        return []
+    try:
+        items, _ = await resources.list_objects(namespace, resources.AGENTJOBS)
+    except errors.KubeError as exc:
+        log.warning("comment command: listing AgentJobs in %s failed: %s", namespace, exc)
+        return []
+    return [
+        o
+        for o in items
+        if ((o.get("spec") or {}).get("event") or {}).get("repository") == repository
+        and ((o.get("spec") or {}).get("event") or {}).get("number") == number
+    ]
+
+
+async def _apply(
+    command: approvals.Command,
+    namespace: str,
+    obj: Obj,
+    job: AgentJob,
+    spec: AiAgentSpec | None,
+    login: str,
+    association: str,
+    bot: bool,
+) -> Obj:
+    name = obj["metadata"]["name"]
+    if is_terminal(job.status):
+        return {"result": "ignored", "why": f"it ended {job.status.phase}"}
+    by = f"github:{login or 'unknown'}"
+    if command.verb in ("approve", "reject"):
+        approval = spec.approval if spec is not None else None
+        if job.status.phase != "AwaitingApproval" or approval is None:
+            return {"result": "ignored", "why": "it awaits no approval"}
+        if bot or not approvals.may_approve(approval, login, association):
+            return {"result": "refused", "why": f"{login or 'unknown'} may not approve it"}
+        annotations = approvals.annotations_for(command.verb == "approve", by, command.reason)
+        await resources.patch_metadata(
+            namespace, resources.AGENTJOBS, name, labels={}, annotations=annotations
+        )
+        return {"result": "approved" if command.verb == "approve" else "rejected"}
+    if command.verb == "stop":
+        policy = (spec.sender_policy if spec is not None else None) or SenderPolicy()
+        refusal = matching.association_refusal(policy, association, login, bot=bot)
+        if refusal is not None:
+            return {"result": "refused", "why": refusal}
+        await stoprequests.request_stop(namespace, name, stops.StopRequest(by, command.reason))
+        return {"result": "stopping"}
+    return {"result": "ignored", "why": "no such command"}
+
+
+def _status(obj: Obj) -> Obj:
+    return dict(obj.get("status") or {})
+
+
+async def _retry(
+    namespace: str,
+    jobs: list[Obj],
+    specs: Mapping[str, AiAgentSpec],
+    login: str,
+    association: str,
+    bot: bool,
+    comment_id: str,
+) -> Obj | None:
+    """Run the failed step of the latest chain again, as a new chain; None: no chain here."""
+    roots = [o for o in jobs if _status(o).get("chainDepth") == 0 and _status(o).get("chainId")]
+    if not roots:
+        return None
+    latest = max(roots, key=lambda o: str(o["metadata"].get("creationTimestamp") or ""))
+    chain = _status(latest)["chainId"]
+    members = [o for o in jobs if _status(o).get("chainId") == chain]
+    if not any(_status(o).get("chainComplete") for o in members):
+        return {"job": latest["metadata"]["name"], "result": "refused", "why": "its chain runs"}
+    failed = [o for o in members if _status(o).get("phase") == "Failed"]
+    if not failed:
+        return {"job": latest["metadata"]["name"], "result": "ignored", "why": "nothing failed"}
+    step = max(failed, key=lambda o: int(_status(o).get("chainDepth") or 0))
+    spec = AgentJob.model_validate({"spec": step["spec"]}).spec
+    agent = specs.get(spec.agent_role)
+    policy = (agent.sender_policy if agent is not None else None) or SenderPolicy()
+    refusal = matching.association_refusal(policy, association, login, bot=bot)
+    if refusal is not None:
+        return {"job": step["metadata"]["name"], "result": "refused", "why": refusal}
+    created = await _rerun(namespace, step, spec, comment_id)
+    return {"job": step["metadata"]["name"], "result": "retried", "retry": created}
+
+
+async def _rerun(namespace: str, step: Obj, spec: AgentJobSpec, comment_id: str) -> str:
+    seed = f"retry/{step['metadata']['name']}/{comment_id}"
+    name = naming.root_job_name(spec.agent_role, seed)
+    position = chains.root_position(naming.chain_id_for(f"{namespace}/{seed}"), spec.agent_role)
+    body = bodies.agentjob_body(namespace, name, spec, position, None)
+    body["metadata"]["annotations"][RETRY_OF] = step["metadata"]["name"]
+    await resources.create(namespace, resources.AGENTJOBS, body)
+    return name

@@ -1,0 +1,130 @@
+"""Flow-control routes of the job API: stop a job, stop a chain (admin token only).
+
+A stop through the API writes the same annotations as ``kubectl annotate aj X
+labrats.work/stop=true`` (with ``stopped-by: api`` and the body's reason), and answers
+202: the engine (on the leader, which may be another replica) terminates the pod and
+ends the job ``Cancelled``.  Writing the request into the AgentJob rather than acting
+here keeps one path for every kind of stop, makes it durable before the answer, and
+leaves the race with the job's natural end to the one place that decides it
+(``engine/stopping.py``; ``engine/gating.py`` for a job not started yet).  A job that
+had already ended is a 409 naming its phase.
+
+Job tokens may not stop anything, not even their own job: an agent that wants to end
+simply exits.  What a job token may do is report its usage
+(``POST /api/jobs/{ns}/{name}/usage``, its own job only): added to its chain's usage in
+Redis, shown on the job (``status.usage``) and in metrics, and checked against the
+chain's budget at once, so a chain is stopped at the first report over it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiohttp import web
+
+from agentchain import metrics
+from agentchain.engine import budgeting, records, stoprequests
+from agentchain.kube import resources
+from agentchain.policy import approvals, budgets, stops
+from agentchain.policy.outcomes import is_terminal
+from agentchain.store.usage import UsageStore
+from agentchain.web import api, auth
+from agentchain.web.requests import read_json, validate
+from agentchain.web.responses import ApiError, json_response
+from agentchain.web.schemas import StopRequest, UsageReport
+
+Obj = dict[str, Any]
+STOPPED_BY_API = "api"
+
+
+async def _request_of(request: web.Request) -> stops.StopRequest:
+    """The stop the body asks for; an empty body is a stop without a reason."""
+    body = await read_json(request) if request.can_read_body else {}
+    parsed = validate(StopRequest, body)  # JSON null is no request: 422.
+    return stops.StopRequest(by=STOPPED_BY_API, reason=stops.clean(parsed.reason))
+
+
+async def stop_job(request: web.Request) -> web.Response:
+    principal = auth.require_admin(auth.principal_of(request))
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    wanted = await _request_of(request)  # A bad body reads nothing.
+    obj = await api.load_job(principal, namespace, name)
+    status = records.parse(obj).status
+    if is_terminal(status):
+        raise ApiError(409, "already ended", f"{name} ended {status.phase}.", phase=status.phase)
+    if await stoprequests.request_stop(namespace, name, wanted) is None:
+        raise ApiError(404, "job not found", f"No AgentJob {name} in namespace {namespace}.")
+    return json_response({"id": name, "namespace": namespace, "stopping": True}, status=202)
+
+
+async def stop_chain(request: web.Request) -> web.Response:
+    rt = request.app[api.RUNTIME_KEY]
+    principal = auth.require_admin(auth.principal_of(request))
+    namespace, chain_id = request.match_info["namespace"], request.match_info["chain_id"]
+    auth.require_namespace(principal, namespace)
+    api.check_namespace(namespace)
+    wanted = await _request_of(request)  # A bad body reads nothing.
+    jobs = await api.chain_jobs(namespace, chain_id)
+    if not jobs:
+        raise ApiError(404, "chain not found", f"No chain {chain_id} in namespace {namespace}.")
+    asked = await stoprequests.request_chain_stop(rt, namespace, chain_id, jobs, wanted)
+    view = {"chainId": chain_id, "namespace": namespace, "stopping": sorted(asked)}
+    return json_response(view, status=202)
+
+
+async def _decide(request: web.Request, approved: bool) -> web.Response:
+    """Approve or reject a job's start (admin token): the approval annotations."""
+    principal = auth.require_admin(auth.principal_of(request))
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    wanted = await _request_of(request)  # A bad body reads nothing.
+    obj = await api.load_job(principal, namespace, name)
+    status = records.parse(obj).status
+    if is_terminal(status):
+        raise ApiError(409, "already ended", f"{name} ended {status.phase}.", phase=status.phase)
+    annotations = approvals.annotations_for(approved, STOPPED_BY_API, wanted.reason)
+    await resources.patch_metadata(
+        namespace, resources.AGENTJOBS, name, labels={}, annotations=annotations
+    )
+    verdict = "approved" if approved else "rejected"
+    return json_response({"id": name, "namespace": namespace, verdict: True}, status=202)
+
+
+async def approve_job(request: web.Request) -> web.Response:
+    return await _decide(request, approved=True)
+
+
+async def reject_job(request: web.Request) -> web.Response:
+    return await _decide(request, approved=False)
+
+
+async def report_usage(request: web.Request) -> web.Response:
+    rt = request.app[api.RUNTIME_KEY]
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    scope = auth.require_job(auth.principal_of(request), namespace, name)
+    report = validate(UsageReport, await read_json(request))
+    usage, job_tokens, job_cost = await UsageStore(rt.redis).report(
+        namespace, scope.chain_id, name, report.tokens, report.cost
+    )
+    obj = await api.load_job(auth.principal_of(request), namespace, name)
+    budget = await budgeting.budget_of(rt, obj)
+    job_usage = {"tokens": job_tokens, "cost": job_cost}
+    await resources.patch_status(namespace, resources.AGENTJOBS, name, {"usage": job_usage})
+    role = obj["spec"]["agentRole"]
+    metrics.USAGE_TOKENS.labels(namespace, role).inc(report.tokens)
+    currency = budget.currency if budget is not None else "USD"
+    metrics.USAGE_COST.labels(namespace, role, currency).inc(report.cost)
+    why = budgets.exceeded(budget, usage, time.time()) if budget is not None else None
+    if why is not None:
+        await budgeting.stop_chain(rt, namespace, scope.chain_id, why)
+    chain = {"tokens": usage.tokens, "cost": usage.cost, "attempts": usage.attempts}
+    body = {"job": job_usage, "chain": chain, "currency": currency, "budgetExceeded": why}
+    return json_response(body)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/api/jobs/{namespace}/{name}/stop", stop_job)
+    app.router.add_post("/api/chains/{namespace}/{chain_id}/stop", stop_chain)
+    app.router.add_post("/api/jobs/{namespace}/{name}/usage", report_usage)
+    app.router.add_post("/api/jobs/{namespace}/{name}/approve", approve_job)
+    app.router.add_post("/api/jobs/{namespace}/{name}/reject", reject_job)

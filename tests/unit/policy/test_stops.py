@@ -1,0 +1,95 @@
+"""Stop requests and stopped endings (policy/stops.py).
+
+Aspects covered:
+- the annotations ask for a stop only with ``stop`` true (case and spaces aside);
+  who and why default to ``annotation`` and nothing;
+- the API's annotations read back as the same request (round trip, property-based);
+- a stop's text is one short printable line, whatever it was (property-based), in
+  linear time;
+- the ending: Cancelled, Stopped with who and why, or Superseded naming the successor;
+- a recorded stop (``to_record``) gives the same ending back; anything else gives none.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentchain.models.conditions import Reason
+from agentchain.policy import stops
+from agentchain.policy.stops import StopRequest
+
+
+@pytest.mark.parametrize("value", ["true", "True", " TRUE ", "yes", "1"])
+def test_a_true_stop_annotation_asks_for_a_stop(value: str) -> None:
+    request = stops.requested({stops.STOP: value})
+    assert request == StopRequest(by="annotation", reason="")
+
+
+@pytest.mark.parametrize("value", ["false", "", "no", "0", "stop", "truee"])
+def test_anything_else_asks_for_nothing(value: str) -> None:
+    assert stops.requested({stops.STOP: value, stops.STOP_REASON: "x"}) is None
+
+
+def test_no_annotations_ask_for_nothing() -> None:
+    assert stops.requested(None) is None
+    assert stops.requested({}) is None
+
+
+texts = st.text(max_size=300)
+
+
+@given(by=texts, reason=texts, successor=st.none() | texts)
+def test_the_apis_annotations_read_back_as_the_request(
+    by: str, reason: str, successor: str | None
+) -> None:
+    request = StopRequest(
+        by=stops.clean(by) or "api", reason=stops.clean(reason), successor=successor
+    )
+    back = stops.requested(stops.annotations_for(request))
+    assert back is not None
+    assert back.by == request.by and back.reason == request.reason
+    assert back.successor == (stops.clean(successor) or None if successor else None)
+
+
+@given(texts)
+def test_stop_text_is_one_short_printable_line(text: str) -> None:
+    cleaned = stops.clean(text)
+    assert len(cleaned) <= stops.TEXT_MAX_CHARS
+    assert cleaned.isprintable() and "\n" not in cleaned
+    assert cleaned == cleaned.strip()
+
+
+def test_cleaning_a_huge_text_is_fast() -> None:
+    started = time.perf_counter()
+    assert len(stops.clean("a\n" * 5_000_000)) == stops.TEXT_MAX_CHARS
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_stopped_job_is_cancelled_saying_by_whom_and_why() -> None:
+    ending = stops.ending(StopRequest(by="api", reason="wrong issue"))
+    assert (ending.phase, ending.reason) == ("Cancelled", Reason.STOPPED)
+    assert ending.message == "Stopped by api: wrong issue"
+    assert stops.ending(StopRequest(by="annotation")).message == "Stopped by annotation."
+
+
+def test_a_superseded_job_names_its_successor() -> None:
+    ending = stops.ending(StopRequest(by="concurrency", successor="fix-42-b"))
+    assert (ending.phase, ending.reason) == ("Cancelled", Reason.SUPERSEDED)
+    assert "fix-42-b" in ending.message
+
+
+@given(by=texts.filter(lambda t: stops.clean(t)), reason=texts, successor=st.none() | texts)
+def test_a_recorded_stop_gives_its_ending_back(by: str, reason: str, successor: str | None) -> None:
+    request = StopRequest(by=stops.clean(by), reason=stops.clean(reason), successor=successor)
+    again = StopRequest.from_record(request.to_record())
+    assert again is not None
+    assert stops.ending_of(request.to_record()) == stops.ending(again)
+
+
+@pytest.mark.parametrize("record", [None, {}, {"by": 3}, "api", ["by"]])
+def test_a_record_that_is_no_stop_gives_no_ending(record: object) -> None:
+    assert stops.ending_of(record) is None

@@ -1,0 +1,44 @@
+"""A chain's budget usage against a real Redis (store/usage.py).
+
+Aspects covered:
+- concurrent reports add up exactly (tokens) and per job; the totals come back with
+  each report;
+- a launch is counted once per job and attempt (a replay counts nothing), and the
+  chain's start is set by the first launch only;
+- chains and tenants are counted apart; every key has the chain TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from redis.asyncio import Redis
+
+from agentchain.store import keys
+from agentchain.store.usage import UsageStore
+
+pytestmark = pytest.mark.redis
+T = "team-a"
+
+
+async def test_concurrent_reports_add_up(redis: Redis) -> None:
+    store = UsageStore(redis)
+    await asyncio.gather(*(store.report(T, "c1", f"j{i % 2}", 10, 0.25) for i in range(40)))
+    usage, job_tokens, job_cost = await store.report(T, "c1", "j0", 0, 0.0)
+    assert (usage.tokens, usage.cost) == (400, 10.0)
+    assert (job_tokens, job_cost) == (200, 5.0)
+    assert (await store.get(T, "c2")).tokens == 0
+    assert (await store.get("team-b", "c1")).tokens == 0
+
+
+async def test_launches_count_once_per_attempt_and_the_first_sets_the_start(redis: Redis) -> None:
+    store = UsageStore(redis)
+    first = await store.launched(T, "c1", "j1", 1, 100.0)
+    again = await store.launched(T, "c1", "j1", 1, 200.0)
+    second = await store.launched(T, "c1", "j1", 2, 300.0)
+    child = await store.launched(T, "c1", "j2", 1, 400.0)
+    assert [u.attempts for u in (first, again, second, child)] == [1, 1, 2, 3]
+    assert {u.started for u in (first, again, second, child)} == {100.0}
+    for key in (keys.flow_usage(T, "c1"), keys.flow_attempts(T, "c1")):
+        assert 0 < await redis.ttl(key) <= keys.CHAIN_TTL_SECONDS
