@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentchain.engine import records
-from agentchain.engine.hops import Exit, Hop, Obj, Output
+from agentchain.engine.hops import Exit, Hop, Output
 from agentchain.kube import workloads
+from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.policy import naming
 from agentchain.policy.jobspec import CONTAINER_NAME
@@ -40,7 +41,7 @@ class Captured:
 class Ends:
     """The job ends, with ``status``."""
 
-    status: Obj
+    status: AgentJobStatus
 
 
 @dataclass(frozen=True)
@@ -81,22 +82,24 @@ def verdict(hop: Hop, captured: Captured, agent: AiAgent | None) -> Retry | Ends
     if agent is not None and should_retry(ending, exit.attempt, agent.spec.backoff_limit):
         return Retry(exit.attempt + 1, f"exited with code {exit.exit_code}")
     lost = output.lost
-    status: Obj = {
-        "phase": ending.phase,
-        "reason": ending.reason,
-        "message": ending.message if not lost or exit.deadline else lost,
-        "exitCode": exit.exit_code,
-        "completionTime": records.now().isoformat(),
-    }
+    status = AgentJobStatus(
+        phase=ending.phase,
+        reason=ending.reason,
+        message=ending.message if not lost or exit.deadline else lost,
+        exit_code=exit.exit_code,
+        completion_time=records.now(),
+    )
     if exit.pod:
-        status["podName"] = exit.pod
+        status = records.merged(status, AgentJobStatus(pod_name=exit.pod))
     if hop.job.status.chain_id is None:
         # Killed between creating the batch Job and the status write that names it.
-        status.update(records.chain_fields(hop.obj, records.position(hop.obj)))
-        status["jobName"] = naming.batch_job_name(hop.name)
+        launched = AgentJobStatus(job_name=naming.batch_job_name(hop.name))
+        chain = records.chain_fields(hop.obj, records.position(hop.obj))
+        status = records.merged(status, chain, launched)
     if output.text is not None:
         result, truncated, size = result_excerpt(output.text)
-        status.update({"result": result, "resultTruncated": truncated, "resultSize": size})
+        excerpt = AgentJobStatus(result=result, result_truncated=truncated, result_size=size)
+        status = records.merged(status, excerpt)
     return Ends(status)
 
 

@@ -8,13 +8,13 @@ them.  The values live here, below every step, so that no step imports another.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from agentchain.engine import records
 from agentchain.engine.runtime import Runtime
-from agentchain.models.agentjob import AgentJob
+from agentchain.models.agentjob import AgentJob, AgentJobStatus, EndPhase
 from agentchain.models.conditions import Condition
 
 Obj = dict[str, Any]
@@ -47,8 +47,8 @@ class Hop:
     def job(self) -> AgentJob:
         return records.parse(self.obj)
 
-    async def patch(self, status: Obj, *, condition: Condition | None = None) -> None:
-        await self.rt.writes.patch(self.obj, status, condition=condition)
+    async def patch(self, status: AgentJobStatus, *conditions: Condition) -> None:
+        await self.rt.writes.patch(self.obj, status, *conditions)
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,10 @@ class Exit:
     name (deleted, created again) is not ended by it."""
 
 
+ExitReader = Callable[[], Awaitable[Exit]]
+"""Reads how an attempt ended when that costs a request (its Job's pods listed)."""
+
+
 @dataclass(frozen=True)
 class Output:
     """A job's captured output, or why it was lost (never an empty string for that)."""
@@ -80,8 +84,8 @@ class Output:
 class Ended:
     """A job that ends without running, as its status will say."""
 
-    phase: Literal["Failed", "Skipped"]
+    phase: EndPhase
     reason: str
     message: str
-    fields: Mapping[str, Any] = field(default_factory=dict)
+    fields: AgentJobStatus | None = None
     """More status to write with the end (the chain fields of a job never written yet)."""

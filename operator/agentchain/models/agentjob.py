@@ -16,6 +16,8 @@ from agentchain.models.base import KubeModel
 from agentchain.models.conditions import Condition
 
 Phase = Literal["Pending", "Waiting", "Running", "Succeeded", "Failed", "Skipped"]
+EndPhase = Literal["Succeeded", "Failed", "Skipped"]
+"""The phases a job ends in (``TERMINAL_PHASES``)."""
 TERMINAL_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Skipped"})
 Origin = Literal["github", "manual", "chain", "delegation", "api"]
 MemoryScope = Literal["dependencies", "all"]
