@@ -13,6 +13,7 @@ the job ends, and with which status.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from agentchain.engine import records
@@ -54,12 +55,16 @@ class Retry:
 
 async def capture(hop: Hop, exit: Exit) -> Captured:
     """The attempt's output and end, stored unless an earlier run stored them."""
-    stored = await hop.rt.outputs.get_capture(hop.namespace, hop.name)
+    # Side by side: the log read is the hop's one round trip here, and wasted only on
+    # a replay (the capture is stored already).
+    stored, read = await asyncio.gather(
+        hop.rt.outputs.get_capture(hop.namespace, hop.name),
+        _read_output(hop.namespace, exit.pod),
+    )
     if stored is not None and stored.attempt == exit.attempt:
         # Decided before a crash, perhaps acted on too: decide the same again.
         recorded = Exit(exit.attempt, stored.exit_code, stored.pod, stored.deadline)
         return Captured(recorded, await _stored_output(hop), first=False)
-    read = await _read_output(hop.namespace, exit.pod)
     capture = Capture(
         attempt=exit.attempt, exit_code=exit.exit_code, pod=exit.pod, deadline=exit.deadline
     )
