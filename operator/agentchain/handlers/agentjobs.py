@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 async def observed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     runtime = memo.runtime
     obj = dict(body)
+    runtime.feed.publish(type, obj)  # Live dashboard pages (web/live.py); never blocks.
     if type == "DELETED":
         runtime.unsettled.forget(obj)
         await _revoke(runtime, obj)
