@@ -28,9 +28,11 @@ are released, jobs waiting (``dependsOn``) on any job that ended here are starte
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from typing import assert_never
 
-from agentchain import faults
+from agentchain import faults, metrics
 from agentchain.engine import capturing, closing, deciding, launching, records, spawning
 from agentchain.engine.hops import Ended, Exit, ExitReader, Hop, Obj, Output
 from agentchain.engine.locking import Held
@@ -96,13 +98,14 @@ async def finish(
     """An attempt of the job (batch Job ``batch_uid``) ended as ``exit`` (read only once
     the lock is held, when it costs a request): retry it, or end it and move the
     chain on.  Once recorded, later events of that batch Job cost nothing."""
+    since = time.monotonic()
     async with rt.locks.holding(namespace, name) as held:
         if (namespace, batch_uid) in rt.finished:
             return  # Recorded while this caller waited for the lock.
         if not isinstance(exit, Exit):
             exit = await exit()
         obj = await current(rt, namespace, name)
-        hop = Hop(rt, obj) if obj is not None else None
+        hop = Hop(rt, obj, since) if obj is not None else None
         ended = [] if hop is None else await _end(held, hop, exit)
         if batch_uid:  # Recorded (or nothing left to record): later events are no-ops.
             rt.finished.add((namespace, batch_uid))
@@ -184,7 +187,7 @@ async def _step(
     """One decision after ``hop``'s job, applied; the child to go on with, if any."""
     if end is not None:  # Decide from the status about to be written.
         status = {**(hop.obj.get("status") or {}), **records.fields(end)}
-        hop = Hop(hop.rt, {**hop.obj, "status": status})
+        hop = dataclasses.replace(hop, obj={**hop.obj, "status": status})
     job = hop.job
     if is_settled(job.status):
         return None
@@ -252,6 +255,8 @@ async def _continue(
     faults.crashpoint("child-created")
     kid = Hop(hop.rt, child.obj)
     launched = await _start_child(kid)
+    if hop.since is not None and isinstance(launched, launching.Launched):
+        metrics.HOP_LATENCY.observe(time.monotonic() - hop.since)
     # The marker, last: the child exists (and runs, when it runs at all).
     await closing.close(hop, end, entry)
     held.release(hop.namespace, hop.name)

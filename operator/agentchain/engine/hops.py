@@ -30,6 +30,9 @@ class Hop:
 
     rt: Runtime
     obj: Obj
+    since: float | None = None
+    """When the attempt's end was seen (``time.monotonic``), on a hop that started from
+    it: the hop latency metric runs from there to the child's batch Job."""
 
     @property
     def namespace(self) -> str:

@@ -3,6 +3,7 @@
 The parent ``p`` (agent ``writer``, whose ``next`` is ``reviewer``) ran; its pod ended
 with exit code 0; ``hopping.finish`` runs the hop.  Aspects covered:
 - nothing is written to the API server before the capture is durable in Redis;
+- the hop is counted in ``agentchain_hop_latency_seconds``;
 - the writes, in order: the child AgentJob, then its batch Job (controlled by the child)
   and Secret, the child's status, and last the parent's one patch that carries its end
   and its ``status.next`` together (the marker);
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
 from agentchain.engine import hopping
@@ -153,7 +155,10 @@ async def test_the_hops_writes_in_order(api: FakeApi, redis: Redis) -> None:
         durable.append(captured is not None and captured.attempt == 1)
 
     api.before_write = check
+    hops_before = REGISTRY.get_sample_value("agentchain_hop_latency_seconds_count") or 0.0
     await hop(redis)
+    hops = REGISTRY.get_sample_value("agentchain_hop_latency_seconds_count")
+    assert hops == hops_before + 1  # The hop latency metric saw this hop.
     assert durable and all(durable), "an API write went out before the capture was durable"
     order = [(w.method, w.kind, w.name) for w in api.writes]
     child = next(n for _, k, n in order if k == "agentjobs")
