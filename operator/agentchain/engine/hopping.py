@@ -158,7 +158,7 @@ async def _launch(held: Held, hop: Hop, *, attempt: int = 1, retry: str | None =
         case launching.Waiting():
             return []
         case Ended():
-            await closing.close(hop, closing.ended_status(launched))
+            await closing.close(hop, closing.ended_status(launched), None, *launched.conditions)
             hop.rt.started.add(_key(hop.obj))
             return await _chain_on(held, hop, None, None)
         case _:
@@ -268,7 +268,7 @@ async def _continue(
         case Ended():
             # Recorded after its parent's ``next``: a chain it completes never shows
             # a parent without the step that led there.
-            await closing.close(kid, closing.ended_status(launched))
+            await closing.close(kid, closing.ended_status(launched), None, *launched.conditions)
             hop.rt.started.add(_key(kid.obj))
             return kid
         case _:

@@ -92,3 +92,5 @@ class Ended:
     message: str
     fields: AgentJobStatus | None = None
     """More status to write with the end (the chain fields of a job never written yet)."""
+    conditions: tuple[Condition, ...] = ()
+    """Conditions to set with the end besides ``Complete``."""

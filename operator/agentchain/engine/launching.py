@@ -71,7 +71,9 @@ async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Lau
     cycle = await depending.cycle_of(hop.obj) if deps.waiting or deps.after_cycle else None
     if cycle is not None:
         message = dependencies.cycle_message(cycle)
-        return Ended("Failed", Reason.DEPENDENCY_CYCLE, message, init)
+        reason = Reason.DEPENDENCY_CYCLE
+        never = Condition(type=DEPENDENCIES_READY, status="False", reason=reason, message=message)
+        return Ended("Failed", reason, message, init, (never,))
     if deps.waiting:
         if init is not None:
             await hop.patch(init)
