@@ -6,7 +6,7 @@ importing the other; ``web`` only exposes them on ``/metrics``.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 JOBS = Counter(
     "agentchain_jobs_total",
@@ -46,5 +46,25 @@ WEBHOOK_JOBS = Counter(
     "agentchain_webhook_jobs_total",
     "AgentJobs queued by the webhook, by dispatch result (created, existed, failed, retried, "
     "forged: dropped because its seal was not the operator's).",
+    ["result"],
+)
+LEADER = Gauge(
+    "agentchain_leader",
+    "1 while this replica holds the leader-election Lease and runs the engine, else 0.",
+)
+LEADER_TRANSITIONS = Counter(
+    "agentchain_leader_acquisitions_total",
+    "Times this replica became the leader (at most one per process: losing it exits).",
+)
+GITHUB_WRITEBACKS = Counter(
+    "agentchain_github_writebacks_total",
+    "Chain write-backs to GitHub by result (written, unchanged, skipped, rate_limited,"
+    " retried, failed) and reason (BadAppKey, NotInstalled, PermissionMissing, ...).",
+    ["result", "reason"],
+)
+GITHUB_JOB_TOKENS = Counter(
+    "agentchain_github_job_tokens_total",
+    "GitHub installation tokens for jobs by result (minted, reused, refreshed, revoked,"
+    " refused, failed).",
     ["result"],
 )

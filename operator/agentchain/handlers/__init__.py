@@ -3,6 +3,6 @@
 Importing this package registers every handler with kopf's default registry.
 """
 
-from agentchain.handlers import agentjobs, aiagents, lifecycle, workloads
+from agentchain.handlers import agentjobs, aiagents, github, lifecycle, workloads
 
-__all__ = ["agentjobs", "aiagents", "lifecycle", "workloads"]
+__all__ = ["agentjobs", "aiagents", "github", "lifecycle", "workloads"]

@@ -21,7 +21,7 @@ from typing import Any
 import kopf
 from redis.exceptions import RedisError
 
-from agentchain.engine import hopping
+from agentchain.engine import hopping, writeback
 from agentchain.engine.runtime import Runtime
 from agentchain.models import GROUP, VERSION
 
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 async def observed(type: str | None, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     runtime = memo.runtime
     obj = dict(body)
+    writeback.observe(runtime, type, obj)  # Issue 17: GitHub write-back, token revocation.
     runtime.feed.publish(type, obj)  # Live dashboard pages (web/live.py); never blocks.
     if type == "DELETED":
         runtime.unsettled.forget(obj)
