@@ -189,7 +189,8 @@ def _kill_loop(
             target = max(target, started + 1)
         for i in range(started, target):
             kc.create("agentjobs", root_job(f"chaos-{i:03d}"))
-        started = target
+        # Never back: a chain started early (nothing was in flight) is not started again.
+        started = max(started, target)
         time.sleep(rng.uniform(0, MAX_UPTIME_SECONDS))
         op.kill()
         done += 1

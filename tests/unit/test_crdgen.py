@@ -155,8 +155,15 @@ def test_defaults_are_valid_for_their_own_node(kind: str) -> None:
             continue
         value = node["default"]
         assert value is not None, path
-        types = {"string": str, "integer": int, "boolean": bool, "number": (int, float)}
-        assert isinstance(value, {**types, "array": list, "object": dict}[node["type"]]), path
+        types: dict[str, type | tuple[type, ...]] = {
+            "string": str,
+            "integer": int,
+            "boolean": bool,
+            "number": (int, float),
+            "array": list,
+            "object": dict,
+        }
+        assert isinstance(value, types[node["type"]]), path
         assert value in node.get("enum", [value]), path
         assert re.search(node.get("pattern", ""), str(value)), path
         assert node.get("minimum", value) <= value <= node.get("maximum", value), path

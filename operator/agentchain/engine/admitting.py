@@ -30,7 +30,7 @@ import time
 
 from agentchain import metrics, models
 from agentchain.engine import records, stoprequests
-from agentchain.engine.hops import Ended, Hop
+from agentchain.engine.hops import Ended, Hop, typed
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources
 from agentchain.models.aiagent import AiAgent, Concurrency
@@ -90,7 +90,7 @@ async def admit(hop: Hop, init: Obj) -> Gate:
     try:
         found = await _settings(hop)
     except concurrency.GroupRenderError as exc:
-        return Ended("Failed", Reason.PROMPT_RENDER_FAILED, str(exc), init)
+        return Ended("Failed", Reason.PROMPT_RENDER_FAILED, str(exc), typed(init))
     if found is None:
         return None
     group, spec = found
@@ -120,12 +120,12 @@ async def admit(hop: Hop, init: Obj) -> Gate:
             return True
         case concurrency.Refused():
             message = concurrency.refused_message(group, spec.limit)
-            return Ended("Failed", Reason.CONCURRENCY_LIMITED, message, init)
+            return Ended("Failed", Reason.CONCURRENCY_LIMITED, message, typed(init))
         case concurrency.Superseded(by_job=by_job):
             request = stops.StopRequest(by=SUPERSEDED_BY, successor=by_job)
             ending = stops.ending(request)
             fields = {**init, "stoppedBy": SUPERSEDED_BY, "supersededBy": by_job}
-            return Ended("Cancelled", ending.reason, ending.message, fields)
+            return Ended("Cancelled", ending.reason, ending.message, typed(fields))
 
 
 async def admit_job(hop: Hop, init: Obj) -> Gate:
@@ -164,10 +164,11 @@ async def _queued(hop: Hop, init: Obj, group: str, position: int, limit: int) ->
     """Show the job Queued, once: a write per look would wake its own watch again."""
     if hop.job.status.phase == "Queued":
         if init:
-            await hop.patch(dict(init))
+            await hop.patch(typed(init))
         return
     message = concurrency.queued_message(group, position, limit)
-    await hop.patch({**init, "phase": "Queued", "reason": Reason.QUEUED, "message": message})
+    queued = {"phase": "Queued", "reason": Reason.QUEUED, "message": message}
+    await hop.patch(typed({**init, **queued}))
     await events.emit(hop.obj, "Normal", Reason.QUEUED, message, key="queued")
 
 

@@ -14,7 +14,7 @@ import datetime as dt
 import time
 
 from agentchain.engine import records
-from agentchain.engine.hops import Ended, Hop, Obj
+from agentchain.engine.hops import Ended, Hop, Obj, typed
 from agentchain.kube import events
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
@@ -44,7 +44,7 @@ async def held(hop: Hop, init: Obj) -> bool | Ended | None:
                 init["message"] = f"Approved by {by}."
             return None
         case approvals.Closed(reason=reason, message=message):
-            return Ended("Failed", reason, message, init)
+            return Ended("Failed", reason, message, typed(init))
         case approvals.Held(deadline=deadline):
             await _awaiting(hop, init, deadline)
             return True
@@ -53,12 +53,12 @@ async def held(hop: Hop, init: Obj) -> bool | Ended | None:
 async def _awaiting(hop: Hop, init: Obj, deadline: float | None) -> None:
     if hop.job.status.phase == "AwaitingApproval":
         if init:
-            await hop.patch(dict(init))
+            await hop.patch(typed(init))
         return
     until = ""
     if deadline is not None:
         until = f" until {dt.datetime.fromtimestamp(deadline, dt.UTC).isoformat()}"
     message = f"Waiting for approval{until} (API, annotation or comment command)."
     status = {"phase": "AwaitingApproval", "reason": Reason.AWAITING_APPROVAL, "message": message}
-    await hop.patch({**init, **status})
+    await hop.patch(typed({**init, **status}))
     await events.emit(hop.obj, "Normal", Reason.AWAITING_APPROVAL, message, key="approval")

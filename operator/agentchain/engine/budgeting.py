@@ -16,7 +16,7 @@ import time
 
 from agentchain import models
 from agentchain.engine import records, stoprequests
-from agentchain.engine.hops import Ended, Hop
+from agentchain.engine.hops import Ended, Hop, typed
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import resources
 from agentchain.models.aiagent import AiAgent, Budget
@@ -49,7 +49,7 @@ async def at_launch(hop: Hop, init: Obj, attempt: int) -> Ended | None:
     await StopStore(hop.rt.redis).stop_chain(hop.namespace, chain, stops.BY_BUDGET, why)
     ending = stops.ending(stops.StopRequest(by=stops.BY_BUDGET, reason=why))
     fields = {**init, "stoppedBy": stops.BY_BUDGET}
-    return Ended("Cancelled", ending.reason, ending.message, fields)
+    return Ended("Cancelled", ending.reason, ending.message, typed(fields))
 
 
 async def stop_chain(rt: Runtime, namespace: str, chain: str, why: str) -> list[str]:

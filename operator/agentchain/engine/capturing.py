@@ -13,11 +13,13 @@ the job ends, and with which status.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from agentchain.engine import records
-from agentchain.engine.hops import Exit, Hop, Obj, Output
+from agentchain.engine.hops import Exit, Hop, Output
 from agentchain.kube import workloads
+from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.policy import naming, retries, stops
 from agentchain.policy.jobspec import CONTAINER_NAME
@@ -40,7 +42,7 @@ class Captured:
 class Ends:
     """The job ends, with ``status``."""
 
-    status: Obj
+    status: AgentJobStatus
 
 
 @dataclass(frozen=True)
@@ -55,14 +57,18 @@ class Retry:
 
 async def capture(hop: Hop, exit: Exit) -> Captured:
     """The attempt's output and end, stored unless an earlier run stored them."""
-    stored = await hop.rt.outputs.get_capture(hop.namespace, hop.name)
+    # Side by side: the log read is the hop's one round trip here, and wasted only on
+    # a replay (the capture is stored already).
+    stored, read = await asyncio.gather(
+        hop.rt.outputs.get_capture(hop.namespace, hop.name),
+        _read_output(hop.namespace, exit.pod),
+    )
     if stored is not None and stored.attempt == exit.attempt:
         # Decided before a crash, perhaps acted on too: decide the same again.
         recorded = Exit(
             exit.attempt, stored.exit_code, stored.pod, stored.deadline, stop=stored.stop
         )
         return Captured(recorded, await _stored_output(hop), first=False)
-    read = await _read_output(hop.namespace, exit.pod)
     capture = Capture(
         attempt=exit.attempt, exit_code=exit.exit_code, pod=exit.pod, deadline=exit.deadline
     )
@@ -89,23 +95,27 @@ def verdict(hop: Hop, captured: Captured, agent: AiAgent | None) -> Retry | Ends
     if delay is not None:
         return Retry(exit.attempt + 1, retries.why(ending, exit.exit_code), delay)
     lost = None if stopped else output.lost
-    status: Obj = {
-        **stops.status_fields(exit.stop),
-        "phase": ending.phase,
-        "reason": ending.reason,
-        "message": ending.message if not lost or exit.deadline else lost,
-        "exitCode": exit.exit_code,
-        "completionTime": records.now().isoformat(),
-    }
+    status = AgentJobStatus(
+        phase=ending.phase,
+        reason=ending.reason,
+        message=ending.message if not lost or exit.deadline else lost,
+        exit_code=exit.exit_code,
+        completion_time=records.now(),
+    )
+    if exit.stop is not None:
+        who = AgentJobStatus.model_validate(stops.status_fields(exit.stop))
+        status = records.merged(status, who)
     if exit.pod:
-        status["podName"] = exit.pod
+        status = records.merged(status, AgentJobStatus(pod_name=exit.pod))
     if hop.job.status.chain_id is None:
         # Killed between creating the batch Job and the status write that names it.
-        status.update(records.chain_fields(hop.obj, records.position(hop.obj)))
-        status["jobName"] = naming.batch_job_name(hop.name)
+        launched = AgentJobStatus(job_name=naming.batch_job_name(hop.name))
+        chain = records.chain_fields(hop.obj, records.position(hop.obj))
+        status = records.merged(status, chain, launched)
     if output.text is not None:
         result, truncated, size = result_excerpt(output.text)
-        status.update({"result": result, "resultTruncated": truncated, "resultSize": size})
+        excerpt = AgentJobStatus(result=result, result_truncated=truncated, result_size=size)
+        status = records.merged(status, excerpt)
     return Ends(status)
 
 

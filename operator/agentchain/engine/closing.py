@@ -11,64 +11,76 @@ visibly on the job (condition ``ChainComplete``, Event ``ChainComplete``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from agentchain import metrics
 from agentchain.engine import admitting, gating, records, team
-from agentchain.engine.hops import Ended, Hop, Obj
+from agentchain.engine.hops import Ended, Hop
 from agentchain.kube import events
-from agentchain.models.conditions import CHAIN_COMPLETE, Condition, Reason
+from agentchain.models.agentjob import AgentJobStatus, NextStatus
+from agentchain.models.conditions import (
+    CHAIN_COMPLETE,
+    COMPLETE,
+    Condition,
+    ConditionStatus,
+    Reason,
+)
 from agentchain.policy.outcomes import REFUSAL_REASONS
 
 
-def ended_status(ended: Ended) -> Obj:
+def ended_status(ended: Ended) -> AgentJobStatus:
     """The end status of a job that ends without running."""
-    return {
-        **ended.fields,
-        "phase": ended.phase,
-        "reason": ended.reason,
-        "message": ended.message,
-        "completionTime": records.now().isoformat(),
-    }
+    end = AgentJobStatus(
+        phase=ended.phase,
+        reason=ended.reason,
+        message=ended.message,
+        completion_time=records.now(),
+    )
+    return records.merged(ended.fields, end)
 
 
 async def close(
-    hop: Hop, end: Obj | None, entry: Mapping[str, Any] | None = None, *, complete: bool = False
+    hop: Hop,
+    end: AgentJobStatus | None,
+    entry: NextStatus | None = None,
+    *conditions: Condition,
+    complete: bool = False,
 ) -> None:
-    """Write ``end`` (the job's end status, unless written already) and ``entry`` (its
-    ``status.next``) in one patch, and record each where else it goes; ``complete``
-    marks the chain complete in the same patch, with nothing more to record."""
-    fields: Obj = dict(end or {})
-    if entry is not None:
-        entry = {k: v for k, v in entry.items() if v is not None}
-        fields["next"] = [entry]
-    if complete:
-        fields["chainComplete"] = True
-    if fields:
-        await hop.patch(fields)
+    """Write ``end`` (the job's end status, unless written already), ``entry`` (its
+    ``status.next``) and ``conditions`` in one patch, and record each where else it
+    goes; ``complete`` marks the chain complete in the same patch."""
+    marker = AgentJobStatus(next=[entry]) if entry is not None else None
+    status = records.merged(end, marker, AgentJobStatus(chain_complete=True) if complete else None)
+    if end is not None:
+        conditions = (_complete(end), *conditions)
+    if records.fields(status) or conditions:
+        await hop.patch(status, *conditions)
     if end is not None:
         await _ended(hop, end)
     if entry is not None:
         await _record_hop(hop, entry)
 
 
-async def _ended(hop: Hop, end: Obj) -> None:
+def _complete(end: AgentJobStatus) -> Condition:
+    """``Complete``: True for a job that succeeded (or was Skipped), False for a failure."""
+    status: ConditionStatus = "False" if end.phase == "Failed" else "True"
+    return Condition(
+        type=COMPLETE, status=status, reason=end.reason or "", message=end.message or ""
+    )
+
+
+async def _ended(hop: Hop, end: AgentJobStatus) -> None:
     # A job token dies with its job.
     await hop.rt.tokens.revoke(hop.namespace, hop.name, hop.uid)
     await team.job(hop.rt, hop.obj)
-    phase = str(end["phase"])
+    phase, reason, message = end.phase or "", end.reason or "", end.message or ""
     metrics.JOBS.labels(hop.namespace, hop.job.spec.agent_role, phase).inc()
     if phase == "Failed":
-        reason, message = str(end["reason"]), str(end["message"])
         await events.emit(hop.obj, "Warning", reason, message, key="ended")
     elif phase == "Skipped":
-        reason, message = str(end["reason"]), str(end["message"])
         await events.emit(hop.obj, "Normal", reason, message, key=f"disposition:{reason}")
     await gating.ended(hop, end)  # Cancelled's Event, its namespace slot (issue 16).
 
 
-async def _record_hop(hop: Hop, entry: Mapping[str, Any]) -> None:
+async def _record_hop(hop: Hop, entry: NextStatus) -> None:
     job = hop.job
     await hop.rt.chains.record_hop(
         hop.namespace,
@@ -76,14 +88,16 @@ async def _record_hop(hop: Hop, entry: Mapping[str, Any]) -> None:
         job_name=hop.name,
         agent=job.spec.agent_role,
         phase=job.status.phase or "",
-        decision=str(entry["action"]),
-        detail=str(entry.get("child") or entry.get("message") or ""),
+        decision=entry.action,
+        detail=entry.child or entry.message or "",
     )
-    await team.hop(hop.rt, hop.obj, dict(entry))
+    await team.hop(hop.rt, hop.obj, entry.to_api())
 
 
-async def complete_chain(hop: Hop, action: str, message: str) -> None:
-    """Mark the chain complete on its last job: once in Redis, visibly on the job."""
+async def complete_chain(hop: Hop, action: str, message: str) -> Condition:
+    """Mark the chain complete on its last job: once in Redis, with its Event; the
+    job's ``ChainComplete`` condition is the caller's to write, with
+    ``chainComplete`` (``close(..., complete=True)``)."""
     job = hop.job
     chain_id = records.position(hop.obj).chain_id
     result = _chain_outcome(action, job.status.phase or "", job.status.reason or "")
@@ -93,12 +107,12 @@ async def complete_chain(hop: Hop, action: str, message: str) -> None:
     await team.complete(hop.rt, hop.obj, result)
     text = f"Chain {chain_id} is complete ({result}) at {hop.name}: {message}".strip()
     cond = Condition(type=CHAIN_COMPLETE, status="True", reason=Reason.CHAIN_COMPLETE, message=text)
-    # The Event goes first: ``chainComplete`` settles the job, after which nothing
-    # replays this function, so a kill between the two writes in the other order lost
-    # the Event for good (seen in e2e/chaos.py).  The Event's name is deterministic,
-    # so a replay that already emitted it gets AlreadyExists.
+    # The Event goes before ``chainComplete``, which settles the job, after which
+    # nothing replays this function: a kill between the two writes in the other order
+    # lost the Event for good (seen in e2e/chaos.py).  The Event's name is
+    # deterministic, so a replay that already emitted it gets AlreadyExists.
     await events.emit(hop.obj, "Normal", Reason.CHAIN_COMPLETE, text, key="chain-complete")
-    await hop.patch({"chainComplete": True}, condition=cond)
+    return cond
 
 
 def _chain_outcome(action: str, phase: str, reason: str) -> str:

@@ -17,7 +17,8 @@ import asyncio
 from agentchain.engine import records, team
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events, resources
-from agentchain.models.conditions import Reason
+from agentchain.models.agentjob import AgentJobStatus
+from agentchain.models.conditions import DEPENDENCIES_READY, Condition, Reason
 from agentchain.policy import dependencies
 from agentchain.policy.dependencies import Node
 
@@ -68,7 +69,9 @@ async def wait(rt: Runtime, obj: Obj, reason: str, message: str) -> None:
     status = records.parse(obj).status
     if (status.phase, status.reason, status.message) == ("Waiting", reason, message):
         return
-    await rt.writes.patch(obj, {"phase": "Waiting", "reason": reason, "message": message})
+    waiting = AgentJobStatus(phase="Waiting", reason=reason, message=message)
+    held = Condition(type=DEPENDENCIES_READY, status="False", reason=reason, message=message)
+    await rt.writes.patch(obj, waiting, held)
     await team.job(rt, obj)
     if reason == Reason.DEPENDENCY_NOT_FOUND:
         await events.emit(obj, "Warning", reason, message, key=f"wait:{message}")

@@ -21,6 +21,7 @@ from agentchain.engine import hopping, ownership, records, team
 from agentchain.engine.hops import Exit
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import workloads
+from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.conditions import Reason
 from agentchain.policy import ownership as policy_ownership
 from agentchain.policy.jobspec import CONTAINER_NAME
@@ -63,7 +64,7 @@ async def on_pod(rt: Runtime, pod: Obj) -> None:
         return
     code, owner_uid = _exit_code(terminated), _owner_uid(job)
     exit = Exit(attempt_of(job), code, meta["name"], batch_uid=ref.uid, owner_uid=owner_uid)
-    await hopping.finish(rt, meta["namespace"], owner, exit)
+    await hopping.finish(rt, meta["namespace"], owner, ref.uid, exit)
 
 
 def _owner_uid(job: Obj) -> str:
@@ -75,9 +76,13 @@ async def _mark_running(rt: Runtime, namespace: str, name: str, pod_name: str) -
     obj = await hopping.current(rt, namespace, name)
     if obj is None or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
         return
-    status = {"phase": "Running", "reason": Reason.RUNNING, "podName": pod_name}
-    status["message"] = f"Pod {pod_name} is running."
-    status["startTime"] = records.now().isoformat()
+    status = AgentJobStatus(
+        phase="Running",
+        reason=Reason.RUNNING,
+        message=f"Pod {pod_name} is running.",
+        pod_name=pod_name,
+        start_time=records.now(),
+    )
     await rt.writes.patch(obj, status)
     await team.job(rt, obj)
 
@@ -105,7 +110,11 @@ async def on_job(rt: Runtime, job: Obj) -> None:
         return  # Not (yet) the end of the Job the operator names for that AgentJob.
     if (namespace, meta["uid"]) in rt.finished:
         return
-    await hopping.finish(rt, namespace, owner, await _exit_of(job, ended))
+
+    async def exit() -> Exit:  # Listed only if the pod's own event did not record it.
+        return await _exit_of(job, ended)
+
+    await hopping.finish(rt, namespace, owner, meta["uid"], exit)
 
 
 async def _exit_of(job: Obj, ended: str) -> Exit:

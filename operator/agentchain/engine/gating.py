@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from agentchain import metrics
 from agentchain.engine import admitting, approving, budgeting, stoprequests
-from agentchain.engine.hops import Ended, Hop, Obj
+from agentchain.engine.hops import Ended, Hop, Obj, typed
 from agentchain.kube import events
+from agentchain.models.agentjob import AgentJobStatus
 from agentchain.policy import stops
 
 
@@ -34,7 +35,7 @@ async def held(hop: Hop, init: Obj, attempt: int = 1) -> admitting.Gate:
     if request is not None:
         ending = stops.ending(request)
         fields = {**init, **stop_fields(request)}
-        return Ended("Cancelled", ending.reason, ending.message, fields)
+        return Ended("Cancelled", ending.reason, ending.message, typed(fields))
     gate = await approving.held(hop, init)
     if gate is None:
         gate = await admitting.admit(hop, init)
@@ -52,10 +53,10 @@ def stop_fields(request: stops.StopRequest) -> Obj:
     return fields
 
 
-async def ended(hop: Hop, end: Obj) -> None:
+async def ended(hop: Hop, end: AgentJobStatus) -> None:
     """A job's end was recorded (``closing``): idempotent, it may run again on a replay."""
-    if end.get("phase") == "Cancelled":
-        reason, message = str(end["reason"]), str(end["message"])
+    if end.phase == "Cancelled":
+        reason, message = end.reason or "", end.message or ""
         await events.emit(hop.obj, "Normal", reason, message, key="stopped")
         metrics.STOPS.labels(hop.namespace, reason).inc()
     await admitting.job_ended(hop.rt, hop.obj)

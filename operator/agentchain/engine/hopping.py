@@ -28,9 +28,11 @@ are released, jobs waiting (``dependsOn``) on any job that ended here are starte
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+import dataclasses
+import time
+from typing import assert_never
 
-from agentchain import faults
+from agentchain import faults, metrics
 from agentchain.engine import (
     admitting,
     capturing,
@@ -41,11 +43,11 @@ from agentchain.engine import (
     retrying,
     spawning,
 )
-from agentchain.engine.hops import Ended, Exit, Hop, Obj, Output
+from agentchain.engine.hops import Ended, Exit, ExitReader, Hop, Obj, Output
 from agentchain.engine.locking import Held
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import resources
-from agentchain.models.agentjob import TERMINAL_PHASES
+from agentchain.models.agentjob import TERMINAL_PHASES, AgentJobStatus, NextAction, NextStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
 from agentchain.policy import chains
@@ -66,16 +68,26 @@ def wants_start(rt: Runtime, obj: Obj) -> bool:
 
 
 async def start(rt: Runtime, obj: Obj) -> None:
-    """Launch ``obj`` from a fresh read, unless this process already did."""
+    """Launch ``obj`` (as watched), unless this process already did."""
     namespace, name = records.name_of(obj)
     async with rt.locks.holding(namespace, name) as held:
         if _key(obj) in rt.started:
             return  # Started by its parent's hop while this caller waited for the lock.
-        fresh = await resources.get(namespace, resources.AGENTJOBS, name)
+        fresh = await _fresh(rt, obj)
         if fresh is None or is_terminal(records.parse(fresh).status):
             return
         ended = await _launch(held, Hop(rt, fresh))
     await _wake(rt, namespace, ended)
+
+
+async def _fresh(rt: Runtime, obj: Obj) -> Obj | None:
+    """``obj`` as of now: the watched body itself when this process never wrote to it
+    (a new job: nothing newer can be known; acting on a stale one is only redone
+    idempotently), else the body of our last write, or a read."""
+    namespace, name = records.name_of(obj)
+    if rt.writes.last(namespace, name) is None:
+        return dict(obj)  # Our status writes replace its "status" on this copy only.
+    return await current(rt, namespace, name)
 
 
 async def progress(rt: Runtime, obj: Obj) -> None:
@@ -89,14 +101,23 @@ async def progress(rt: Runtime, obj: Obj) -> None:
     await _wake(rt, namespace, ended)
 
 
-async def finish(rt: Runtime, namespace: str, name: str, exit: Exit) -> None:
-    """An attempt of the job ended as ``exit``: retry it, or end it and move the chain on."""
+async def finish(
+    rt: Runtime, namespace: str, name: str, batch_uid: str, exit: Exit | ExitReader
+) -> None:
+    """An attempt of the job (batch Job ``batch_uid``) ended as ``exit`` (read only once
+    the lock is held, when it costs a request): retry it, or end it and move the
+    chain on.  Once recorded, later events of that batch Job cost nothing."""
+    since = time.monotonic()
     async with rt.locks.holding(namespace, name) as held:
+        if (namespace, batch_uid) in rt.finished:
+            return  # Recorded while this caller waited for the lock.
+        if not isinstance(exit, Exit):
+            exit = await exit()
         obj = await current(rt, namespace, name)
-        hop = Hop(rt, obj) if obj is not None else None
+        hop = Hop(rt, obj, since) if obj is not None else None
         ended = [] if hop is None else await _end(held, hop, exit)
-    if exit.batch_uid:  # Recorded (or nothing left to record): later events are no-ops.
-        rt.finished.add((namespace, exit.batch_uid))
+        if batch_uid:  # Recorded (or nothing left to record): later events are no-ops.
+            rt.finished.add((namespace, batch_uid))
     await _wake(rt, namespace, ended)
 
 
@@ -161,14 +182,16 @@ async def _launch(held: Held, hop: Hop, *, attempt: int = 1, retry: str | None =
         case launching.Waiting():
             return []
         case Ended():
-            await closing.close(hop, closing.ended_status(launched))
+            await closing.close(hop, closing.ended_status(launched), None, *launched.conditions)
             hop.rt.started.add(_key(hop.obj))
             return await _chain_on(held, hop, None, None)
         case _:
             assert_never(launched)
 
 
-async def _chain_on(held: Held, hop: Hop, end: Obj | None, output: Output | None) -> list[str]:
+async def _chain_on(
+    held: Held, hop: Hop, end: AgentJobStatus | None, output: Output | None
+) -> list[str]:
     """Apply the chain's steps from ``hop``'s job, which ended (``end``: its end status,
     not written yet), through every child that ends without running; the names of
     the jobs that ended, for their dependents."""
@@ -182,22 +205,26 @@ async def _chain_on(held: Held, hop: Hop, end: Obj | None, output: Output | None
     return ended
 
 
-async def _step(held: Held, hop: Hop, end: Obj | None, output: Output | None) -> Hop | None:
+async def _step(
+    held: Held, hop: Hop, end: AgentJobStatus | None, output: Output | None
+) -> Hop | None:
     """One decision after ``hop``'s job, applied; the child to go on with, if any."""
     if end is not None:  # Decide from the status about to be written.
-        status = {**(hop.obj.get("status") or {}), **end}
-        hop = Hop(hop.rt, {**hop.obj, "status": status})
+        status = {**(hop.obj.get("status") or {}), **records.fields(end)}
+        hop = dataclasses.replace(hop, obj={**hop.obj, "status": status})
     job = hop.job
     if is_settled(job.status):
         return None
     if job.status.next:  # Decided before a crash; only the completion is missing.
         last = job.status.next[-1]
-        await closing.complete_chain(hop, last.action, last.message or "")
+        done = await closing.complete_chain(hop, last.action, last.message or "")
+        await closing.close(hop, None, None, done, complete=True)
         return None
     decision = await deciding.decide(hop)
     match decision:
         case deciding.Broken(message=message):
-            entry = {"action": "none", "reason": Reason.INVALID_CHAIN_METADATA, "message": message}
+            reason = Reason.INVALID_CHAIN_METADATA
+            entry = NextStatus(action="none", reason=reason, message=message)
             await closing.close(hop, end, entry, complete=True)
             return None
         case chains.Stop() | chains.End():
@@ -209,40 +236,51 @@ async def _step(held: Held, hop: Hop, end: Obj | None, output: Output | None) ->
             assert_never(decision)
 
 
-async def _stop(hop: Hop, end: Obj | None, decision: chains.Stop | chains.End) -> None:
+async def _stop(hop: Hop, end: AgentJobStatus | None, decision: chains.Stop | chains.End) -> None:
+    """The chain ends here: completed (Redis, Event) before the job's one last patch."""
+    action: NextAction
     match decision:
         case chains.Stop(reason=reason):
             action = "stopped"
         case chains.End():
             action, reason = "none", Reason.CHAIN_COMPLETE
-    entry = {"action": action, "reason": reason, "message": decision.message}
-    await closing.close(hop, end, entry)
-    await closing.complete_chain(hop, action, decision.message)
+    entry = NextStatus(action=action, reason=reason, message=decision.message)
+    done = await closing.complete_chain(hop, action, decision.message)
+    await closing.close(hop, end, entry, done, complete=True)
 
 
-_ACTIONS = {chains.Spawn: "spawned", chains.Skip: "skipped", chains.Refuse: "refused"}
+def _entry(decision: chains.Spawn | chains.Skip | chains.Refuse) -> NextStatus:
+    """The parent's ``status.next`` for a decision that makes a child."""
+    action: NextAction
+    match decision:
+        case chains.Spawn():
+            action, reason = "spawned", Reason.CHILD_SPAWNED
+        case chains.Skip(reason=reason):
+            action = "skipped"
+        case chains.Refuse(reason=reason):
+            action = "refused"
+    child = decision.child
+    return NextStatus(
+        action=action, agent=child.agent, child=child.name, reason=reason, message=decision.message
+    )
 
 
 async def _continue(
     held: Held,
     hop: Hop,
-    end: Obj | None,
+    end: AgentJobStatus | None,
     output: Output | None,
     decision: chains.Spawn | chains.Skip | chains.Refuse,
 ) -> Hop | None:
     """Spawn and launch the child, then close the parent; the child when it ended."""
-    entry: dict[str, Any] = {
-        "action": _ACTIONS[type(decision)],
-        "agent": decision.child.agent,
-        "child": decision.child.name,
-        "reason": getattr(decision, "reason", Reason.CHILD_SPAWNED),  # Skip: Skipped.
-        "message": decision.message,
-    }
+    entry = _entry(decision)
     await held.take(hop.namespace, decision.child.name)
     child = await spawning.spawn(hop, decision, output)
     faults.crashpoint("child-created")
     kid = Hop(hop.rt, child.obj)
     launched = await _start_child(kid)
+    if hop.since is not None and isinstance(launched, launching.Launched):
+        metrics.HOP_LATENCY.observe(time.monotonic() - hop.since)
     # The marker, last: the child exists (and runs, when it runs at all).
     await closing.close(hop, end, entry)
     held.release(hop.namespace, hop.name)
@@ -254,7 +292,7 @@ async def _continue(
         case Ended():
             # Recorded after its parent's ``next``: a chain it completes never shows
             # a parent without the step that led there.
-            await closing.close(kid, closing.ended_status(launched))
+            await closing.close(kid, closing.ended_status(launched), None, *launched.conditions)
             hop.rt.started.add(_key(kid.obj))
             return kid
         case _:

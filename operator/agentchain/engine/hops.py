@@ -8,13 +8,13 @@ them.  The values live here, below every step, so that no step imports another.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from agentchain.engine import records
 from agentchain.engine.runtime import Runtime
-from agentchain.models.agentjob import AgentJob
+from agentchain.models.agentjob import AgentJob, AgentJobStatus, EndPhase
 from agentchain.models.conditions import Condition
 
 Obj = dict[str, Any]
@@ -30,6 +30,9 @@ class Hop:
 
     rt: Runtime
     obj: Obj
+    since: float | None = None
+    """When the attempt's end was seen (``time.monotonic``), on a hop that started from
+    it: the hop latency metric runs from there to the child's batch Job."""
 
     @property
     def namespace(self) -> str:
@@ -47,8 +50,8 @@ class Hop:
     def job(self) -> AgentJob:
         return records.parse(self.obj)
 
-    async def patch(self, status: Obj, *, condition: Condition | None = None) -> None:
-        await self.rt.writes.patch(self.obj, status, condition=condition)
+    async def patch(self, status: AgentJobStatus, *conditions: Condition) -> None:
+        await self.rt.writes.patch(self.obj, status, *conditions)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,10 @@ class Exit:
     """Who stopped the attempt and why, when a stop decided its end (issue 16)."""
 
 
+ExitReader = Callable[[], Awaitable[Exit]]
+"""Reads how an attempt ended when that costs a request (its Job's pods listed)."""
+
+
 @dataclass(frozen=True)
 class Output:
     """A job's captured output, or why it was lost (never an empty string for that)."""
@@ -82,8 +89,16 @@ class Output:
 class Ended:
     """A job that ends without running, as its status will say."""
 
-    phase: Literal["Failed", "Skipped", "Cancelled"]
+    phase: EndPhase
     reason: str
     message: str
-    fields: Mapping[str, Any] = field(default_factory=dict)
+    fields: AgentJobStatus | None = None
     """More status to write with the end (the chain fields of a job never written yet)."""
+    conditions: tuple[Condition, ...] = ()
+    """Conditions to set with the end besides ``Complete``."""
+
+
+def typed(fields: Mapping[str, Any]) -> AgentJobStatus:
+    """A status patch from fields under their API names (flow control builds its fields
+    up as a mapping, approving adds to a job's first status)."""
+    return AgentJobStatus.model_validate(dict(fields))

@@ -26,8 +26,9 @@ from agentchain import models
 from agentchain.engine import depending, gating, githubtokens, prompting, records, team
 from agentchain.engine.hops import Ended, Hop, Obj
 from agentchain.kube import events, resources, workloads
+from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
-from agentchain.models.conditions import Reason
+from agentchain.models.conditions import DEPENDENCIES_READY, Condition, Reason
 from agentchain.policy import chains, dependencies, jobspec, naming
 from agentchain.policy.agents import Ambiguous
 from agentchain.policy.jobspec import JobInputs, build_job
@@ -57,7 +58,7 @@ async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Lau
     if job.status.job_name and retry is None:
         return Launched(job.status.job_name)
     try:
-        init = await _chain_status(hop) if job.status.chain_id is None else {}
+        init = await _chain_status(hop) if job.status.chain_id is None else None
     except chains.ChainMetadataError as exc:
         return Ended("Failed", Reason.INVALID_CHAIN_METADATA, str(exc))
     annotations = hop.obj["metadata"].get("annotations") or {}
@@ -66,16 +67,22 @@ async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Lau
     agent = await hop.rt.agents.by_trigger(hop.namespace, job.spec.agent_role)
     if not isinstance(agent, AiAgent) or not agent.spec.enabled:
         return _refusal(hop, agent, init)
-    gate = await gating.held(hop, init, attempt)  # Stopped, queued, refused (issue 16).
+    # Stopped, awaiting approval, queued, refused (issue 16); approval may add to init.
+    first = records.fields(init) if init is not None else {}
+    gate = await gating.held(hop, first, attempt)
     if gate is not None:
         return gate if isinstance(gate, Ended) else Waiting()
+    init = AgentJobStatus.model_validate(first) if first else None
     deps = await prompting.dependencies(hop.obj, job)
     cycle = await depending.cycle_of(hop.obj) if deps.waiting or deps.after_cycle else None
     if cycle is not None:
         message = dependencies.cycle_message(cycle)
-        return Ended("Failed", Reason.DEPENDENCY_CYCLE, message, init)
+        reason = Reason.DEPENDENCY_CYCLE
+        never = Condition(type=DEPENDENCIES_READY, status="False", reason=reason, message=message)
+        return Ended("Failed", reason, message, init, (never,))
     if deps.waiting:
-        await _write(hop, init)
+        if init is not None:
+            await hop.patch(init)
         await depending.wait(hop.rt, hop.obj, deps.reason, deps.message)
         return Waiting()
     try:
@@ -85,7 +92,7 @@ async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Lau
     return await _create(hop, agent, body, prompt, init, retry)
 
 
-def _disposition(annotations: dict[str, str], init: Obj) -> Ended:
+def _disposition(annotations: dict[str, str], init: AgentJobStatus | None) -> Ended:
     """A Skipped or refused record: created by its parent's decision, never run."""
     disposition = annotations[models.DISPOSITION]
     message = annotations.get(models.DISPOSITION_MESSAGE, "")
@@ -94,7 +101,7 @@ def _disposition(annotations: dict[str, str], init: Obj) -> Ended:
     return Ended("Failed", disposition.removeprefix("refused:"), message, init)
 
 
-def _refusal(hop: Hop, agent: AiAgent | Ambiguous | None, init: Obj) -> Ended:
+def _refusal(hop: Hop, agent: AiAgent | Ambiguous | None, init: AgentJobStatus | None) -> Ended:
     role = hop.job.spec.agent_role
     if isinstance(agent, Ambiguous):  # Never run on one of them (SPEC §1).
         return Ended("Failed", Reason.DUPLICATE_TRIGGER_NAME, agent.message, init)
@@ -105,12 +112,7 @@ def _refusal(hop: Hop, agent: AiAgent | Ambiguous | None, init: Obj) -> Ended:
     return Ended("Failed", Reason.AGENT_NOT_ENABLED, message, init)
 
 
-async def _write(hop: Hop, status: Obj) -> None:
-    if status:
-        await hop.patch(status)
-
-
-async def _chain_status(hop: Hop) -> Obj:
+async def _chain_status(hop: Hop) -> AgentJobStatus:
     """The chain fields, for the job's first status write (with the Job's name)."""
     pos = records.position(hop.obj)
     job = hop.job
@@ -125,12 +127,12 @@ async def _chain_status(hop: Hop) -> Obj:
             annotations=chains.position_annotations(pos, None),
         )
         hop.rt.writes.wrote(patched)
-    return {
-        "phase": job.status.phase or "Pending",
-        "reason": job.status.reason or Reason.CREATED,
-        "message": job.status.message or "Accepted by the operator.",
-        **records.chain_fields(hop.obj, pos),
-    }
+    accepted = AgentJobStatus(
+        phase=job.status.phase or "Pending",
+        reason=job.status.reason or Reason.CREATED,
+        message=job.status.message or "Accepted by the operator.",
+    )
+    return records.merged(accepted, records.chain_fields(hop.obj, pos))
 
 
 async def _build(
@@ -160,7 +162,7 @@ async def _build(
 
 
 async def _create(
-    hop: Hop, agent: AiAgent, body: Obj, prompt: str, init: Obj, retry: str | None
+    hop: Hop, agent: AiAgent, body: Obj, prompt: str, init: AgentJobStatus | None, retry: str | None
 ) -> Launched:
     """Create the batch Job and its Secret, then record the launch on the status."""
     job_name = body["metadata"]["name"]
@@ -172,16 +174,7 @@ async def _create(
     if existing is not None and not created:
         await _reuse(hop, existing, body, prompt)
     attempt = int(body["metadata"]["labels"][models.ATTEMPT_LABEL])
-    status: Obj = {**init, "jobName": job_name, "attempt": attempt}
-    if retry is None:
-        status["reason"] = Reason.JOB_CREATED
-        status["message"] = f"Batch Job {job_name} created."
-    else:
-        status.update({"phase": "Pending", "reason": Reason.RETRYING, "podName": None})
-        status["message"] = f"{retry}: batch Job {job_name} created."
-    if hop.job.status.phase in (None, "Waiting"):
-        status["phase"] = "Pending"
-    await hop.patch(status)
+    await hop.patch(records.merged(init, _launched(hop, job_name, attempt, retry)), *_ready(hop))
     await team.job(hop.rt, hop.obj)
     if retry is not None:
         await events.emit(hop.obj, "Warning", Reason.RETRYING, retry, key=f"retry:{attempt}")
@@ -191,6 +184,40 @@ async def _create(
             "Created batch Job %s/%s (attempt %d) for %s", hop.namespace, job_name, attempt, trigger
         )
     return Launched(job_name)
+
+
+def _launched(hop: Hop, job_name: str, attempt: int, retry: str | None) -> AgentJobStatus:
+    """The status of a launched attempt."""
+    if retry is not None:
+        message = f"{retry}: batch Job {job_name} created."
+        return AgentJobStatus(
+            phase="Pending",
+            reason=Reason.RETRYING,
+            message=message,
+            job_name=job_name,
+            attempt=attempt,
+            pod_name=None,
+        )
+    status = AgentJobStatus(
+        reason=Reason.JOB_CREATED,
+        message=f"Batch Job {job_name} created.",
+        job_name=job_name,
+        attempt=attempt,
+    )
+    if hop.job.status.phase in (None, "Waiting"):
+        status = records.merged(status, AgentJobStatus(phase="Pending"))
+    return status
+
+
+def _ready(hop: Hop) -> tuple[Condition, ...]:
+    """``DependenciesReady`` for a job that had dependencies to wait for."""
+    if not hop.job.spec.depends_on:
+        return ()
+    message = "Every job in dependsOn ended."
+    ready = Condition(
+        type=DEPENDENCIES_READY, status="True", reason=Reason.DEPENDENCIES_ENDED, message=message
+    )
+    return (ready,)
 
 
 async def _ensure_secret(hop: Hop, job: Obj, prompt: str) -> None:

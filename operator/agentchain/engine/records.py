@@ -15,7 +15,7 @@ from typing import Any
 
 from agentchain import models
 from agentchain.kube import resources
-from agentchain.models.agentjob import AgentJob
+from agentchain.models.agentjob import AgentJob, AgentJobStatus
 from agentchain.models.conditions import Condition, set_condition
 from agentchain.policy import chains, naming
 
@@ -50,14 +50,26 @@ def position(obj: Obj) -> chains.ChainPosition:
     return chains.root_position(naming.chain_id_for(meta["uid"]), agent)
 
 
-def chain_fields(obj: Obj, pos: chains.ChainPosition) -> Obj:
+def chain_fields(obj: Obj, pos: chains.ChainPosition) -> AgentJobStatus:
     """The chain's status fields, written with the job's first status write."""
-    return {
-        "chainId": pos.chain_id,
-        "chainDepth": pos.depth,
-        "chainPath": list(pos.path),
-        "parentJobId": parent_of(obj),
-    }
+    return AgentJobStatus(
+        chain_id=pos.chain_id,
+        chain_depth=pos.depth,
+        chain_path=list(pos.path),
+        parent_job_id=parent_of(obj),
+    )
+
+
+def fields(status: AgentJobStatus) -> Obj:
+    """The merge patch ``status`` makes: the fields set on it, under their API names
+    (one set to None is cleared)."""
+    return status.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+
+def merged(*statuses: AgentJobStatus | None) -> AgentJobStatus:
+    """One status patch making all of ``statuses``' (a later one wins a field)."""
+    joined = {k: v for status in statuses if status is not None for k, v in fields(status).items()}
+    return AgentJobStatus.model_validate(joined)
 
 
 def owner_reference(obj: Obj) -> Obj:
@@ -102,17 +114,17 @@ class Writes:
     def forget(self, namespace: str, name: str) -> None:
         self._last.pop((namespace, name), None)
 
-    async def patch(
-        self, obj: Obj, status: Obj, *, condition: Condition | None = None
-    ) -> Obj | None:
-        """Merge ``status`` into ``obj``'s status (``obj`` follows the answer)."""
+    async def patch(self, obj: Obj, status: AgentJobStatus, *conditions: Condition) -> Obj | None:
+        """Merge ``status`` (and ``conditions``, each replacing the one of its type)
+        into ``obj``'s status; ``obj`` follows the answer."""
         namespace, name = name_of(obj)
-        status = {**status, "observedGeneration": obj["metadata"].get("generation")}
-        if condition is not None:
+        body = {**fields(status), "observedGeneration": obj["metadata"].get("generation")}
+        if conditions:
             current = parse(obj).status.conditions
-            merged = set_condition(current, condition, now())
-            status["conditions"] = [c.to_api() for c in merged]
-        patched = await resources.patch_status(namespace, resources.AGENTJOBS, name, status)
+            for condition in conditions:
+                current = set_condition(current, condition, now())
+            body["conditions"] = [c.to_api() for c in current]
+        patched = await resources.patch_status(namespace, resources.AGENTJOBS, name, body)
         if patched is not None:
             obj["status"] = patched.get("status", {})
             self.wrote(patched)

@@ -51,7 +51,7 @@ async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
     if batch is None:
         msg = f"Batch Job {job.status.job_name} disappeared before the operator saw it end."
         exit = Exit(job.status.attempt or 1, None, None, lost=msg)
-        await hopping.finish(rt, *records.name_of(obj), exit)
+        await hopping.finish(rt, *records.name_of(obj), "", exit)
         return
     await finishing.on_job(rt, batch)
     for pod in await workloads.list_pods(

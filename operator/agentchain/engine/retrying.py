@@ -21,7 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from agentchain.engine import records
-from agentchain.engine.hops import Hop, Obj
+from agentchain.engine.hops import Hop, Obj, typed
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import events
 from agentchain.models.conditions import Reason
@@ -39,8 +39,8 @@ async def hold(hop: Hop, attempt: int, message: str, delay: float, relaunch: Rel
     """Record that ``attempt`` starts in ``delay`` seconds, and start it then."""
     due = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
     text = f"{message}; it starts in {delay:g}s (at {due.isoformat()})"
-    status = {"phase": "Pending", "reason": Reason.RETRYING, "message": text}
-    await hop.patch({**status, "attempt": attempt, "retryAt": due.isoformat(), "podName": None})
+    status = {"phase": "Pending", "reason": Reason.RETRYING, "message": text, "podName": None}
+    await hop.patch(typed({**status, "attempt": attempt, "retryAt": due.isoformat()}))
     await events.emit(hop.obj, "Warning", Reason.RETRYING, text, key=f"retry:{attempt}")
     _schedule(hop.rt, hop.namespace, hop.name, attempt, delay, relaunch)
 

@@ -75,7 +75,7 @@ async def stop(rt: Runtime, obj: Obj) -> str:
     if not launched:
         await hopping.start(rt, fresh)  # Cancelled where it would launch (gating).
     else:
-        await hopping.finish(rt, namespace, name, Exit(attempt, None, None))
+        await hopping.finish(rt, namespace, name, "", Exit(attempt, None, None))
     log.info("stopped %s/%s (by %s)", namespace, name, request.by)
     return "Cancelled"
 

@@ -26,6 +26,8 @@ Phase = Literal[
     "AwaitingApproval",
     "Cancelled",
 ]
+EndPhase = Literal["Succeeded", "Failed", "Skipped", "Cancelled"]
+"""The phases a job ends in (``TERMINAL_PHASES``)."""
 TERMINAL_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Skipped", "Cancelled"})
 Origin = Literal["github", "manual", "chain", "delegation", "api"]
 MemoryScope = Literal["dependencies", "all"]

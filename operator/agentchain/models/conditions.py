@@ -17,11 +17,17 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 
 # Condition types.
 READY = "Ready"
-COMPLETE = "Complete"
-CHAIN_COMPLETE = "ChainComplete"
-DEPENDENCIES_READY = "DependenciesReady"
+"""AiAgent: whether it can run (its triggerName unique, its ``next`` agent there)."""
 LOOP_FREE = "LoopFree"
 """AiAgent: False when its ``next`` steps lead back to it (a warning; Ready is unaffected)."""
+COMPLETE = "Complete"
+"""AgentJob: set when it ends; True when it Succeeded (or was Skipped), False when it
+Failed, with the status' reason and message."""
+DEPENDENCIES_READY = "DependenciesReady"
+"""AgentJob with ``dependsOn``: False while it waits (or on a cycle), True once every
+dependency ended and it was launched."""
+CHAIN_COMPLETE = "ChainComplete"
+"""AgentJob: its chain ended at this job."""
 
 
 class Reason:
@@ -42,6 +48,7 @@ class Reason:
     WAITING_FOR_DEPENDENCIES = "WaitingForDependencies"
     DEPENDENCY_NOT_FOUND = "DependencyNotFound"
     DEPENDENCY_CYCLE = "DependencyCycle"
+    DEPENDENCIES_ENDED = "DependenciesEnded"
     JOB_CREATED = "JobCreated"
     RETRYING = "Retrying"
     RUNNING = "Running"

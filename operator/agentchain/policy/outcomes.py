@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentchain.models.agentjob import RESULT_MAX_CHARS, TERMINAL_PHASES, AgentJobStatus, JobEvent
+from agentchain.models.agentjob import (
+    RESULT_MAX_CHARS,
+    TERMINAL_PHASES,
+    AgentJobStatus,
+    EndPhase,
+    JobEvent,
+)
 from agentchain.models.aiagent import AiAgentSpec, ChainStep
 from agentchain.models.conditions import Reason
 
@@ -56,7 +62,7 @@ def trigger_step(agent: AiAgentSpec, origin: str, event: JobEvent | None) -> Cha
 
 @dataclass(frozen=True)
 class Ending:
-    phase: str
+    phase: EndPhase
     reason: str
     message: str
 
