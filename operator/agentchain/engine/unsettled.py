@@ -4,9 +4,15 @@ The periodic resync (``resync.keep_resyncing``) walks this index instead of
 asking kopf for a timer per object: a kopf timer needs a finalizer on every
 AgentJob, which cost two extra writes per job (adding and removing it), delayed
 the first handler call by one round trip, and blocked deleting an AgentJob while
-the operator was down.  The index is fed by the AgentJob watch kopf already
-holds, so it costs no API calls; kopf re-lists on every watch restart, so
-nothing stays missing from it.
+the operator was down.  The index is fed by the operator's own AgentJob watch
+(``handlers.watches``), so it costs no API calls; the watch lists again after a
+410 and hands over what that list no longer holds as deleted, so nothing stays
+missing from it or stale in it.
+
+It also knows which jobs are settled (their names only): a restart lists every
+pod and batch Job of every finished job, and an event for a settled job is
+dropped before any I/O (issue 21: each cost ~4 requests).  :class:`Backlog` says
+whether the restart's initial lists have been worked through (``/readyz``).
 """
 
 from __future__ import annotations
@@ -37,11 +43,38 @@ class _Entry:
     due: float
 
 
+@dataclass
+class Backlog:
+    """The restart's initial lists and the work they brought, as ``/readyz`` shows it.
+
+    ``listed``: every watch has handed over its first list; ``pending``: how many
+    objects still have handler work queued or running; done once both are behind us
+    (and stays done: later bursts are ordinary work, not the restart's backlog).
+    """
+
+    listed: bool = False
+    pending: int = 0
+    done: bool = False
+
+    def update(self, pending: int) -> None:
+        self.pending = pending
+        if self.listed and pending == 0:
+            self.done = True
+
+    def state(self) -> str:
+        if self.done:
+            return "done"
+        return "working" if self.listed else "listing"
+
+
 class Unsettled:
-    """Latest body of each unsettled AgentJob and when it is next due for a resync."""
+    """Latest body of each unsettled AgentJob and when it is next due for a resync;
+    the names of the settled ones."""
 
     def __init__(self) -> None:
         self._jobs: dict[Key, _Entry] = {}
+        self._settled: set[Key] = set()
+        self.backlog = Backlog()
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -51,8 +84,10 @@ class Unsettled:
         key = records.name_of(obj)
         if not needs_resync(obj):
             self._jobs.pop(key, None)
+            self._settled.add(key)
             records.forget_writes(*key)
             return
+        self._settled.discard(key)
         entry = self._jobs.get(key)
         if entry is None or _uid(entry.obj) != _uid(obj):
             self._jobs[key] = _Entry(obj, now + interval)
@@ -61,10 +96,24 @@ class Unsettled:
 
     def forget(self, obj: Obj) -> None:
         key = records.name_of(obj)
+        self._settled.discard(key)
         entry = self._jobs.get(key)
         if entry is not None and _uid(entry.obj) == _uid(obj):
             del self._jobs[key]
             records.forget_writes(*key)
+
+    def is_settled(self, namespace: str, name: str) -> bool:
+        """Whether the watch last showed ``name`` settled: its pods' and Jobs' events
+        have nothing left to do (a job re-created under that name shows up unsettled
+        first, or, should its pod's event win the race, is the resync's)."""
+        return (namespace, name) in self._settled
+
+    def running_in(self, namespace: str, name: str, pod: str) -> bool:
+        """Whether the watched job already says it runs in ``pod``: that pod's
+        Running events have nothing to record."""
+        entry = self._jobs.get((namespace, name))
+        status = (entry.obj.get("status") or {}) if entry is not None else {}
+        return status.get("phase") == "Running" and status.get("podName") == pod
 
     def current(self, namespace: str, name: str) -> Obj | None:
         """A copy of the job as watched, when that is as of this process's last write

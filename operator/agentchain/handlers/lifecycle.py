@@ -16,6 +16,7 @@ import kopf
 
 from agentchain.engine import resync
 from agentchain.engine.runtime import Runtime
+from agentchain.handlers import watches
 from agentchain.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     memo.runtime = runtime
     memo.web = await _serve(runtime)
     memo.resyncer = asyncio.create_task(resync.keep_resyncing(runtime), name="resync")
+    memo.watches = watches.start(runtime)  # AgentJobs, batch Jobs, pods: our own (issue 21).
 
 
 async def _serve(runtime: Runtime) -> Any:
@@ -81,6 +83,8 @@ async def shutdown(memo: kopf.Memo, **_: Any) -> None:
     resyncer = getattr(memo, "resyncer", None)
     if resyncer is not None:
         resyncer.cancel()
+    if getattr(memo, "watches", None) is not None:
+        await memo.watches.stop()
     web = getattr(memo, "web", None)
     if web is not None:
         await web.cleanup()

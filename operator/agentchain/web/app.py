@@ -20,7 +20,10 @@ delegate and to write anchors.
 
 Health: ``/healthz`` is liveness (the event loop answers); ``/readyz`` checks
 that Redis answers PING and the Kubernetes API answers ``/version``, because
-without either nothing the endpoint accepts could be acted on.
+without either nothing the endpoint accepts could be acted on.  It also says where
+the restart's backlog stands (``backlog``: ``listing`` the initial lists,
+``working`` through the events they brought, ``pending`` objects, then ``done``)
+without making the pod unready for it: the webhook and the job API work meanwhile.
 
 The webhook's dispatcher (``dispatch.py``) runs as a task of the public app:
 started when it starts serving, stopped on cleanup.  It runs even when the
@@ -79,7 +82,9 @@ async def readyz(request: web.Request) -> web.Response:
         except Exception as exc:  # Any failure means not ready; say which, not why in full.
             checks[name] = f"failed: {type(exc).__name__}"
     ready = all(v == "ok" for v in checks.values())
-    return json_response({"ready": ready, "checks": checks}, status=200 if ready else 503)
+    backlog = rt.unsettled.backlog  # Informative: a restart's backlog never makes it unready.
+    answer = {"ready": ready, "checks": checks, "backlog": backlog.state()}
+    return json_response({**answer, "pending": backlog.pending}, status=200 if ready else 503)
 
 
 async def metrics_page(request: web.Request) -> web.Response:
