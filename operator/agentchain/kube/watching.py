@@ -17,7 +17,8 @@ at once: 864 MiB peak, under a 512 Mi limit a crash loop (issue 21).  A
    the new list no longer holds are handed over as ``DELETED`` (a stub: namespace,
    name and uid), so an index fed by the watch never keeps a deleted object;
 4. any other failure (refused, unreachable, a broken stream) is logged once and retried
-   after a capped, jittered backoff, from the version already reached.
+   after a capped, jittered backoff, from the version already reached; so is a 410
+   answered to the very list that follows one, and a watch the server ends at once.
 
 The consumer's ``on_event(type, obj)`` is synchronous and must not block: it decides
 from the object alone and hands any I/O to tasks of its own (``handlers.watches``).
@@ -31,6 +32,7 @@ import asyncio
 import json
 import logging
 import random
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -92,6 +94,7 @@ class Watcher:
         self.collection = collection
         self.listed = asyncio.Event()
         self.lists = 0  # LISTs completed (the first, then one per 410 Gone).
+        self.pages = 0  # LIST requests answered.
         self._on_event = on_event
         self._trim = trim
         self._known: dict[Key, str] | None = {} if track_deletions else None
@@ -104,11 +107,19 @@ class Watcher:
             try:
                 if version is None:
                     version = await self._list()
+                started = time.monotonic()
                 version = await self._watch(version)
-                failures = 0
+                # The API server ends a watch after WATCH_SECONDS; one ended at once (a
+                # proxy closing it) is retried after a pause, not in a tight loop.
+                failures = 0 if time.monotonic() - started >= 1.0 else failures + 1
+                if failures:
+                    await asyncio.sleep(backoff(failures))
             except errors.Gone:
+                # Listed again at once; a list that is itself Gone again backs off.
                 log.info("watch of %s expired (410): listing again", self.collection.path)
-                version = None
+                failures, version = failures + 1, None
+                if failures > 1:
+                    await asyncio.sleep(backoff(failures - 1))
             except (errors.KubeError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 failures += 1
                 wait = backoff(failures)
@@ -143,6 +154,7 @@ class Watcher:
         params = self.collection.params(**extra)
         async with open_response("GET", self.collection.path, params=params) as resp:
             raw = await resp.read()
+        self.pages += 1
         page: Obj = json.loads(raw)
         return page
 
