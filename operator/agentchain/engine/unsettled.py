@@ -79,20 +79,28 @@ class Unsettled:
     def __len__(self) -> int:
         return len(self._jobs)
 
-    def observe(self, obj: Obj, now: float, interval: float) -> None:
-        """A watch event: keep the newest body; a job first seen is due ``interval`` later."""
+    def observe(self, obj: Obj, now: float, interval: float) -> tuple[str, str] | None:
+        """A watch event: keep the newest body; a job first seen is due ``interval`` later.
+
+        Returns (phase before, phase now) when an indexed job's phase changed: the one
+        log line per transition (a job first seen has no transition to tell).
+        """
         key = records.name_of(obj)
+        entry = self._jobs.get(key)
+        same = entry is not None and _uid(entry.obj) == _uid(obj)
+        before = _phase(entry.obj) if entry is not None and same else None
         if not needs_resync(obj):
             self._jobs.pop(key, None)
             self._settled.add(key)
             records.forget_writes(*key)
-            return
-        self._settled.discard(key)
-        entry = self._jobs.get(key)
-        if entry is None or _uid(entry.obj) != _uid(obj):
-            self._jobs[key] = _Entry(obj, now + interval)
         else:
-            entry.obj = obj
+            self._settled.discard(key)
+            if entry is None or not same:
+                self._jobs[key] = _Entry(obj, now + interval)
+            else:
+                entry.obj = obj
+        after = _phase(obj)
+        return (before, after) if before is not None and before != after else None
 
     def forget(self, obj: Obj) -> None:
         key = records.name_of(obj)
@@ -153,6 +161,10 @@ class Unsettled:
                 due.append(entry.obj)
                 entry.due = now + interval
         return due
+
+
+def _phase(obj: Obj) -> str:
+    return str((obj.get("status") or {}).get("phase") or "New")
 
 
 def _uid(obj: Obj) -> str | None:

@@ -45,7 +45,11 @@ def observed(runtime: Runtime, submit: Submit, kind: str, obj: Obj) -> None:
         runtime.unsettled.forget(obj)
         submit(key, lambda: _revoke(runtime, obj))
         return
-    runtime.unsettled.observe(obj, time.monotonic(), float(runtime.settings.resync_seconds))
+    interval = float(runtime.settings.resync_seconds)
+    moved = runtime.unsettled.observe(obj, time.monotonic(), interval)
+    if moved is not None:  # The one log line per transition, whoever wrote it.
+        status = obj.get("status") or {}
+        log.info("AgentJob %s/%s: %s -> %s (%s)", *key[1:], *moved, status.get("reason"))
     if starting.wants_start(obj):
         submit(key, lambda: starting.start(runtime, obj))
 

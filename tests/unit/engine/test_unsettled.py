@@ -148,3 +148,47 @@ def test_incomplete_write_answers_are_not_remembered() -> None:
     records.wrote(None)
     records.wrote({"metadata": {"namespace": "ns", "name": "j", "uid": "u1"}})
     assert records.last_write("ns", "j") is None
+
+
+def test_settled_names_are_known_until_the_job_unsettles_or_goes() -> None:
+    index = Unsettled()
+    index.observe(job(**SETTLED), 0.0, 1.0)
+    assert index.is_settled("ns", "j") and not index.is_settled("ns", "other")
+    index.observe(job(uid="u2"), 0.0, 1.0)  # Re-created under the same name.
+    assert not index.is_settled("ns", "j")
+    index.observe(job(uid="u2", **SETTLED), 0.0, 1.0)
+    index.forget(job(uid="u2"))
+    assert not index.is_settled("ns", "j")
+
+
+def test_running_in_only_the_pod_the_watched_job_names() -> None:
+    index = Unsettled()
+    index.observe(job(phase="Pending"), 0.0, 1.0)
+    assert not index.running_in("ns", "j", "pod-1")
+    index.observe(job(phase="Running", podName="pod-1"), 0.0, 1.0)
+    assert index.running_in("ns", "j", "pod-1")
+    assert not index.running_in("ns", "j", "pod-2")
+    assert not index.running_in("ns", "unknown", "pod-1")
+
+
+def test_a_transition_is_told_once_and_a_first_sight_not_at_all() -> None:
+    index = Unsettled()
+    assert index.observe(job(phase="Pending"), 0.0, 1.0) is None
+    assert index.observe(job(phase="Running"), 0.0, 1.0) == ("Pending", "Running")
+    assert index.observe(job(phase="Running"), 0.0, 1.0) is None
+    assert index.observe(job(**SETTLED), 0.0, 1.0) == ("Running", "Succeeded")
+    assert index.observe(job(**SETTLED), 0.0, 1.0) is None  # Settled: not indexed.
+    assert index.observe(job(uid="u2", phase="Running"), 0.0, 1.0) is None
+
+
+def test_backlog_is_done_once_listed_and_idle_and_stays_done() -> None:
+    backlog = Unsettled().backlog
+    assert backlog.state() == "listing"
+    backlog.update(0)
+    assert backlog.state() == "listing"
+    backlog.listed = True
+    backlog.update(3)
+    assert (backlog.state(), backlog.pending) == ("working", 3)
+    backlog.update(0)
+    backlog.update(5)
+    assert backlog.state() == "done"
