@@ -14,7 +14,8 @@ server's audit log:
 * the API requests the restart made, split into the initial lists/watches and the
   rest; the rest per settled (finished) job has a target of 0;
 * time from process start to ``/readyz`` answering 200, and to the backlog being
-  worked through (the first 3 s in which the operator used under 5% of a core);
+  worked through (``/readyz`` says ``"backlog": "done"``: every initial list is in
+  and no event it brought has work left);
 * CPU seconds per resync period once settled (each unsettled, i.e. running, job is
   resynced once per period), from a second start with ``--resync`` seconds; the first
   runs without a resync, whose steady cost would hide when the backlog is done.
@@ -34,7 +35,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Queue
@@ -53,12 +53,9 @@ TERMINAL = ("Succeeded", "Failed", "Skipped")
 FAST = ("scale-a", "scale-b", "scale-c")
 # Template roots; a name's last seven characters become each clone's tag.
 ROOTS = ("tplfast-0000000", "tplslow-0000000")
-IDLE_WINDOW_SECONDS = 3.0
-IDLE_SHARE = 0.05
 SETTLE_TIMEOUT_SECONDS = 900.0
 STEADY_SECONDS = 10.0
 NO_RESYNC_SECONDS = 86400
-BACKLOG_WATCHES = {"agentjobs.labrats.work", "jobs.batch", "pods"}
 
 
 def rss_target(jobs: int) -> float:
@@ -166,12 +163,14 @@ class Restart:
     settled_at: float = 0.0
 
 
-def _ready(url: str) -> bool:
+def _readyz(url: str) -> dict[str, Any] | None:
+    """``/readyz``'s answer when it is 200 (ready), else None."""
     try:
         with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer if response.status == 200 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
 
 
 def _start(op: operating.OperatorProcess, name: str, resync: float) -> int:
@@ -184,20 +183,14 @@ def _start(op: operating.OperatorProcess, name: str, resync: float) -> int:
 def watch_restart(
     info: ClusterInfo, op: operating.OperatorProcess, result: Restart, profile: Path | None
 ) -> None:
-    """Start the operator (no resync: its steady cost would hide the end of the backlog)
-    and sample it until the backlog is worked through, then for STEADY_SECONDS more.
-
-    Worked through: the operator's watches of AgentJobs, Jobs and pods have started
-    (the audit log says so; kopf starts each after its initial list was handed out)
-    and since then it used under IDLE_SHARE of a core for IDLE_WINDOW_SECONDS.
-    """
-    follow = harness.Audit(info).follow()
-    next(follow)  # Skip what is logged already.
+    """Start the operator (no resync: its steady cost is measured apart) and sample it
+    until its backlog is worked through (``/readyz`` says ``"backlog": "done"``: the
+    initial lists are in and no event has work left), then for STEADY_SECONDS more."""
     result.started_at = time.time()
     start = time.monotonic()
     pid = _start(op, "operator-restart", NO_RESYNC_SECONDS)
     with profiling.Profiler(pid, profile):
-        _until_settled(op, result, follow, start)
+        _until_settled(op, result, start)
     result.settled_at = time.time()
     assert op.process is not None
     result.log_lines = len(op.process.log_path.read_text(errors="replace").splitlines())
@@ -207,36 +200,19 @@ def watch_restart(
     op.stop()
 
 
-def _until_settled(
-    op: operating.OperatorProcess,
-    result: Restart,
-    follow: Iterator[list[harness.Request]],
-    start: float,
-) -> None:
-    assert op.process is not None
-    pid = op.process.pid
-    samples: list[tuple[float, harness.ProcSample]] = []
-    watching: set[str] = set()
+def _until_settled(op: operating.OperatorProcess, result: Restart, start: float) -> None:
     while time.monotonic() - start < SETTLE_TIMEOUT_SECONDS:
         if op.process is None or not op.process.alive():
             raise RuntimeError("the operator died during the restart")
-        now, sample = time.monotonic() - start, harness.ProcSample.of(pid)
-        watching |= {r.resource for r in next(follow) if r.user == harness.OPERATOR_USER
-                     and r.verb == "watch"}  # fmt: skip
-        if result.ready_s != result.ready_s and _ready(op.internal_url):
+        answer = _readyz(op.internal_url)
+        now = time.monotonic() - start
+        if answer is not None and result.ready_s != result.ready_s:
             result.ready_s = now
-        if not BACKLOG_WATCHES <= watching:
-            samples.clear()
-        samples.append((now, sample))
-        busy = sample.cpu_seconds - samples[0][1].cpu_seconds
-        if now - samples[0][0] >= IDLE_WINDOW_SECONDS:
-            if busy < IDLE_SHARE * IDLE_WINDOW_SECONDS and result.ready_s == result.ready_s:
-                result.settled_s = now - IDLE_WINDOW_SECONDS
-                break
-            samples = [(t, s) for t, s in samples if t >= now - IDLE_WINDOW_SECONDS]
+        if answer is not None and answer.get("backlog") == "done":
+            result.settled_s = now
+            return
         time.sleep(0.1)
-    else:
-        say(f"not worked through after {SETTLE_TIMEOUT_SECONDS:.0f}s (ready: {result.ready_s}s)")
+    say(f"not worked through after {SETTLE_TIMEOUT_SECONDS:.0f}s (ready: {result.ready_s}s)")
 
 
 def resync_cost(op: operating.OperatorProcess, result: Restart, resync: float) -> None:
