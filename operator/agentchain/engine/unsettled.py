@@ -41,6 +41,9 @@ def needs_resync(obj: Obj) -> bool:
 class _Entry:
     obj: Obj
     due: float
+    # The batch Job as the Job watch last showed it: (name, ended); None when not seen
+    # (or deleted) since this entry was made.
+    job: tuple[str, bool] | None = None
 
 
 @dataclass
@@ -122,6 +125,30 @@ class Unsettled:
         entry = self._jobs.get((namespace, name))
         status = (entry.obj.get("status") or {}) if entry is not None else {}
         return status.get("phase") == "Running" and status.get("podName") == pod
+
+    def job_watched(self, namespace: str, name: str, job: str, *, ended: bool) -> None:
+        """The Job watch showed batch Job ``job`` of AgentJob ``name``, ended or not."""
+        entry = self._jobs.get((namespace, name))
+        if entry is not None:
+            entry.job = (job, ended)
+
+    def job_gone(self, namespace: str, name: str, job: str) -> None:
+        entry = self._jobs.get((namespace, name))
+        if entry is not None and entry.job is not None and entry.job[0] == job:
+            entry.job = None
+
+    def quiet(self, obj: Obj) -> bool:
+        """Whether the watches show ``obj`` running with its batch Job not ended: then a
+        resync has nothing to catch up on.  Its pod's end reaches the engine as a pod
+        event, else as the Job's final condition (an event whose handler fails leaves
+        the Job ended, so not quiet, and the resync reads); a Job deleted or never seen
+        since the index learnt of the job is not quiet either."""
+        entry = self._jobs.get(records.name_of(obj))
+        if entry is None or entry.job is None or _uid(entry.obj) != _uid(obj):
+            return False
+        status = entry.obj.get("status") or {}
+        name, ended = entry.job
+        return status.get("phase") == "Running" and status.get("jobName") == name and not ended
 
     def current(self, namespace: str, name: str) -> Obj | None:
         """A copy of the job as watched, when that is as of this process's last write

@@ -58,6 +58,14 @@ def trim_job(job: Obj) -> Obj:
     return {"metadata": _metadata(job), "status": {"conditions": conditions}}
 
 
+def ended(job: Obj) -> bool:
+    """Whether the batch Job has its final condition (Complete or Failed)."""
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
 def _owner(obj: Obj) -> tuple[str, str | None]:
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
@@ -81,4 +89,10 @@ def job_changed(rt: Runtime, submit: Submit, kind: str, job: Obj) -> None:
         return
     # Indexed now, not in the task: a pod listed next finds its Job without a read.
     rt.jobs.seen(job)
+    if owner:
+        name = str(job["metadata"].get("name"))
+        if kind == "DELETED":
+            rt.unsettled.job_gone(namespace, owner, name)
+        else:
+            rt.unsettled.job_watched(namespace, owner, name, ended=ended(job))
     submit(("jobs", *key_of(job)), lambda: finishing.on_job(rt, job))

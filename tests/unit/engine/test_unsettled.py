@@ -192,3 +192,24 @@ def test_backlog_is_done_once_listed_and_idle_and_stays_done() -> None:
     backlog.update(0)
     backlog.update(5)
     assert backlog.state() == "done"
+
+
+def test_quiet_only_while_running_with_its_batch_job_watched_not_ended() -> None:
+    index = Unsettled()
+    running = job(phase="Running", jobName="j-a1")
+    index.observe(running, 0.0, 1.0)
+    assert not index.quiet(running)  # Its Job not seen since: the resync reads.
+    index.job_watched("ns", "j", "j-a1", ended=False)
+    assert index.quiet(running)
+    index.job_watched("ns", "j", "j-a1", ended=True)
+    assert not index.quiet(running)  # Ended: an event whose handler failed, perhaps.
+    index.job_watched("ns", "j", "j-a1", ended=False)
+    index.job_gone("ns", "j", "j-a1")
+    assert not index.quiet(running)  # Deleted: the resync says it disappeared.
+    index.job_watched("ns", "j", "j-a0", ended=False)
+    assert not index.quiet(running)  # Another attempt's Job.
+    pending = job(phase="Pending", jobName="j-a1")
+    index.observe(pending, 0.0, 1.0)
+    index.job_watched("ns", "j", "j-a1", ended=False)
+    assert not index.quiet(pending)
+    assert not index.quiet(job(uid="u2", phase="Running", jobName="j-a1"))

@@ -23,7 +23,11 @@ from agentchain.handlers.dispatching import Dispatcher
 from agentchain.handlers.watches import namespace_filter
 
 Obj = dict[str, Any]
-SETTLED: dict[str, Any] = {"phase": "Succeeded", "next": [{"action": "none"}], "chainComplete": True}
+SETTLED: dict[str, Any] = {
+    "phase": "Succeeded",
+    "next": [{"action": "none"}],
+    "chainComplete": True,
+}
 
 
 def pod(name: str = "p", owner: str = "aj", **state: Any) -> Obj:
@@ -194,3 +198,19 @@ async def test_a_failing_event_is_logged_and_the_object_runs_again_later() -> No
             await asyncio.sleep(0.01)
     assert ran == [1, 2]
     await dispatcher.close()
+
+
+def test_job_events_tell_the_index_whether_the_running_job_is_quiet() -> None:
+    rt: Any = FakeRuntime()
+    running = agentjob(phase="Running", podName="p", jobName="aj-a1")
+    rt.unsettled.observe(running, 0.0, 1.0)
+    submitted = Submitted()
+    not_ended = batch_job()
+    not_ended["status"]["conditions"] = []
+    workloads.job_changed(rt, submitted, "ADDED", not_ended)
+    assert rt.unsettled.quiet(running)
+    workloads.job_changed(rt, submitted, "MODIFIED", batch_job())
+    assert not rt.unsettled.quiet(running)
+    workloads.job_changed(rt, submitted, "MODIFIED", not_ended)
+    workloads.job_changed(rt, submitted, "DELETED", not_ended)
+    assert not rt.unsettled.quiet(running)
