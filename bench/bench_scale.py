@@ -120,9 +120,10 @@ def serve_logs(info: ClusterInfo, logs: dict[str, str]) -> int:
 
 def build(
     info: ClusterInfo, namespace: str, op: operating.OperatorProcess, args: Any
-) -> tuple[int, int]:
+) -> tuple[int, int, float]:
     """Templates from the real operator, then the cloned backlog; the operator is down.
-    Returns how many AgentJobs are (finished, running), templates included."""
+    Returns how many AgentJobs are (finished, running), templates included, and the
+    operator's RSS (MiB) once it ran the template chain: the cost of the process itself."""
     for body in agents():
         info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
     op.start()
@@ -132,6 +133,8 @@ def build(
         lambda: _templates_ready(info, namespace), timeout=180, what="the template chain"
     )
     time.sleep(2)  # The last job's record (status.next) lands just after its phase.
+    assert op.process is not None
+    idle_mib = harness.ProcSample.of(op.process.pid).rss_mib
     op.stop()
     fast, slow, logs = asyncio.run(backlog.capture(info, namespace, ROOTS))
     if args.keep:
@@ -146,13 +149,14 @@ def build(
         backlog.clone(info, [(fast, chains), (slow, running)], lambda n: say(f"{n} cloned"))
     )
     say(f"cloned in {time.monotonic() - started:.0f}s")
-    return len(fast.agentjobs) * (chains + 1), running + 1
+    return len(fast.agentjobs) * (chains + 1), running + 1, idle_mib
 
 
 @dataclass
 class Restart:
     jobs: int
     settled_jobs: int
+    idle_mib: float = float("nan")
     peak_mib: float = 0.0
     steady_mib: float = 0.0
     ready_s: float = float("nan")
@@ -280,8 +284,8 @@ def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int, int]
         "AGENTCHAIN_RESYNC_SECONDS": str(args.resync),
     }
     op = operating.OperatorProcess(info, kubeconfig, extra_env=env)
-    finished, running = build(info, namespace, op, args)
-    result = Restart(jobs=finished + running, settled_jobs=finished)
+    finished, running, idle_mib = build(info, namespace, op, args)
+    result = Restart(jobs=finished + running, settled_jobs=finished, idle_mib=idle_mib)
     say(f"restarting the operator on {args.jobs} AgentJobs")
     try:
         watch_restart(info, op, result, args.profile)
@@ -300,9 +304,11 @@ def report(result: Restart, requests: tuple[int, int, int]) -> None:
             f"restart peak RSS, {n}",
             result.peak_mib,
             "MiB",
+            baseline=result.idle_mib,
             target=target,
             compare="figure",
-            note="VmHWM of the operator process; issue 21 reported 840 MiB at 5,000",
+            note="VmHWM; baseline: the same operator's RSS after one chain, no backlog; "
+            "issue 21 reported 840 MiB at 5,000",
         )
     )
     emit(
@@ -310,6 +316,7 @@ def report(result: Restart, requests: tuple[int, int, int]) -> None:
             f"steady RSS after restart, {n}",
             result.steady_mib,
             "MiB",
+            baseline=result.idle_mib,
             target=target,
             compare="figure",
         )
