@@ -1,13 +1,16 @@
-"""A chain child's batch Job is created before its AgentJob can own it: never left so.
+"""Every batch Job is owned by its AgentJob from its creation: never left without one.
 
 Aspects covered, on the real control plane with the operator under its ServiceAccount:
 - every batch Job of a finished chain is owned (controller ownerReference, uid) by
   the AgentJob it ran for, so deleting that AgentJob deletes it;
-- the operator SIGKILLed at the ``child-job-unowned`` crashpoint, right after it
-  created a child's Job without owner, leaves that Job ownerless; restarted, it
-  replays the parent's step, adopts that same Job (no second one), and the chain
-  completes;
-- an ownerless Job labelled for an AgentJob that ran another Job is deleted.
+- the operator SIGKILLed at the ``child-created`` crashpoint, right after it created a
+  chain child's AgentJob and before launching it or writing the parent's
+  ``status.next``, leaves the child without a batch Job and the parent undecided;
+  restarted, it replays the parent's step: the same child (same uid, no second one),
+  one owned batch Job for it, and the chain completes;
+- an ownerless Job named and labelled as the next attempt of a running AgentJob
+  (someone else's, exiting 0) is not the operator's: the AgentJob stays Running on its
+  real pod and ends with the real output; the stray Job is left alone.
 
 The session's operator is the one restarted with the crashpoint (as ``test_learnings``
 does), so no second operator ever watches the namespace.
@@ -16,6 +19,8 @@ does), so no second operator ever watches the namespace.
 from __future__ import annotations
 
 import signal
+import sys
+import time
 from typing import Any
 
 import pytest
@@ -50,6 +55,11 @@ def _assert_chain_owns_its_jobs(info: ClusterInfo, namespace: str, jobs: list[Ob
         assert _owned_by(batch[0], agentjob), batch[0]["metadata"]
 
 
+def _agentjobs(info: ClusterInfo, namespace: str) -> list[Obj]:
+    items = operating.get_json(info, "agentjobs", "-n", namespace).get("items") or []
+    return list(items)
+
+
 @pytest.mark.timeout(300)
 def test_chain_jobs_are_owned_by_their_agentjobs(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
@@ -62,78 +72,101 @@ def test_chain_jobs_are_owned_by_their_agentjobs(
 
 
 @pytest.mark.timeout(480)
-def test_a_crash_before_the_owner_is_set_is_adopted_by_the_replay(
+def test_a_crash_after_the_child_is_created_replays_to_one_child_and_one_job(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
     chaining.apply(info, namespace, *_agents())
     code = operator.crash_at(
-        "child-job-unowned",
+        "child-created",
         lambda: chaining.apply(info, namespace, chaining.root_job("own-2", "own-a")),
         timeout=TIMEOUT,
     )
     assert code == -signal.SIGKILL
     try:
-        children = [
-            j
-            for j in chaining.batch_jobs(info, namespace)
-            if j["metadata"]["labels"].get("labrats.work/agentjob") != "own-2"
-        ]
+        children = [j for j in _agentjobs(info, namespace) if j["metadata"]["name"] != "own-2"]
         assert len(children) == 1, [j["metadata"]["name"] for j in children]
-        assert not children[0]["metadata"].get("ownerReferences")
-        unowned_uid = children[0]["metadata"]["uid"]
+        child = children[0]
+        assert not (child.get("status") or {}).get("jobName")
+        assert chaining.batch_jobs(info, namespace, child["metadata"]["name"]) == []
+        parent = operating.get_json(info, "agentjob", "own-2", "-n", namespace)
+        assert not (parent.get("status") or {}).get("next")
     finally:
         operator.start()
 
     jobs = chaining.wait_chain(info, namespace, "own-2", 3, timeout=3 * TIMEOUT)
     assert [j["status"]["phase"] for j in jobs] == ["Succeeded"] * 3
     _assert_chain_owns_its_jobs(info, namespace, jobs)
-    child = chaining.batch_jobs(info, namespace, jobs[1]["metadata"]["name"])[0]
-    assert child["metadata"]["uid"] == unowned_uid  # Adopted, not created again.
+    assert jobs[1]["metadata"]["uid"] == child["metadata"]["uid"]  # Not created again.
+    assert [n["child"] for n in jobs[0]["status"]["next"]] == [child["metadata"]["name"]]
+
+
+SLOW = "import time; time.sleep(15); print('the real agent finished')"
+
+
+def _status(info: ClusterInfo, namespace: str, name: str) -> Obj:
+    return dict(operating.get_json(info, "agentjob", name, "-n", namespace).get("status") or {})
+
+
+def _stray(name: str, agentjob: str, attempt: str) -> Obj:
+    labels = {"labrats.work/agentjob": agentjob, "labrats.work/attempt": attempt}
+    container = {"name": "agent", "image": "agent", "command": ["true"]}
+    pod_spec = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "containers": [container],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
+    }
+
+
+def _complete(info: ClusterInfo, namespace: str, name: str) -> bool:
+    job = operating.get_json(info, "job", name, "-n", namespace)
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Complete" and c.get("status") == "True" for c in conditions)
 
 
 @pytest.mark.timeout(300)
-def test_an_ownerless_job_its_agentjob_will_not_run_is_deleted(
+def test_an_ownerless_job_named_for_an_agentjob_is_not_the_operators(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(
-        info, namespace, chaining.agent("own-solo"), chaining.root_job("own-3", "own-solo")
-    )
+    slow = chaining.agent("own-slow")
+    slow["spec"]["command"] = [sys.executable, "-c", SLOW]
+    chaining.apply(info, namespace, slow, chaining.root_job("own-3", "own-slow"))
     operating.wait_until(
-        lambda: (
-            (
-                operating.get_json(info, "agentjob", "own-3", "-n", namespace).get("status") or {}
-            ).get("phase")
-            == "Succeeded"
-        ),
+        lambda: _status(info, namespace, "own-3").get("phase") == "Running",
         timeout=TIMEOUT,
-        what="own-3 to succeed",
+        what="own-3 to run",
     )
-    stray = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "own-3-a7", "labels": {"labrats.work/agentjob": "own-3"}},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "automountServiceAccountToken": False,
-                    "containers": [{"name": "agent", "image": "agent", "command": ["sleep", "60"]}],
-                }
-            },
-        },
-    }
-    chaining.apply(info, namespace, stray)
+    real_pod = _status(info, namespace, "own-3")["podName"]
+    # Named and labelled as the operator would name attempt 2 of own-3, but not owned.
+    chaining.apply(info, namespace, _stray("own-3-a2", "own-3", "2"))
     operating.wait_until(
-        lambda: (
-            not any(
-                j["metadata"]["name"] == "own-3-a7"
-                for j in chaining.batch_jobs(info, namespace, "own-3")
-            )
-        ),
+        lambda: _complete(info, namespace, "own-3-a2"),
         timeout=TIMEOUT,
-        what="the stray ownerless Job to be deleted",
+        what="the stray Job to complete",
     )
-    assert len(chaining.batch_jobs(info, namespace, "own-3")) == 1
+    # The operator's Job and pod watches deliver the stray's end like a real one's: it
+    # would have acted within this time (a hop takes well under a second here).
+    time.sleep(3)
+    status = _status(info, namespace, "own-3")
+    assert (status.get("phase"), status.get("attempt"), status.get("podName")) == (
+        "Running",
+        1,
+        real_pod,
+    ), status
+    operating.wait_until(
+        lambda: _status(info, namespace, "own-3").get("phase") in {"Succeeded", "Failed"},
+        timeout=TIMEOUT,
+        what="own-3 to end",
+    )
+    status = _status(info, namespace, "own-3")
+    assert status["phase"] == "Succeeded" and status["podName"] == real_pod, status
+    assert "the real agent finished" in status["result"]
+    stray = operating.get_json(info, "job", "own-3-a2", "-n", namespace)
+    assert not stray["metadata"].get("ownerReferences")  # Not adopted either.

@@ -11,6 +11,8 @@ Named points:
 
 * ``learnings-claimed`` — in ``engine.prompting``, right after a job's learnings are
   claimed in Redis and before the ConfigMap is read and the prompt built.
+* ``child-created`` — in ``engine.hopping``, right after a chain child's AgentJob was
+  created and before it is launched and its parent's ``status.next`` written.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ marked Waiting, and also when a dependency already ended for a cycle (the job ma
 be the cycle's other half, looked at second), the jobs its ``dependsOn`` reaches are
 read (breadth first, at most ``dependencies.MAX_JOBS``) and
 ``policy.dependencies.cycle`` decides whether the waits form a cycle.  A job in one
-is ended (``DependencyCycle``) rather than left Waiting for good; ``starting.start``
-then wakes the jobs that wait for it, so the rest of the cycle ends at once too, not
-at the next resync.
+is ended (``DependencyCycle``, by ``engine.launching``) rather than left Waiting for
+good; ``engine.hopping`` then wakes the jobs that wait for it, so the rest of the
+cycle ends at once too, not at the next resync.
 """
 
 from __future__ import annotations
@@ -28,19 +28,6 @@ async def cycle_of(obj: Obj) -> tuple[str, ...] | None:
     """The cycle of waits ``obj`` is in, from the jobs as they are now; None when none."""
     namespace, name = records.name_of(obj)
     return dependencies.cycle(name, await reachable(namespace, name, obj))
-
-
-async def hold(
-    rt: Runtime, obj: Obj, found: tuple[str, ...] | None, reason: str, message: str
-) -> None:
-    """``obj`` cannot start: ended when ``found`` is its cycle, else marked Waiting."""
-    if found is not None:
-        from agentchain.engine import finishing  # Cycle: finishing → starting → here.
-
-        message = dependencies.cycle_message(found)
-        await finishing.record_failure(rt, obj, Reason.DEPENDENCY_CYCLE, message)
-        return
-    await _wait(rt, obj, reason, message)
 
 
 async def reachable(namespace: str, name: str, obj: Obj) -> dict[str, Node]:
@@ -74,13 +61,14 @@ def _node(obj: Obj) -> Node:
     )
 
 
-async def _wait(rt: Runtime, obj: Obj, reason: str, message: str) -> None:
+async def wait(rt: Runtime, obj: Obj, reason: str, message: str) -> None:
+    """Mark ``obj`` Waiting for ``reason`` (written only when that changes)."""
     # The message too, not only the reason: it names the dependency's phase as it is
     # now (a dependency first seen Pending may be Waiting or Running by the resync).
     status = records.parse(obj).status
     if (status.phase, status.reason, status.message) == ("Waiting", reason, message):
         return
-    await records.patch(obj, {"phase": "Waiting", "reason": reason, "message": message})
+    await rt.writes.patch(obj, {"phase": "Waiting", "reason": reason, "message": message})
     await team.job(rt, obj)
     if reason == Reason.DEPENDENCY_NOT_FOUND:
         await events.emit(obj, "Warning", reason, message, key=f"wait:{message}")

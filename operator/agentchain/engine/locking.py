@@ -1,45 +1,73 @@
-"""Per-object serialisation inside one operator process.
+"""Per-object serialisation inside one operator process, and the order locks are taken in.
 
-kopf already serialises handlers per object, but the engine also acts on a
-child directly from its parent's handler (the fast path that keeps hop latency
-low), so the same AgentJob can be touched from two tasks at once.  A lock per
-(namespace, name) makes those two paths take turns; across processes and
-restarts, deterministic names and AlreadyExists keep things exactly-once.
+kopf serialises handlers per object, but a hop touches two AgentJobs (the parent
+and the child it creates) and the pod, Job and AgentJob watches, the resync and a
+parent's hop may all act on the same AgentJob at once.  A lock per (namespace,
+name) makes them take turns; across processes and restarts, deterministic names
+and AlreadyExists keep things exactly-once.
 
-A parent holds its new child's lock from before creating it to the end of
-starting it, so the child's own watch event waits rather than starting it twice.
+Only ``engine.hopping`` takes these locks, always a parent's before its child's, so
+two hops can never wait for each other.  A hop holds its child's lock from before
+creating it to the end of launching it, so the child's own watch event waits and
+then finds it started.  A run of Skipped or refused records is walked hand over
+hand (:class:`Held`): at most a parent's and its child's lock at once, however
+long the run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
-from types import TracebackType
+from collections.abc import AsyncIterator
+
+Key = tuple[str, str]
 
 
-class ObjectLock:
+class Locks:
+    """One ``asyncio.Lock`` per AgentJob in use; an unused one is dropped."""
+
     def __init__(self) -> None:
-        self._lock = asyncio.Lock()
+        self._locks: weakref.WeakValueDictionary[Key, asyncio.Lock] = weakref.WeakValueDictionary()
 
-    async def __aenter__(self) -> None:
-        await self._lock.acquire()
+    def lock(self, namespace: str, name: str) -> asyncio.Lock:
+        key = (namespace, name)
+        found = self._locks.get(key)
+        if found is None:
+            found = asyncio.Lock()
+            self._locks[key] = found
+        return found
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._lock.release()
+    @contextlib.asynccontextmanager
+    async def holding(self, namespace: str, name: str) -> AsyncIterator[Held]:
+        """Hold the AgentJob's lock, and whichever the body takes on, until the end."""
+        held = Held(self)
+        try:
+            await held.take(namespace, name)
+            yield held
+        finally:
+            held.release_all()
 
 
-_locks: weakref.WeakValueDictionary[tuple[str, str], ObjectLock] = weakref.WeakValueDictionary()
+class Held:
+    """The locks one sequence holds (a strong reference keeps each alive)."""
 
+    def __init__(self, locks: Locks) -> None:
+        self._locks = locks
+        self._held: dict[Key, asyncio.Lock] = {}
 
-def lock_for(namespace: str, name: str) -> ObjectLock:
-    key = (namespace, name)
-    lock = _locks.get(key)
-    if lock is None:
-        lock = ObjectLock()
-        _locks[key] = lock
-    return lock
+    async def take(self, namespace: str, name: str) -> None:
+        if (namespace, name) in self._held:
+            return
+        lock = self._locks.lock(namespace, name)
+        await lock.acquire()
+        self._held[(namespace, name)] = lock
+
+    def release(self, namespace: str, name: str) -> None:
+        lock = self._held.pop((namespace, name), None)
+        if lock is not None:
+            lock.release()
+
+    def release_all(self) -> None:
+        for key in list(self._held):
+            self.release(*key)

@@ -23,7 +23,7 @@ _REMEMBERED = 4096
 
 
 class BatchJobs:
-    """The identity (name, uid, labels) of recently seen batch Jobs, per namespace."""
+    """The identity (name, uid, labels, owners) of recently seen batch Jobs, per namespace."""
 
     def __init__(self) -> None:
         self._jobs: OrderedDict[tuple[str, str], Obj] = OrderedDict()
@@ -37,6 +37,7 @@ class BatchJobs:
                 "namespace": meta.get("namespace"),
                 "uid": meta.get("uid"),
                 "labels": dict(meta.get("labels") or {}),
+                "ownerReferences": list(meta.get("ownerReferences") or []),
             }
         }
         self._jobs.move_to_end(key)

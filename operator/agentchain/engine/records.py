@@ -1,7 +1,10 @@
 """Small shared helpers: parsing AgentJobs and writing their status.
 
-Everything the engine writes to an AgentJob's status goes through ``patch``,
-which stamps ``observedGeneration`` so users can tell a stale status apart.
+Everything the engine writes to an AgentJob's status goes through
+:meth:`Writes.patch`, which stamps ``observedGeneration`` so users can tell a stale
+status apart, and remembers the version each write produced: a watched body at that
+version is known to be current as of our own last write (``Unsettled.current``), so it
+can stand in for a read.  One :class:`Writes` per ``Runtime``.
 """
 
 from __future__ import annotations
@@ -17,37 +20,9 @@ from agentchain.models.conditions import Condition, set_condition
 from agentchain.policy import chains, naming
 
 Obj = dict[str, Any]
-DISPOSITION = f"{models.GROUP}/disposition"
-DISPOSITION_MESSAGE = f"{models.GROUP}/disposition-message"
-
-
-# (namespace, name) -> (uid, resourceVersion) of this process's last write to each
-# AgentJob: a watched body at that version is known to be current as of our own last
-# write (``Unsettled.current``), so it can stand in for a read.
-_WRITTEN: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
-_WRITTEN_MAX = 10_000
-
-
-def wrote(obj: Obj | None) -> None:
-    """Remember ``obj``, as an AgentJob write of ours answered, as our last write to it."""
-    meta = (obj or {}).get("metadata") or {}
-    uid, version = meta.get("uid"), meta.get("resourceVersion")
-    if not (uid and version and meta.get("namespace") and meta.get("name")):
-        return
-    key = (meta["namespace"], meta["name"])
-    _WRITTEN.pop(key, None)
-    _WRITTEN[key] = (str(uid), str(version))
-    while len(_WRITTEN) > _WRITTEN_MAX:
-        _WRITTEN.popitem(last=False)
-
-
-def last_write(namespace: str, name: str) -> tuple[str, str] | None:
-    """(uid, resourceVersion) of this process's last write to the AgentJob, if known."""
-    return _WRITTEN.get((namespace, name))
-
-
-def forget_writes(namespace: str, name: str) -> None:
-    _WRITTEN.pop((namespace, name), None)
+DISPOSITION = models.DISPOSITION
+DISPOSITION_MESSAGE = models.DISPOSITION_MESSAGE
+WRITES_REMEMBERED = 10_000
 
 
 def now() -> dt.datetime:
@@ -96,19 +71,66 @@ def owner_reference(obj: Obj) -> Obj:
     }
 
 
-async def patch(obj: Obj, status: Obj, *, condition: Condition | None = None) -> Obj | None:
-    namespace, name = name_of(obj)
-    status = {**status, "observedGeneration": obj["metadata"].get("generation")}
-    if condition is not None:
-        current = parse(obj).status.conditions
-        merged = set_condition(current, condition, now())
-        status["conditions"] = [c.to_api() for c in merged]
-    patched = await resources.patch_status(namespace, resources.AGENTJOBS, name, status)
-    if patched is not None:
-        obj["status"] = patched.get("status", {})
-        wrote(patched)
-    return patched
-
-
 def parent_of(obj: Obj) -> str | None:
     return (obj["metadata"].get("annotations") or {}).get(models.PARENT_JOB)
+
+
+class Writes:
+    """AgentJob status writes, and (uid, resourceVersion) of this process's last one to
+    each AgentJob, the oldest forgotten past ``size``."""
+
+    def __init__(self, size: int = WRITES_REMEMBERED) -> None:
+        self._size = size
+        self._last: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+
+    def wrote(self, obj: Obj | None) -> None:
+        """Remember ``obj``, as an AgentJob write of ours answered, as our last write to it."""
+        meta = (obj or {}).get("metadata") or {}
+        uid, version = meta.get("uid"), meta.get("resourceVersion")
+        if not (uid and version and meta.get("namespace") and meta.get("name")):
+            return
+        key = (meta["namespace"], meta["name"])
+        self._last.pop(key, None)
+        self._last[key] = (str(uid), str(version))
+        while len(self._last) > self._size:
+            self._last.popitem(last=False)
+
+    def last(self, namespace: str, name: str) -> tuple[str, str] | None:
+        """(uid, resourceVersion) of this process's last write to the AgentJob, if known."""
+        return self._last.get((namespace, name))
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._last.pop((namespace, name), None)
+
+    async def patch(
+        self, obj: Obj, status: Obj, *, condition: Condition | None = None
+    ) -> Obj | None:
+        """Merge ``status`` into ``obj``'s status (``obj`` follows the answer)."""
+        namespace, name = name_of(obj)
+        status = {**status, "observedGeneration": obj["metadata"].get("generation")}
+        if condition is not None:
+            current = parse(obj).status.conditions
+            merged = set_condition(current, condition, now())
+            status["conditions"] = [c.to_api() for c in merged]
+        patched = await resources.patch_status(namespace, resources.AGENTJOBS, name, status)
+        if patched is not None:
+            obj["status"] = patched.get("status", {})
+            self.wrote(patched)
+        return patched
+
+
+class Recent:
+    """A set that forgets its oldest members past ``size``: a process-wide memo."""
+
+    def __init__(self, size: int = WRITES_REMEMBERED) -> None:
+        self._size = size
+        self._members: OrderedDict[tuple[str, ...], None] = OrderedDict()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._members
+
+    def add(self, key: tuple[str, ...]) -> None:
+        self._members[key] = None
+        self._members.move_to_end(key)
+        while len(self._members) > self._size:
+            self._members.popitem(last=False)

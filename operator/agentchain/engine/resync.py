@@ -16,7 +16,8 @@ import logging
 import time
 from typing import Any
 
-from agentchain.engine import finishing, orphans, progressing, records, starting
+from agentchain.engine import finishing, hopping, records
+from agentchain.engine.hops import Exit
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import errors, workloads
 from agentchain.policy.outcomes import is_terminal
@@ -29,17 +30,18 @@ CONCURRENCY = 8
 async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
     job = records.parse(obj)
     if is_terminal(job.status):
-        await progressing.progress(rt, obj)
+        await hopping.progress(rt, obj)
         return
     if not job.status.job_name:
-        await starting.start(rt, obj)
+        await hopping.start(rt, obj)
         return
     if rt.unsettled.quiet(obj):
         return  # Running, its batch Job not ended, as the watches show: nothing missed.
     batch = await workloads.get_job(obj["metadata"]["namespace"], job.status.job_name)
     if batch is None:
         msg = f"Batch Job {job.status.job_name} disappeared before the operator saw it end."
-        await finishing.finish(rt, *records.name_of(obj), pod_name=None, exit_code=None, lost=msg)
+        exit = Exit(job.status.attempt or 1, None, None, lost=msg)
+        await hopping.finish(rt, *records.name_of(obj), exit)
         return
     await finishing.on_job(rt, batch)
     for pod in await workloads.list_pods(
@@ -72,8 +74,3 @@ async def keep_resyncing(rt: Runtime) -> None:
         due = rt.unsettled.take_due(time.monotonic(), interval)
         if due:
             await asyncio.gather(*(one(obj) for obj in due))
-        if rt.orphans:
-            try:
-                await orphans.settle_due(rt)
-            except errors.KubeError as exc:  # Looked at again when the Job next changes.
-                log.warning("settling ownerless batch Jobs: %s", exc)

@@ -1,7 +1,10 @@
-"""The process-wide runtime: settings and the Redis-backed stores.
+"""The process-wide runtime: settings, the Redis-backed stores and every memo.
 
 Created once at operator start-up and handed to every engine call, instead of
-module globals, so tests can run several runtimes against different Redis DBs.
+module globals, so tests can run several runtimes against different Redis DBs:
+the watch-fed indexes (agents, unsettled AgentJobs, batch Jobs), the per-object
+locks, this process's last status write to each AgentJob and the jobs it started
+all live here and nowhere else.
 """
 
 from __future__ import annotations
@@ -11,8 +14,9 @@ from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
 
-from agentchain.engine.arrivals import PodArrivals
+from agentchain.engine import records
 from agentchain.engine.catalog import AgentCatalog
+from agentchain.engine.locking import Locks
 from agentchain.engine.ownership import BatchJobs
 from agentchain.engine.unsettled import Unsettled
 from agentchain.kube import clients
@@ -49,12 +53,21 @@ class Runtime:
     contexts: ContextStore
     deliveries: DeliveryLog
     agents: AgentCatalog = field(default_factory=AgentCatalog)
-    unsettled: Unsettled = field(default_factory=Unsettled)
-    orphans: dict[tuple[str, str], float] = field(default_factory=dict)
-    """Ownerless batch Jobs waiting for their AgentJob: (namespace, name) -> when to look."""
-    pods: PodArrivals = field(default_factory=PodArrivals)
+    writes: records.Writes = field(default_factory=records.Writes)
+    """Every AgentJob status write, and the version our last one to each produced."""
+    unsettled: Unsettled = field(init=False)
     jobs: BatchJobs = field(default_factory=BatchJobs)
     """Batch Jobs as the watch shows them: which pods are the operator's own."""
+    locks: Locks = field(default_factory=Locks)
+    started: records.Recent = field(default_factory=records.Recent)
+    """(namespace, name, uid) of AgentJobs this process launched or ended: their
+    creation event, arriving after their parent's hop launched them, needs no read."""
+    finished: records.Recent = field(default_factory=records.Recent)
+    """(namespace, uid) of batch Jobs whose attempt's end this process recorded: the
+    pod and Job updates that follow need nothing more."""
+
+    def __post_init__(self) -> None:
+        self.unsettled = Unsettled(self.writes)
 
     @classmethod
     def create(cls, settings: Settings) -> Runtime:

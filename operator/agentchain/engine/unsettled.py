@@ -74,10 +74,11 @@ class Unsettled:
     """Latest body of each unsettled AgentJob and when it is next due for a resync;
     the names of the settled ones."""
 
-    def __init__(self) -> None:
+    def __init__(self, writes: records.Writes | None = None) -> None:
         self._jobs: dict[Key, _Entry] = {}
         self._settled: set[Key] = set()
         self.backlog = Backlog()
+        self._writes = writes if writes is not None else records.Writes()
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -95,7 +96,7 @@ class Unsettled:
         if not needs_resync(obj):
             self._jobs.pop(key, None)
             self._settled.add(key)
-            records.forget_writes(*key)
+            self._writes.forget(*key)
         else:
             self._settled.discard(key)
             if entry is None or not same:
@@ -111,7 +112,7 @@ class Unsettled:
         entry = self._jobs.get(key)
         if entry is not None and _uid(entry.obj) == _uid(obj):
             del self._jobs[key]
-            records.forget_writes(*key)
+            self._writes.forget(*key)
 
     def is_settled(self, namespace: str, name: str) -> bool:
         """Whether the watch last showed ``name`` settled: its pods' and Jobs' events
@@ -161,7 +162,7 @@ class Unsettled:
         newer (someone else wrote), or of another object of the same name is not used.
         """
         entry = self._jobs.get((namespace, name))
-        written = records.last_write(namespace, name)
+        written = self._writes.last(namespace, name)
         if entry is None or written is None:
             return None
         meta = entry.obj.get("metadata") or {}

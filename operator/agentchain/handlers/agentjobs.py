@@ -22,7 +22,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from agentchain.engine import starting
+from agentchain.engine import hopping
 from agentchain.engine.runtime import Runtime
 from agentchain.handlers.dispatching import Submit
 from agentchain.kube.watching import key_of
@@ -50,8 +50,8 @@ def observed(runtime: Runtime, submit: Submit, kind: str, obj: Obj) -> None:
     if moved is not None:  # The one log line per transition, whoever wrote it.
         status = obj.get("status") or {}
         log.info("AgentJob %s/%s: %s -> %s (%s)", *key[1:], *moved, status.get("reason"))
-    if starting.wants_start(obj):
-        submit(key, lambda: starting.start(runtime, obj))
+    if hopping.wants_start(runtime, obj):
+        submit(key, lambda: hopping.start(runtime, obj))
 
 
 async def _revoke(runtime: Runtime, obj: Obj) -> None:

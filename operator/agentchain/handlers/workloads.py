@@ -6,8 +6,7 @@ only what the engine reads (:func:`trim_pod`, :func:`trim_job`).  Each event is
 decided from the watched objects alone before any I/O: a settled AgentJob's pod or
 Job has nothing left to do (a restart with 5,000 finished jobs used to replay each:
 two AgentJob reads, a pod list and a log read, issue 21), nor has a running pod
-whose AgentJob already says it runs there.  An ownerless Job is always looked at:
-adopting or deleting it is the orphan protocol's, settled job or not.
+whose AgentJob already says it runs there.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentchain import models
-from agentchain.engine import finishing, orphans
+from agentchain.engine import finishing
 from agentchain.engine.runtime import Runtime
 from agentchain.handlers.dispatching import Submit
 from agentchain.kube.watching import key_of
@@ -50,7 +49,7 @@ def trim_pod(pod: Obj) -> Obj:
 
 
 def trim_job(job: Obj) -> Obj:
-    """Identity, owner and final conditions: what ``finishing`` and ``orphans`` read."""
+    """Identity, owner and final conditions: what ``finishing`` reads."""
     conditions = [
         {k: c.get(k) for k in ("type", "status", "reason")}
         for c in (job.get("status") or {}).get("conditions") or []
@@ -76,7 +75,6 @@ def pod_changed(rt: Runtime, submit: Submit, kind: str, pod: Obj) -> None:
     namespace, owner = _owner(pod)
     if not owner or rt.unsettled.is_settled(namespace, owner):
         return
-    rt.pods.seen(namespace, pod["metadata"].get("labels") or {})
     name = str(pod["metadata"].get("name"))
     if finishing.terminated_state(pod) is None and rt.unsettled.running_in(namespace, owner, name):
         return
@@ -85,7 +83,7 @@ def pod_changed(rt: Runtime, submit: Submit, kind: str, pod: Obj) -> None:
 
 def job_changed(rt: Runtime, submit: Submit, kind: str, job: Obj) -> None:
     namespace, owner = _owner(job)
-    if owner and rt.unsettled.is_settled(namespace, owner) and not orphans.is_orphan(job):
+    if owner and rt.unsettled.is_settled(namespace, owner):
         return
     # Indexed now, not in the task: a pod listed next finds its Job without a read.
     rt.jobs.seen(job)

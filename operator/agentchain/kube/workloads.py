@@ -11,7 +11,7 @@ import base64
 from typing import Any
 
 from agentchain.kube import errors
-from agentchain.kube.clients import MERGE_PATCH, batch_path, core_path, open_response, request
+from agentchain.kube.clients import batch_path, core_path, open_response, request
 
 Obj = dict[str, Any]
 
@@ -31,29 +31,6 @@ async def get_job(namespace: str, name: str) -> Obj | None:
     except errors.NotFound:
         return None
     return job
-
-
-async def set_owner(namespace: str, name: str, owner: Obj) -> Obj | None:
-    """Make ``owner`` the batch Job's controller; None when the Job is gone."""
-    patch = {"metadata": {"ownerReferences": [owner]}}
-    try:
-        job: Obj = await request(
-            "PATCH", batch_path(namespace, name), body=patch, content_type=MERGE_PATCH
-        )
-    except errors.NotFound:
-        return None
-    return job
-
-
-async def delete_job(namespace: str, name: str, uid: str | None = None) -> None:
-    """Delete the batch Job and its pods (the one with ``uid``, when given)."""
-    body: Obj = {"propagationPolicy": "Background"}
-    if uid is not None:
-        body["preconditions"] = {"uid": uid}
-    try:
-        await request("DELETE", batch_path(namespace, name), body=body)
-    except (errors.NotFound, errors.Conflict):  # 409: the uid precondition: another Job.
-        pass
 
 
 async def list_pods(namespace: str, label_selector: str) -> list[Obj]:

@@ -18,3 +18,7 @@ AGENTJOB_LABEL = f"{GROUP}/agentjob"
 # On batch Jobs and their pods: which attempt (1-based) of the AgentJob they run.
 ATTEMPT_LABEL = f"{GROUP}/attempt"
 MANAGED_BY = "app.kubernetes.io/managed-by"
+# On a child AgentJob that records a decision and never runs: "skipped" or
+# "refused:<reason>", and the decision's message.
+DISPOSITION = f"{GROUP}/disposition"
+DISPOSITION_MESSAGE = f"{GROUP}/disposition-message"

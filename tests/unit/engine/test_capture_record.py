@@ -1,9 +1,9 @@
-"""What finishing stores of a capture: the record is built before the write, and
+"""What capturing stores of a capture: the record is built before the write, and
 the log read's full size is kept (a tail-only read must say it was cut)."""
 
 from __future__ import annotations
 
-from agentchain.engine.finishing import _record
+from agentchain.engine.capturing import _record
 from agentchain.store.outputs import OUTPUT_MAX_BYTES, Capture
 
 CAPTURE = Capture(attempt=1, exit_code=0, pod="job-abc12", deadline=False)

@@ -15,7 +15,8 @@ import time
 import pytest
 from redis.asyncio import Redis
 
-from agentchain.engine import progressing, records
+from agentchain.engine import records, spawning
+from agentchain.engine.hops import Hop
 from agentchain.engine.runtime import Runtime
 from agentchain.models.aiagent import AiAgent
 from agentchain.policy import chains, context
@@ -55,7 +56,7 @@ async def test_building_a_childs_block_does_not_hold_the_loop(rt: Runtime) -> No
     stop = asyncio.Event()
     ticker = asyncio.create_task(_ticker(gaps, stop))
     started = time.monotonic()
-    block = await progressing._context_for(rt, parent, plan, [(parent, agent)], None)
+    block = await spawning._context_for(Hop(rt, parent), plan, [(parent, agent)], None)
     took = time.monotonic() - started
     stop.set()
     await ticker

@@ -16,12 +16,16 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from redis.asyncio import Redis
 
 from agentchain.engine import records
-from agentchain.engine.starting import wants_start
+from agentchain.engine.hopping import wants_start
+from agentchain.engine.runtime import Runtime
 from agentchain.engine.unsettled import Unsettled, needs_resync
+from agentchain.settings import Settings
 
 Obj = dict[str, Any]
+RT = Runtime.from_client(Settings(), Redis())  # Never connects: no command is sent.
 
 
 def job(name: str = "j", uid: str = "u1", **status: Any) -> Obj:
@@ -82,7 +86,7 @@ def test_wants_start_only_what_is_neither_launched_nor_ended(
 ) -> None:
     status = {k: v for k, v in {"phase": phase, "jobName": job_name}.items() if v}
     expected = job_name is None and phase not in ("Succeeded", "Failed")
-    assert wants_start(job(uid=f"fresh-{phase}-{job_name}", **status)) is expected
+    assert wants_start(RT, job(uid=f"fresh-{phase}-{job_name}", **status)) is expected
 
 
 def test_waiting_on_finds_waiting_dependents_in_the_namespace_only() -> None:
@@ -108,11 +112,12 @@ def versioned(rv: str, uid: str = "u1", **status: Any) -> Obj:
 
 
 def test_current_is_the_watched_body_of_our_last_write_only() -> None:
-    index = Unsettled()
-    records.forget_writes("ns", "j")
+    writes = records.Writes()
+    index = Unsettled(writes)
+    writes.forget("ns", "j")
     index.observe(versioned("10", phase="Running"), 0.0, 1.0)
     assert index.current("ns", "j") is None  # No write of ours: read.
-    records.wrote(versioned("11", phase="Running"))
+    writes.wrote(versioned("11", phase="Running"))
     assert index.current("ns", "j") is None  # The watch has not delivered it yet.
     index.observe(versioned("11", phase="Running"), 0.0, 1.0)
     found = index.current("ns", "j")
@@ -124,30 +129,33 @@ def test_current_is_the_watched_body_of_our_last_write_only() -> None:
 
 
 def test_current_is_never_another_object_of_the_same_name() -> None:
-    index = Unsettled()
-    records.wrote(versioned("11"))
+    writes = records.Writes()
+    index = Unsettled(writes)
+    writes.wrote(versioned("11"))
     index.observe(versioned("11", uid="u2"), 0.0, 1.0)
     assert index.current("ns", "j") is None
 
 
 def test_a_settled_or_deleted_job_is_read_again() -> None:
-    index = Unsettled()
-    records.wrote(versioned("11"))
+    writes = records.Writes()
+    index = Unsettled(writes)
+    writes.wrote(versioned("11"))
     index.observe(versioned("11"), 0.0, 1.0)
     assert index.current("ns", "j") is not None
     index.observe(versioned("12", **SETTLED), 0.0, 1.0)
-    assert index.current("ns", "j") is None and records.last_write("ns", "j") is None
-    records.wrote(versioned("13"))
+    assert index.current("ns", "j") is None and writes.last("ns", "j") is None
+    writes.wrote(versioned("13"))
     index.observe(versioned("13"), 0.0, 1.0)
     index.forget(versioned("13"))
-    assert index.current("ns", "j") is None and records.last_write("ns", "j") is None
+    assert index.current("ns", "j") is None and writes.last("ns", "j") is None
 
 
 def test_incomplete_write_answers_are_not_remembered() -> None:
-    records.forget_writes("ns", "j")
-    records.wrote(None)
-    records.wrote({"metadata": {"namespace": "ns", "name": "j", "uid": "u1"}})
-    assert records.last_write("ns", "j") is None
+    writes = records.Writes()
+    writes.forget("ns", "j")
+    writes.wrote(None)
+    writes.wrote({"metadata": {"namespace": "ns", "name": "j", "uid": "u1"}})
+    assert writes.last("ns", "j") is None
 
 
 def test_settled_names_are_known_until_the_job_unsettles_or_goes() -> None:

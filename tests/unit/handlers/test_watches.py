@@ -2,7 +2,7 @@
 
 Aspects covered:
 - trims keep exactly what the engine reads of a pod and of a batch Job;
-- a settled AgentJob's pod and Job events are dropped (its ownerless Job is not);
+- a settled AgentJob's pod and Job events are dropped, whatever the Job's owner;
   a running pod the watched AgentJob already runs in is dropped, a terminated one not;
 - kopf's namespace patterns (globs, ``!`` negations) select the same namespaces;
 - the dispatcher runs one object's work one at a time, folds events that arrive
@@ -103,11 +103,9 @@ class FakeRuntime:
     """Only the indexes the watch consumers read: no stores, no I/O."""
 
     def __init__(self) -> None:
-        from agentchain.engine.arrivals import PodArrivals
         from agentchain.engine.ownership import BatchJobs
 
         self.unsettled = Unsettled()
-        self.pods = PodArrivals()
         self.jobs = BatchJobs()
 
 
@@ -116,7 +114,7 @@ def agentjob(name: str = "aj", **status: Any) -> Obj:
     return {"metadata": meta, "spec": {"agentRole": "a"}, "status": status}
 
 
-def test_settled_jobs_pods_and_jobs_are_dropped_but_an_ownerless_job_is_not() -> None:
+def test_settled_jobs_pods_and_jobs_are_dropped() -> None:
     rt: Any = FakeRuntime()
     rt.unsettled.observe(agentjob(**SETTLED), 0.0, 1.0)
     submitted = Submitted()
@@ -125,7 +123,7 @@ def test_settled_jobs_pods_and_jobs_are_dropped_but_an_ownerless_job_is_not() ->
     assert submitted.keys == []
     assert rt.jobs.get("ns", "aj-a1") is None  # Not even indexed.
     workloads.job_changed(rt, submitted, "ADDED", batch_job(owned=False))
-    assert submitted.keys == [("jobs", "ns", "aj-a1")]
+    assert submitted.keys == []
 
 
 def test_a_running_pod_of_a_job_that_says_so_is_dropped_a_terminated_one_not() -> None:

@@ -5,7 +5,9 @@ Aspects covered:
   counts; none, a non-controller one, another kind controlling, or a malformed one is none;
 - a pod is refused without a controller Job, when that Job does not exist, when the
   uid differs, when the Job runs another AgentJob or is not the name the operator gives
-  that AgentJob's attempt; the operator's own pod of attempt 1 or 2 is accepted;
+  that AgentJob's attempt, or is not controlled by that AgentJob (no owner, another
+  AgentJob, a non-controller reference); the operator's own pod of attempt 1 or 2 is
+  accepted;
 - attempts come from the label, defaulting to 1 for missing or malformed values.
 """
 
@@ -21,11 +23,26 @@ from agentchain.policy import ownership
 UID = "11111111-2222-3333-4444-555555555555"
 
 
-def job(name: str = "fix-1", agentjob: str = "fix-1", attempt: str | None = None) -> dict[str, Any]:
+OWNER = {
+    "apiVersion": models.API_VERSION,
+    "kind": "AgentJob",
+    "name": "fix-1",
+    "uid": "aj-uid",
+    "controller": True,
+}
+
+
+def job(
+    name: str = "fix-1",
+    agentjob: str = "fix-1",
+    attempt: str | None = None,
+    owners: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     labels = {models.AGENTJOB_LABEL: agentjob}
     if attempt is not None:
         labels[models.ATTEMPT_LABEL] = attempt
-    return {"metadata": {"name": name, "uid": UID, "labels": labels}}
+    refs = [OWNER] if owners is None else owners
+    return {"metadata": {"name": name, "uid": UID, "labels": labels, "ownerReferences": refs}}
 
 
 def ref(**over: Any) -> dict[str, Any]:
@@ -85,6 +102,21 @@ def test_a_pod_without_metadata_has_no_controller() -> None:
         pytest.param(
             pod(ref()), job(attempt="3"), "fix-1", "does not run", id="attempt-name-mismatch"
         ),
+        pytest.param(pod(ref()), job(owners=[]), "fix-1", "does not run", id="ownerless-job"),
+        pytest.param(
+            pod(ref()),
+            job(owners=[{**OWNER, "name": "other"}]),
+            "fix-1",
+            "does not run",
+            id="job-of-another-agentjob",
+        ),
+        pytest.param(
+            pod(ref()),
+            job(owners=[{**OWNER, "controller": False}]),
+            "fix-1",
+            "does not run",
+            id="owner-not-controller",
+        ),
     ],
 )
 def test_pod_refusal(
@@ -102,3 +134,11 @@ def test_pod_refusal(
 )
 def test_attempt_of(label: str | None, attempt: int) -> None:
     assert ownership.attempt_of(job(attempt=label)) == attempt
+
+
+def test_controller_agentjob() -> None:
+    assert ownership.controller_agentjob(job()) == ownership.JobRef("fix-1", "aj-uid")
+    assert ownership.controller_agentjob(job(owners=[])) is None
+    assert ownership.controller_agentjob({}) is None
+    other_kind = {**OWNER, "kind": "ReplicaSet", "apiVersion": "apps/v1"}
+    assert ownership.controller_agentjob(job(owners=[other_kind, OWNER])) is None

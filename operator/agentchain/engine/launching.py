@@ -1,0 +1,219 @@
+"""Launching: from an AgentJob to its running batch Job, or to why it cannot run.
+
+:func:`launch` answers :class:`Launched` (the batch Job exists: created now or by
+an earlier run), :class:`Waiting` (``dependsOn`` jobs have not all ended; the
+status says so) or :class:`~agentchain.engine.hops.Ended` (the job ends without
+running: a Skipped or refused record, no such agent, a dependency cycle, a prompt
+that does not render); recording an end is ``engine.closing``'s.
+
+Every step is idempotent, so the parent's hop, the job's own watch event and the
+resync may all launch the same job: the batch Job's name is derived from the
+AgentJob and its attempt, so a second create answers AlreadyExists; the job token
+is issued by a Lua script that returns the live one; the Job is created with its
+ownerReference, so it never exists without an owner.  The one thing a replay may
+leave behind is an unused job Secret (random name, owned by the AgentJob): the
+Job that exists names the Secret its pod reads, and that is the one ensured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from dataclasses import dataclass
+
+from agentchain import models
+from agentchain.engine import depending, prompting, records, team
+from agentchain.engine.hops import Ended, Hop, Obj
+from agentchain.kube import events, resources, workloads
+from agentchain.models.aiagent import AiAgent
+from agentchain.models.conditions import Reason
+from agentchain.policy import chains, dependencies, jobspec, naming
+from agentchain.policy.agents import Ambiguous
+from agentchain.policy.jobspec import JobInputs, build_job
+from agentchain.policy.prompts import PromptRenderError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Launched:
+    """The batch Job ``job_name`` exists; the pod and Job watches take it from here."""
+
+    job_name: str
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Not launched: waiting for its dependencies (written to its status)."""
+
+
+Launch = Launched | Waiting | Ended
+
+
+async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Launch:
+    """Launch ``attempt`` of the job (``retry``: why, when it is a retry)."""
+    job = hop.job
+    if job.status.job_name and retry is None:
+        return Launched(job.status.job_name)
+    try:
+        init = await _chain_status(hop) if job.status.chain_id is None else {}
+    except chains.ChainMetadataError as exc:
+        return Ended("Failed", Reason.INVALID_CHAIN_METADATA, str(exc))
+    annotations = hop.obj["metadata"].get("annotations") or {}
+    if annotations.get(models.DISPOSITION):
+        return _disposition(annotations, init)
+    agent = await hop.rt.agents.by_trigger(hop.namespace, job.spec.agent_role)
+    if not isinstance(agent, AiAgent) or not agent.spec.enabled:
+        return _refusal(hop, agent, init)
+    deps = await prompting.dependencies(hop.obj, job)
+    cycle = await depending.cycle_of(hop.obj) if deps.waiting or deps.after_cycle else None
+    if cycle is not None:
+        message = dependencies.cycle_message(cycle)
+        return Ended("Failed", Reason.DEPENDENCY_CYCLE, message, init)
+    if deps.waiting:
+        await _write(hop, init)
+        await depending.wait(hop.rt, hop.obj, deps.reason, deps.message)
+        return Waiting()
+    try:
+        body, prompt = await _build(hop, agent, deps.results, attempt)
+    except PromptRenderError as exc:  # PromptTooLarge too: each says its reason.
+        return Ended("Failed", exc.reason, str(exc), init)
+    return await _create(hop, agent, body, prompt, init, retry)
+
+
+def _disposition(annotations: dict[str, str], init: Obj) -> Ended:
+    """A Skipped or refused record: created by its parent's decision, never run."""
+    disposition = annotations[models.DISPOSITION]
+    message = annotations.get(models.DISPOSITION_MESSAGE, "")
+    if disposition == "skipped":
+        return Ended("Skipped", Reason.SKIPPED, message, init)
+    return Ended("Failed", disposition.removeprefix("refused:"), message, init)
+
+
+def _refusal(hop: Hop, agent: AiAgent | Ambiguous | None, init: Obj) -> Ended:
+    role = hop.job.spec.agent_role
+    if isinstance(agent, Ambiguous):  # Never run on one of them (SPEC §1).
+        return Ended("Failed", Reason.DUPLICATE_TRIGGER_NAME, agent.message, init)
+    if agent is None:
+        message = f"No AiAgent in this namespace has triggerName {role!r}."
+        return Ended("Failed", Reason.AGENT_NOT_FOUND, message, init)
+    message = f"AiAgent {role!r} is disabled (enabled: false)."
+    return Ended("Failed", Reason.AGENT_NOT_ENABLED, message, init)
+
+
+async def _write(hop: Hop, status: Obj) -> None:
+    if status:
+        await hop.patch(status)
+
+
+async def _chain_status(hop: Hop) -> Obj:
+    """The chain fields, for the job's first status write (with the Job's name)."""
+    pos = records.position(hop.obj)
+    job = hop.job
+    if models.CHAIN_ID not in (hop.obj["metadata"].get("annotations") or {}):
+        # A root job: its chain metadata goes on the object too, so that
+        # `kubectl get agentjobs -l labrats.work/chain-id=<id>` lists it.
+        patched = await resources.patch_metadata(
+            hop.namespace,
+            resources.AGENTJOBS,
+            hop.name,
+            labels=chains.position_labels(pos, job.spec.agent_role),
+            annotations=chains.position_annotations(pos, None),
+        )
+        hop.rt.writes.wrote(patched)
+    return {
+        "phase": job.status.phase or "Pending",
+        "reason": job.status.reason or Reason.CREATED,
+        "message": job.status.message or "Accepted by the operator.",
+        **records.chain_fields(hop.obj, pos),
+    }
+
+
+async def _build(
+    hop: Hop, agent: AiAgent, deps: list[prompting.DependencyResult], attempt: int
+) -> tuple[Obj, str]:
+    """The batch Job of ``attempt`` (owned by the AgentJob) and its prompt; raises
+    PromptRenderError (PromptTooLarge when the prompt cannot be delivered)."""
+    job, pos = hop.job, records.position(hop.obj)
+    prompt = await prompting.build(hop.rt, hop.obj, job, agent, pos, deps, attempt=attempt)
+    jobspec.check_prompt(prompt)
+    job_name = naming.attempt_job_name(hop.name, attempt)
+    nonce = secrets.token_hex(naming.SECRET_NONCE_BYTES)
+    inputs = JobInputs(
+        agentjob_name=hop.name,
+        job_name=job_name,
+        namespace=hop.namespace,
+        agent=agent.spec,
+        chain_id=pos.chain_id,
+        secret_name=naming.job_secret_name(job_name, nonce),
+        labels=chains.position_labels(pos, job.spec.agent_role),
+        annotations=chains.position_annotations(pos, records.parent_of(hop.obj)),
+        attempt=attempt,
+    )
+    body = build_job(inputs, hop.rt.settings)
+    body["metadata"]["ownerReferences"] = [records.owner_reference(hop.obj)]
+    return body, prompt
+
+
+async def _create(
+    hop: Hop, agent: AiAgent, body: Obj, prompt: str, init: Obj, retry: str | None
+) -> Launched:
+    """Create the batch Job and its Secret, then record the launch on the status."""
+    job_name = body["metadata"]["name"]
+    # Side by side: a pod whose Secret is not there yet waits for it
+    # (CreateContainerConfigError), and the token and its Secret are two small writes.
+    _, (existing, created) = await asyncio.gather(
+        _ensure_secret(hop, body, prompt), workloads.create_job(hop.namespace, body)
+    )
+    if existing is not None and not created:
+        await _reuse(hop, existing, body, prompt)
+    attempt = int(body["metadata"]["labels"][models.ATTEMPT_LABEL])
+    status: Obj = {**init, "jobName": job_name, "attempt": attempt}
+    if retry is None:
+        status["reason"] = Reason.JOB_CREATED
+        status["message"] = f"Batch Job {job_name} created."
+    else:
+        status.update({"phase": "Pending", "reason": Reason.RETRYING, "podName": None})
+        status["message"] = f"{retry}: batch Job {job_name} created."
+    if hop.job.status.phase in (None, "Waiting"):
+        status["phase"] = "Pending"
+    await hop.patch(status)
+    await team.job(hop.rt, hop.obj)
+    if retry is not None:
+        await events.emit(hop.obj, "Warning", Reason.RETRYING, retry, key=f"retry:{attempt}")
+    if created:
+        trigger = agent.spec.trigger_name
+        log.info(
+            "Created batch Job %s/%s (attempt %d) for %s", hop.namespace, job_name, attempt, trigger
+        )
+    return Launched(job_name)
+
+
+async def _ensure_secret(hop: Hop, job: Obj, prompt: str) -> None:
+    """Issue the job's token (the live one again on a replay or retry) into the Secret
+    the batch Job ``job`` names, with the prompt.
+
+    AlreadyExists means an earlier run created it (its name is random, recorded
+    only in that Job).
+    """
+    secret = jobspec.secret_name_of(job)
+    if secret is None:
+        return  # Not a Job built by this version: it reads no Secret.
+    chain_id = records.position(hop.obj).chain_id
+    ttl = hop.rt.settings.job_token_ttl_seconds
+    token = await hop.rt.tokens.issue(hop.namespace, hop.name, hop.uid, chain_id, ttl)
+    owner = records.owner_reference(hop.obj)
+    data = jobspec.secret_data(prompt, token)
+    await workloads.ensure_secret(hop.namespace, secret, data, owner)
+
+
+async def _reuse(hop: Hop, existing: Obj, built: Obj, prompt: str) -> None:
+    """A Job an earlier (crashed) run created: create the Secret it names (the one
+    just created for ``built`` goes with the AgentJob, unused).  A Job owned by
+    another AgentJob of this name (deleted, created again) is left alone."""
+    owners = [ref.get("uid") for ref in existing["metadata"].get("ownerReferences") or []]
+    if hop.uid not in owners:
+        return
+    if jobspec.secret_name_of(existing) != jobspec.secret_name_of(built):
+        await _ensure_secret(hop, existing, prompt)
