@@ -7,6 +7,7 @@ Aspects covered:
 - a watch answered ``410 Gone`` (by a proxy in front of the API server, for a few
   seconds, so the relist meets it too) lists again, backing off meanwhile, and an
   object deleted while no watch ran is handed over as DELETED by the relist;
+- the operator logs one line per AgentJob transition (never twice the same);
 - a restarted operator on a namespace of settled jobs (a finished three-agent chain)
   makes no request for any of them: every request it sends for AgentJobs, batch Jobs
   and pods is a LIST or a WATCH of the collection (counted by a proxy), and
@@ -265,6 +266,9 @@ def test_restart_on_settled_jobs_makes_no_request_per_job(
     operating.wait_until(
         lambda: _readyz(op)["backlog"] == "done", timeout=WAIT, what="the first start's backlog"
     )
+    transitions = re.findall(rf"AgentJob {namespace}/(\S+): (\S+ -> \S+)", op.log_text())
+    assert len(transitions) == len(set(transitions)), transitions  # One line each.
+    assert ("w-1", "Running -> Succeeded") in transitions
     op.stop()
     proxy.requests.clear()
     op.start()
