@@ -5,15 +5,18 @@ binaries, starts etcd, kube-apiserver, the controller manager, the scheduler,
 the local node and Redis, installs the CRDs and the operator's RBAC, runs the
 operator under its own ServiceAccount, applies seed 003's Issue → Fix → Review
 agents (running the deterministic demo agent), sends a signed ``issues.opened``
-delivery to the webhook and shows the chain progressing.  Ctrl-C tears it all
-down.
+delivery to the webhook and shows the chain progressing, then checks that the
+dashboard opens the finished chain and prints its URL and how to log in (the admin
+token).  Ctrl-C tears it all down.
 """
 
 from __future__ import annotations
 
+import http.cookiejar
 import json
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from e2e import delivering, operating
@@ -31,8 +34,8 @@ def send_delivery(op: operating.OperatorProcess) -> dict[str, object]:
     return answer
 
 
-def watch_chain(info: ClusterInfo, timeout: float = 180) -> None:
-    """A live table, redrawn until the chain is complete."""
+def watch_chain(info: ClusterInfo, timeout: float = 180) -> str | None:
+    """A live table, redrawn until the chain is complete; the chain's id."""
     deadline = time.monotonic() + timeout
     previous = ""
     while time.monotonic() < deadline:
@@ -43,11 +46,33 @@ def watch_chain(info: ClusterInfo, timeout: float = 180) -> None:
         items = json.loads(info.kubectl("get", "agentjobs", "-n", NAMESPACE, "-o", "json").stdout)[
             "items"
         ]
-        if items and any((i.get("status") or {}).get("chainComplete") for i in items):
+        done = [i for i in items if (i.get("status") or {}).get("chainComplete")]
+        if done:
             say("the chain is complete")
-            return
+            return str(done[0]["status"].get("chainId") or "") or None
         time.sleep(1)
     say("the chain did not complete in time; see the operator log")
+    return None
+
+
+def dashboard_opens(op: operating.OperatorProcess, chain_id: str) -> bool:
+    """Log in to the dashboard as a browser would and read the finished chain."""
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    login = urllib.request.Request(
+        f"{op.internal_url}/ui/login",
+        data=json.dumps({"token": op.admin_token}).encode(),
+        headers={"Content-Type": "application/json", "Origin": op.internal_url},
+    )
+    try:
+        with opener.open(login, timeout=10):
+            pass
+        with opener.open(f"{op.internal_url}/ui/api/chains/{NAMESPACE}/{chain_id}") as resp:
+            layout = json.load(resp)
+    except OSError as exc:
+        say(f"the dashboard did not open the chain: {exc}")
+        return False
+    return bool(layout.get("complete")) and len(layout.get("nodes") or {}) == 3
 
 
 def run_demo(info: ClusterInfo, op: operating.OperatorProcess) -> None:
@@ -56,7 +81,10 @@ def run_demo(info: ClusterInfo, op: operating.OperatorProcess) -> None:
     info.kubectl("apply", "-n", NAMESPACE, "-f", str(SAMPLE))
     say("sending a signed issues.opened delivery to the webhook")
     send_delivery(op)
-    watch_chain(info)
+    chain_id = watch_chain(info)
+    chain_url = f"{op.internal_url}/ui/chains/{NAMESPACE}/{chain_id}" if chain_id else ""
+    if chain_id and dashboard_opens(op, chain_id):
+        say("the dashboard shows the finished chain")
     print(
         f"""
 Where to look next:
@@ -65,7 +93,9 @@ Where to look next:
   kubectl get aiagents -n {NAMESPACE}             # agents and their Ready condition
   kubectl describe agentjob -n {NAMESPACE} <name> # status, next step, Events
   curl -H 'Authorization: Bearer {op.admin_token}' {op.url}/api/jobs?namespace={NAMESPACE}
-  dashboard: {op.internal_url}/   (internal listener: loopback here)
+  dashboard: {op.internal_url}/ui/   (internal listener: loopback here)
+             log in with the admin token {op.admin_token}
+             the chain: {chain_url or "(not complete)"}
   metrics:   {op.internal_url}/metrics
 Press Ctrl-C to stop everything.""",
         flush=True,
@@ -79,8 +109,7 @@ def main() -> int:
         # operator stops first, then the components, and the workdir is removed.
         try:
             say("installing CRDs and the operator's RBAC; starting the operator")
-            # Loopback only: the read-only dashboard is safe to switch on here.
-            with operating.running(info, {"AGENTCHAIN_DASHBOARD": "true"}) as op:
+            with operating.running(info) as op:
                 run_demo(info, op)
                 while True:
                     time.sleep(3600)

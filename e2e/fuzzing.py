@@ -328,6 +328,12 @@ def _invalid_object(draw: st.DrawFn, schemas: Schemas, schema: Schema) -> tuple[
 # --------------------------------------------------------------------------- requests
 
 
+def is_dashboard_page(target: str) -> bool:
+    """A dashboard path answered with its page, not JSON (``/ui/`` but its API and files)."""
+    path = target.split("?", 1)[0]
+    return path.startswith("/ui/") and not path.startswith(("/ui/api/", "/ui/static/"))
+
+
 @dataclass(frozen=True)
 class FuzzRequest:
     """One request and what its answer must satisfy."""
@@ -355,7 +361,11 @@ class FuzzRequest:
     def check(self, status: int, content_type: str, body: bytes) -> None:
         what = f"{self.method} {self.target} ({self.label}) → {status}: {body[:300]!r}"
         assert status < 500, what
-        if status >= 400 and self.method != "HEAD":
+        page = status == 401 and content_type == "text/html" and is_dashboard_page(self.target)
+        if page and self.method != "HEAD":
+            # A dashboard page without a session: 401 with the page that shows the login.
+            assert b'id="login-form"' in body, what
+        elif status >= 400 and self.method != "HEAD":
             assert content_type == JSON_TYPE, what
             answer = json.loads(body)
             assert isinstance(answer, dict), what
@@ -518,7 +528,16 @@ def operation_request(
     )
 
 
-JUNK_PREFIXES = ("/api/", "/api/jobs/", "/api/store/", "/webhooks/", "/jobs/", "/chains/", "/")
+JUNK_PREFIXES = (
+    "/api/",
+    "/api/jobs/",
+    "/api/store/",
+    "/webhooks/",
+    "/ui/",
+    "/ui/api/",
+    "/ui/static/",
+    "/",
+)
 
 
 @st.composite
@@ -538,12 +557,19 @@ def _get(*params: str, statuses: Sequence[str] = ("200",)) -> dict[str, Any]:
 
 # Served by the public app but outside the API document: liveness.
 UNLISTED_PATHS = {"/healthz": _get()}
-# What the internal listener serves (no API document): the dashboard and the probes.
+# What the internal listener serves (no API document): the dashboard and the probes. The
+# fuzzer holds no dashboard session: every dashboard page and call must answer 401.
 INTERNAL_PATHS = {
-    "/": _get(),
-    "/dashboard.css": _get(),
-    "/jobs/{namespace}/{name}": _get("namespace", "name", statuses=("200", "404")),
-    "/chains/{namespace}/{chainId}": _get("namespace", "chainId", statuses=("200", "404")),
+    "/": _get(statuses=("200", "302", "401")),  # A redirect to /ui/, followed or not.
+    "/ui/": _get(statuses=("401",)),
+    "/ui/static/{name}": _get("name", statuses=("200", "401", "404")),
+    "/ui/jobs/{namespace}/{name}": _get("namespace", "name", statuses=("401", "404")),
+    "/ui/chains/{namespace}/{chainId}": _get("namespace", "chainId", statuses=("401", "404")),
+    "/ui/api/jobs": _get(statuses=("401",)),
+    "/ui/api/session": _get(statuses=("401",)),
+    "/ui/api/events": _get(statuses=("401",)),
+    "/ui/api/jobs/{namespace}/{name}": _get("namespace", "name", statuses=("401", "404")),
+    "/ui/api/chains/{namespace}/{chainId}": _get("namespace", "chainId", statuses=("401", "404")),
     "/healthz": _get(),
     "/readyz": _get(),
     "/metrics": _get(),

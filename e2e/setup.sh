@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what a new machine lacks for the demo and the tests: redis-server
-# (Debian), this package with its test tools (pip), the pinned upstream
-# control-plane binaries (built once from the Go module proxy, then cached) and
+# Installs what a new machine lacks for the demo and the tests: redis-server,
+# chromium and chromium-driver (Debian), this package with its test tools (pip),
+# the pinned upstream control-plane binaries (built once from the Go module proxy, then cached) and
 # pinned npm packages the GitHub stand-in reads (npm_fetch, at the end).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -12,7 +12,14 @@ if ! command -v redis-server >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
 fi
-if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt' 2>/dev/null; then
+# The dashboard's browser test (e2e/test_dashboard_browser.py): Debian's chromium and its
+# driver, headless; nothing is downloaded by Selenium (SE_OFFLINE, explicit driver path).
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  step "installing Debian's chromium and chromium-driver"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium' 2>/dev/null; then
   step "pip install -e '.[test]'"
   python3 -m pip install -q -e '.[test]'
 fi

@@ -9,8 +9,9 @@ Aspects covered:
   snapshot); 409 with seed 000's exact messages for a loop and for depth; ``?wait=``
   returns when the job turns terminal; the chain tree shows parent and child;
 * output: 404 with a reason until captured, then the full text; the dashboard (on the
-  internal listener only) escapes untrusted text and sends its security headers;
-* the dashboard's chain page of a completed chain (its final step records no agent)
+  internal listener only, behind its login) serves it as plain text under a sandbox CSP
+  and sends its security headers;
+* the dashboard's chain of a completed chain (its final step records no agent)
   answers 200, not 500.
 
 Fuzzing every route (thousands of requests, never a 5xx) is ``test_api_fuzz.py``.
@@ -34,6 +35,7 @@ from e2e.webharness import (
     kube,
     served,
     served_internal,
+    ui_login,
 )
 
 __all__ = ["kube"]
@@ -215,15 +217,19 @@ async def test_output_and_dashboard(kube: ClusterInfo, seeded: str) -> None:
         captured = await get(client, path, ADMIN)
         assert captured["output"].startswith("line one") and captured["truncated"] is False
         async with served_internal(rt) as dashboard:
-            page = await dashboard.get(f"/jobs/{seeded}/out")
-            html = await page.text()
-            assert page.status == 200 and "&lt;script&gt;" in html and "<script>" not in html
-            assert job["chainId"] in html
-            assert (await dashboard.get(f"/chains/{seeded}/{job['chainId']}")).status == 200
-            assert (await dashboard.get("/")).status == 200
-            assert "frame-ancestors 'none'" in page.headers["Content-Security-Policy"]
+            assert (await dashboard.get(f"/ui/api/jobs/{seeded}/out")).status == 401
+            await ui_login(dashboard)
+            detail = await (await dashboard.get(f"/ui/api/jobs/{seeded}/out")).json()
+            assert detail["job"]["chainId"] == job["chainId"] and detail["output"]["available"]
+            page = await dashboard.get(f"/ui/api/jobs/{seeded}/out/output")
+            assert page.status == 200 and page.content_type == "text/plain"
+            assert "<script>alert(1)</script>" in await page.text()  # Text, never HTML.
+            assert "sandbox" in page.headers["Content-Security-Policy"]
             assert page.headers["X-Content-Type-Options"] == "nosniff"
-        assert (await client.get(f"/jobs/{seeded}/out")).status == 404  # Not on GitHub's side.
+            chain = await dashboard.get(f"/ui/api/chains/{seeded}/{job['chainId']}")
+            assert chain.status == 200
+            assert (await dashboard.get(f"/ui/api/jobs?namespace={seeded}")).status == 200
+        assert (await client.get(f"/ui/jobs/{seeded}/out")).status == 404  # Not GitHub's side.
 
 
 async def test_a_completed_chains_page_renders(kube: ClusterInfo, seeded: str) -> None:
@@ -246,7 +252,9 @@ async def test_a_completed_chains_page_renders(kube: ClusterInfo, seeded: str) -
         )
         await rt.chains.mark_complete(seeded, job["chainId"], "succeeded", "done")
         async with served_internal(rt) as dashboard:
-            page = await dashboard.get(f"/chains/{seeded}/{job['chainId']}")
-            html = await page.text()
-        assert page.status == 200, html[:500]
-        assert "complete (succeeded)" in html and "· none" in html
+            await ui_login(dashboard)
+            page = await dashboard.get(f"/ui/api/chains/{seeded}/{job['chainId']}")
+            layout = await page.json()
+        assert page.status == 200, layout
+        assert layout["complete"] is True and layout["outcome"] == "succeeded"
+        assert layout["nodes"]["done"]["endings"][0]["action"] == "none"

@@ -134,6 +134,15 @@ async def served_internal(rt: Runtime) -> AsyncIterator[Client]:
         yield c
 
 
+async def ui_login(dashboard: Client) -> dict[str, str]:
+    """Log ``dashboard`` (a :func:`served_internal` client) in; the headers a change needs."""
+    host = f"{dashboard.host}:{dashboard.port}"
+    origin = {"Origin": f"http://{host}", "Host": host}
+    response = await dashboard.post("/ui/login", json={"token": ADMIN_TOKEN}, headers=origin)
+    assert response.status == 200, await response.text()
+    return {**origin, "X-CSRF-Token": (await response.json())["csrf"]}
+
+
 class OperatorTestServer(TestServer):
     """aiohttp's test server running the app through the operator's own runner (as in
     production: JSON for HTTP parse errors, a hang-up does not cancel the handler)."""

@@ -133,8 +133,13 @@ class Settings(BaseSettings):
         description="Most store bytes per Kubernetes namespace (0: no limit).",
     )
     dashboard: bool = Field(
+        True,
+        description="Serve the dashboard under /ui/ on the internal port (login: an admin token).",
+    )
+    dashboard_cookie_secure: bool = Field(
         False,
-        description="Serve the read-only HTML dashboard on the internal port (no login).",
+        description="Mark the dashboard's session cookie Secure although the operator serves"
+        " plain HTTP (a TLS-terminating proxy in front); over TLS it always is.",
     )
 
     @model_validator(mode="before")

@@ -35,11 +35,11 @@ def _run_parser() -> argparse.ArgumentParser:
 def test_every_field_comes_from_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTCHAIN_NAMESPACES", "a, b,,c")
     monkeypatch.setenv("AGENTCHAIN_LISTEN_PORT", "9090")
-    monkeypatch.setenv("AGENTCHAIN_DASHBOARD", "true")
+    monkeypatch.setenv("AGENTCHAIN_DASHBOARD", "false")  # On by default.
     config = Settings()
     assert config.namespaces == ("a", "b", "c")
     assert config.listen_port == 9090
-    assert config.dashboard is True
+    assert config.dashboard is False
 
 
 def test_a_flag_overrides_the_variable_and_an_absent_flag_does_not(

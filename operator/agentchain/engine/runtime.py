@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 
 from agentchain.engine import records
 from agentchain.engine.catalog import AgentCatalog
+from agentchain.engine.feeds import JobFeed
 from agentchain.engine.locking import Locks
 from agentchain.engine.ownership import BatchJobs
 from agentchain.engine.unsettled import Unsettled
@@ -65,6 +66,7 @@ class Runtime:
     finished: records.Recent = field(default_factory=records.Recent)
     """(namespace, uid) of batch Jobs whose attempt's end this process recorded: the
     pod and Job updates that follow need nothing more."""
+    feed: JobFeed = field(default_factory=JobFeed)  # AgentJob changes for live dashboard pages.
 
     def __post_init__(self) -> None:
         self.unsettled = Unsettled(self.writes)

@@ -41,6 +41,7 @@ def trim(obj: Obj) -> Obj:
 
 def observed(runtime: Runtime, submit: Submit, kind: str, obj: Obj) -> None:
     key = ("agentjobs", *key_of(obj))
+    runtime.feed.publish(kind, obj)  # Live dashboard pages (web/live.py); never blocks.
     if kind == "DELETED":
         runtime.unsettled.forget(obj)
         submit(key, lambda: _revoke(runtime, obj))

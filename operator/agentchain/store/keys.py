@@ -99,6 +99,13 @@ TEAM_ANCHOR_PREFIX = ROOT_PREFIX + "anchor:team:"
 # Anchors outlive their job for audit, like chain records.
 ANCHOR_TTL_SECONDS = 30 * 24 * 3600
 
+# --- dashboard sessions (issue 19) ------------------------------------------------------
+# Hash per sha256(session id): the admin token's digest (HMAC under the operator key), the
+# CSRF token and the login time. Redis never holds a session id itself, nor a token.
+DASHBOARD_SESSION_PREFIX = ROOT_PREFIX + "ui:session:"
+# Eight hours from login (a working day), not extended by use; logout deletes it at once.
+DASHBOARD_SESSION_TTL_SECONDS = 8 * 3600
+
 
 def encode(component: str) -> str:
     """Percent-encode the characters that could make two component tuples collide."""
@@ -183,3 +190,7 @@ def job_anchor(tenant: str, job_name: str) -> str:
 
 def team_anchor(tenant: str, chain_id: str) -> str:
     return _join(TEAM_ANCHOR_PREFIX, tenant, chain_id)
+
+
+def dashboard_session(session_sha256_hex: str) -> str:
+    return _join(DASHBOARD_SESSION_PREFIX, session_sha256_hex)

@@ -4,12 +4,14 @@
 webhook (authenticated by its signature), the job API (Bearer tokens), its OpenAPI
 document and ``/healthz``.  ``build_internal_app`` is the **internal** listener
 (``AGENTCHAIN_INTERNAL_PORT``, 8081): ``/metrics``, ``/healthz``, ``/readyz`` and
-the optional dashboard, none of which has a login; the chart routes only the
-public port to the Service that an ingress exposes, so what GitHub can reach
-never includes them.  Both apps are built here and nothing else is, so tests
-serve exactly what production serves.  Middlewares run outermost first: security
-headers on every answer, the error middleware turning every refusal into the
-one JSON error shape, then the auth middleware resolving the caller of ``/api/``.
+the dashboard under ``/ui/`` (on by default, behind its own login with the admin
+tokens: ``sessions.py``); the chart routes only the public port to the Service that
+an ingress exposes, so what GitHub can reach never includes them.  Both apps are
+built here and nothing else is, so tests serve exactly what production serves.
+Middlewares run outermost first: security headers on every answer, the error
+middleware turning every refusal into the one JSON error shape, then the auth
+middleware resolving the caller of ``/api/`` (the dashboard's session middleware
+on the internal listener).
 
 Fail closed, but let the caller keep the rest up: without a webhook secret
 ``build_app``/``serve`` raise :class:`WebhookNotConfigured` (the caller logs it);
@@ -39,12 +41,22 @@ import logging
 from dataclasses import dataclass
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import clients
 from agentchain.store.deliveries import JobQueue
-from agentchain.web import api, auth, dashboard, openapi, server, storeapi, submitting
+from agentchain.web import (
+    api,
+    auth,
+    dashboard,
+    openapi,
+    server,
+    sessions,
+    storeapi,
+    submitting,
+)
 from agentchain.web import webhook as webhooks
 from agentchain.web.dispatch import Dispatcher
 from agentchain.web.responses import (
@@ -130,9 +142,14 @@ def build_app(rt: Runtime, *, webhook: bool = True, dispatch: bool = True) -> we
 
 
 def build_internal_app(rt: Runtime, *, dashboard_enabled: bool | None = None) -> web.Application:
-    """The internal listener: metrics, probes and the optional dashboard, never GitHub's."""
+    """The internal listener: metrics, probes and the dashboard (with its login), never
+    GitHub's."""
+    enabled = rt.settings.dashboard if dashboard_enabled is None else dashboard_enabled
+    middlewares: list[Middleware] = [security_headers, error_middleware]
+    if enabled:
+        middlewares.append(sessions.session_middleware(rt, dashboard.shell))
     app = web.Application(
-        middlewares=[security_headers, error_middleware],
+        middlewares=middlewares,
         client_max_size=API_MAX_BODY_BYTES,
         handler_args=server.HANDLER_ARGS,
     )
@@ -140,7 +157,7 @@ def build_internal_app(rt: Runtime, *, dashboard_enabled: bool | None = None) ->
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_page)
-    if rt.settings.dashboard if dashboard_enabled is None else dashboard_enabled:
+    if enabled:
         dashboard.add_routes(app)
     return app
 

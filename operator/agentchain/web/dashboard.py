@@ -1,90 +1,218 @@
-"""A read-only HTML dashboard: the jobs list, a job's detail, a chain's tree.
+"""The dashboard under ``/ui/``: one page shell, its script, and the JSON it reads.
 
-Off by default.  It has no login of its own, so it is mounted only when
-``AGENTCHAIN_DASHBOARD=true`` (the Helm chart leaves it off), and only on the
-internal listener, never the port GitHub reaches; whoever turns it on exposes job
-metadata and outputs to anyone who can reach that port, and should put it behind
-``kubectl port-forward`` or an authenticating proxy.  Its style sheet is a file,
-not inline, so the Content-Security-Policy every answer carries (``default-src
-'self'``) allows no inline code at all.  Everything
-shown comes from the same serializers as the JSON API.
+On by default on the internal listener, behind a login with the job API's admin
+tokens (``sessions.py``).  Every page (``/ui/``, ``/ui/jobs/<ns>/<name>``,
+``/ui/chains/<ns>/<id>``) is the same static shell; its script (``static/app.js``)
+reads the path, calls the JSON endpoints below and draws the page, so no server
+template ever puts job text into HTML.  The script writes text only through
+``textContent`` and attribute setters, and the pages' Content-Security-Policy
+allows scripts from this origin only (no ``unsafe-inline``) and requires Trusted
+Types, so an ``innerHTML`` with a string throws in the browser: agent output
+containing ``<script>`` is shown as those characters, never run.
 
-Job text (prompts, issue titles, agent output) is untrusted, so templates are
-rendered by jinja2 with autoescape forced on for every template regardless of
-its file name, and links are built with ``urlencode``.
+The JSON endpoints see what an admin token of the job API sees (the operator's
+namespaces) and read through the same paths: the label-selected, paged listing
+(``uilisting.py``), the chain's jobs and record (``chainview.py``), a job with its
+record, output, anchors and Events (``jobdetail.py``).  Live updates are
+server-sent events (``live.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
-import jinja2
 from aiohttp import web
 
-from agentchain.kube import resources
-from agentchain.web import api, listing, serializers
+from agentchain.kube import errors as kube_errors
+from agentchain.kube import resources, viewing
+from agentchain.models.agentjob import AgentJob
+from agentchain.models.aiagent import AiAgent, AiAgentSpec
+from agentchain.policy import prompts
+from agentchain.web import api, auth, chainview, jobdetail, listing, live, serializers, sessions
+from agentchain.web import uilisting as jobs_list
+from agentchain.web.requests import parse_query
+from agentchain.web.responses import ApiError, json_response
 
-TEMPLATES = Path(__file__).with_name("static")
-JOBS_SHOWN = 200
-STYLESHEET = (TEMPLATES / "dashboard.css").read_text(encoding="utf-8")
-
-_env = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(TEMPLATES),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
+STATIC = Path(__file__).with_name("static")
+# The dashboard's files, read once: the only ones served, so no path reaches the disk.
+ASSETS: dict[str, tuple[bytes, str]] = {
+    name: ((STATIC / name).read_bytes(), kind)
+    for name, kind in (("app.js", "text/javascript"), ("app.css", "text/css"))
+}
+SHELL = (STATIC / "index.html").read_bytes()
+# Stricter than every answer's default: nothing but this origin's script, style and
+# JSON; no inline code; Trusted Types so no string can become HTML in the page.
+PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "require-trusted-types-for 'script'; trusted-types 'none'"
 )
+# Full output opened on its own: plain text that can run nothing even if sniffed.
+OUTPUT_CSP = "default-src 'none'; sandbox; frame-ancestors 'none'"
 
 
-def render(template: str, **context: Any) -> web.Response:
-    html = _env.get_template(template).render(**context)
-    return web.Response(text=html, content_type="text/html")
+async def shell(request: web.Request) -> web.Response:
+    """Every page: the shell (answered 401 by the session middleware without a login)."""
+    return web.Response(
+        body=SHELL,
+        content_type="text/html",
+        charset="utf-8",
+        headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-store"},
+    )
 
 
-async def jobs_page(request: web.Request) -> web.Response:
-    rt = request.app[api.RUNTIME_KEY]
-    objs = await listing.list_in(rt.settings.namespaces, resources.AGENTJOBS)
-    newest = sorted(objs, key=serializers.sort_key, reverse=True)[:JOBS_SHOWN]
-    return render("jobs.html", jobs=[serializers.job_view(o) for o in newest])
+async def asset(request: web.Request) -> web.Response:
+    found = ASSETS.get(request.match_info["name"])
+    if found is None:
+        raise ApiError(404, "not found", "No such dashboard file.")
+    body, kind = found
+    return web.Response(body=body, content_type=kind, charset="utf-8")
 
 
-async def job_page(request: web.Request) -> web.Response:
+async def to_ui(request: web.Request) -> web.Response:
+    raise web.HTTPFound("/ui/")
+
+
+async def list_jobs(request: web.Request) -> web.Response:
+    query = parse_query(jobs_list.UiJobQuery, request)
+    phases = None
+    if query.phase is not None:
+        phases = jobs_list.phases_for(query.phase)
+        if phases is None:
+            raise ApiError(422, "invalid phase", "Use an AgentJob phase or a seed 003 status.")
+    principal = auth.principal_of(request)
+    namespaces = list(getattr(principal, "namespaces", ()))
+    if query.namespace is not None:
+        auth.require_namespace(principal, query.namespace)
+        namespaces = [query.namespace]
+    after = api.decode_cursor(query.continue_) if query.continue_ else None
+    selector = listing.job_selector(query.chain, query.agent)
+    if selector is None:
+        return json_response({"items": [], "next": None, "total": 0})
+    objs = await listing.list_in(namespaces, resources.AGENTJOBS, selector or None)
+    rows, last, total = jobs_list.page(
+        (o for o in objs if jobs_list.matches(o, query, phases)), query, after
+    )
+    return json_response(
+        {
+            "items": [live.row_view(o) for o in rows],
+            "next": api.encode_cursor(last) if last else None,
+            "total": total,
+        }
+    )
+
+
+async def _original_prompt(rt: Any, namespace: str, job: AgentJob) -> str:
+    if job.spec.prompt:
+        return job.spec.prompt
+    try:
+        agent = await rt.agents.by_trigger(namespace, job.spec.agent_role)
+    except kube_errors.KubeError:
+        agent = None
+    template = agent.spec.prompt_template if isinstance(agent, AiAgent) else None
+    try:
+        return prompts.render_prompt(template, job.spec.event, agent=job.spec.agent_role)
+    except prompts.PromptRenderError as exc:
+        return f"(the prompt could not be rendered again: {exc})"
+
+
+async def _events(namespace: str, name: str) -> dict[str, Any]:
+    try:
+        found = await viewing.events_for(namespace, "AgentJob", name)
+    except kube_errors.KubeError as exc:
+        return {"events": [], "eventsUnavailable": f"Events could not be read: {exc}"}
+    return {"events": jobdetail.events_view(found), "eventsUnavailable": None}
+
+
+async def job_detail(request: web.Request) -> web.Response:
     rt = request.app[api.RUNTIME_KEY]
     namespace, name = request.match_info["namespace"], request.match_info["name"]
-    api.check_names(namespace, name)
-    if rt.settings.namespaces and namespace not in rt.settings.namespaces:
-        raise web.HTTPNotFound()
-    obj = await resources.get(namespace, resources.AGENTJOBS, name)
-    if obj is None:
-        raise web.HTTPNotFound()
-    record = await rt.outputs.get(namespace, name)
-    reason = "Output not captured yet (the job has not ended, or it expired)."
-    if record is not None and not record.available:
-        reason, record = f"Output unavailable: {record.unavailable_reason}", None
-    return render("job.html", job=serializers.job_view(obj), output=record, output_reason=reason)
+    obj = await api.load_job(auth.principal_of(request), namespace, name)
+    job = AgentJob.model_validate(obj)
+    chain_id = serializers.chain_id_of(obj)
+    record, output, anchor, team, events = await asyncio.gather(
+        rt.chains.get(namespace, chain_id) if chain_id else _none(),
+        rt.outputs.get(namespace, name),
+        rt.anchors.get_job_anchor(namespace, name),
+        rt.anchors.get_team_anchor(namespace, chain_id) if chain_id else _none(),
+        _events(namespace, name),
+    )
+    body = jobdetail.detail(
+        obj,
+        original=await _original_prompt(rt, namespace, job),
+        record=record,
+        output=jobdetail.output_summary(output),
+        anchor=anchor,
+        teamAnchor=team,
+        **events,
+    )
+    return json_response(body)
 
 
-async def chain_page(request: web.Request) -> web.Response:
+async def _none() -> None:
+    return None
+
+
+async def job_output(request: web.Request) -> web.Response:
+    """The full captured output as plain text (the page links here)."""
     rt = request.app[api.RUNTIME_KEY]
-    namespace, chain_id = request.match_info["namespace"], request.match_info["chain_id"]
-    api.check_namespace(namespace)
-    if rt.settings.namespaces and namespace not in rt.settings.namespaces:
-        raise web.HTTPNotFound()
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    await api.load_job(auth.principal_of(request), namespace, name)
+    record = await rt.outputs.get(namespace, name)
+    summary = jobdetail.output_summary(record)
+    if record is None or not summary["available"]:
+        raise ApiError(404, "output not available", str(summary.get("reason") or ""))
+    return web.Response(
+        text=record.text,
+        content_type="text/plain",
+        charset="utf-8",
+        headers={"Content-Security-Policy": OUTPUT_CSP},
+    )
+
+
+async def agent_specs(rt: Any, namespace: str) -> dict[str, AiAgentSpec]:
+    """The namespace's AiAgents by triggerName, from the operator's catalog (the edges'
+    conditions); none when they cannot be read: the chain still draws."""
+    try:
+        entries = await rt.agents.agents_in(namespace)
+    except kube_errors.KubeError:
+        return {}
+    return {agent.spec.trigger_name: agent.spec for _, agent in entries}
+
+
+async def chain_layout(rt: Any, namespace: str, chain_id: str) -> dict[str, Any] | None:
     jobs = await api.chain_jobs(namespace, chain_id)
     record = await rt.chains.get(namespace, chain_id)
     if not jobs and record is None:
-        raise web.HTTPNotFound()
-    tree = serializers.chain_tree(chain_id, namespace, jobs, record)
-    return render("chain.html", chain=tree)
+        return None
+    agents = await agent_specs(rt, namespace)
+    return chainview.layout(chain_id, namespace, jobs, record, agents)
 
 
-async def stylesheet(request: web.Request) -> web.Response:
-    # A file, not an inline <style>: the pages' Content-Security-Policy allows no inline code.
-    return web.Response(text=STYLESHEET, content_type="text/css")
+async def chain(request: web.Request) -> web.Response:
+    rt = request.app[api.RUNTIME_KEY]
+    namespace, chain_id = request.match_info["namespace"], request.match_info["chain_id"]
+    auth.require_chain(auth.principal_of(request), namespace, chain_id)
+    api.check_namespace(namespace)
+    found = await chain_layout(rt, namespace, chain_id)
+    if found is None:
+        raise ApiError(404, "chain not found", f"No chain {chain_id} in namespace {namespace}.")
+    return json_response(found)
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_get("/", jobs_page)
-    app.router.add_get("/dashboard.css", stylesheet)
-    app.router.add_get("/jobs/{namespace}/{name}", job_page)
-    app.router.add_get("/chains/{namespace}/{chain_id}", chain_page)
+    rt = app[api.RUNTIME_KEY]
+    sessions.add_routes(app, rt)
+    app.router.add_get("/", to_ui)
+    app.router.add_get("/ui", to_ui)
+    app.router.add_get("/ui/", shell)
+    app.router.add_get("/ui/jobs/{namespace}/{name}", shell)
+    app.router.add_get("/ui/chains/{namespace}/{chain_id}", shell)
+    app.router.add_get("/ui/static/{name}", asset)
+    app.router.add_get("/ui/api/jobs", list_jobs)
+    app.router.add_get("/ui/api/jobs/{namespace}/{name}", job_detail)
+    app.router.add_get("/ui/api/jobs/{namespace}/{name}/output", job_output)
+    app.router.add_get("/ui/api/chains/{namespace}/{chain_id}", chain)
+    live.add_routes(app)
