@@ -8,27 +8,55 @@ agents (running the deterministic demo agent), sends a signed ``issues.opened``
 delivery to the webhook and shows the chain progressing, then checks that the
 dashboard opens the finished chain and prints its URL and how to log in (the admin
 token).  Ctrl-C tears it all down.
+
+GitHub is the local stand-in (``e2e/github/``, when GitHub's OpenAPI description is in
+the cache e2e/setup.sh fills): the operator runs as a GitHub App installed on
+``acme/webapp``, the delivery carries that installation, and at the end the demo prints
+the comment the chain kept up to date on the issue, as the stand-in recorded it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
 import json
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from e2e import delivering, operating
 from e2e.controlplane.cluster import ClusterInfo, cluster, say, stop_on_signals
+from e2e.github import GitHubStandIn
+from e2e.github.spec import SpecMissing
+from e2e.githubloop import Installed, install
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "config" / "samples" / "labrats.work_v1alpha1_aiagent_issue-fix-review.yaml"
 NAMESPACE = "demo"
+DEMO_REPOSITORY = "acme/webapp"
+DEMO_ISSUE = 1
 
 
-def send_delivery(op: operating.OperatorProcess) -> dict[str, object]:
-    body, headers = delivering.signed(op.webhook_secret, delivering.issue_opened())
+@contextlib.contextmanager
+def github_standin(workdir: Path) -> Iterator[Installed | None]:
+    """The GitHub stand-in with the App installed on acme/webapp; None without the spec."""
+    try:
+        standin = GitHubStandIn()
+    except SpecMissing as missing:
+        say(f"no GitHub stand-in ({missing}); run e2e/setup.sh to see the chain's comment")
+        yield None
+        return
+    with standin:
+        yield install(standin, workdir, repository=DEMO_REPOSITORY)
+
+
+def send_delivery(op: operating.OperatorProcess, github: Installed | None) -> dict[str, object]:
+    payload = delivering.issue_opened(DEMO_ISSUE)
+    if github is not None:  # Delivered by the App: GitHub adds its installation.
+        payload["installation"] = {"id": github.installation.id}
+    body, headers = delivering.signed(op.webhook_secret, payload)
     status, answer = delivering.send(op, body, headers)
     say(f"webhook answered {status}: {json.dumps(answer)[:300]}")
     return answer
@@ -75,13 +103,35 @@ def dashboard_opens(op: operating.OperatorProcess, chain_id: str) -> bool:
     return bool(layout.get("complete")) and len(layout.get("nodes") or {}) == 3
 
 
-def run_demo(info: ClusterInfo, op: operating.OperatorProcess) -> None:
+def show_comment(github: Installed | None, timeout: float = 30) -> None:
+    """The comment on the issue once it shows the chain's end, as the stand-in has it."""
+    if github is None:
+        return
+    deadline = time.monotonic() + timeout
+    comments = github.comments(DEMO_ISSUE)
+    while time.monotonic() < deadline:
+        comments = github.comments(DEMO_ISSUE)
+        if comments and "The result appears here" not in comments[-1].body:
+            break
+        time.sleep(0.5)
+    if not comments:
+        say("no comment was written on the issue; see the operator log")
+        return
+    say(
+        f"the comment the chain wrote on {DEMO_REPOSITORY}#{DEMO_ISSUE} (by "
+        f"{comments[-1].author}; {len(comments)} comment(s), the GitHub stand-in's record):"
+    )
+    print("\n" + comments[-1].body, flush=True)
+
+
+def run_demo(info: ClusterInfo, op: operating.OperatorProcess, github: Installed | None) -> None:
     info.kubectl("create", "namespace", NAMESPACE)
     say("applying seed 003's Issue → Fix → Review agents (demo agent as command)")
     info.kubectl("apply", "-n", NAMESPACE, "-f", str(SAMPLE))
     say("sending a signed issues.opened delivery to the webhook")
-    send_delivery(op)
+    send_delivery(op, github)
     chain_id = watch_chain(info)
+    show_comment(github)
     chain_url = f"{op.internal_url}/ui/chains/{NAMESPACE}/{chain_id}" if chain_id else ""
     if chain_id and dashboard_opens(op, chain_id):
         say("the dashboard shows the finished chain")
@@ -104,13 +154,15 @@ Press Ctrl-C to stop everything.""",
 
 def main() -> int:
     stop_on_signals()
-    with cluster() as info:
+    with cluster() as info, github_standin(info.workdir) as github:
         # Ctrl-C is the demo's normal end: caught inside the cluster's context, so the
         # operator stops first, then the components, and the workdir is removed.
         try:
             say("installing CRDs and the operator's RBAC; starting the operator")
-            with operating.running(info) as op:
-                run_demo(info, op)
+            # No job links in the comment: the dashboard's port is only known once started.
+            env = github.env() | {"AGENTCHAIN_GITHUB_DASHBOARD_URL": ""} if github else {}
+            with operating.running(info, env) as op:
+                run_demo(info, op, github)
                 while True:
                     time.sleep(3600)
         except KeyboardInterrupt:

@@ -48,3 +48,15 @@ WEBHOOK_JOBS = Counter(
     "forged: dropped because its seal was not the operator's).",
     ["result"],
 )
+GITHUB_WRITEBACKS = Counter(
+    "agentchain_github_writebacks_total",
+    "Chain write-backs to GitHub by result (written, unchanged, skipped, rate_limited,"
+    " retried, failed) and reason (BadAppKey, NotInstalled, PermissionMissing, ...).",
+    ["result", "reason"],
+)
+GITHUB_JOB_TOKENS = Counter(
+    "agentchain_github_job_tokens_total",
+    "GitHub installation tokens for jobs by result (minted, reused, refreshed, revoked,"
+    " refused, failed).",
+    ["result"],
+)

@@ -32,7 +32,9 @@ ENV_PREFIX = "AGENTCHAIN_"
 SECRET_LISTS = ("webhook_secrets", "admin_tokens", "operator_key")
 # Single secrets: the file's first line (the whole line, commas included); never a flag.
 SECRET_VALUES = ("redis_password",)
-SECRETS = SECRET_LISTS + SECRET_VALUES
+# Whole-file secrets (a PEM key spans lines): the file's text as it is; never a flag.
+SECRET_FILES = ("github_private_key",)
+SECRETS = SECRET_LISTS + SECRET_VALUES + SECRET_FILES
 
 
 def _comma_list(value: Any) -> Any:
@@ -43,6 +45,14 @@ def _comma_list(value: Any) -> Any:
 
 
 CommaList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_comma_list)]
+
+
+def _empty_none(value: Any) -> Any:
+    # The chart sets every variable; an empty one means "not configured".
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+OptionalInt = Annotated[int | None, BeforeValidator(_empty_none)]
 
 
 class Settings(BaseSettings):
@@ -142,6 +152,37 @@ class Settings(BaseSettings):
         " plain HTTP (a TLS-terminating proxy in front); over TLS it always is.",
     )
 
+    github_app_id: OptionalInt = Field(
+        None,
+        gt=0,
+        description="GitHub App id. With a private key, the operator writes chains back to"
+        " GitHub and mints job tokens (docs/github.md); without, nothing is written back.",
+    )
+    github_private_key: str = Field(
+        "", description="The GitHub App's private key (PEM). Prefer _FILE."
+    )
+    github_private_key_file: str | None = Field(
+        None, description="File holding the GitHub App's private key (a mounted Secret)."
+    )
+    github_api_url: str = Field(
+        "https://api.github.com",
+        description="GitHub's REST API base URL (GitHub Enterprise Server:"
+        " https://HOST/api/v3). Also GITHUB_API_URL in agent pods that get a token.",
+    )
+    github_dashboard_url: str = Field(
+        "",
+        description="The dashboard's URL as people reach it; chain comments link each job"
+        " to <url>/ui/jobs/<namespace>/<name> (empty: no links).",
+    )
+    github_writeback_delay_seconds: float = Field(
+        2.0,
+        gt=0,
+        description="Changes to one chain within this many seconds become one GitHub edit.",
+    )
+    github_check_name: str = Field(
+        "agentchain", min_length=1, description="Name of the Check Run on pull requests."
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _read_secret_files(cls, data: Any) -> Any:
@@ -154,7 +195,17 @@ class Settings(BaseSettings):
                 with open(path, encoding="utf-8") as fh:
                     lines = tuple(line.strip() for line in fh if line.strip())
                 data[name] = lines if name in SECRET_LISTS else next(iter(lines), "")
+        for name in SECRET_FILES:
+            path = data.get(f"{name}_file")
+            if path and os.path.exists(path):
+                with open(path, encoding="utf-8") as fh:
+                    data[name] = fh.read()
         return data
+
+    @property
+    def github_enabled(self) -> bool:
+        """Whether a GitHub App is configured: write-back and job tokens are on."""
+        return self.github_app_id is not None and bool(self.github_private_key.strip())
 
 
 def env_name(field: str) -> str:

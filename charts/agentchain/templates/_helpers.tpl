@@ -120,3 +120,12 @@ Call with (dict "ctx" . "name" <Secret name> "key" <data key>).
 {{- randAlphaNum 48 | b64enc }}
 {{- end }}
 {{- end }}
+
+{{/* The Secret holding the GitHub App's private key, or "" when none is configured. */}}
+{{- define "agentchain.githubSecretName" -}}
+{{- if .Values.github.existingSecret }}
+{{- .Values.github.existingSecret }}
+{{- else if .Values.github.privateKey }}
+{{- printf "%s-github" (include "agentchain.fullname" .) }}
+{{- end }}
+{{- end }}

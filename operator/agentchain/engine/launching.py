@@ -23,7 +23,7 @@ import secrets
 from dataclasses import dataclass
 
 from agentchain import models
-from agentchain.engine import depending, prompting, records, team
+from agentchain.engine import depending, githubtokens, prompting, records, team
 from agentchain.engine.hops import Ended, Hop, Obj
 from agentchain.kube import events, resources, workloads
 from agentchain.models.aiagent import AiAgent
@@ -205,6 +205,7 @@ async def _ensure_secret(hop: Hop, job: Obj, prompt: str) -> None:
     token = await hop.rt.tokens.issue(hop.namespace, hop.name, hop.uid, chain_id, ttl)
     owner = records.owner_reference(hop.obj)
     data = jobspec.secret_data(prompt, token)
+    data.update(await githubtokens.secret_data(hop.rt, hop.obj))  # Issue 17: GITHUB_TOKEN.
     await workloads.ensure_secret(hop.namespace, secret, data, owner)
 
 

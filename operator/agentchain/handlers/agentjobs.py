@@ -22,7 +22,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from agentchain.engine import hopping
+from agentchain.engine import hopping, writeback
 from agentchain.engine.runtime import Runtime
 from agentchain.handlers.dispatching import Submit
 from agentchain.kube.watching import key_of
@@ -41,6 +41,7 @@ def trim(obj: Obj) -> Obj:
 
 def observed(runtime: Runtime, submit: Submit, kind: str, obj: Obj) -> None:
     key = ("agentjobs", *key_of(obj))
+    writeback.observe(runtime, kind, obj)  # Issue 17: GitHub write-back, token revocation.
     runtime.feed.publish(kind, obj)  # Live dashboard pages (web/live.py); never blocks.
     if kind == "DELETED":
         runtime.unsettled.forget(obj)

@@ -40,6 +40,15 @@ class JobEvent(KubeModel):
     body: str | None = None
     url: str | None = None
     labels: list[str] = Field(default_factory=list)
+    installation_id: int | None = Field(
+        default=None, description="The GitHub App installation the delivery came through."
+    )
+    subject: Literal["issue", "pull_request"] | None = Field(
+        default=None, description="What number names: an issue or a pull request."
+    )
+    head_sha: str | None = Field(
+        default=None, description="A pull request's head commit (its Check Run goes there)."
+    )
 
 
 class DelegationHop(KubeModel):

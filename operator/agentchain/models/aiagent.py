@@ -117,6 +117,57 @@ class LearningsRef(KubeModel):
     config_map_name: str = Field(description="ConfigMap whose data entries are learnings.")
 
 
+# --- GitHub App: the job token and write-back (issue 17) ----------------------------------
+PermissionLevel = Literal["read", "write"]
+
+
+class GitHubPermissions(KubeModel):
+    """What a job's installation token may do, by GitHub permission (unset: nothing).
+
+    ``metadata: read`` comes with every token; the App itself must have been granted at
+    least as much, or the job gets no token (an Event says which permission is missing).
+    """
+
+    contents: PermissionLevel | None = Field(default=None, description="Code: clone, push.")
+    issues: PermissionLevel | None = Field(default=None, description="Issues and comments.")
+    pull_requests: PermissionLevel | None = Field(
+        default=None, description="Pull requests and their comments."
+    )
+    checks: PermissionLevel | None = Field(default=None, description="Check runs.")
+    statuses: PermissionLevel | None = Field(default=None, description="Commit statuses.")
+    actions: PermissionLevel | None = Field(default=None, description="Workflow runs.")
+
+
+class GitHubWriteBack(KubeModel):
+    """How a chain this agent starts from an issue or pull request shows on GitHub."""
+
+    comment: bool = Field(
+        default=True, description="Keep one comment on the issue or PR up to date."
+    )
+    check_run: bool = Field(default=True, description="A Check Run on the PR's head commit.")
+    allow_mentions: bool = Field(
+        default=False,
+        description=(
+            "Write the outcome as Markdown, so agent text may @mention people and use "
+            "closing keywords (fixes #1). Otherwise it is shown as text in a code block."
+        ),
+    )
+
+
+class GitHubAccess(KubeModel):
+    permissions: GitHubPermissions | None = Field(
+        default=None,
+        description=(
+            "Permissions of the installation token each job gets as GITHUB_TOKEN, limited "
+            "to the event's repository. None: no token."
+        ),
+    )
+    write_back: GitHubWriteBack = Field(
+        default_factory=GitHubWriteBack,
+        description="Progress and outcome on the issue or PR (when the operator has an App).",
+    )
+
+
 class AiAgentSpec(KubeModel):
     name: str | None = Field(default=None, description="Display name.")
     trigger_name: str = Field(
@@ -190,6 +241,13 @@ class AiAgentSpec(KubeModel):
         default=None, description="Text the output must contain for exit 0 to count as success."
     )
     handoff_heading: str = Field(default=DEFAULT_HANDOFF_HEADING)
+    github: GitHubAccess | None = Field(
+        default=None,
+        description=(
+            "GitHub App access (docs/github.md): the job token's permissions, and how the "
+            "chains this agent starts are written back. Absent: no token, default write-back."
+        ),
+    )
 
 
 class AiAgentStatus(KubeModel):

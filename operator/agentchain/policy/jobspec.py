@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 from agentchain import models
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
+from agentchain.policy import githubscope
 from agentchain.policy.prompts import PromptRenderError
 from agentchain.settings import Settings
 
@@ -164,6 +165,7 @@ def agent_env(inputs: JobInputs, settings: Settings) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": "AGENT_PROMPT", **_secret_ref(inputs, PROMPT_ENV_KEY)}]
     env += [{"name": name, "value": literal(value)} for name, value in plain.items()]
     env.append({"name": "AGENT_TOKEN", **_secret_ref(inputs, TOKEN_SECRET_KEY)})
+    env += githubscope.job_env(agent.github, inputs.secret_name, settings.github_api_url)
     return env + list(agent.env or [])
 
 

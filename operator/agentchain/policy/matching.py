@@ -324,7 +324,29 @@ def event_from_payload(
         body=_bounded(body, BODY_MAX_BYTES),
         url=_url(payload, subject),
         labels=[_bounded(n, LABEL_MAX_BYTES) or "" for n in _labels(payload)[:LABELS_MAX]],
+        **_github_target(payload),
     )
+
+
+def _github_target(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """Where a chain is written back (issue 17): the installation, and whether the
+    number is an issue or a pull request (an issue payload's ``pull_request`` key says
+    it is one), with a pull request's head commit for its Check Run."""
+    installation = _number_at(_mapping(payload, "installation"), "id")
+    pull = _mapping(payload, "pull_request")
+    issue = _mapping(payload, "issue")
+    subject = "pull_request" if pull or "pull_request" in issue else "issue" if issue else None
+    sha = _text(pull, "head", "sha")
+    valid_sha = (
+        sha if sha and len(sha) == 40 and all(c in "0123456789abcdef" for c in sha) else None
+    )
+    return {"installation_id": installation, "subject": subject, "head_sha": valid_sha}
+
+
+def _number_at(data: Mapping[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    valid = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return value if valid else None
 
 
 def _subject(payload: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -99,6 +99,26 @@ TEAM_ANCHOR_PREFIX = ROOT_PREFIX + "anchor:team:"
 # Anchors outlive their job for audit, like chain records.
 ANCHOR_TTL_SECONDS = 30 * 24 * 3600
 
+# --- GitHub write-back and job tokens (issue 17) -----------------------------------------
+# Hash per chain: the id of its comment and Check Run on GitHub and the digest of the body
+# last written to each, so the same comment is edited (never a second one) and an
+# unchanged render costs no request, also after a restart or a redelivery.
+GITHUB_CHAIN_PREFIX = ROOT_PREFIX + "github:chain:"
+# String per chain while one writer creates its comment or Check Run (SET NX, owner token):
+# two replicas or flushes never create two; a crashed holder's claim ends with its TTL,
+# which is longer than a search and a create take (each request times out after 20 s)
+# and short enough that a restarted operator is not kept waiting long.
+GITHUB_CLAIM_PREFIX = ROOT_PREFIX + "github:claim:"
+GITHUB_CLAIM_TTL_SECONDS = 30
+# String per job: JSON scope of its GitHub token (uid, installation, repository,
+# permissions), fixed at launch from the AiAgent; a refresh mints this and nothing wider.
+GITHUB_JOB_SCOPE_PREFIX = ROOT_PREFIX + "github:job-scope:"
+# List per job: its installation tokens, sealed (AES-GCM under an operator sub-key) with
+# their expiry, kept only to revoke them when the job ends.
+GITHUB_JOB_TOKENS_PREFIX = ROOT_PREFIX + "github:job-tokens:"
+# Installation tokens live one hour; the records outlive them a day at most, like job tokens.
+GITHUB_JOB_TTL_SECONDS = JOB_TOKEN_MAX_TTL_SECONDS
+
 # --- dashboard sessions (issue 19) ------------------------------------------------------
 # Hash per sha256(session id): the admin token's digest (HMAC under the operator key), the
 # CSRF token and the login time. Redis never holds a session id itself, nor a token.
@@ -190,6 +210,22 @@ def job_anchor(tenant: str, job_name: str) -> str:
 
 def team_anchor(tenant: str, chain_id: str) -> str:
     return _join(TEAM_ANCHOR_PREFIX, tenant, chain_id)
+
+
+def github_chain(tenant: str, chain_id: str) -> str:
+    return _join(GITHUB_CHAIN_PREFIX, tenant, chain_id)
+
+
+def github_claim(tenant: str, chain_id: str) -> str:
+    return _join(GITHUB_CLAIM_PREFIX, tenant, chain_id)
+
+
+def github_job_scope(tenant: str, job_name: str) -> str:
+    return _join(GITHUB_JOB_SCOPE_PREFIX, tenant, job_name)
+
+
+def github_job_tokens(tenant: str, job_name: str) -> str:
+    return _join(GITHUB_JOB_TOKENS_PREFIX, tenant, job_name)
 
 
 def dashboard_session(session_sha256_hex: str) -> str:

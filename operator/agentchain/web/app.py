@@ -51,6 +51,7 @@ from agentchain.web import (
     api,
     auth,
     dashboard,
+    githubapi,
     openapi,
     server,
     sessions,
@@ -138,6 +139,7 @@ def build_app(rt: Runtime, *, webhook: bool = True, dispatch: bool = True) -> we
     api.add_routes(app)
     submitting.add_routes(app)
     storeapi.add_routes(app)
+    githubapi.add_routes(app)
     return app
 
 

@@ -35,6 +35,16 @@ _ERROR = {"$ref": "#/components/responses/Error"}
 # parameter or the body invalid (422), Redis or the Kubernetes API not answering (503).
 _API_ERRORS = {code: _ERROR for code in ("401", "403", "422", "503")}
 _OBJECT = {"type": "object"}
+_GITHUB_TOKEN = {
+    "type": "object",
+    "required": ["token", "expiresAt", "repository", "permissions"],
+    "properties": {
+        "token": {"type": "string"},
+        "expiresAt": {"type": "string", "format": "date-time"},
+        "repository": {"type": "string"},
+        "permissions": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
@@ -187,6 +197,20 @@ def _paths() -> dict[str, Any]:
                 "parameters": [_NS, _KEY, *tenant],
                 "responses": {"204": {"description": "deleted"}, "404": _ERROR, **_API_ERRORS},
             },
+        },
+        "/api/github/token": {
+            "post": {
+                "summary": "A fresh GitHub installation token for the calling job (its own job "
+                "token only), with the repository and permissions fixed at its launch.",
+                "responses": {
+                    "200": _json(_GITHUB_TOKEN),
+                    # No App configured, or the job's agent declares no permissions.
+                    "404": _ERROR,
+                    "429": _ERROR,  # Past 24 tokens for the job (each lives an hour).
+                    "502": _ERROR,  # GitHub refused (NotInstalled, PermissionMissing, ...).
+                    **_API_ERRORS,  # 503: GitHub unreachable or rate-limited.
+                },
+            }
         },
     }
 

@@ -54,6 +54,7 @@ class TestEventFromPayload:
             "body": "Steps",
             "url": "https://github.com/octo/app/issues/12",
             "labels": ["bug", "p1"],
+            "subject": "issue",
         }
 
     def test_comment_body_and_association(self) -> None:

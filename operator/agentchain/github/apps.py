@@ -1,0 +1,229 @@
+"""The operator as a GitHub App: installation tokens, and the calls write-back makes.
+
+githubkit does the HTTP, the App JWT (RS256, ``iss`` = app id, nine minutes) and the
+typed bodies; this module keeps to what the product needs:
+
+- :meth:`GitHubApp.mint` creates an installation access token for ONE repository and
+  the given permissions (``POST /app/installations/{id}/access_tokens`` with
+  ``repositories`` and ``permissions``), so GitHub itself refuses anything wider;
+- :meth:`GitHubApp.revoke` revokes a token (``DELETE /installation/token``, with the
+  token itself);
+- the operator's own tokens (write-back) are minted the same way and kept in memory
+  until five minutes before they expire (:meth:`GitHubApp.token_for`);
+- comments and check runs: create, update, and find the one the operator made
+  (by its hidden marker and author, or by ``external_id``).
+
+githubkit's own retries are off (``auto_retry=False``): a rate limit must reach the
+write-back worker, which waits and then sends the *latest* body rather than sleeping
+inside a stale request.  Every githubkit exception leaves as a
+:class:`~agentchain.github.errors.GitHubError`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from githubkit import AppAuthStrategy, GitHub
+from githubkit.cache import MemCacheStrategy
+from githubkit.exception import GitHubException
+
+from agentchain.github.errors import NOT_FOUND, GitHubError, classify
+from agentchain.policy.githubscope import Scope
+from agentchain.settings import Settings
+
+TIMEOUT_SECONDS = 20.0
+REFRESH_MARGIN_SECONDS = 300
+"""An own token is replaced this long before it expires."""
+MAX_COMMENT_PAGES = 30
+"""Comments searched for the marker: 3,000, GitHub's busiest threads are shorter."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Minted:
+    token: str
+    expires_at: dt.datetime
+
+
+class GitHubApp:
+    """One configured App; ``from_settings`` gives None when none is configured."""
+
+    def __init__(self, app_id: int, private_key: str, base_url: str) -> None:
+        self.app_id = app_id
+        self.base_url = base_url.rstrip("/") + "/"
+        self._app = GitHub(
+            AppAuthStrategy(str(app_id), private_key),
+            base_url=self.base_url,
+            # Its own cache: githubkit's default one is process-wide and keyed by app id,
+            # so another key of the same App would reuse this one's JWTs.
+            cache_strategy=MemCacheStrategy(),
+            timeout=TIMEOUT_SECONDS,
+            http_cache=False,
+            auto_retry=False,
+        )
+        self._own: dict[tuple[int, str, tuple[tuple[str, str], ...]], Minted] = {}
+        self._bot_login: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GitHubApp | None:
+        if not settings.github_enabled:
+            return None
+        assert settings.github_app_id is not None
+        return cls(settings.github_app_id, settings.github_private_key, settings.github_api_url)
+
+    def _client(self, token: str) -> GitHub[Any]:
+        return GitHub(
+            token,
+            base_url=self.base_url,
+            timeout=TIMEOUT_SECONDS,
+            http_cache=False,
+            auto_retry=False,
+        )
+
+    @staticmethod
+    async def _call(call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await call()
+        except GitHubException as exc:
+            raise classify(exc) from None
+
+    # -- tokens -----------------------------------------------------------------------
+    async def mint(self, scope: Scope) -> Minted:
+        """A new installation token for ``scope``'s one repository and permissions."""
+        made = await self._call(
+            lambda: self._app.rest.apps.async_create_installation_access_token(
+                scope.installation_id,
+                repositories=[scope.name],
+                permissions=cast(Any, dict(scope.permissions)),
+            )
+        )
+        data = made.parsed_data
+        expires = dt.datetime.strptime(data.expires_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+        return Minted(data.token, expires)
+
+    async def revoke(self, token: str) -> None:
+        """Revoke ``token``; one that is already dead (401) counts as revoked."""
+        gh = self._client(token)  # githubkit holds its client weakly: keep it referenced.
+        try:
+            await self._call(gh.rest.apps.async_revoke_installation_access_token)
+        except GitHubError as exc:
+            if exc.status != 401:
+                raise
+
+    async def token_for(self, scope: Scope) -> str:
+        """The operator's own token for ``scope``, minted when missing or nearly expired."""
+        key = (
+            scope.installation_id,
+            scope.repository.lower(),
+            tuple(sorted(scope.permissions.items())),
+        )
+        held = self._own.get(key)
+        if held is None or held.expires_at.timestamp() - time.time() < REFRESH_MARGIN_SECONDS:
+            held = self._own[key] = await self.mint(scope)
+        return held.token
+
+    def forget(self, scope: Scope) -> None:
+        """Drop the own token of ``scope`` (GitHub said it is no longer valid)."""
+        key = (
+            scope.installation_id,
+            scope.repository.lower(),
+            tuple(sorted(scope.permissions.items())),
+        )
+        self._own.pop(key, None)
+
+    async def bot_login(self) -> str:
+        """The login the App's comments are authored by: ``<slug>[bot]``."""
+        if self._bot_login is None:
+            app = (await self._call(self._app.rest.apps.async_get_authenticated)).parsed_data
+            if app is None or not app.slug:
+                raise GitHubError("BadAppKey", "GitHub did not say which App this key is")
+            self._bot_login = f"{app.slug}[bot]"
+        return self._bot_login
+
+    # -- comments ---------------------------------------------------------------------
+    async def create_comment(self, scope: Scope, number: int, body: str) -> int:
+        gh = self._client(await self.token_for(scope))
+        made = await self._call(
+            lambda: gh.rest.issues.async_create_comment(scope.owner, scope.name, number, body=body)
+        )
+        return made.parsed_data.id
+
+    async def update_comment(self, scope: Scope, comment_id: int, body: str) -> None:
+        gh = self._client(await self.token_for(scope))
+        await self._call(
+            lambda: gh.rest.issues.async_update_comment(
+                scope.owner, scope.name, comment_id, body=body
+            )
+        )
+
+    async def find_comment(self, scope: Scope, number: int, marker: str) -> int | None:
+        """The operator's own comment on the issue whose body starts with ``marker``.
+
+        Only comments authored by this App count: anybody can type the marker.
+        """
+        login = await self.bot_login()
+        gh = self._client(await self.token_for(scope))
+        async for page in _pages(
+            lambda page: gh.rest.issues.async_list_comments(
+                scope.owner, scope.name, number, per_page=100, page=page
+            )
+        ):
+            for comment in page:
+                author = comment.user.login if comment.user else None
+                if author == login and (comment.body or "").startswith(marker):
+                    return int(comment.id)
+        return None
+
+    # -- check runs -------------------------------------------------------------------
+    async def create_check_run(
+        self, scope: Scope, name: str, head_sha: str, external_id: str, fields: dict[str, Any]
+    ) -> int:
+        gh = self._client(await self.token_for(scope))
+        body = {"name": name, "head_sha": head_sha, "external_id": external_id, **fields}
+        made = await self._call(
+            lambda: gh.rest.checks.async_create(scope.owner, scope.name, data=cast(Any, body))
+        )
+        return int(made.parsed_data.id)
+
+    async def update_check_run(self, scope: Scope, run_id: int, fields: dict[str, Any]) -> None:
+        gh = self._client(await self.token_for(scope))
+        await self._call(
+            lambda: gh.rest.checks.async_update(
+                scope.owner, scope.name, run_id, data=cast(Any, fields)
+            )
+        )
+
+    async def find_check_run(
+        self, scope: Scope, name: str, head_sha: str, external_id: str
+    ) -> int | None:
+        gh = self._client(await self.token_for(scope))
+        listed = await self._call(
+            lambda: gh.rest.checks.async_list_for_ref(
+                scope.owner, scope.name, head_sha, check_name=name, app_id=self.app_id, per_page=100
+            )
+        )
+        for run in listed.parsed_data.check_runs:
+            if run.external_id == external_id and run.app is not None and run.app.id == self.app_id:
+                return int(run.id)
+        return None
+
+
+async def _pages(fetch: Callable[[int], Awaitable[Any]]) -> AsyncIterator[list[Any]]:
+    for page in range(1, MAX_COMMENT_PAGES + 1):
+        try:
+            answer = await fetch(page)
+        except GitHubException as exc:
+            raise classify(exc) from None
+        items = list(answer.parsed_data)
+        yield items
+        if len(items) < 100:
+            return
+
+
+def is_not_found(exc: GitHubError) -> bool:
+    return exc.reason == NOT_FOUND
