@@ -47,8 +47,15 @@ def rbac_rules(namespaces: Sequence[str]) -> list[dict[str, Any]]:
     return rules if namespaces else rules + groups["clusterWide"]
 
 
+def lease_rules() -> list[dict[str, Any]]:
+    """The chart's rules for the leader-election Lease (a Role in the operator's namespace)."""
+    rules: list[dict[str, Any]] = yaml.safe_load(RULES_FILE.read_text())["leaderElection"]
+    return rules
+
+
 def rbac_manifests() -> list[dict[str, object]]:
     rules = rbac_rules(())
+    lease_role = {"name": "agentchain-leader-election", "namespace": SYSTEM_NAMESPACE}
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM_NAMESPACE}},
         {
@@ -70,6 +77,25 @@ def rbac_manifests() -> list[dict[str, object]]:
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "ClusterRole",
                 "name": "agentchain-operator",
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": SYSTEM_NAMESPACE}
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": lease_role,
+            "rules": lease_rules(),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": lease_role,
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": lease_role["name"],
             },
             "subjects": [
                 {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": SYSTEM_NAMESPACE}
@@ -133,6 +159,11 @@ class OperatorProcess:
     # Log files are ``logs/<name>-<start>.log``; a second operator in the same
     # session needs its own name so the two never write to one file.
     name: str = "operator"
+    # The leader-election Lease (in SYSTEM_NAMESPACE); empty: one of its own, named after
+    # ``name``. Replicas of one HA test share one. The process's identity in it is
+    # ``name``, so a restart after ``kill`` takes its lease back at once, as a restarted
+    # container (same pod name) does in a cluster.
+    lease: str = ""
     starts: int = 0
     process: processes.ManagedProcess | None = None
 
@@ -159,13 +190,18 @@ class OperatorProcess:
                 "AGENTCHAIN_OPERATOR_KEY": self.operator_key,
                 "AGENTCHAIN_RESYNC_SECONDS": "3",
                 "AGENTCHAIN_DEFAULT_COMMAND": "agentchain,demo-agent",
+                "AGENTCHAIN_LEADER_ELECTION_NAMESPACE": SYSTEM_NAMESPACE,
+                "AGENTCHAIN_LEADER_ELECTION_NAME": self.lease or f"agentchain-{self.name}",
+                "AGENTCHAIN_LEADER_ELECTION_IDENTITY": self.name,
                 "PYTHONUNBUFFERED": "1",
             }
         )
         env.update(self.extra_env)
         return env
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 60, *, lead: bool = True) -> None:
+        """Start and wait until it serves; with ``lead``, also until it runs the engine
+        (a second replica of a shared Lease passes ``lead=False``: it follows)."""
         self.starts += 1
         argv = [sys.executable, "-m", "agentchain", "run"]
         name = f"{self.name}-{self.starts}"
@@ -173,6 +209,28 @@ class OperatorProcess:
         processes.wait_for(
             self._healthy, what="agentchain operator", timeout=timeout, watch=[self.process]
         )
+        if lead:
+            processes.wait_for(
+                lambda: self.role() == "leader",
+                what=f"{self.name} to lead",
+                timeout=timeout,
+                watch=[self.process],
+            )
+
+    def role(self) -> str | None:
+        """``leader`` or ``follower`` as its ``/readyz`` says; None if it does not answer."""
+        try:
+            try:
+                # Generous: a leader busy with a thousand jobs still answers, only later.
+                url = f"{self.internal_url}/readyz"
+                with urllib.request.urlopen(url, timeout=15) as resp:
+                    body = json.load(resp)
+            except urllib.error.HTTPError as exc:  # 503: not ready, but it says its role.
+                body = json.load(exc)
+        except (urllib.error.URLError, OSError, ValueError):
+            return None
+        role = body.get("role") if isinstance(body, dict) else None
+        return str(role) if role else None
 
     def _healthy(self) -> bool:
         try:

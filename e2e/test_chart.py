@@ -5,8 +5,11 @@ Aspects covered (issue 7, "Done when"):
 * the rest of the rendered chart passes ``kubectl apply --dry-run=server`` — admission,
   schema validation and RBAC escalation checks included — with the defaults and with the
   optional features on (chart-owned Secrets, emptyDir Redis, dashboard), with an
-  external Redis and existing Secrets, and with an existing Redis password and the
-  (default-on) NetworkPolicies off;
+  external Redis and existing Secrets, with an existing Redis password and the
+  (default-on) NetworkPolicies off, and with one replica and no leader election;
+* high availability (issue 20): the PodDisruptionBudget and the leader-election Role
+  and binding (in the release namespace, in both RBAC modes) pass the dry run too; the
+  budget is left out with one replica;
 * the dry run creates nothing.
 
 The ServiceMonitor is left out: it needs the Prometheus Operator's CRDs, which a bare
@@ -49,6 +52,13 @@ VARIANTS = {
         "redis.auth.existingSecret=redis-password",
         "networkPolicy.enabled=false",
     ),
+    # One replica without leader election (no PodDisruptionBudget then), external Redis.
+    "single-replica-no-election": (
+        "replicas=1",
+        "leaderElection.enabled=false",
+        "redis.enabled=false",
+        "externalRedis.existingSecret=redis-credentials",
+    ),
 }
 
 
@@ -80,8 +90,13 @@ def test_rendered_chart_passes_server_side_dry_run(
     kinds = {m["kind"] for m in manifests}
     assert {"Deployment", "Service"} <= kinds
     namespaced = any(s.startswith("operator.namespaces=") for s in sets)
-    rbac = {"Role", "RoleBinding"} if namespaced else {"ClusterRole", "ClusterRoleBinding"}
+    # The leader-election Lease's Role and binding are there either way.
+    rbac = {"Role", "RoleBinding"} | (
+        set() if namespaced else {"ClusterRole", "ClusterRoleBinding"}
+    )
     assert kinds & {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"} == rbac
+    single = "replicas=1" in sets
+    assert ("PodDisruptionBudget" in kinds) is not single
 
     # A dry run persists nothing.
     left = chart_crds.kubectl("get", "deployments,services,secrets", "-n", namespace, "-o", "name")

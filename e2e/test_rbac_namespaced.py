@@ -44,9 +44,9 @@ def test_a_chain_runs_under_the_charts_namespaced_roles(
     assert denied == "no"
     # The session operator serves every namespace: stopped while this one runs.
     operator.stop()
-    scoped = operating.OperatorProcess(
-        info, kubeconfig, extra_env={"AGENTCHAIN_NAMESPACES": namespace}, name="rbac-namespaced"
-    )
+    # Its Lease is in its release namespace, where the chart's Role for leases is.
+    env = {"AGENTCHAIN_NAMESPACES": namespace, "AGENTCHAIN_LEADER_ELECTION_NAMESPACE": namespace}
+    scoped = operating.OperatorProcess(info, kubeconfig, extra_env=env, name="rbac-namespaced")
     try:
         scoped.start()
         chaining.apply(

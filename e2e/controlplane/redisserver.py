@@ -32,6 +32,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -92,10 +93,20 @@ class RedisServer:
     readiness check failing loudly rather than by talking to somebody else's server.
     """
 
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        port: int | None = None,
+        *,
+        password: str | None = None,
+        extra: Sequence[str] = (),
+    ) -> None:
+        """``password`` shares one with another server (a replica: ``redissentinel.py``);
+        ``extra`` are more ``redis-server`` flags (``--replicaof``, TLS)."""
         self.workdir = Path(workdir)
         self.port = port if port is not None else _free_port()
-        self.password = secrets.token_urlsafe(24)
+        self.password = password or secrets.token_urlsafe(24)
+        self.extra = tuple(extra)
         self.url = f"redis://{OPERATOR_USER}:{self.password}@127.0.0.1:{self.port}/0"
         self.admin_url = f"redis://{ADMIN_USER}:{self.password}@127.0.0.1:{self.port}/0"
         self._process: subprocess.Popen[bytes] | None = None
@@ -129,6 +140,7 @@ class RedisServer:
             "--dir", str(self.workdir),
             "--maxmemory-policy", "noeviction",
             "--aclfile", str(self._write_acl()),
+            *self.extra,
         ]  # fmt: skip
 
     def _write_acl(self) -> Path:
@@ -137,7 +149,8 @@ class RedisServer:
         lines = [
             "user default off resetpass",
             " ".join(["user", OPERATOR_USER, "on", f">{self.password}", *OPERATOR_ACL]),
-            f"user {ADMIN_USER} on >{self.password} ~* +@all",
+            # &*: the admin may also use Pub/Sub (Sentinel talks through __sentinel__:hello).
+            f"user {ADMIN_USER} on >{self.password} ~* &* +@all",
         ]
         path.touch(mode=0o600)
         path.write_text("\n".join(lines) + "\n")
@@ -163,6 +176,13 @@ class RedisServer:
         try:
             process.wait(timeout=STOP_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crashed primary: nothing is flushed, clients see a reset."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
             process.kill()
             process.wait()
 

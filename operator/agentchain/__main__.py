@@ -1,7 +1,8 @@
 """The ``agentchain`` command: the operator, the CRD generator and the demo agent.
 
-One entry point for the one image: ``agentchain run`` is the operator (kopf,
-webhook, API), ``agentchain demo-agent`` the deterministic agent the demo and
+One entry point for the one image: ``agentchain run`` is one operator replica (the
+webhook and API always, kopf's engine while it holds the leader Lease: ``replica.py``),
+``agentchain demo-agent`` the deterministic agent the demo and
 tests run, ``agentchain crds`` regenerates ``crds/`` from the models.
 """
 
@@ -13,27 +14,27 @@ import sys
 
 
 def _run(args: argparse.Namespace) -> int:
-    import kopf
+    import pydantic
 
     import agentchain.handlers  # noqa: F401  (registers the handlers)
-    from agentchain import settings
+    from agentchain import replica, settings
     from agentchain.engine.runtime import MISSING_KEY_MESSAGE
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    config = settings.from_arguments(args)
+    try:
+        config = settings.from_arguments(args)
+    except pydantic.ValidationError as exc:
+        print(f"agentchain: invalid settings: {exc}", file=sys.stderr)
+        return 2
     if not config.operator_key:
         print(f"agentchain: {MISSING_KEY_MESSAGE}", file=sys.stderr)
         return 2
-    namespaces = list(config.namespaces)
-    kopf.run(
-        standalone=True,
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        liveness_endpoint=args.liveness,
-        # The startup handler builds the Runtime from these, flags included.
-        memo=kopf.Memo(settings=config),
-    )
-    return 0
+    problems = replica.timing_problems(config)
+    if problems:
+        print(f"agentchain: leader election: {'; '.join(problems)}", file=sys.stderr)
+        return 2
+    # Web on every replica; kopf's handlers only in the one holding the Lease.
+    return replica.main(config, liveness=args.liveness)
 
 
 def _config_reference(args: argparse.Namespace) -> int:
@@ -64,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the operator (kopf handlers, webhook, job API)")
     run.add_argument(
-        "--liveness", default=None, help="kopf liveness endpoint, e.g. http://0.0.0.0:8081/healthz"
+        "--liveness",
+        default=None,
+        help="kopf liveness endpoint, e.g. http://0.0.0.0:8082/healthz (served while leading"
+        " only; the internal port's /healthz is on every replica)",
     )
     from agentchain import settings
 

@@ -6,7 +6,7 @@ importing the other; ``web`` only exposes them on ``/metrics``.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 JOBS = Counter(
     "agentchain_jobs_total",
@@ -47,6 +47,14 @@ WEBHOOK_JOBS = Counter(
     "AgentJobs queued by the webhook, by dispatch result (created, existed, failed, retried, "
     "forged: dropped because its seal was not the operator's).",
     ["result"],
+)
+LEADER = Gauge(
+    "agentchain_leader",
+    "1 while this replica holds the leader-election Lease and runs the engine, else 0.",
+)
+LEADER_TRANSITIONS = Counter(
+    "agentchain_leader_acquisitions_total",
+    "Times this replica became the leader (at most one per process: losing it exits).",
 )
 GITHUB_WRITEBACKS = Counter(
     "agentchain_github_writebacks_total",

@@ -182,6 +182,34 @@ class Settings(BaseSettings):
     github_check_name: str = Field(
         "agentchain", min_length=1, description="Name of the Check Run on pull requests."
     )
+    leader_election: bool = Field(
+        True,
+        description="Run the engine only while holding the Lease (several replicas); false"
+        " runs it unconditionally, for exactly one replica.",
+    )
+    leader_election_namespace: str = Field(
+        "",
+        description="Namespace of the leader-election Lease; empty: the pod's own (its"
+        " service account's), else `default`.",
+    )
+    leader_election_name: str = Field("agentchain", description="Name of the Lease.")
+    leader_election_identity: str = Field(
+        "",
+        description="This replica's name in the Lease; empty: `<hostname>_<pid>` (in a pod,"
+        " the pod's name, so a restarted container takes its own lease back at once).",
+    )
+    leader_election_lease_seconds: float = Field(
+        10.0, gt=0, description="A silent leader's lease lapses after this (failover time)."
+    )
+    leader_election_renew_deadline_seconds: float = Field(
+        7.0,
+        gt=0,
+        description="A leader that has not renewed for this long stops (exits); below the"
+        " lease duration.",
+    )
+    leader_election_retry_seconds: float = Field(
+        2.0, gt=0, description="Period of renewals, and of a follower's attempts."
+    )
 
     @model_validator(mode="before")
     @classmethod

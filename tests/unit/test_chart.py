@@ -23,7 +23,13 @@ Aspects covered (issue 7, SPEC §8):
 * the NetworkPolicies are on by default (only the operator reaches Redis); the
   ServiceMonitor is off by default and renders when enabled;
 * every top-level value in values.yaml is documented by a comment, and a misspelt value
-  is refused by values.schema.json rather than ignored.
+  is refused by values.schema.json rather than ignored;
+* high availability (issue 20): two replicas by default, rolled one at a time
+  (RollingUpdate, maxUnavailable 0), spread by a soft pod anti-affinity unless the
+  affinity is given; a PodDisruptionBudget when there is more than one replica; the
+  Lease Role (``leaderElection`` rules, get/create/update on leases only) in the release
+  namespace in both RBAC modes; each pod's identity in the Lease is its own name; more
+  than one replica without leader election refuses to render.
 """
 
 from __future__ import annotations
@@ -38,9 +44,11 @@ import yaml
 from e2e import charting, operating
 
 from agentchain import settings
+from agentchain.policy import leadership
 
 ROOT = charting.ROOT
 CHART = charting.CHART
+LEASE_SUFFIX = "-leader-election"
 
 pytestmark = pytest.mark.skipif(
     charting.helm_binary() is None, reason="helm could not be built (build-binaries.sh helm)"
@@ -83,8 +91,9 @@ class TestRbac:
         assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
         account = charting.only(manifests, "ServiceAccount")["metadata"]["name"]
         rules = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())["namespaced"]
-        roles = {m["metadata"]["namespace"]: m for m in manifests if m["kind"] == "Role"}
-        bindings = {m["metadata"]["namespace"]: m for m in manifests if m["kind"] == "RoleBinding"}
+        scoped = [m for m in manifests if not m["metadata"]["name"].endswith(LEASE_SUFFIX)]
+        roles = {m["metadata"]["namespace"]: m for m in scoped if m["kind"] == "Role"}
+        bindings = {m["metadata"]["namespace"]: m for m in scoped if m["kind"] == "RoleBinding"}
         assert sorted(roles) == sorted(bindings) == ["team-a", "team-b"]
         for namespace, role in roles.items():
             assert role["rules"] == rules == operating.rbac_rules(("x",))
@@ -378,3 +387,78 @@ def test_misspelt_value_fails_instead_of_being_ignored() -> None:
     result = charting.helm("template", "x", str(CHART), "--set", "webhook.secret=abc", check=False)
     assert result.returncode != 0
     assert "additional properties 'secret' not allowed" in result.stderr
+
+
+class TestHighAvailability:
+    def test_two_replicas_rolled_one_at_a_time(self) -> None:
+        spec = charting.only(charting.render(), "Deployment", "agentchain")["spec"]
+        assert spec["replicas"] == 2
+        assert spec["strategy"] == {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+        }
+
+    def test_replicas_prefer_different_nodes_unless_told_otherwise(self) -> None:
+        manifests = charting.render()
+        anti = _pod(manifests, "agentchain")["affinity"]["podAntiAffinity"]
+        term = anti["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+        selector = charting.only(manifests, "Deployment", "agentchain")["spec"]["selector"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["labelSelector"] == selector
+        custom = charting.render("affinity.nodeAffinity.x=y")
+        assert _pod(custom, "agentchain")["affinity"] == {"nodeAffinity": {"x": "y"}}
+
+    def test_several_replicas_without_election_refuse_to_render(self) -> None:
+        result = charting.helm(
+            "template", "x", str(CHART), "--set", "leaderElection.enabled=false", check=False
+        )
+        assert result.returncode != 0
+        assert "replicas > 1 needs leaderElection.enabled" in result.stderr
+        single = charting.render("replicas=1", "leaderElection.enabled=false")
+        assert _env(single)["AGENTCHAIN_LEADER_ELECTION"]["value"] == "false"
+
+    def test_disruption_budget_only_with_several_replicas(self) -> None:
+        manifests = charting.render()
+        budget = charting.only(manifests, "PodDisruptionBudget")
+        selector = charting.only(manifests, "Deployment", "agentchain")["spec"]["selector"]
+        assert budget["spec"] == {"minAvailable": 1, "selector": selector}
+        single = charting.render("replicas=1")
+        assert not [m for m in single if m["kind"] == "PodDisruptionBudget"]
+
+    @pytest.mark.parametrize("sets", [(), ("operator.namespaces={team-a}",)])
+    def test_lease_role_in_the_release_namespace(self, sets: tuple[str, ...]) -> None:
+        manifests = charting.render(*sets)
+        lease = [m for m in manifests if m["metadata"]["name"].endswith(LEASE_SUFFIX)]
+        role = charting.only(lease, "Role")
+        binding = charting.only(lease, "RoleBinding")
+        account = charting.only(manifests, "ServiceAccount")["metadata"]["name"]
+        rules = yaml.safe_load((CHART / "files" / "rbac-rules.yaml").read_text())
+        assert role["metadata"]["namespace"] == charting.NAMESPACE
+        assert role["rules"] == rules["leaderElection"] == operating.lease_rules()
+        assert role["rules"] == [
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "verbs": ["get", "create", "update"],
+            }
+        ]
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account, "namespace": charting.NAMESPACE}
+        ]
+
+    def test_each_pod_is_its_own_identity_in_the_lease(self) -> None:
+        env = _env(charting.render())
+        field = {
+            k: v.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for k, v in env.items()
+        }
+        assert field["AGENTCHAIN_LEADER_ELECTION_IDENTITY"] == "metadata.name"
+        assert field["AGENTCHAIN_LEADER_ELECTION_NAMESPACE"] == "metadata.namespace"
+        assert env["AGENTCHAIN_LEADER_ELECTION"]["value"] == "true"
+        assert env["AGENTCHAIN_LEADER_ELECTION_NAME"]["value"] == "agentchain"
+        timing = [
+            float(env[f"AGENTCHAIN_LEADER_ELECTION_{k}_SECONDS"]["value"])
+            for k in ("LEASE", "RENEW_DEADLINE", "RETRY")
+        ]
+        assert timing == [10.0, 7.0, 2.0]
+        assert not leadership.timing_problems(*timing)

@@ -90,6 +90,9 @@ app.kubernetes.io/component: redis
 {{- if and .Values.redis.enabled (or .Values.externalRedis.url .Values.externalRedis.existingSecret) }}
 {{- fail "set either redis.enabled or externalRedis, not both" }}
 {{- end }}
+{{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
+{{- fail "replicas > 1 needs leaderElection.enabled: without it every replica would run the engine" }}
+{{- end }}
 {{- range .Values.agents.defaultCommand }}
 {{- if contains "," . }}
 {{- fail (printf "agents.defaultCommand item %q contains a comma; the operator splits the list on commas" .) }}

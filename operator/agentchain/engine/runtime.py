@@ -22,6 +22,7 @@ from agentchain.engine.ownership import BatchJobs
 from agentchain.engine.unsettled import Unsettled
 from agentchain.kube import clients
 from agentchain.settings import Settings
+from agentchain.store import connecting
 from agentchain.store.anchors import AnchorStore
 from agentchain.store.chains import ChainStore
 from agentchain.store.contexts import ContextStore
@@ -76,10 +77,8 @@ class Runtime:
         """The operator's runtime; refuses settings without an operator key."""
         if not settings.operator_key:
             raise MissingOperatorKeyError(MISSING_KEY_MESSAGE)
-        # A password from the URL wins; otherwise the separately mounted one is used.
-        client = aioredis.Redis.from_url(
-            settings.redis_url, decode_responses=False, password=settings.redis_password or None
-        )
+        # Plain, TLS or Sentinel (store/connecting.py); a password in the URL wins.
+        client = connecting.connect(settings.redis_url, settings.redis_password or None)
         return cls.from_client(settings, client)
 
     @classmethod

@@ -83,6 +83,13 @@ class Unsettled:
     def __len__(self) -> int:
         return len(self._jobs)
 
+    def reset(self) -> None:
+        """Forget everything before the watches list again from scratch (a replica that
+        leads again after a pause missed deletions no relist of its own would show)."""
+        self._jobs.clear()
+        self._settled.clear()
+        self.backlog = Backlog()
+
     def observe(self, obj: Obj, now: float, interval: float) -> tuple[str, str] | None:
         """A watch event: keep the newest body; a job first seen is due ``interval`` later.
 

@@ -1,4 +1,10 @@
-"""Operator start-up and shutdown: kopf settings, the runtime, the web server.
+"""Engine start-up and shutdown: kopf settings and the engine's background tasks.
+
+kopf runs only in the replica that leads (``replica.py``), which also owns the Runtime
+and the web server: both live as long as the process, on every replica, so this
+start-up handler takes the Runtime from the memo and starts only what belongs to the
+engine (the resync).  Launched some other way (no Runtime in the memo), it builds one
+from the environment and closes it on cleanup, serving no web.
 
 kopf's own progress and diff-base records go to annotations under our group
 so users never see kopf internals in ``status``; kopf's handler-log Events are
@@ -54,28 +60,18 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.queueing.idle_timeout = 0.1
-    # `agentchain run` hands over its flags in the memo; other launchers use the env.
+    # `agentchain run` hands over its flags and its Runtime in the memo.
     config = getattr(memo, "settings", None) or Settings()
     if config.namespaces and not any(_is_pattern(ns) for ns in config.namespaces):
         # Named namespaces: resources come from API discovery once, and no namespace or
         # CRD is watched, so the chart's per-namespace Roles are all the operator needs.
         settings.scanning.disabled = True
-    runtime = Runtime.create(config)
-    memo.runtime = runtime
-    memo.web = await _serve(runtime)
+    runtime = getattr(memo, "runtime", None)
+    if runtime is None:
+        runtime = memo.runtime = Runtime.create(config)
+        memo.owns_runtime = True
     memo.resyncer = asyncio.create_task(resync.keep_resyncing(runtime), name="resync")
     memo.watches = watches.start(runtime)  # AgentJobs, batch Jobs, pods: our own (issue 21).
-
-
-async def _serve(runtime: Runtime) -> Any:
-    from agentchain.web import app
-
-    try:
-        return await app.serve(runtime)
-    except app.WebhookNotConfigured as exc:
-        # Fail closed: without a secret the webhook is refused, the rest still serves.
-        log.error("Webhook endpoint disabled: %s", exc)
-        return await app.serve(runtime, webhook=False)
 
 
 @kopf.on.cleanup()
@@ -85,9 +81,6 @@ async def shutdown(memo: kopf.Memo, **_: Any) -> None:
         resyncer.cancel()
     if getattr(memo, "watches", None) is not None:
         await memo.watches.stop()
-    web = getattr(memo, "web", None)
-    if web is not None:
-        await web.cleanup()
     runtime = getattr(memo, "runtime", None)
-    if runtime is not None:
+    if runtime is not None and getattr(memo, "owns_runtime", False):
         await runtime.close()

@@ -108,6 +108,7 @@ def start(runtime: Runtime) -> Watches:
     patterned = not namespaces or any(is_pattern(ns) for ns in namespaces)
     scopes: list[str | None] = [None] if patterned else list[str | None](namespaces)
     allowed = namespace_filter(namespaces) if namespaces else (lambda _: True)
+    runtime.unsettled.reset()  # A replica leading again starts from fresh lists.
     watches = Watches(runtime, Dispatcher(runtime.unsettled.backlog))
     kinds: list[tuple[Consumer, Any]] = [
         (agentjobs.observed, agentjobs.trim),

@@ -21,11 +21,18 @@ Every call goes through :func:`open_response`, the error boundary:
 
 A response is retried only before it is handed to the caller: a stream (a watch, a
 log) that breaks later is the caller's to restart.
+
+The write fence (:data:`WRITE_FENCE`): the engine runs in a context where it holds a
+callable answering whether this replica still leads (``kube/electing.py``); every
+attempt to send anything but a GET consults it first and raises ``errors.Fenced``
+instead of sending when it answers False.  Web requests run outside that context and
+are never fenced: every replica serves them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import json
 import logging
@@ -33,7 +40,7 @@ import os
 import ssl
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +62,10 @@ DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=6
 CONNECTIONS = 32
 
 Obj = dict[str, Any]
+# Set (per context) by whoever runs the engine: writes are sent only while it says so.
+WRITE_FENCE: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "agentchain_write_fence", default=None
+)
 
 
 @dataclass(frozen=True)
@@ -235,6 +246,9 @@ async def _send_retrying(call: _Call, policy: errors.RetryPolicy) -> aiohttp.Cli
 
 async def _send(call: _Call, login: Login, elapsed: float) -> aiohttp.ClientResponse:
     """One attempt: the open response if it succeeded, its typed error otherwise."""
+    fence = WRITE_FENCE.get()
+    if fence is not None and call.method != "GET" and not fence():
+        raise errors.Fenced(f"{call.method} {call.url_path}: this replica no longer leads")
     headers = {"Accept": "application/json", **login.headers}
     if call.content_type:
         headers["Content-Type"] = call.content_type

@@ -34,6 +34,10 @@ class Unreachable(KubeError):
     """No answer: the connection failed or timed out, retries included."""
 
 
+class Fenced(KubeError):
+    """Not sent: a write of the engine after this replica's leadership ran out."""
+
+
 class ApiError(KubeError):
     """The API server answered with an error ``Status``."""
 

@@ -22,10 +22,13 @@ delegate and to write anchors.
 
 Health: ``/healthz`` is liveness (the event loop answers); ``/readyz`` checks
 that Redis answers PING and the Kubernetes API answers ``/version``, because
-without either nothing the endpoint accepts could be acted on.  It also says where
-the restart's backlog stands (``backlog``: ``listing`` the initial lists,
-``working`` through the events they brought, ``pending`` objects, then ``done``)
-without making the pod unready for it: the webhook and the job API work meanwhile.
+without either nothing the endpoint accepts could be acted on.  Every replica
+serves both listeners whether or not it leads (``replica.py``), so leadership is
+no readiness criterion: ``/readyz`` only reports it (``role``: leader or follower).
+It also says where the leader's restart backlog stands (``backlog``: ``listing`` the
+initial lists, ``working`` through the events they brought, ``pending`` objects, then
+``done``; a follower, which runs no watches, stays at ``listing``) without making the
+pod unready for it: the webhook and the job API work meanwhile.
 
 The webhook's dispatcher (``dispatch.py``) runs as a task of the public app:
 started when it starts serving, stopped on cleanup.  It runs even when the
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -75,6 +79,8 @@ READY_TIMEOUT_SECONDS = 3.0
 # Request bodies of the job API (store values are at most 256 KiB); the webhook streams
 # its own body under Settings.webhook_max_bytes and is not bound by this.
 API_MAX_BODY_BYTES = 1024 * 1024
+# What /readyz reports as this replica's role (leader/follower); absent: not reported.
+ROLE_KEY: web.AppKey[Callable[[], str]] = web.AppKey("agentchain.role")
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -96,8 +102,12 @@ async def readyz(request: web.Request) -> web.Response:
             checks[name] = f"failed: {type(exc).__name__}"
     ready = all(v == "ok" for v in checks.values())
     backlog = rt.unsettled.backlog  # Informative: a restart's backlog never makes it unready.
-    answer = {"ready": ready, "checks": checks, "backlog": backlog.state()}
-    return json_response({**answer, "pending": backlog.pending}, status=200 if ready else 503)
+    body: dict[str, object] = {"ready": ready, "checks": checks, "backlog": backlog.state()}
+    body["pending"] = backlog.pending
+    role = request.app.get(ROLE_KEY)
+    if role is not None:
+        body["role"] = role()
+    return json_response(body, status=200 if ready else 503)
 
 
 async def metrics_page(request: web.Request) -> web.Response:
@@ -143,7 +153,12 @@ def build_app(rt: Runtime, *, webhook: bool = True, dispatch: bool = True) -> we
     return app
 
 
-def build_internal_app(rt: Runtime, *, dashboard_enabled: bool | None = None) -> web.Application:
+def build_internal_app(
+    rt: Runtime,
+    *,
+    dashboard_enabled: bool | None = None,
+    role: Callable[[], str] | None = None,
+) -> web.Application:
     """The internal listener: metrics, probes and the dashboard (with its login), never
     GitHub's."""
     enabled = rt.settings.dashboard if dashboard_enabled is None else dashboard_enabled
@@ -156,6 +171,8 @@ def build_internal_app(rt: Runtime, *, dashboard_enabled: bool | None = None) ->
         handler_args=server.HANDLER_ARGS,
     )
     app[api.RUNTIME_KEY] = rt
+    if role is not None:
+        app[ROLE_KEY] = role
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_page)
@@ -187,7 +204,9 @@ class Listeners:
         await self.internal.cleanup()
 
 
-async def serve(rt: Runtime, *, webhook: bool = True) -> Listeners:
+async def serve(
+    rt: Runtime, *, webhook: bool = True, role: Callable[[], str] | None = None
+) -> Listeners:
     """Start both listeners; the caller keeps the result and calls ``await .cleanup()``.
 
     Raises :class:`WebhookNotConfigured` (before binding) when ``webhook`` is asked
@@ -204,7 +223,7 @@ async def serve(rt: Runtime, *, webhook: bool = True) -> Listeners:
     host = settings.listen_host
     public = await _start(public_app, host, settings.listen_port)
     try:
-        internal = await _start(build_internal_app(rt), host, settings.internal_port)
+        internal = await _start(build_internal_app(rt, role=role), host, settings.internal_port)
     except BaseException:
         await public.cleanup()
         raise

@@ -221,3 +221,14 @@ def test_quiet_only_while_running_with_its_batch_job_watched_not_ended() -> None
     index.job_watched("ns", "j", "j-a1", ended=False)
     assert not index.quiet(pending)
     assert not index.quiet(job(uid="u2", phase="Running", jobName="j-a1"))
+
+
+def test_reset_forgets_jobs_settled_names_and_the_backlog() -> None:
+    index = Unsettled()
+    index.observe(job("a", phase="Running"), 0.0, 1.0)
+    index.observe(job("b", uid="u2", **SETTLED), 0.0, 1.0)
+    index.backlog.listed = True
+    index.backlog.update(0)
+    index.reset()
+    assert len(index) == 0 and not index.is_settled("ns", "b")
+    assert index.backlog.state() == "listing"

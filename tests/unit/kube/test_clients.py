@@ -5,7 +5,8 @@ records what it was sent; the operator's client logs in from a kubeconfig file a
 production.  Aspects: a transient 500/503/429/broken connection is retried at once
 (a 429 after its ``Retry-After``) and the call succeeds; refusals are raised typed
 from their Status, after one attempt; a 401 logs in again (the kubeconfig rewritten
-with a rotated token) and retries once; the credentials go on every call.
+with a rotated token) and retries once; the credentials go on every call; a closed
+write fence (the engine's, after leadership ran out) sends no write, but reads.
 """
 
 from __future__ import annotations
@@ -166,3 +167,21 @@ async def test_a_401_with_no_credentials_left_to_read_stays_a_401(
     api.script = [(401, status(401, "Unauthorized"), {})]
     with pytest.raises(errors.Unauthorized):
         await clients.request("GET", "/b")
+
+
+async def test_a_closed_write_fence_sends_no_write_but_still_reads(api: FakeApi) -> None:
+    """The engine's context carries the elector's fence: once it is closed (leadership
+    ran out), writes are refused before anything is sent; reads still go out."""
+    leading = [True]
+    token = clients.WRITE_FENCE.set(lambda: leading[0])
+    try:
+        await clients.request("PATCH", "/a", body={})
+        leading[0] = False
+        for method in ("POST", "PATCH", "PUT", "DELETE"):
+            with pytest.raises(errors.Fenced):
+                await clients.request(method, "/b", body={})
+        await clients.request("GET", "/c")
+    finally:
+        clients.WRITE_FENCE.reset(token)
+    await clients.request("POST", "/d", body={})  # Outside the engine's context: unfenced.
+    assert [(m, p) for m, p, _ in api.seen] == [("PATCH", "/a"), ("GET", "/c"), ("POST", "/d")]
