@@ -30,7 +30,7 @@ import pytest
 from aiohttp import web
 
 from agentchain.kube import clients
-from agentchain.kube.watching import Collection, Watcher
+from agentchain.kube.watching import PAGE_SIZE, Collection, Watcher
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.faultproxy import Fault, FaultProxy
@@ -277,7 +277,8 @@ def test_restart_on_settled_jobs_makes_no_request_per_job(
     )
     assert _per_object(proxy.requests, namespace) == []
     ns_requests = [r for r in proxy.requests if f"/namespaces/{namespace}/" in r[1]]
-    lists = [r for r in ns_requests if "watch=" not in r[1] and "/aiagents" not in r[1]]
-    assert len(lists) == 3, lists  # One page each: AgentJobs, batch Jobs, pods.
+    pages = [r for r in ns_requests if f"limit={PAGE_SIZE}" in r[1] and "watch=" not in r[1]]
+    assert len(pages) == 3, pages  # One page each: AgentJobs, batch Jobs, pods.
+    lists = pages
     assert all("labelSelector" in q for _, q in lists if "/agentjobs" not in q)
     assert "0 unsettled AgentJobs" in op.log_text()
