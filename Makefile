@@ -50,7 +50,7 @@ bench: bench-figures ## benchmarks (ratios against baselines measured in the sam
 bench-figures: export AGENTCHAIN_BENCH_TABLE = $(abspath $(BENCH_TABLE))
 bench-figures:
 	$(PYTHON) bench/table.py --reset $(BENCH_TABLE)
-	$(PYTHON) bench/bench_scale.py --jobs $(BENCH_JOBS)
+	for n in $(BENCH_JOBS); do $(PYTHON) bench/bench_scale.py --jobs $$n || exit 1; done
 	$(PYTHON) bench/bench_throughput.py
 	$(PYTHON) bench/bench_store.py
 	$(PYTHON) bench/bench_webhook.py

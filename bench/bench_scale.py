@@ -14,7 +14,8 @@ server's audit log:
 * the API requests the restart made, split into the initial lists/watches and the
   rest; the rest per settled (finished) job has a target of 0;
 * time from process start to ``/readyz`` answering 200, and to the backlog being
-  worked through (the first 3 s in which the operator used under 5% of a core);
+  worked through (``/readyz`` says ``"backlog": "done"``: every initial list is in
+  and no event it brought has work left);
 * CPU seconds per resync period once settled (each unsettled, i.e. running, job is
   resynced once per period), from a second start with ``--resync`` seconds; the first
   runs without a resync, whose steady cost would hide when the backlog is done.
@@ -34,7 +35,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Queue
@@ -53,12 +53,9 @@ TERMINAL = ("Succeeded", "Failed", "Skipped")
 FAST = ("scale-a", "scale-b", "scale-c")
 # Template roots; a name's last seven characters become each clone's tag.
 ROOTS = ("tplfast-0000000", "tplslow-0000000")
-IDLE_WINDOW_SECONDS = 3.0
-IDLE_SHARE = 0.05
 SETTLE_TIMEOUT_SECONDS = 900.0
 STEADY_SECONDS = 10.0
 NO_RESYNC_SECONDS = 86400
-BACKLOG_WATCHES = {"agentjobs.labrats.work", "jobs.batch", "pods"}
 
 
 def rss_target(jobs: int) -> float:
@@ -123,9 +120,10 @@ def serve_logs(info: ClusterInfo, logs: dict[str, str]) -> int:
 
 def build(
     info: ClusterInfo, namespace: str, op: operating.OperatorProcess, args: Any
-) -> tuple[int, int]:
+) -> tuple[int, int, float]:
     """Templates from the real operator, then the cloned backlog; the operator is down.
-    Returns how many AgentJobs are (finished, running), templates included."""
+    Returns how many AgentJobs are (finished, running), templates included, and the
+    operator's RSS (MiB) once it ran the template chain: the cost of the process itself."""
     for body in agents():
         info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
     op.start()
@@ -135,6 +133,8 @@ def build(
         lambda: _templates_ready(info, namespace), timeout=180, what="the template chain"
     )
     time.sleep(2)  # The last job's record (status.next) lands just after its phase.
+    assert op.process is not None
+    idle_mib = harness.ProcSample.of(op.process.pid).rss_mib
     op.stop()
     fast, slow, logs = asyncio.run(backlog.capture(info, namespace, ROOTS))
     if args.keep:
@@ -149,13 +149,14 @@ def build(
         backlog.clone(info, [(fast, chains), (slow, running)], lambda n: say(f"{n} cloned"))
     )
     say(f"cloned in {time.monotonic() - started:.0f}s")
-    return len(fast.agentjobs) * (chains + 1), running + 1
+    return len(fast.agentjobs) * (chains + 1), running + 1, idle_mib
 
 
 @dataclass
 class Restart:
     jobs: int
     settled_jobs: int
+    idle_mib: float = float("nan")
     peak_mib: float = 0.0
     steady_mib: float = 0.0
     ready_s: float = float("nan")
@@ -166,12 +167,14 @@ class Restart:
     settled_at: float = 0.0
 
 
-def _ready(url: str) -> bool:
+def _readyz(url: str) -> dict[str, Any] | None:
+    """``/readyz``'s answer when it is 200 (ready), else None."""
     try:
         with urllib.request.urlopen(f"{url}/readyz", timeout=1) as response:
-            return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer if response.status == 200 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
 
 
 def _start(op: operating.OperatorProcess, name: str, resync: float) -> int:
@@ -184,20 +187,14 @@ def _start(op: operating.OperatorProcess, name: str, resync: float) -> int:
 def watch_restart(
     info: ClusterInfo, op: operating.OperatorProcess, result: Restart, profile: Path | None
 ) -> None:
-    """Start the operator (no resync: its steady cost would hide the end of the backlog)
-    and sample it until the backlog is worked through, then for STEADY_SECONDS more.
-
-    Worked through: the operator's watches of AgentJobs, Jobs and pods have started
-    (the audit log says so; kopf starts each after its initial list was handed out)
-    and since then it used under IDLE_SHARE of a core for IDLE_WINDOW_SECONDS.
-    """
-    follow = harness.Audit(info).follow()
-    next(follow)  # Skip what is logged already.
+    """Start the operator (no resync: its steady cost is measured apart) and sample it
+    until its backlog is worked through (``/readyz`` says ``"backlog": "done"``: the
+    initial lists are in and no event has work left), then for STEADY_SECONDS more."""
     result.started_at = time.time()
     start = time.monotonic()
     pid = _start(op, "operator-restart", NO_RESYNC_SECONDS)
     with profiling.Profiler(pid, profile):
-        _until_settled(op, result, follow, start)
+        _until_settled(op, result, start)
     result.settled_at = time.time()
     assert op.process is not None
     result.log_lines = len(op.process.log_path.read_text(errors="replace").splitlines())
@@ -207,36 +204,19 @@ def watch_restart(
     op.stop()
 
 
-def _until_settled(
-    op: operating.OperatorProcess,
-    result: Restart,
-    follow: Iterator[list[harness.Request]],
-    start: float,
-) -> None:
-    assert op.process is not None
-    pid = op.process.pid
-    samples: list[tuple[float, harness.ProcSample]] = []
-    watching: set[str] = set()
+def _until_settled(op: operating.OperatorProcess, result: Restart, start: float) -> None:
     while time.monotonic() - start < SETTLE_TIMEOUT_SECONDS:
         if op.process is None or not op.process.alive():
             raise RuntimeError("the operator died during the restart")
-        now, sample = time.monotonic() - start, harness.ProcSample.of(pid)
-        watching |= {r.resource for r in next(follow) if r.user == harness.OPERATOR_USER
-                     and r.verb == "watch"}  # fmt: skip
-        if result.ready_s != result.ready_s and _ready(op.internal_url):
+        answer = _readyz(op.internal_url)
+        now = time.monotonic() - start
+        if answer is not None and result.ready_s != result.ready_s:
             result.ready_s = now
-        if not BACKLOG_WATCHES <= watching:
-            samples.clear()
-        samples.append((now, sample))
-        busy = sample.cpu_seconds - samples[0][1].cpu_seconds
-        if now - samples[0][0] >= IDLE_WINDOW_SECONDS:
-            if busy < IDLE_SHARE * IDLE_WINDOW_SECONDS and result.ready_s == result.ready_s:
-                result.settled_s = now - IDLE_WINDOW_SECONDS
-                break
-            samples = [(t, s) for t, s in samples if t >= now - IDLE_WINDOW_SECONDS]
+        if answer is not None and answer.get("backlog") == "done":
+            result.settled_s = now
+            return
         time.sleep(0.1)
-    else:
-        say(f"not worked through after {SETTLE_TIMEOUT_SECONDS:.0f}s (ready: {result.ready_s}s)")
+    say(f"not worked through after {SETTLE_TIMEOUT_SECONDS:.0f}s (ready: {result.ready_s}s)")
 
 
 def resync_cost(op: operating.OperatorProcess, result: Restart, resync: float) -> None:
@@ -253,31 +233,42 @@ def resync_cost(op: operating.OperatorProcess, result: Restart, resync: float) -
     op.stop()
 
 
-def requests_report(info: ClusterInfo, result: Restart, verbose: bool) -> tuple[int, int]:
-    """(initial lists and watches, other requests) the restart made until settled.
+JOB_RESOURCES = ("agentjobs.labrats.work", "jobs.batch", "pods", "pods/log")
 
-    Initial: every watch and the first list of each resource. Non-resource requests
-    (``/version``, which the bench's own ``/readyz`` polling causes) are left out.
+
+def requests_report(info: ClusterInfo, result: Restart, verbose: bool) -> tuple[int, int, int]:
+    """(initial lists and watches, requests about jobs, others) the restart made until
+    worked through.
+
+    Initial: every watch, and every list page of a resource before its first watch.
+    About jobs: the rest on AgentJobs, batch Jobs, pods and logs (the target is none
+    per settled job). Others: e.g. the AiAgents' resume handlers (per agent, not per
+    job). Non-resource requests (``/version``, which ``/readyz`` polling causes) are
+    left out.
     """
     audit = harness.Audit(info)
     made = audit.requests(result.started_at, result.settled_at, {harness.OPERATOR_USER})
-    listed: set[str] = set()
+    watched: set[str] = set()
     initial: list[harness.Request] = []
-    rest: list[harness.Request] = []
+    about_jobs: list[harness.Request] = []
+    others: list[harness.Request] = []
     for r in made:
         if r.resource == "-":
             continue
-        first_list = r.verb == "list" and r.resource not in listed
-        if r.verb == "list":
-            listed.add(r.resource)
-        (initial if r.verb == "watch" or first_list else rest).append(r)
+        if r.verb == "watch":
+            watched.add(r.resource)
+        if r.verb == "watch" or (r.verb == "list" and r.resource not in watched):
+            initial.append(r)
+        else:
+            (about_jobs if r.resource in JOB_RESOURCES else others).append(r)
     if verbose:
-        print(harness.breakdown("restart requests (lists and watches)", initial))
-        print(harness.breakdown("restart requests (other)", rest))
-    return len(initial), len(rest)
+        print(harness.breakdown("restart requests (list pages and watches)", initial))
+        print(harness.breakdown("restart requests (about jobs)", about_jobs))
+        print(harness.breakdown("restart requests (others)", others))
+    return len(initial), len(about_jobs), len(others)
 
 
-def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int]]:
+def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int, int]]:
     operating.install(info)
     namespace = f"scale-{secrets.token_hex(3)}"
     info.kubectl("create", "namespace", namespace)
@@ -293,8 +284,8 @@ def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int]]:
         "AGENTCHAIN_RESYNC_SECONDS": str(args.resync),
     }
     op = operating.OperatorProcess(info, kubeconfig, extra_env=env)
-    finished, running = build(info, namespace, op, args)
-    result = Restart(jobs=finished + running, settled_jobs=finished)
+    finished, running, idle_mib = build(info, namespace, op, args)
+    result = Restart(jobs=finished + running, settled_jobs=finished, idle_mib=idle_mib)
     say(f"restarting the operator on {args.jobs} AgentJobs")
     try:
         watch_restart(info, op, result, args.profile)
@@ -305,7 +296,7 @@ def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int]]:
     return result, requests_report(info, result, args.verbose)
 
 
-def report(result: Restart, requests: tuple[int, int]) -> None:
+def report(result: Restart, requests: tuple[int, int, int]) -> None:
     n = f"{result.jobs:,} jobs"
     target = rss_target(result.jobs)
     emit(
@@ -313,9 +304,11 @@ def report(result: Restart, requests: tuple[int, int]) -> None:
             f"restart peak RSS, {n}",
             result.peak_mib,
             "MiB",
+            baseline=result.idle_mib,
             target=target,
             compare="figure",
-            note="VmHWM of the operator process; issue 21 reported 840 MiB at 5,000",
+            note="VmHWM; baseline: the same operator's RSS after one chain, no backlog; "
+            "issue 21 reported 840 MiB at 5,000",
         )
     )
     emit(
@@ -323,12 +316,13 @@ def report(result: Restart, requests: tuple[int, int]) -> None:
             f"steady RSS after restart, {n}",
             result.steady_mib,
             "MiB",
+            baseline=result.idle_mib,
             target=target,
             compare="figure",
         )
     )
-    initial, rest = requests
-    emit(Row(f"restart lists+watches, {n}", initial, "req"))
+    initial, rest, others = requests
+    emit(Row(f"restart list pages+watches, {n}", initial, "req"))
     emit(
         Row(
             f"restart other requests per settled job, {n}",
@@ -336,9 +330,10 @@ def report(result: Restart, requests: tuple[int, int]) -> None:
             "req",
             target=0,
             compare="figure",
-            note=f"{rest} requests other than list/watch until settled",
+            note=f"{rest} requests about jobs other than list pages/watches until worked through",
         )
     )
+    emit(Row(f"restart requests not about jobs, {n}", others, "req", note="AiAgents' resume"))
     emit(Row(f"restart: start to /readyz, {n}", result.ready_s, "s"))
     emit(Row(f"restart: start to backlog worked through, {n}", result.settled_s, "s"))
     emit(

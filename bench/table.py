@@ -131,6 +131,35 @@ def machine() -> str:
     return f"{now}; nproc {os.cpu_count()}; memory {total_kib / 1024 / 1024:.1f} GiB"
 
 
+# Every figure of issue 21's Performance section, by the start of its row's name, with
+# the command that measures it: a figure the run did not measure is shown as such,
+# so the table always says what is still unknown.
+EXPECTED: dict[str, str] = {
+    "API requests per hop": "bench_hop_latency.py",
+    "hop latency p50": "bench_hop_latency.py",
+    "throughput, 100 chains": "bench_throughput.py",
+    "time to drain, 100 chains": "bench_throughput.py",
+    "controller CPU during the run": "bench_throughput.py",
+    "restart peak RSS, 5,": "bench_scale.py --jobs 5000",
+    "steady RSS after restart, 5,": "bench_scale.py --jobs 5000",
+    "restart other requests per settled job, 5,": "bench_scale.py --jobs 5000",
+    "CPU per resync period, 5,": "bench_scale.py --jobs 5000",
+    "restart: start to /readyz, 5,": "bench_scale.py --jobs 5000",
+    "restart peak RSS, 20,": "bench_scale.py --jobs 20000 (make bench BENCH_JOBS='5000 20000')",
+    "steady RSS after restart, 20,": "bench_scale.py --jobs 20000",
+    "restart other requests per settled job, 20,": "bench_scale.py --jobs 20000",
+}
+
+
+def missing(rows: list[Row]) -> list[str]:
+    """Lines naming each expected figure no row of the run measured."""
+    return [
+        f"  {prefix}...: not measured in this run ({command})"
+        for prefix, command in EXPECTED.items()
+        if not any(r.name.startswith(prefix) for r in rows)
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("file", type=Path)
@@ -143,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = load(args.file)
     print(f"\nbenchmarks ({machine()}), {len(rows)} figures")
     print(render(rows))
+    unmeasured = missing(rows)
+    if unmeasured:
+        print("\n".join(["not measured:", *unmeasured]))
     return 0
 
 

@@ -88,3 +88,11 @@ def test_profile_summary_shares(tmp_path: Path) -> None:
     assert "4 samples" in text
     assert "75.0%  agentchain/engine" in text
     assert "75.0%  on_pod (agentchain/engine/finishing.py)" in text
+
+
+def test_the_table_names_every_expected_figure_the_run_did_not_measure() -> None:
+    rows = [Row("restart peak RSS, 5,004 jobs", 120.0, "MiB", target=150, compare="figure")]
+    lines = table.missing(rows)
+    assert not any("restart peak RSS, 5," in line for line in lines)
+    assert any(line.startswith("  restart peak RSS, 20,") for line in lines)
+    assert len(lines) == len(table.EXPECTED) - 1

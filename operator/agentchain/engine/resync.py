@@ -2,7 +2,11 @@
 
 Watches can miss events (operator down, watch expired) and a handler can fail on a
 transient error; every ``resync_seconds`` each unsettled AgentJob's recorded state
-is looked at and the next idempotent step redone.
+is looked at and the next idempotent step redone.  A running job whose batch Job the
+watch shows not ended is skipped without a request (``Unsettled.quiet``): its end
+still arrives as an event, and an event whose handler failed leaves the Job ended, so
+the next resync reads.  Before, each running job cost three requests per period
+(Job, pod list, AgentJob): 500 running jobs, a second of CPU every 10 s.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
     if not job.status.job_name:
         await hopping.start(rt, obj)
         return
+    if rt.unsettled.quiet(obj):
+        return  # Running, its batch Job not ended, as the watches show: nothing missed.
     batch = await workloads.get_job(obj["metadata"]["namespace"], job.status.job_name)
     if batch is None:
         msg = f"Batch Job {job.status.job_name} disappeared before the operator saw it end."

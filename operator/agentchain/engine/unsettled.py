@@ -4,9 +4,15 @@ The periodic resync (``resync.keep_resyncing``) walks this index instead of
 asking kopf for a timer per object: a kopf timer needs a finalizer on every
 AgentJob, which cost two extra writes per job (adding and removing it), delayed
 the first handler call by one round trip, and blocked deleting an AgentJob while
-the operator was down.  The index is fed by the AgentJob watch kopf already
-holds, so it costs no API calls; kopf re-lists on every watch restart, so
-nothing stays missing from it.
+the operator was down.  The index is fed by the operator's own AgentJob watch
+(``handlers.watches``), so it costs no API calls; the watch lists again after a
+410 and hands over what that list no longer holds as deleted, so nothing stays
+missing from it or stale in it.
+
+It also knows which jobs are settled (their names only): a restart lists every
+pod and batch Job of every finished job, and an event for a settled job is
+dropped before any I/O (issue 21: each cost ~4 requests).  :class:`Backlog` says
+whether the restart's initial lists have been worked through (``/readyz``).
 """
 
 from __future__ import annotations
@@ -35,37 +41,122 @@ def needs_resync(obj: Obj) -> bool:
 class _Entry:
     obj: Obj
     due: float
+    # The batch Job as the Job watch last showed it: (name, ended); None when not seen
+    # (or deleted) since this entry was made.
+    job: tuple[str, bool] | None = None
+
+
+@dataclass
+class Backlog:
+    """The restart's initial lists and the work they brought, as ``/readyz`` shows it.
+
+    ``listed``: every watch has handed over its first list; ``pending``: how many
+    objects still have handler work queued or running; done once both are behind us
+    (and stays done: later bursts are ordinary work, not the restart's backlog).
+    """
+
+    listed: bool = False
+    pending: int = 0
+    done: bool = False
+
+    def update(self, pending: int) -> None:
+        self.pending = pending
+        if self.listed and pending == 0:
+            self.done = True
+
+    def state(self) -> str:
+        if self.done:
+            return "done"
+        return "working" if self.listed else "listing"
 
 
 class Unsettled:
-    """Latest body of each unsettled AgentJob and when it is next due for a resync."""
+    """Latest body of each unsettled AgentJob and when it is next due for a resync;
+    the names of the settled ones."""
 
     def __init__(self, writes: records.Writes | None = None) -> None:
         self._jobs: dict[Key, _Entry] = {}
+        self._settled: set[Key] = set()
+        self.backlog = Backlog()
         self._writes = writes if writes is not None else records.Writes()
 
     def __len__(self) -> int:
         return len(self._jobs)
 
-    def observe(self, obj: Obj, now: float, interval: float) -> None:
-        """A watch event: keep the newest body; a job first seen is due ``interval`` later."""
+    def reset(self) -> None:
+        """Forget everything before the watches list again from scratch (a replica that
+        leads again after a pause missed deletions no relist of its own would show)."""
+        self._jobs.clear()
+        self._settled.clear()
+        self.backlog = Backlog()
+
+    def observe(self, obj: Obj, now: float, interval: float) -> tuple[str, str] | None:
+        """A watch event: keep the newest body; a job first seen is due ``interval`` later.
+
+        Returns (phase before, phase now) when an indexed job's phase changed: the one
+        log line per transition (a job first seen has no transition to tell).
+        """
         key = records.name_of(obj)
+        entry = self._jobs.get(key)
+        same = entry is not None and _uid(entry.obj) == _uid(obj)
+        before = _phase(entry.obj) if entry is not None and same else None
         if not needs_resync(obj):
             self._jobs.pop(key, None)
+            self._settled.add(key)
             self._writes.forget(*key)
-            return
-        entry = self._jobs.get(key)
-        if entry is None or _uid(entry.obj) != _uid(obj):
-            self._jobs[key] = _Entry(obj, now + interval)
         else:
-            entry.obj = obj
+            self._settled.discard(key)
+            if entry is None or not same:
+                self._jobs[key] = _Entry(obj, now + interval)
+            else:
+                entry.obj = obj
+        after = _phase(obj)
+        return (before, after) if before is not None and before != after else None
 
     def forget(self, obj: Obj) -> None:
         key = records.name_of(obj)
+        self._settled.discard(key)
         entry = self._jobs.get(key)
         if entry is not None and _uid(entry.obj) == _uid(obj):
             del self._jobs[key]
             self._writes.forget(*key)
+
+    def is_settled(self, namespace: str, name: str) -> bool:
+        """Whether the watch last showed ``name`` settled: its pods' and Jobs' events
+        have nothing left to do (a job re-created under that name shows up unsettled
+        first, or, should its pod's event win the race, is the resync's)."""
+        return (namespace, name) in self._settled
+
+    def running_in(self, namespace: str, name: str, pod: str) -> bool:
+        """Whether the watched job already says it runs in ``pod``: that pod's
+        Running events have nothing to record."""
+        entry = self._jobs.get((namespace, name))
+        status = (entry.obj.get("status") or {}) if entry is not None else {}
+        return status.get("phase") == "Running" and status.get("podName") == pod
+
+    def job_watched(self, namespace: str, name: str, job: str, *, ended: bool) -> None:
+        """The Job watch showed batch Job ``job`` of AgentJob ``name``, ended or not."""
+        entry = self._jobs.get((namespace, name))
+        if entry is not None:
+            entry.job = (job, ended)
+
+    def job_gone(self, namespace: str, name: str, job: str) -> None:
+        entry = self._jobs.get((namespace, name))
+        if entry is not None and entry.job is not None and entry.job[0] == job:
+            entry.job = None
+
+    def quiet(self, obj: Obj) -> bool:
+        """Whether the watches show ``obj`` running with its batch Job not ended: then a
+        resync has nothing to catch up on.  Its pod's end reaches the engine as a pod
+        event, else as the Job's final condition (an event whose handler fails leaves
+        the Job ended, so not quiet, and the resync reads); a Job deleted or never seen
+        since the index learnt of the job is not quiet either."""
+        entry = self._jobs.get(records.name_of(obj))
+        if entry is None or entry.job is None or _uid(entry.obj) != _uid(obj):
+            return False
+        status = entry.obj.get("status") or {}
+        name, ended = entry.job
+        return status.get("phase") == "Running" and status.get("jobName") == name and not ended
 
     def current(self, namespace: str, name: str) -> Obj | None:
         """A copy of the job as watched, when that is as of this process's last write
@@ -105,6 +196,10 @@ class Unsettled:
                 due.append(entry.obj)
                 entry.due = now + interval
         return due
+
+
+def _phase(obj: Obj) -> str:
+    return str((obj.get("status") or {}).get("phase") or "New")
 
 
 def _uid(obj: Obj) -> str | None:

@@ -1,8 +1,9 @@
-"""kopf registrations: thin, one module per resource.
+"""kopf registrations and the operator's own watches: thin, one module per resource.
 
-Importing this package registers every handler with kopf's default registry.
+Importing this package registers every kopf handler with kopf's default registry;
+``watches`` runs the AgentJob, batch Job and pod watches (``lifecycle`` starts it).
 """
 
-from agentchain.handlers import agentjobs, aiagents, github, lifecycle, workloads
+from agentchain.handlers import agentjobs, aiagents, github, lifecycle, watches, workloads
 
-__all__ = ["agentjobs", "aiagents", "github", "lifecycle", "workloads"]
+__all__ = ["agentjobs", "aiagents", "github", "lifecycle", "watches", "workloads"]

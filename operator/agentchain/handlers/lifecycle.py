@@ -22,6 +22,7 @@ import kopf
 
 from agentchain.engine import resync
 from agentchain.engine.runtime import Runtime
+from agentchain.handlers import watches
 from agentchain.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         runtime = memo.runtime = Runtime.create(config)
         memo.owns_runtime = True
     memo.resyncer = asyncio.create_task(resync.keep_resyncing(runtime), name="resync")
+    memo.watches = watches.start(runtime)  # AgentJobs, batch Jobs, pods: our own (issue 21).
 
 
 @kopf.on.cleanup()
@@ -77,6 +79,8 @@ async def shutdown(memo: kopf.Memo, **_: Any) -> None:
     resyncer = getattr(memo, "resyncer", None)
     if resyncer is not None:
         resyncer.cancel()
+    if getattr(memo, "watches", None) is not None:
+        await memo.watches.stop()
     runtime = getattr(memo, "runtime", None)
     if runtime is not None and getattr(memo, "owns_runtime", False):
         await runtime.close()

@@ -1,20 +1,96 @@
-"""Pod and batch Job watchers: the moment an agent's container ends, finish its AgentJob."""
+"""Pod and batch Job events, from the operator's own watches: the moment an agent's
+container ends, finish its AgentJob.
+
+The watches select by the AgentJob label (kopf could not: nolar/kopf#1311) and keep
+only what the engine reads (:func:`trim_pod`, :func:`trim_job`).  Each event is
+decided from the watched objects alone before any I/O: a settled AgentJob's pod or
+Job has nothing left to do (a restart with 5,000 finished jobs used to replay each:
+two AgentJob reads, a pod list and a log read, issue 21), nor has a running pod
+whose AgentJob already says it runs there.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-import kopf
-
+from agentchain import models
 from agentchain.engine import finishing
-from agentchain.models import AGENTJOB_LABEL
+from agentchain.engine.runtime import Runtime
+from agentchain.handlers.dispatching import Submit
+from agentchain.kube.watching import key_of
+
+Obj = dict[str, Any]
+METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "labels",
+    "ownerReferences",
+)
 
 
-@kopf.on.event("v1", "pods", labels={AGENTJOB_LABEL: kopf.PRESENT})
-async def pod_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await finishing.on_pod(memo.runtime, dict(body))
+def _metadata(obj: Obj) -> Obj:
+    meta = obj.get("metadata") or {}
+    return {k: meta[k] for k in METADATA if k in meta}
 
 
-@kopf.on.event("batch", "v1", "jobs", labels={AGENTJOB_LABEL: kopf.PRESENT})
-async def job_changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    await finishing.on_job(memo.runtime, dict(body))
+def trim_pod(pod: Obj) -> Obj:
+    """Identity, owner, phase and each container's state: what ``finishing`` reads."""
+    status = pod.get("status") or {}
+    containers = [
+        {"name": cs.get("name"), "state": cs.get("state") or {}}
+        for cs in status.get("containerStatuses") or []
+    ]
+    trimmed = {"phase": status["phase"]} if "phase" in status else {}
+    return {"metadata": _metadata(pod), "status": {**trimmed, "containerStatuses": containers}}
+
+
+def trim_job(job: Obj) -> Obj:
+    """Identity, owner and final conditions: what ``finishing`` reads."""
+    conditions = [
+        {k: c.get(k) for k in ("type", "status", "reason")}
+        for c in (job.get("status") or {}).get("conditions") or []
+    ]
+    return {"metadata": _metadata(job), "status": {"conditions": conditions}}
+
+
+def ended(job: Obj) -> bool:
+    """Whether the batch Job has its final condition (Complete or Failed)."""
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or []
+    )
+
+
+def _owner(obj: Obj) -> tuple[str, str | None]:
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return str(meta.get("namespace") or ""), labels.get(models.AGENTJOB_LABEL)
+
+
+def pod_changed(rt: Runtime, submit: Submit, kind: str, pod: Obj) -> None:
+    namespace, owner = _owner(pod)
+    if not owner or rt.unsettled.is_settled(namespace, owner):
+        return
+    name = str(pod["metadata"].get("name"))
+    if finishing.terminated_state(pod) is None and rt.unsettled.running_in(namespace, owner, name):
+        return
+    submit(("pods", *key_of(pod)), lambda: finishing.on_pod(rt, pod))
+
+
+def job_changed(rt: Runtime, submit: Submit, kind: str, job: Obj) -> None:
+    namespace, owner = _owner(job)
+    if owner and rt.unsettled.is_settled(namespace, owner):
+        return
+    # Indexed now, not in the task: a pod listed next finds its Job without a read.
+    rt.jobs.seen(job)
+    if owner:
+        name = str(job["metadata"].get("name"))
+        if kind == "DELETED":
+            rt.unsettled.job_gone(namespace, owner, name)
+        else:
+            rt.unsettled.job_watched(namespace, owner, name, ended=ended(job))
+    submit(("jobs", *key_of(job)), lambda: finishing.on_job(rt, job))

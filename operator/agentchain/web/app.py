@@ -25,6 +25,10 @@ that Redis answers PING and the Kubernetes API answers ``/version``, because
 without either nothing the endpoint accepts could be acted on.  Every replica
 serves both listeners whether or not it leads (``replica.py``), so leadership is
 no readiness criterion: ``/readyz`` only reports it (``role``: leader or follower).
+It also says where the leader's restart backlog stands (``backlog``: ``listing`` the
+initial lists, ``working`` through the events they brought, ``pending`` objects, then
+``done``; a follower, which runs no watches, stays at ``listing``) without making the
+pod unready for it: the webhook and the job API work meanwhile.
 
 The webhook's dispatcher (``dispatch.py``) runs as a task of the public app:
 started when it starts serving, stopped on cleanup.  It runs even when the
@@ -98,7 +102,9 @@ async def readyz(request: web.Request) -> web.Response:
         except Exception as exc:  # Any failure means not ready; say which, not why in full.
             checks[name] = f"failed: {type(exc).__name__}"
     ready = all(v == "ok" for v in checks.values())
-    body: dict[str, object] = {"ready": ready, "checks": checks}
+    backlog = rt.unsettled.backlog  # Informative: a restart's backlog never makes it unready.
+    body: dict[str, object] = {"ready": ready, "checks": checks, "backlog": backlog.state()}
+    body["pending"] = backlog.pending
     role = request.app.get(ROLE_KEY)
     if role is not None:
         body["role"] = role()

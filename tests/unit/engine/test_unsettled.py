@@ -156,3 +156,79 @@ def test_incomplete_write_answers_are_not_remembered() -> None:
     writes.wrote(None)
     writes.wrote({"metadata": {"namespace": "ns", "name": "j", "uid": "u1"}})
     assert writes.last("ns", "j") is None
+
+
+def test_settled_names_are_known_until_the_job_unsettles_or_goes() -> None:
+    index = Unsettled()
+    index.observe(job(**SETTLED), 0.0, 1.0)
+    assert index.is_settled("ns", "j") and not index.is_settled("ns", "other")
+    index.observe(job(uid="u2"), 0.0, 1.0)  # Re-created under the same name.
+    assert not index.is_settled("ns", "j")
+    index.observe(job(uid="u2", **SETTLED), 0.0, 1.0)
+    index.forget(job(uid="u2"))
+    assert not index.is_settled("ns", "j")
+
+
+def test_running_in_only_the_pod_the_watched_job_names() -> None:
+    index = Unsettled()
+    index.observe(job(phase="Pending"), 0.0, 1.0)
+    assert not index.running_in("ns", "j", "pod-1")
+    index.observe(job(phase="Running", podName="pod-1"), 0.0, 1.0)
+    assert index.running_in("ns", "j", "pod-1")
+    assert not index.running_in("ns", "j", "pod-2")
+    assert not index.running_in("ns", "unknown", "pod-1")
+
+
+def test_a_transition_is_told_once_and_a_first_sight_not_at_all() -> None:
+    index = Unsettled()
+    assert index.observe(job(phase="Pending"), 0.0, 1.0) is None
+    assert index.observe(job(phase="Running"), 0.0, 1.0) == ("Pending", "Running")
+    assert index.observe(job(phase="Running"), 0.0, 1.0) is None
+    assert index.observe(job(**SETTLED), 0.0, 1.0) == ("Running", "Succeeded")
+    assert index.observe(job(**SETTLED), 0.0, 1.0) is None  # Settled: not indexed.
+    assert index.observe(job(uid="u2", phase="Running"), 0.0, 1.0) is None
+
+
+def test_backlog_is_done_once_listed_and_idle_and_stays_done() -> None:
+    backlog = Unsettled().backlog
+    assert backlog.state() == "listing"
+    backlog.update(0)
+    assert backlog.state() == "listing"
+    backlog.listed = True
+    backlog.update(3)
+    assert (backlog.state(), backlog.pending) == ("working", 3)
+    backlog.update(0)
+    backlog.update(5)
+    assert backlog.state() == "done"
+
+
+def test_quiet_only_while_running_with_its_batch_job_watched_not_ended() -> None:
+    index = Unsettled()
+    running = job(phase="Running", jobName="j-a1")
+    index.observe(running, 0.0, 1.0)
+    assert not index.quiet(running)  # Its Job not seen since: the resync reads.
+    index.job_watched("ns", "j", "j-a1", ended=False)
+    assert index.quiet(running)
+    index.job_watched("ns", "j", "j-a1", ended=True)
+    assert not index.quiet(running)  # Ended: an event whose handler failed, perhaps.
+    index.job_watched("ns", "j", "j-a1", ended=False)
+    index.job_gone("ns", "j", "j-a1")
+    assert not index.quiet(running)  # Deleted: the resync says it disappeared.
+    index.job_watched("ns", "j", "j-a0", ended=False)
+    assert not index.quiet(running)  # Another attempt's Job.
+    pending = job(phase="Pending", jobName="j-a1")
+    index.observe(pending, 0.0, 1.0)
+    index.job_watched("ns", "j", "j-a1", ended=False)
+    assert not index.quiet(pending)
+    assert not index.quiet(job(uid="u2", phase="Running", jobName="j-a1"))
+
+
+def test_reset_forgets_jobs_settled_names_and_the_backlog() -> None:
+    index = Unsettled()
+    index.observe(job("a", phase="Running"), 0.0, 1.0)
+    index.observe(job("b", uid="u2", **SETTLED), 0.0, 1.0)
+    index.backlog.listed = True
+    index.backlog.update(0)
+    index.reset()
+    assert len(index) == 0 and not index.is_settled("ns", "b")
+    assert index.backlog.state() == "listing"
