@@ -6,7 +6,10 @@ Aspects covered:
   and the running job is stopped at once: ``Cancelled``, reason ``BudgetExceeded``,
   ``status.usage`` showing what it reported, no child although its step is ``always``;
 - wall time: a chain running past ``maxChainSeconds`` is stopped the same way;
-- attempts: with ``maxAttempts: 2`` a failing job's third attempt never launches.
+- attempts: with ``maxAttempts: 2`` a failing job's third attempt never launches;
+- per agent: in a two-agent chain where only the second agent has a cost budget, that
+  agent's job is stopped at its report over it (``BudgetExceeded``, naming the agent),
+  although the chain's first agent has no budget at all.
 """
 
 from __future__ import annotations
@@ -129,3 +132,43 @@ def test_a_chain_out_of_attempts_launches_no_more(
         info, "jobs", "-n", namespace, "-l", f"{models.AGENTJOB_LABEL}=flaky-1"
     )
     assert sorted(j["metadata"]["name"] for j in found["items"]) == ["flaky-1", "flaky-1-a2"]
+
+
+def test_a_later_agents_own_budget_stops_its_job(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    lead = chaining.agent("lead", next_=chaining.step("spender2"))
+    spender = _agent("spender2", [sys.executable, "-c", SPENDER], {"maxCost": 1.0})
+    chaining.apply(info, namespace, lead, spender, chaining.agent("after"))
+    chaining.apply(info, namespace, chaining.root_job("lead-1", "lead"))
+    operating.wait_until(
+        lambda: _status(info, namespace, "lead-1").get("phase") == "Succeeded",
+        timeout=90,
+        what="the first agent's job to succeed",
+    )
+    chain = _status(info, namespace, "lead-1")["chainId"]
+    operating.wait_until(
+        lambda: len(chaining.chain_jobs(info, namespace, chain)) == 2,
+        timeout=60,
+        what="the second agent's job",
+    )
+    child = chaining.chain_jobs(info, namespace, chain)[1]
+    assert child["spec"]["agentRole"] == "spender2", child
+    status = _cancelled_in_chain(info, namespace, child["metadata"]["name"], 2)
+    assert "agent spender2: cost 1.2 USD over 1 USD" in status["message"], status
+    assert status["usage"] == {"tokens": 3000, "cost": 1.2}, status
+
+
+def _cancelled_in_chain(info: ClusterInfo, namespace: str, name: str, jobs: int) -> Obj:
+    operating.wait_until(
+        lambda: _status(info, namespace, name).get("chainComplete") is True,
+        timeout=90,
+        what=f"the chain of {name} to complete",
+    )
+    status = _status(info, namespace, name)
+    assert (status["phase"], status["reason"]) == ("Cancelled", "BudgetExceeded"), status
+    assert status["stoppedBy"] == "budget", status
+    found = chaining.chain_jobs(info, namespace, status["chainId"])
+    assert len(found) == jobs, "a child ran past the budget"
+    return status

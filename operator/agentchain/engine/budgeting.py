@@ -1,6 +1,7 @@
 """Chain budgets in the engine: count launches, stop a chain past its budget.
 
-The chain's budget is its first agent's ``budget`` (``policy/budgets.py``).  Checked:
+The chain's budget is its first agent's ``budget``; any other agent's ``budget`` bounds
+that agent's own jobs in the chain (``policy/budgets.py``).  Checked:
 
 * at every launch (``gating.held``): the attempt is counted and the chain's start set;
   over budget, the job ends ``Cancelled`` (reason ``BudgetExceeded``) without running
@@ -23,27 +24,51 @@ from agentchain.models.aiagent import AiAgent, Budget
 from agentchain.policy import budgets, stops
 from agentchain.policy.outcomes import is_terminal
 from agentchain.store.stops import StopStore
-from agentchain.store.usage import UsageStore
+from agentchain.store.usage import Usage, UsageStore
 
 Obj = records.Obj
 
 
+async def _budget(rt: Runtime, namespace: str, trigger: str) -> Budget | None:
+    agent = await rt.agents.by_trigger(namespace, trigger)
+    return agent.spec.budget if isinstance(agent, AiAgent) else None
+
+
 async def budget_of(rt: Runtime, obj: Obj) -> Budget | None:
     """The budget of the chain ``obj`` is in: its first agent's."""
-    first = records.position(obj).path[0]
-    agent = await rt.agents.by_trigger(obj["metadata"]["namespace"], first)
-    return agent.spec.budget if isinstance(agent, AiAgent) else None
+    return await _budget(rt, obj["metadata"]["namespace"], records.position(obj).path[0])
+
+
+def agent_of(obj: Obj) -> str:
+    """The trigger name of the job's own agent (its chain path ends with it)."""
+    return records.position(obj).path[-1]
+
+
+async def limits_of(rt: Runtime, obj: Obj, usage: Usage) -> list[budgets.Limit]:
+    """The budgets the job ``obj`` is held to, over ``usage``: its chain's and its agent's."""
+    path = records.position(obj).path
+    chain_budget = await budget_of(rt, obj)
+    first = path[-1] == path[0]
+    own = None if first else await _budget(rt, obj["metadata"]["namespace"], path[-1])
+    return budgets.limits(chain_budget, usage.chain, path[-1], first, own, usage.agent)
+
+
+async def any_budget(rt: Runtime, obj: Obj) -> bool:
+    """Whether the chain or the job's own agent has a budget (else nothing is counted)."""
+    found = await limits_of(rt, obj, Usage(budgets.ChainUsage(), budgets.ChainUsage()))
+    return bool(found)
 
 
 async def at_launch(hop: Hop, init: Obj, attempt: int) -> Ended | None:
     """Count the launch of ``attempt``; the job's end instead when the chain is over."""
-    budget = await budget_of(hop.rt, hop.obj)
-    if budget is None:
+    if not await any_budget(hop.rt, hop.obj):
         return None
     chain = str(init.get("chainId") or hop.job.status.chain_id)
     now = time.time()
-    usage = await UsageStore(hop.rt.redis).launched(hop.namespace, chain, hop.name, attempt, now)
-    why = budgets.exceeded(budget, usage, now)
+    usage = await UsageStore(hop.rt.redis).launched(
+        hop.namespace, chain, hop.name, attempt, now, agent_of(hop.obj)
+    )
+    why = budgets.breached(await limits_of(hop.rt, hop.obj, usage), now)
     if why is None:
         return None
     await StopStore(hop.rt.redis).stop_chain(hop.namespace, chain, stops.BY_BUDGET, why)
@@ -65,12 +90,14 @@ async def check_running(rt: Runtime, obj: Obj) -> bool:
     job = records.parse(obj)
     if is_terminal(job.status) or not job.status.job_name or job.status.chain_id is None:
         return False
-    budget = await budget_of(rt, obj)
-    if budget is None or budget.max_chain_seconds is None:
+    if not await any_budget(rt, obj):
         return False
     namespace = obj["metadata"]["namespace"]
-    usage = await UsageStore(rt.redis).get(namespace, job.status.chain_id)
-    why = budgets.exceeded(budget, usage, time.time())
+    usage = await UsageStore(rt.redis).get(namespace, job.status.chain_id, agent_of(obj))
+    found = await limits_of(rt, obj, usage)
+    if all(limit.budget.max_chain_seconds is None for limit in found):
+        return False
+    why = budgets.breached(found, time.time())
     if why is None:
         return False
     await stop_chain(rt, namespace, job.status.chain_id, why)

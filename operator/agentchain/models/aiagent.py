@@ -215,20 +215,30 @@ class RetryPolicy(KubeModel):
 
 
 class Budget(KubeModel):
-    """Limits of each chain this agent starts; past one, the chain is stopped (its running
-    job ends Cancelled, reason BudgetExceeded) and nothing more of it starts."""
+    """Limits of each chain this agent starts (as its first job) over the whole chain; on
+    an agent later in a chain, limits of that agent's own jobs in the chain.  Past one,
+    the chain is stopped (its running job ends Cancelled, reason BudgetExceeded) and
+    nothing more of it starts."""
 
     max_chain_seconds: int | None = Field(
-        default=None, ge=1, description="Wall time from the chain's first launch."
+        default=None,
+        ge=1,
+        description="Wall time from the chain's first launch (later agent: its first job's).",
     )
     max_attempts: int | None = Field(
-        default=None, ge=1, description="Attempts (batch Jobs) across the chain's jobs."
+        default=None,
+        ge=1,
+        description="Attempts (batch Jobs) across the chain's jobs (later agent: its jobs').",
     )
     max_tokens: int | None = Field(
-        default=None, ge=0, description="Tokens the chain's agents report (job API)."
+        default=None,
+        ge=0,
+        description="Tokens the chain's agents report (later agent: its jobs report).",
     )
     max_cost: float | None = Field(
-        default=None, ge=0, description="Cost the chain's agents report, in currency."
+        default=None,
+        ge=0,
+        description="Cost the chain's agents report, in currency (later agent: its jobs').",
     )
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
 
@@ -344,7 +354,9 @@ class AiAgentSpec(KubeModel):
         default=None, description="Hold each job of this agent until someone approves it."
     )
     budget: Budget | None = Field(
-        default=None, description="Budget of each chain this agent starts (as its first job)."
+        default=None,
+        description="Budget of each chain this agent starts (as its first job), and of "
+        "this agent's own jobs in chains other agents start.",
     )
     retry: RetryPolicy | None = Field(
         default=None,

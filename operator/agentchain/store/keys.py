@@ -120,9 +120,12 @@ FLOW_TENANTS = ROOT_PREFIX + "flow:tenants"
 FLOW_TTL_SECONDS = 30 * 24 * 3600
 # Hash per (tenant, chain): tokens, cost (reported by its agents), started (first launch,
 # unix s), and "job:<name>:tokens"/"job:<name>:cost" per job; the chain's budget usage.
+# Per agent of the chain also "agent:<trigger>:tokens"/":cost"/":started" (its own budget).
 FLOW_USAGE_PREFIX = ROOT_PREFIX + "flow:usage:"
 # Set per (tenant, chain): "<job>#<attempt>" of every attempt launched, for max attempts.
 FLOW_ATTEMPTS_PREFIX = ROOT_PREFIX + "flow:attempts:"
+# Set per (tenant, chain, agent): the same "<job>#<attempt>" for that agent's jobs only.
+FLOW_AGENT_ATTEMPTS_PREFIX = ROOT_PREFIX + "flow:agentattempts:"
 # --- GitHub write-back and job tokens (issue 17) -----------------------------------------
 # Hash per chain: the id of its comment and Check Run on GitHub and the digest of the body
 # last written to each, so the same comment is edited (never a second one) and an
@@ -273,6 +276,10 @@ def flow_usage(tenant: str, chain_id: str) -> str:
 
 def flow_attempts(tenant: str, chain_id: str) -> str:
     return _join(FLOW_ATTEMPTS_PREFIX, tenant, chain_id)
+
+
+def flow_agent_attempts(tenant: str, chain_id: str, agent: str) -> str:
+    return _join(FLOW_AGENT_ATTEMPTS_PREFIX, tenant, chain_id, agent)
 
 
 def github_chain(tenant: str, chain_id: str) -> str:

@@ -103,18 +103,20 @@ async def report_usage(request: web.Request) -> web.Response:
     namespace, name = request.match_info["namespace"], request.match_info["name"]
     scope = auth.require_job(auth.principal_of(request), namespace, name)
     report = validate(UsageReport, await read_json(request))
-    usage, job_tokens, job_cost = await UsageStore(rt.redis).report(
-        namespace, scope.chain_id, name, report.tokens, report.cost
-    )
     obj = await api.load_job(auth.principal_of(request), namespace, name)
+    reported = await UsageStore(rt.redis).report(
+        namespace, scope.chain_id, name, report.tokens, report.cost, budgeting.agent_of(obj)
+    )
+    usage = reported.usage.chain
     budget = await budgeting.budget_of(rt, obj)
-    job_usage = {"tokens": job_tokens, "cost": job_cost}
+    job_usage = {"tokens": reported.job_tokens, "cost": reported.job_cost}
     await resources.patch_status(namespace, resources.AGENTJOBS, name, {"usage": job_usage})
     role = obj["spec"]["agentRole"]
     metrics.USAGE_TOKENS.labels(namespace, role).inc(report.tokens)
     currency = budget.currency if budget is not None else "USD"
     metrics.USAGE_COST.labels(namespace, role, currency).inc(report.cost)
-    why = budgets.exceeded(budget, usage, time.time()) if budget is not None else None
+    limits = await budgeting.limits_of(rt, obj, reported.usage)
+    why = budgets.breached(limits, time.time())
     if why is not None:
         await budgeting.stop_chain(rt, namespace, scope.chain_id, why)
     chain = {"tokens": usage.tokens, "cost": usage.cost, "attempts": usage.attempts}

@@ -5,7 +5,11 @@ Aspects covered:
   time), and with no limit set nothing ever is (property-based);
 - the first limit passed is named, with the currency for cost;
 - a wall time is counted from the chain's first launch, and not before one;
-- a stop by the budget ends the job Cancelled with reason BudgetExceeded.
+- a stop by the budget ends the job Cancelled with reason BudgetExceeded;
+- a job is held to its chain's budget and, when its agent is not the first one, to its
+  agent's own budget over the agent's share; the first agent's budget is never applied
+  twice; a breach names the agent whose budget it was (property-based: an agent's
+  breach stands whatever the chain's usage).
 """
 
 from __future__ import annotations
@@ -70,3 +74,37 @@ def test_a_stop_by_the_budget_ends_budget_exceeded() -> None:
     ending = stops.ending(stops.StopRequest(by=stops.BY_BUDGET, reason="3 attempts over 2"))
     assert (ending.phase, ending.reason) == ("Cancelled", Reason.BUDGET_EXCEEDED)
     assert ending.message == "Budget exceeded: 3 attempts over 2"
+
+
+CHAIN_BUDGET = Budget(max_cost=10.0)
+OWN_BUDGET = Budget(max_cost=1.0)
+
+
+def test_the_first_agent_is_held_to_the_chain_budget_only() -> None:
+    found = budgets.limits(CHAIN_BUDGET, ChainUsage(), "lead", True, OWN_BUDGET, ChainUsage())
+    assert found == [budgets.Limit(CHAIN_BUDGET, ChainUsage())]
+
+
+def test_a_later_agent_is_held_to_both_and_a_breach_names_it() -> None:
+    found = budgets.limits(
+        None, ChainUsage(cost=5.0), "coder", False, OWN_BUDGET, ChainUsage(cost=1.5)
+    )
+    assert found == [budgets.Limit(OWN_BUDGET, ChainUsage(cost=1.5), "coder")]
+    assert budgets.breached(found, 0.0) == "agent coder: cost 1.5 USD over 1 USD"
+    assert budgets.limits(None, ChainUsage(), "coder", False, None, ChainUsage()) == []
+
+
+@given(usages, usages)
+def test_a_later_agents_breach_stands_whatever_the_chain_used(
+    chain: ChainUsage, agent: ChainUsage
+) -> None:
+    own = Budget(max_cost=agent.cost / 2) if agent.cost > 0 else Budget(max_cost=0.0)
+    found = budgets.limits(Budget(), chain, "coder", False, own, agent)
+    expected = budgets.exceeded(own, agent, 0.0)
+    assert budgets.breached(found, 0.0) == (f"agent coder: {expected}" if expected else None)
+
+
+@given(usages, usages)
+def test_the_chain_budget_is_checked_first(chain: ChainUsage, agent: ChainUsage) -> None:
+    found = budgets.limits(Budget(max_attempts=1), chain, "coder", False, Budget(), agent)
+    assert budgets.breached(found, 0.0) == budgets.exceeded(Budget(max_attempts=1), chain, 0.0)
