@@ -235,6 +235,22 @@ class GitHubStandIn:
                 key=lambda c: c.id,
             )
 
+    def add_comment(
+        self, full_name: str, issue_number: int, body: str, *, author: str
+    ) -> model.Comment:
+        """A person's comment on the issue, as if they had written it on github.com."""
+        with self.state.lock:
+            repo = self.state.repos[full_name.lower()]
+            comment = model.Comment(
+                self.state.next_id(), repo.full_name, issue_number, body, author, "User", None
+            )
+            self.state.comments[comment.id] = comment
+            return comment
+
+    def reactions(self, comment_id: int) -> list[model.Reaction]:
+        with self.state.lock:
+            return [r for r in self.state.reactions.values() if r.comment_id == comment_id]
+
     def check_runs(self, full_name: str) -> list[model.CheckRun]:
         with self.state.lock:
             return [

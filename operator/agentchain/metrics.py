@@ -97,3 +97,10 @@ GITHUB_JOB_TOKENS = Counter(
     " refused, failed).",
     ["result"],
 )
+
+GITHUB_COMMAND_ANSWERS = Counter(
+    "agentchain_github_command_answers_total",
+    "Answers to /agentchain comment commands on GitHub by result (sent, duplicate, silent:"
+    " nothing to send, dropped: too many pending, rate_limited, retried, failed) and reason.",
+    ["result", "reason"],
+)

@@ -11,7 +11,8 @@ typed bodies; this module keeps to what the product needs:
 - the operator's own tokens (write-back) are minted the same way and kept in memory
   until five minutes before they expire (:meth:`GitHubApp.token_for`);
 - comments and check runs: create, update, and find the one the operator made
-  (by its hidden marker and author, or by ``external_id``).
+  (by its hidden marker and author, or by ``external_id``); reactions on a comment
+  (the answer to a comment command).
 
 githubkit's own retries are off (``auto_retry=False``): a rate limit must reach the
 write-back worker, which waits and then sends the *latest* body rather than sleeping
@@ -160,6 +161,16 @@ class GitHubApp:
                 scope.owner, scope.name, comment_id, body=body
             )
         )
+
+    async def react(self, scope: Scope, comment_id: int, content: str) -> bool:
+        """React with ``content`` on an issue comment; False: it was already there (200)."""
+        gh = self._client(await self.token_for(scope))
+        made = await self._call(
+            lambda: gh.rest.reactions.async_create_for_issue_comment(
+                scope.owner, scope.name, comment_id, content=cast(Any, content)
+            )
+        )
+        return made.status_code == 201
 
     async def find_comment(self, scope: Scope, number: int, marker: str) -> int | None:
         """The operator's own comment on the issue whose body starts with ``marker``.

@@ -150,6 +150,13 @@ DASHBOARD_SESSION_PREFIX = ROOT_PREFIX + "ui:session:"
 # Eight hours from login (a working day), not extended by use; logout deletes it at once.
 DASHBOARD_SESSION_TTL_SECONDS = 8 * 3600
 
+# --- comment command answers on GitHub (issue 16) ---------------------------------------
+# String per GitHub comment id (SET NX) once its /agentchain command was answered (reaction
+# and/or reply), so a redelivery of the same comment never answers twice.  Kept as long as
+# GitHub may redeliver (its deliveries can be redelivered for three days).
+GITHUB_COMMAND_PREFIX = ROOT_PREFIX + "github:command:"
+GITHUB_COMMAND_TTL_SECONDS = DELIVERY_TTL_SECONDS
+
 
 def encode(component: str) -> str:
     """Percent-encode the characters that could make two component tuples collide."""
@@ -286,3 +293,7 @@ def github_job_tokens(tenant: str, job_name: str) -> str:
 
 def dashboard_session(session_sha256_hex: str) -> str:
     return _join(DASHBOARD_SESSION_PREFIX, session_sha256_hex)
+
+
+def github_command(comment_id: int) -> str:
+    return _join(GITHUB_COMMAND_PREFIX, str(comment_id))

@@ -18,8 +18,11 @@ number in their event), in the namespaces the operator serves, as the agents all
 Anything else changes nothing: a stranger's command, a bot's, a command with no job
 to act on.  Every command is one log line and counted
 (``agentchain_comment_commands_total{verb, result}``); the answer to the delivery says
-what was done.  There is no reply or reaction on GitHub: this operator has no GitHub
-write-back, and the log line says so.
+what was done.  What GitHub is told (a reaction, maybe a reply; nothing for a refused
+sender) is decided by ``policy/commandanswers.py`` and sent by
+``engine/commandanswers.py`` after this, off the webhook's path, when the operator is
+a GitHub App; otherwise the answer's ``reply`` says there is none
+(:data:`NO_REPLY`).  A refusal because of who commented carries ``"sender": True``.
 """
 
 from __future__ import annotations
@@ -84,14 +87,13 @@ async def handle(
     outcome = "applied" if done else ("refused" if results else "no_job")
     metrics.COMMENT_COMMANDS.labels(command.verb, outcome).inc()
     log.info(
-        "comment command /agentchain %s by %s (%s) on %s#%s: %s; %s",
+        "comment command /agentchain %s by %s (%s) on %s#%s: %s",
         command.verb,
         login or "unknown",
         association,
         repository,
         number,
         outcome,
-        NO_REPLY,
     )
     return {"command": command.verb, "result": outcome, "jobs": results, "reply": NO_REPLY}
 
@@ -132,7 +134,11 @@ async def _apply(
         if job.status.phase != "AwaitingApproval" or approval is None:
             return {"result": "ignored", "why": "it awaits no approval"}
         if bot or not approvals.may_approve(approval, login, association):
-            return {"result": "refused", "why": f"{login or 'unknown'} may not approve it"}
+            return {
+                "result": "refused",
+                "why": f"{login or 'unknown'} may not approve it",
+                "sender": True,
+            }
         annotations = approvals.annotations_for(command.verb == "approve", by, command.reason)
         await resources.patch_metadata(
             namespace, resources.AGENTJOBS, name, labels={}, annotations=annotations
@@ -142,7 +148,7 @@ async def _apply(
         policy = (spec.sender_policy if spec is not None else None) or SenderPolicy()
         refusal = matching.association_refusal(policy, association, login, bot=bot)
         if refusal is not None:
-            return {"result": "refused", "why": refusal}
+            return {"result": "refused", "why": refusal, "sender": True}
         await stoprequests.request_stop(namespace, name, stops.StopRequest(by, command.reason))
         return {"result": "stopping"}
     return {"result": "ignored", "why": "no such command"}
@@ -179,7 +185,12 @@ async def _retry(
     policy = (agent.sender_policy if agent is not None else None) or SenderPolicy()
     refusal = matching.association_refusal(policy, association, login, bot=bot)
     if refusal is not None:
-        return {"job": step["metadata"]["name"], "result": "refused", "why": refusal}
+        return {
+            "job": step["metadata"]["name"],
+            "result": "refused",
+            "why": refusal,
+            "sender": True,
+        }
     created = await _rerun(namespace, step, spec, comment_id)
     return {"job": step["metadata"]["name"], "result": "retried", "retry": created}
 

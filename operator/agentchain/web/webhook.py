@@ -61,6 +61,7 @@ from aiohttp import web
 from redis.exceptions import RedisError
 
 from agentchain import metrics
+from agentchain.engine import commandanswers
 from agentchain.engine.runtime import Runtime
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.policy import chains, naming
@@ -263,6 +264,7 @@ class GithubWebhook:
             "ignored": ignored,
         }
         if command is not None:
+            command["reply"] = commandanswers.answer(self.rt, delivery.payload, command)
             body["command"] = command
         return json_response(body, status=202 if jobs else 200)
 
