@@ -13,6 +13,10 @@ Aspects covered:
 * the NetworkPolicy lets the operator reach Redis and Sentinel, the pods reach each other
   on both ports, and DNS; nothing else;
 * the values schema refuses fewer than 3 pods, and a quorum above the pod count fails;
+* pod 0's Sentinel start script, run as is, monitors the primary logged in as the
+  sentinel user, refuses clients without its password, and leads the operator's own
+  client (store/connecting.py, the chart's URL form, password from the file) to the
+  primary;
 * pods 0 and 1's start scripts, run as is (no Sentinel to ask), start a primary and its
   replica, which syncs with the replication user (masteruser/masterauth); the ACL files
   hold digests only; the replication and sentinel users may not read data.
@@ -20,6 +24,7 @@ Aspects covered:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import signal
@@ -238,3 +243,82 @@ def _check_users(pods: list[Pod], password: str) -> None:
     for pod in pods:
         assert password not in (pod.workdir / "users.acl").read_text()
         assert (pod.workdir / "redis.conf").stat().st_mode & 0o077 == 0
+
+
+def _sentinel(workdir: Path, script: str, primary_port: int) -> tuple[int, subprocess.Popen[bytes]]:
+    """Pod 0's Sentinel start script, run as is with paths, ports and DNS waits moved."""
+    port = _free_port()
+    workdir.mkdir()
+    script = (
+        script.replace("/etc/redis-auth/", f"{workdir.parent}/auth/")
+        .replace("/sentinel/", f"{workdir}/")
+        .replace("dir /sentinel'", f"dir {workdir}'")
+        .replace("'port 26379'", f"'port {port}' 'bind 127.0.0.1'")
+        .replace("$(hostname)", f"{NAME}-0")
+        .replace("$master 6379", f"127.0.0.1 {primary_port}")
+        .replace("nslookup", "true")  # No cluster DNS here: every name "resolves".
+    )
+    log = (workdir / "sentinel.log").open("wb")
+    process = subprocess.Popen(
+        ["sh", "-c", script], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    log.close()
+    return port, process
+
+
+def _master_flags(client: redis.Redis) -> bytes | None:
+    try:
+        master = client.execute_command("SENTINEL", "MASTER", "agentchain")
+    except redis.ConnectionError:
+        return None
+    fields = dict(zip(master[::2], master[1::2], strict=True))
+    # INFO answered lately: the sentinel user logged in (a ping alone passes without).
+    logged_in = int(fields[b"info-refresh"]) < 10_000
+    flags: bytes = fields[b"flags"] if logged_in else b"not logged in"
+    return flags
+
+
+async def _through_operator_url(url: str, password: str) -> bytes | None:
+    client = connecting.connect(url, password)
+    try:
+        await client.set("agentchain:via-sentinel", "yes")
+        value: bytes | None = await client.get("agentchain:via-sentinel")
+        return value
+    finally:
+        await client.aclose()
+
+
+def test_sentinel_requires_its_login_and_leads_the_operator_to_the_primary(
+    tmp_path: Path,
+) -> None:
+    manifests = charting.render(SENTINEL)
+    password = base64.b64decode(
+        charting.only(manifests, "Secret", NAME)["data"]["redis-password"]
+    ).decode()
+    (tmp_path / "auth").mkdir()
+    (tmp_path / "auth" / "redis-password").write_text(password)
+    containers = _containers(manifests)
+    primary = Pod(tmp_path / "pod0", containers["redis"]["args"][-1], 0, _free_port())
+    port, sentinel = _sentinel(
+        tmp_path / "sentinel0", containers["sentinel"]["args"][-1], primary.port
+    )
+    try:
+        primary.wait(password)
+        deadline = time.monotonic() + 20
+        with redis.Redis(port=port, password=password, socket_timeout=5) as client:
+            # "master" alone: reached and logged in as the sentinel user, not down.
+            while (flags := _master_flags(client)) != b"master":
+                log = (tmp_path / "sentinel0" / "sentinel.log").read_text()
+                assert sentinel.poll() is None, log
+                assert time.monotonic() < deadline, f"flags {flags!r}: {log}"
+                time.sleep(0.1)
+        with redis.Redis(port=port, socket_timeout=5) as stranger:
+            with pytest.raises(redis.AuthenticationError):
+                stranger.execute_command("SENTINEL", "MASTERS")
+        url = f"redis+sentinel://agentchain@127.0.0.1:{port}/agentchain/0?sentinel_username=default"
+        assert asyncio.run(_through_operator_url(url, password)) == b"yes"
+    finally:
+        primary.stop()
+        if sentinel.poll() is None:
+            os.killpg(sentinel.pid, signal.SIGKILL)
+        sentinel.wait()
