@@ -268,7 +268,7 @@ def _sentinel(workdir: Path, script: str, primary_port: int) -> tuple[int, subpr
 
 def _master_flags(client: redis.Redis) -> bytes | None:
     try:
-        master = client.execute_command("SENTINEL", "MASTER", "agentchain")
+        master = client.execute_command("SENTINEL", "MASTER", "agentchain")  # type: ignore[no-untyped-call]
     except redis.ConnectionError:
         return None
     fields = dict(zip(master[::2], master[1::2], strict=True))
