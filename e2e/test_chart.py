@@ -52,6 +52,12 @@ VARIANTS = {
         "redis.auth.existingSecret=redis-password",
         "networkPolicy.enabled=false",
     ),
+    # The bundled Redis as a StatefulSet with replication and Sentinel (issue 20).
+    "redis-sentinel": (
+        "redis.sentinel.enabled=true",
+        "redis.sentinel.replicas=5",
+        "redis.sentinel.quorum=3",
+    ),
     # One replica without leader election (no PodDisruptionBudget then), external Redis.
     "single-replica-no-election": (
         "replicas=1",

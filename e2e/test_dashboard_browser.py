@@ -14,7 +14,10 @@ Aspects covered, in one browser session (Debian's chromium, headless, Selenium):
   nothing runs, no element is made;
 * logout: the login form again, and the session's calls get 401;
 * the job page's live log: a running job's ``pods/log`` followed as server-sent events
-  until its container ends.
+  until its container ends;
+* Stop on a running job's page (a second browser session): the click is the API's stop
+  as the session, the page turns Cancelled by itself and drops the button, the AgentJob
+  says ``stopped-by: dashboard``, and a second stop is the API's 409.
 
 Screenshots of each page: ``e2e/artifacts/dashboard/*.png`` (docs/images/ holds copies).
 """
@@ -289,3 +292,51 @@ async def test_a_running_jobs_log_is_followed_until_it_ends(
     assert events[0][0] == "reset" and events[-1][0] == "end"
     text = "".join(data for kind, data in events if kind == "log")
     assert "== slow report (job slow-1) ==" in text and "done at last" in text
+
+
+STOP_409 = """
+const done = arguments[arguments.length - 1];
+fetch("/ui/api/session", {credentials: "same-origin"}).then(r => r.json()).then(s => fetch(
+  arguments[0], {method: "POST", credentials: "same-origin", body: "{}",
+  headers: {"Content-Type": "application/json", "X-CSRF-Token": s.csrf}}))
+  .then(r => done(r.status)).catch(e => done(-1));
+"""
+
+
+def test_a_click_on_stop_cancels_a_running_job_live(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    """Stop on a running job's page: the API's stop, as the session; the page turns
+    Cancelled by itself, the button goes, and a second stop is the API's 409."""
+    if (why := browsing.missing()) is not None:
+        pytest.fail(why)
+    chaining.apply(
+        cluster_info,
+        namespace,
+        chaining.agent("long", "--no-context", "--sleep", "120", "--say", "never"),
+        chaining.root_job("long-1", "long"),
+    )
+
+    def job() -> dict[str, Any]:
+        return operating.get_json(cluster_info, "agentjob", "long-1", "-n", namespace)
+
+    def running() -> bool:
+        status = job().get("status") or {}
+        return status.get("phase") == "Running" and bool(status.get("podName"))
+
+    operating.wait_until(running, timeout=60, what="long-1 running")
+    base = operator.internal_url
+    with browsing.chromium() as driver:
+        log_in(driver, base, operator.admin_token)
+        open_page(driver, f"{base}/ui/jobs/{namespace}/long-1", "#stop")
+        assert text_of(driver, "table.detail") and "Approve" not in text_of(driver, ".actions")
+        browsing.screenshot(driver, "job-running")
+        driver.find_element(By.ID, "stop").click()
+        cancelled = "[data-phase='cancelled']"
+        browsing.wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, cancelled), 60, cancelled)
+        assert not driver.find_elements(By.ID, "stop"), "an ended job still offers Stop"
+        browsing.screenshot(driver, "job-stopped")
+        path = f"/ui/api/jobs/{namespace}/long-1/stop"
+        assert driver.execute_async_script(STOP_409, path) == 409
+    annotations = job()["metadata"].get("annotations") or {}
+    assert annotations.get("labrats.work/stopped-by") == "dashboard", annotations

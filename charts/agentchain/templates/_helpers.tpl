@@ -93,6 +93,9 @@ app.kubernetes.io/component: redis
 {{- if and (gt (int .Values.replicas) 1) (not .Values.leaderElection.enabled) }}
 {{- fail "replicas > 1 needs leaderElection.enabled: without it every replica would run the engine" }}
 {{- end }}
+{{- if and .Values.redis.sentinel.enabled (gt (int .Values.redis.sentinel.quorum) (int .Values.redis.sentinel.replicas)) }}
+{{- fail "redis.sentinel.quorum must not exceed redis.sentinel.replicas: no failover could ever be agreed" }}
+{{- end }}
 {{- range .Values.agents.defaultCommand }}
 {{- if contains "," . }}
 {{- fail (printf "agents.defaultCommand item %q contains a comma; the operator splits the list on commas" .) }}
@@ -131,4 +134,19 @@ Call with (dict "ctx" . "name" <Secret name> "key" <data key>).
 {{- else if .Values.github.privateKey }}
 {{- printf "%s-github" (include "agentchain.fullname" .) }}
 {{- end }}
+{{- end }}
+
+{{/* The bundled Sentinel mode's headless Service (pod DNS names) and a pod's name in it. */}}
+{{- define "agentchain.redis.headless" -}}
+{{- printf "%s-headless" (include "agentchain.redis.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The operator's URL for the bundled Sentinels: every pod's Sentinel, the master name,
+db 0; the password is the separate file, for the primary and the Sentinels alike. */}}
+{{- define "agentchain.redis.sentinelUrl" -}}
+{{- $hosts := list }}
+{{- range $i := until (int .Values.redis.sentinel.replicas) }}
+{{- $hosts = append $hosts (printf "%s-%d.%s.%s.svc:26379" (include "agentchain.redis.fullname" $) $i (include "agentchain.redis.headless" $) $.Release.Namespace) }}
+{{- end }}
+{{- printf "redis+sentinel://agentchain@%s/%s/0?sentinel_username=default" (join "," $hosts) .Values.redis.sentinel.masterName }}
 {{- end }}

@@ -12,7 +12,9 @@
   again whenever a connection to it fails or it answers READONLY (it was demoted);
   ``rediss+sentinel://`` uses TLS to the Sentinels and the primary alike.  The user and
   password are the primary's; Sentinels that require a login of their own take
-  ``?sentinel_username=…&sentinel_password=…``.  The TLS options above apply too.
+  ``?sentinel_username=…&sentinel_password=…``; ``sentinel_username`` alone logs in to
+  them with the separate password below (the chart's bundled Sentinels, whose
+  ``default`` user shares the primary's password).  The TLS options above apply too.
 
 A password configured apart (``AGENTCHAIN_REDIS_PASSWORD[_FILE]``) is used when the URL
 has none.  Every client retries a command that failed on a broken connection or a
@@ -175,13 +177,20 @@ class SentinelManagedRedis(aioredis.Redis):
             await sentinel.aclose()
 
 
+def _sentinel_login(auth: dict[str, str], password: str | None) -> dict[str, str]:
+    """The Sentinels' login: the URL's, with the separate password if it names only a user."""
+    if "username" in auth and "password" not in auth and password:
+        return {**auth, "password": password}
+    return auth
+
+
 def _through_sentinel(target: SentinelTarget, password: str | None) -> aioredis.Redis:
     tls = {"ssl": True, **target.options} if target.tls else dict(target.options)
     sentinel_kwargs: dict[str, Any] = {
         "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
         "socket_timeout": CONNECT_TIMEOUT_SECONDS,
         **tls,
-        **target.sentinel_auth,
+        **_sentinel_login(target.sentinel_auth, password),
     }
     sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs)  # type: ignore[no-untyped-call]
     common = {**_common(), **tls}

@@ -36,7 +36,7 @@ from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.policy import outcomes
 from agentchain.store.chains import ChainRecord
-from agentchain.web import serializers
+from agentchain.web import jobdetail, serializers
 
 Obj = dict[str, Any]
 DISPOSITION = models.DISPOSITION
@@ -86,6 +86,7 @@ def node_of(obj: Obj) -> Obj:
         "durationSeconds": duration(view["startedAt"], view["completedAt"]),
         "deleted": False,
         "endings": [],
+        "usage": jobdetail.usage_view((obj.get("status") or {}).get("usage"), None),
     }
 
 
@@ -171,7 +172,7 @@ def _rows(nodes: dict[str, Obj], parents: dict[str, str]) -> list[Obj]:
     return rows
 
 
-def _totals(nodes: Iterable[Obj]) -> Obj:
+def _totals(nodes: Iterable[Obj], currency: str) -> Obj:
     listed = list(nodes)
     by_state: dict[str, int] = {}
     for node in listed:
@@ -184,6 +185,20 @@ def _totals(nodes: Iterable[Obj]) -> Obj:
         "startedAt": min(starts) if starts else None,
         "endedAt": max(ends) if ends else None,
         "runSeconds": sum(n["durationSeconds"] or 0 for n in listed),
+        "usage": _usage_total(listed, currency),
+    }
+
+
+def _usage_total(nodes: list[Obj], currency: str) -> Obj | None:
+    """The jobs' reported usage summed; None when no agent reported any."""
+    reported = [n["usage"] for n in nodes if n.get("usage")]
+    if not reported:
+        return None
+    return {
+        "tokens": sum(u["tokens"] for u in reported),
+        "cost": round(sum(u["cost"] for u in reported), 6),
+        "currency": currency,
+        "reportedBy": len(reported),
     }
 
 
@@ -224,8 +239,16 @@ def layout(
         "nodes": nodes,
         "edges": list(edges.values()),
         "rows": _rows(nodes, parents),
-        "totals": _totals(nodes.values()),
+        "totals": _totals(nodes.values(), _currency(objs, agents or {})),
     }
+
+
+def _currency(objs: list[Obj], agents: Mapping[str, AiAgentSpec]) -> str:
+    """The currency of the chain's budget: its first agent's (as the usage route says)."""
+    path = serializers.job_view(objs[0])["chainPath"] if objs else []
+    first = agents.get(path[0]) if path else None
+    budget = first.budget if first is not None else None
+    return budget.currency if budget is not None else jobdetail.DEFAULT_CURRENCY
 
 
 def _depth(obj: Obj) -> int:

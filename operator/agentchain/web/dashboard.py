@@ -25,12 +25,23 @@ from typing import Any
 
 from aiohttp import web
 
+from agentchain.engine import budgeting
 from agentchain.kube import errors as kube_errors
 from agentchain.kube import resources, viewing
 from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import AiAgent, AiAgentSpec
 from agentchain.policy import prompts
-from agentchain.web import api, auth, chainview, jobdetail, listing, live, serializers, sessions
+from agentchain.web import (
+    api,
+    auth,
+    chainview,
+    jobdetail,
+    listing,
+    live,
+    serializers,
+    sessions,
+    uiactions,
+)
 from agentchain.web import uilisting as jobs_list
 from agentchain.web.requests import parse_query
 from agentchain.web.responses import ApiError, json_response
@@ -146,9 +157,19 @@ async def job_detail(request: web.Request) -> web.Response:
         output=jobdetail.output_summary(output),
         anchor=anchor,
         teamAnchor=team,
+        currency=await _currency(rt, obj),
         **events,
     )
     return json_response(body)
+
+
+async def _currency(rt: Any, obj: dict[str, Any]) -> str | None:
+    """The currency the job's chain budget counts in (None: the default)."""
+    try:
+        budget = await budgeting.budget_of(rt, obj)
+    except (kube_errors.KubeError, IndexError, KeyError):
+        return None
+    return budget.currency if budget is not None else None
 
 
 async def _none() -> None:
@@ -216,3 +237,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/ui/api/jobs/{namespace}/{name}/output", job_output)
     app.router.add_get("/ui/api/chains/{namespace}/{chain_id}", chain)
     live.add_routes(app)
+    uiactions.add_routes(app)

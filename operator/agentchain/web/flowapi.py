@@ -36,13 +36,16 @@ from agentchain.web.schemas import StopRequest, UsageReport
 
 Obj = dict[str, Any]
 STOPPED_BY_API = "api"
+# Who asks, when not the API itself: the dashboard's routes call these same handlers.
+ACTOR_KEY: web.RequestKey[str] = web.RequestKey("agentchain.actor")
 
 
 async def _request_of(request: web.Request) -> stops.StopRequest:
     """The stop the body asks for; an empty body is a stop without a reason."""
     body = await read_json(request) if request.can_read_body else {}
     parsed = validate(StopRequest, body)  # JSON null is no request: 422.
-    return stops.StopRequest(by=STOPPED_BY_API, reason=stops.clean(parsed.reason))
+    by = request.get(ACTOR_KEY, STOPPED_BY_API)
+    return stops.StopRequest(by=by, reason=stops.clean(parsed.reason))
 
 
 async def stop_job(request: web.Request) -> web.Response:
@@ -82,7 +85,7 @@ async def _decide(request: web.Request, approved: bool) -> web.Response:
     status = records.parse(obj).status
     if is_terminal(status):
         raise ApiError(409, "already ended", f"{name} ended {status.phase}.", phase=status.phase)
-    annotations = approvals.annotations_for(approved, STOPPED_BY_API, wanted.reason)
+    annotations = approvals.annotations_for(approved, wanted.by, wanted.reason)
     await resources.patch_metadata(
         namespace, resources.AGENTJOBS, name, labels={}, annotations=annotations
     )

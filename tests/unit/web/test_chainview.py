@@ -11,7 +11,9 @@ Aspects covered:
 * a completed chain whose final step records no agent, a chain refused at its end;
 * a chain whose AgentJobs were deleted but whose Redis record remains: its hops still
   draw nodes and edges, marked deleted;
-* totals: jobs by state, the wall-time bounds and the summed run time.
+* totals: jobs by state, the wall-time bounds and the summed run time; the usage the
+  agents reported, summed, in the currency of the first agent's budget (none reported:
+  no usage, not zeros).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from agentchain import models
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.store.chains import ChainRecord
-from agentchain.web import chainview
+from agentchain.web import chainview, jobdetail
 
 Obj = dict[str, Any]
 
@@ -235,3 +237,28 @@ def test_edges_name_the_configured_condition_of_the_parents_trigger() -> None:
     )
     github = chainview.layout("c1", "team-a", jobs, None, agents)
     assert github["edges"][0]["condition"] == "always, stop"
+
+
+def test_totals_sum_the_reported_usage_in_the_first_agents_currency() -> None:
+    jobs = [
+        job("a", "ai-triage", 0, chainPath=["ai-triage"]),
+        job("b", "ai-dev", 1, "a", chainPath=["ai-triage", "ai-dev"], usage={"tokens": 7}),
+        job("c", "ai-rev", 2, "b", chainPath=["ai-triage"], usage={"tokens": 3, "cost": 0.1}),
+    ]
+    jobs[0]["status"]["usage"] = {"tokens": 5, "cost": 0.2}
+    budget = {"triggerName": "ai-triage", "budget": {"currency": "EUR"}}
+    agents = {"ai-triage": AiAgentSpec.model_validate(budget)}
+    totals = chainview.layout("c1", "team-a", jobs, None, agents)["totals"]
+    assert totals["usage"] == {"tokens": 15, "cost": 0.3, "currency": "EUR", "reportedBy": 3}
+    assert chainview.layout("c1", "team-a", jobs, None)["totals"]["usage"]["currency"] == "USD"
+    silent = [job("a", "ai-triage", 0), job("b", "ai-dev", 1, "a")]
+    assert chainview.layout("c1", "team-a", silent, None)["totals"]["usage"] is None
+
+
+def test_a_jobs_usage_is_shown_only_when_reported() -> None:
+    assert jobdetail.usage_view(None, "EUR") is None
+    assert jobdetail.usage_view("junk", None) is None
+    view = jobdetail.usage_view({"tokens": 12, "cost": 1.5}, None)
+    assert view == {"tokens": 12, "cost": 1.5, "currency": "USD"}
+    odd = jobdetail.usage_view({"tokens": "12", "cost": None}, "EUR")
+    assert odd == {"tokens": 0, "cost": 0.0, "currency": "EUR"}

@@ -298,19 +298,70 @@ function chainSummary(layout) {
     ` · ${t.jobs} job(s): ${states}`,
     wall !== null ? ` · ${seconds(wall)} wall time` : "",
     ` · ${seconds(t.runSeconds)} run time`,
+    t.usage ? ` · usage ${usageText(t.usage)} (${t.usage.reportedBy} job(s) reported)` : "",
     layout.lastJob ? ` · last job ${layout.lastJob}` : "");
 }
 
 async function chainPage(main, namespace, chainId) {
   const layout = await getJSON(`/ui/api/chains/${seg(namespace)}/${seg(chainId)}`);
   const holder = el("div", { id: "chain" });
+  const actions = chainActions(layout);
   let last = layout;
-  const draw = (value) => { last = value; clear(holder).append(chainSummary(value), chainTree(value)); };
+  const draw = (value) => {
+    last = value;
+    if (actions && value.complete) actions.hidden = true;
+    clear(holder).append(chainSummary(value), chainTree(value));
+  };
   draw(layout);
   // Running steps' "so far" and the wall time move on between events.
   state.timers.push(setInterval(() => { if (!last.complete) draw(last); }, 1000));
-  main.append(el("h1", {}, "Chain ", el("code", {}, chainId)), el("p", {}, `namespace ${namespace}`), holder);
+  main.append(el("h1", {}, "Chain ", el("code", {}, chainId)), el("p", {}, `namespace ${namespace}`));
+  if (actions) main.append(actions);
+  main.append(holder);
   stream(`/ui/api/chains/${seg(namespace)}/${seg(chainId)}/events`, { chain: draw });
+}
+
+// --- actions (the job API's flow control, as this session) ------------------------------
+const ENDED = new Set(["Succeeded", "Failed", "Cancelled", "Skipped"]);
+
+function actionButton(label, url, id) {
+  const button = el("button", { type: "button", class: `action action-${label.toLowerCase()}`, id });
+  button.textContent = label;
+  button.addEventListener("click", async () => {
+    const note = document.getElementById("action-note");
+    for (const b of document.querySelectorAll("button.action")) b.disabled = true;
+    note.textContent = `${label}: asking…`;
+    try {
+      await postJSON(url, {});
+      note.textContent = `${label}: asked; the page updates when the operator acts.`;
+    } catch (err) {
+      note.textContent = `${label} refused: ${err.message}`;
+      for (const b of document.querySelectorAll("button.action")) b.disabled = false;
+    }
+  });
+  return button;
+}
+
+function jobActions(j) {
+  if (ENDED.has(j.phase)) return null;
+  const base = `/ui/api/jobs/${seg(j.namespace)}/${seg(j.id)}`;
+  const buttons = [];
+  if (j.phase === "AwaitingApproval") {
+    buttons.push(actionButton("Approve", `${base}/approve`, "approve"), actionButton("Reject", `${base}/reject`, "reject"));
+  }
+  buttons.push(actionButton("Stop", `${base}/stop`, "stop"));
+  return el("div", { class: "actions" }, ...buttons, el("span", { id: "action-note", class: "note", role: "status" }));
+}
+
+function chainActions(layout) {
+  if (layout.complete) return null;
+  const url = `/ui/api/chains/${seg(layout.namespace)}/${seg(layout.chainId)}/stop`;
+  return el("div", { class: "actions" }, actionButton("Stop", url, "stop-chain"),
+    el("span", { id: "action-note", class: "note", role: "status" }));
+}
+
+function usageText(u) {
+  return u ? `${u.tokens} tokens · ${u.cost} ${u.currency}` : "";
 }
 
 // --- job detail ---------------------------------------------------------------------------
@@ -352,7 +403,8 @@ function jobTable(d) {
     row("created", when(j.createdAt)), row("started", when(j.startedAt)), row("completed", when(j.completedAt)),
     row("duration", seconds(since(j.startedAt, j.completedAt)) || ""),
     row("origin", j.origin || "", d.event && d.event.repository ? ` · ${d.event.repository}` : ""),
-    row("pod", d.podName || "", d.attempt ? ` (attempt ${d.attempt})` : ""));
+    row("pod", d.podName || "", d.attempt ? ` (attempt ${d.attempt})` : ""),
+    row("usage", d.usage ? usageText(d.usage) : "(none reported)"));
 }
 
 function historyTable(rows) {
@@ -395,7 +447,10 @@ function liveLog(d) {
 
 async function jobPage(main, namespace, name) {
   const d = await getJSON(`/ui/api/jobs/${seg(namespace)}/${seg(name)}`);
-  main.append(el("h1", {}, `${namespace}/${name}`), jobTable(d),
+  main.append(el("h1", {}, `${namespace}/${name}`));
+  const actions = jobActions(d.job);
+  if (actions) main.append(actions);
+  main.append(jobTable(d),
     el("h2", {}, "Prompt"), promptBlock(d.prompt), outputSection(d));
   if (d.live) main.append(liveLog(d));
   main.append(el("h2", {}, "Phase history"), historyTable(d.history),
