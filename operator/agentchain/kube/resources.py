@@ -7,18 +7,15 @@ replayed chain transition harmless after an operator restart.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentchain.kube import errors
-from agentchain.kube.clients import MERGE_PATCH, custom_path, open_response, request
+from agentchain.kube import errors, watching
+from agentchain.kube.clients import MERGE_PATCH, custom_path, request
 
 AGENTJOBS = "agentjobs"
 AIAGENTS = "aiagents"
 Obj = dict[str, Any]
-# One watch event is one object: etcd refuses objects over 1.5 MiB, so more is an error.
-WATCH_LINE_MAX_BYTES = 8 * 1024 * 1024
 
 
 async def get(namespace: str, plural: str, name: str) -> Obj | None:
@@ -117,26 +114,5 @@ async def watch(
         "timeoutSeconds": str(timeout_seconds),
     }
     url = custom_path(namespace, plural)
-    async with open_response("GET", url, params=params, timeout=timeout_seconds + 30) as resp:
-        parts: list[bytes] = []  # The current line's pieces: joined once, at its end.
-        size = 0
-        async for chunk in resp.content.iter_any():
-            size += len(chunk)
-            if size > WATCH_LINE_MAX_BYTES:
-                raise ValueError(f"a watch event over {WATCH_LINE_MAX_BYTES} bytes")
-            if b"\n" not in chunk:
-                parts.append(chunk)
-                continue
-            first, *lines, rest = chunk.split(b"\n")
-            for line in (b"".join([*parts, first]), *lines):
-                if line.strip():
-                    yield _watch_event(line)
-            parts, size = [rest], len(rest)
-
-
-def _watch_event(line: bytes) -> Obj:
-    event: Obj = json.loads(line)
-    if event.get("type") == "ERROR":
-        status = event.get("object") or {}
-        raise errors.from_status(int(status.get("code") or 500), status)
-    return event
+    async for event in watching.stream(url, params, timeout_seconds + 30):
+        yield event
