@@ -46,9 +46,6 @@ NAMESPACE_GROUP = concurrency.NAMESPACE_GROUP
 REPAIR_EVERY_SECONDS = 30.0
 ORPHAN_GRACE_SECONDS = 300.0
 """A holder whose root AgentJob does not exist this long after its ticket is released."""
-_last_repair = 0.0
-_DUE: dict[str, set[str]] = {}
-"""Jobs a freed slot let in, per namespace, to be started once no lock is held."""
 Gate = bool | Ended | None
 """True: held (its status says why); Ended: it ends without running; None: go on."""
 
@@ -57,15 +54,17 @@ def _now_us() -> int:
     return time.time_ns() // 1000
 
 
-def due(namespace: str) -> list[str]:
+def due(rt: Runtime, namespace: str) -> list[str]:
     """The jobs let in since the last call (``hopping._wake`` starts them)."""
-    return sorted(_DUE.pop(namespace, set()))
+    return sorted(rt.admitted.pop(namespace, set()))
 
 
-def _let_in(namespace: str, admitted: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> None:
+def _let_in(
+    rt: Runtime, namespace: str, admitted: tuple[tuple[str, str], ...] | list[tuple[str, str]]
+) -> None:
     for _, job in admitted:
         if job:
-            _DUE.setdefault(namespace, set()).add(job)
+            rt.admitted.setdefault(namespace, set()).add(job)
 
 
 async def _settings(hop: Hop) -> tuple[str, Concurrency] | None:
@@ -112,11 +111,11 @@ async def admit(hop: Hop, init: Obj) -> Gate:
             _admitted(hop, init, f"Admitted to concurrency group {group!r}.")
             for victim_chain, victim_job in victims:
                 await _supersede(hop, victim_chain, victim_job)
-            _let_in(hop.namespace, promoted)
+            _let_in(hop.rt, hop.namespace, promoted)
             return None
         case concurrency.Queued(position=position, promoted=promoted):
             await _queued(hop, init, group, position, spec.limit)
-            _let_in(hop.namespace, promoted)
+            _let_in(hop.rt, hop.namespace, promoted)
             return True
         case concurrency.Refused():
             message = concurrency.refused_message(group, spec.limit)
@@ -147,11 +146,11 @@ async def admit_job(hop: Hop, init: Obj) -> Gate:
     verdict = concurrency.verdict(answer, limit)
     if isinstance(verdict, concurrency.Admitted):
         _admitted(hop, init, "Admitted under the namespace's limit on running jobs.")
-        _let_in(hop.namespace, verdict.promoted)
+        _let_in(hop.rt, hop.namespace, verdict.promoted)
         return None
     assert isinstance(verdict, concurrency.Queued)
     await _queued(hop, init, NAMESPACE_GROUP, verdict.position, limit)
-    _let_in(hop.namespace, verdict.promoted)
+    _let_in(hop.rt, hop.namespace, verdict.promoted)
     return True
 
 
@@ -185,7 +184,7 @@ async def _supersede(hop: Hop, chain: str, job: str) -> None:
 
 async def release(rt: Runtime, namespace: str, chain: str) -> None:
     """The chain completed: free its slot; whoever it lets in is ``due``."""
-    _let_in(namespace, await AdmissionStore(rt.redis).release(namespace, chain))
+    _let_in(rt, namespace, await AdmissionStore(rt.redis).release(namespace, chain))
 
 
 async def job_ended(rt: Runtime, obj: Obj) -> None:
@@ -193,7 +192,7 @@ async def job_ended(rt: Runtime, obj: Obj) -> None:
     if rt.settings.max_running_jobs_per_namespace:
         namespace, name = records.name_of(obj)
         store = AdmissionStore(rt.redis)
-        _let_in(namespace, await store.release(namespace, name, NAMESPACE_GROUP))
+        _let_in(rt, namespace, await store.release(namespace, name, NAMESPACE_GROUP))
 
 
 async def repair(rt: Runtime) -> None:
@@ -206,7 +205,7 @@ async def repair(rt: Runtime) -> None:
                     log.warning(
                         "concurrency slot of chain %s/%s released by repair", namespace, chain
                     )
-                    _let_in(namespace, await store.release(namespace, chain, group))
+                    _let_in(rt, namespace, await store.release(namespace, chain, group))
 
 
 async def _leaked(
@@ -225,9 +224,8 @@ async def _leaked(
 
 async def repair_due(rt: Runtime) -> None:
     """``repair`` at most every ``REPAIR_EVERY_SECONDS`` (the resync loop calls it each tick)."""
-    global _last_repair
     now = time.monotonic()
-    if now - _last_repair < REPAIR_EVERY_SECONDS:
+    if now - rt.last_repair < REPAIR_EVERY_SECONDS:
         return
-    _last_repair = now
+    rt.last_repair = now
     await repair(rt)

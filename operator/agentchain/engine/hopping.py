@@ -318,7 +318,7 @@ async def _wake(rt: Runtime, namespace: str, ended: list[str]) -> None:
     for name in ended:
         for item in rt.unsettled.waiting_on(namespace, name):
             await start(rt, item)
-    for name in admitting.due(namespace):  # Let in by a freed concurrency slot (issue 16).
+    for name in admitting.due(rt, namespace):  # Let in by a freed concurrency slot (issue 16).
         let_in = await resources.get(namespace, resources.AGENTJOBS, name)
         if let_in is not None:
             await start(rt, let_in)

@@ -31,8 +31,6 @@ from agentchain.policy.outcomes import is_terminal
 log = logging.getLogger(__name__)
 Relaunch = Callable[[Runtime, str, str], Awaitable[None]]
 """Launch the job's due attempt (``hopping.relaunch``)."""
-_TIMERS: dict[tuple[str, str, int], asyncio.TimerHandle] = {}
-_TASKS: set[asyncio.Task[None]] = set()
 
 
 async def hold(hop: Hop, attempt: int, message: str, delay: float, relaunch: Relaunch) -> None:
@@ -49,7 +47,7 @@ def _schedule(
     rt: Runtime, namespace: str, name: str, attempt: int, delay: float, relaunch: Relaunch
 ) -> None:
     key = (namespace, name, attempt)
-    if key in _TIMERS:
+    if key in rt.retry_timers:
         return
 
     async def launch() -> None:
@@ -59,12 +57,12 @@ def _schedule(
             log.exception("launching attempt %d of %s/%s failed", attempt, namespace, name)
 
     def fire() -> None:
-        _TIMERS.pop(key, None)
+        rt.retry_timers.pop(key, None)
         task = asyncio.ensure_future(launch())
-        _TASKS.add(task)
-        task.add_done_callback(_TASKS.discard)
+        rt.background.add(task)
+        task.add_done_callback(rt.background.discard)
 
-    _TIMERS[key] = asyncio.get_running_loop().call_later(max(delay, 0.0), fire)
+    rt.retry_timers[key] = asyncio.get_running_loop().call_later(max(delay, 0.0), fire)
 
 
 def due_attempt(obj: Obj) -> int | None:

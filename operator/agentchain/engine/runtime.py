@@ -9,6 +9,7 @@ all live here and nowhere else.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from dataclasses import dataclass, field
 
@@ -68,6 +69,15 @@ class Runtime:
     """(namespace, uid) of batch Jobs whose attempt's end this process recorded: the
     pod and Job updates that follow need nothing more."""
     feed: JobFeed = field(default_factory=JobFeed)  # AgentJob changes for live dashboard pages.
+    admitted: dict[str, set[str]] = field(default_factory=dict)
+    """Jobs a freed concurrency slot let in, per namespace, started once no lock is held
+    (``engine/admitting``, issue 16)."""
+    last_repair: float = 0.0
+    """When ``admitting.repair`` last ran (monotonic seconds)."""
+    retry_timers: dict[tuple[str, str, int], asyncio.TimerHandle] = field(default_factory=dict)
+    """(namespace, name, attempt) of retries waiting out their backoff (``engine/retrying``)."""
+    background: set[asyncio.Task[None]] = field(default_factory=set)
+    """Tasks nobody awaits, referenced until they end (the event loop keeps only weak ones)."""
 
     def __post_init__(self) -> None:
         self.unsettled = Unsettled(self.writes)
