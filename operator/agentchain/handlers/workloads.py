@@ -40,12 +40,14 @@ def _metadata(obj: Obj) -> Obj:
 def trim_pod(pod: Obj) -> Obj:
     """Identity, owner, phase and each container's state: what ``finishing`` reads."""
     status = pod.get("status") or {}
-    containers = [
-        {"name": cs.get("name"), "state": cs.get("state") or {}}
-        for cs in status.get("containerStatuses") or []
-    ]
-    trimmed = {"phase": status["phase"]} if "phase" in status else {}
-    return {"metadata": _metadata(pod), "status": {**trimmed, "containerStatuses": containers}}
+    trimmed: Obj = {"phase": status["phase"]} if "phase" in status else {}
+    for key in ("containerStatuses", "initContainerStatuses"):  # A workspace job's agent
+        if key in status:  # runs as an init container (issue 18).
+            trimmed[key] = [
+                {"name": cs.get("name"), "state": cs.get("state") or {}} for cs in status[key]
+            ]
+    trimmed.setdefault("containerStatuses", [])
+    return {"metadata": _metadata(pod), "status": trimmed}
 
 
 def trim_job(job: Obj) -> Obj:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, JsonValue
 
 from agentchain.models.base import KubeModel
 from agentchain.models.conditions import Condition
@@ -274,6 +274,118 @@ class GitHubAccess(KubeModel):
     )
 
 
+# --- workspaces: the chain's repository checked out once (issue 18) ----------------------
+# No backslashes: each pattern goes into a CEL string literal as it is.
+WORKSPACE_REPOSITORY_PATTERN = r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+|https://[!-~]+)$"
+QUANTITY_PATTERN = r"^[0-9]+([.][0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$"
+DURATION_PATTERN = r"^(0|([0-9]+(s|m|h|d))+)$"
+BRANCH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]*$"
+REF_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+def _rule(field: str, pattern: str, message: str) -> dict[str, JsonValue]:
+    """A CEL rule for one optional string field: the API server answers ``message``."""
+    return {"rule": f"!has(self.{field}) || self.{field}.matches('{pattern}')", "message": message}
+
+
+class Workspace(KubeModel):
+    """A volume with the chain's repository checked out, shared by every step of the
+    chain (docs/workspaces.md).  Declared by the chain's first agent that has one; the
+    agents after it inherit it, read-write unless they ask for ``readOnly``."""
+
+    model_config = ConfigDict(
+        **KubeModel.model_config,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _rule(
+                    "repository",
+                    WORKSPACE_REPOSITORY_PATTERN,
+                    "repository must be owner/name (GitHub) or a full https:// git URL",
+                ),
+                _rule("ref", REF_PATTERN, "ref must be a branch, tag or commit name"),
+                _rule("size", QUANTITY_PATTERN, "size must be a quantity such as 1Gi or 500Mi"),
+                _rule(
+                    "keepFor", DURATION_PATTERN, "keepFor must be a duration such as 0, 30m or 2h"
+                ),
+                _rule(
+                    "branch",
+                    BRANCH_PATTERN,
+                    "branch must be a git branch name such as agentchain/my-chain",
+                ),
+                {
+                    "rule": "!has(self.branch) || !self.branch.contains('..')",
+                    "message": "branch must not contain '..'",
+                },
+                _rule(
+                    "credentialsSecret",
+                    DNS_SUBDOMAIN_PATTERN,
+                    "credentialsSecret must be the name of a Secret in the agent's namespace",
+                ),
+            ]
+        },
+    )
+
+    repository: str | None = Field(
+        default=None,
+        max_length=512,
+        description=(
+            "The repository to check out: owner/name on GitHub or a full https:// git URL. "
+            "Default: the repository of the event that started the chain."
+        ),
+    )
+    ref: str | None = Field(
+        default=None,
+        max_length=255,
+        description=(
+            "Branch, tag or commit to check out. Default: for a pull request event its head "
+            "commit, otherwise the repository's default branch."
+        ),
+    )
+    size: str = Field(default="1Gi", max_length=32, description="Size of the volume.")
+    storage_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="StorageClass of the volume (default: the cluster's default class).",
+    )
+    publish: bool = Field(
+        default=False,
+        description=(
+            "When the chain completes successfully, push the workspace's commits to "
+            "branch and (with a GitHub App) open or update one pull request."
+        ),
+    )
+    branch: str | None = Field(
+        default=None,
+        max_length=200,
+        description="The branch published to. Default: agentchain/<chain id>.",
+    )
+    read_only: bool = Field(
+        default=False,
+        description=(
+            "This agent mounts the chain's workspace read-only (on an agent later in a "
+            "chain; the other fields then come from the chain's workspace)."
+        ),
+    )
+    credentials_secret: str | None = Field(
+        default=None,
+        max_length=253,
+        description=(
+            "For a repository not on GitHub: a Secret of this namespace whose key token is "
+            "the password for https git (cloning, publishing; the agent gets it only with "
+            "github.permissions.contents: write)."
+        ),
+    )
+    keep_for: str = Field(
+        default="0",
+        max_length=32,
+        description=(
+            "How long the volume is kept after the chain completes (and publishing "
+            "ended), for debugging: 0 (default), 30m, 2h, 1d..."
+        ),
+    )
+
+
 class AiAgentSpec(KubeModel):
     name: str | None = Field(default=None, description="Display name.")
     trigger_name: str = Field(
@@ -370,6 +482,13 @@ class AiAgentSpec(KubeModel):
         description=(
             "GitHub App access (docs/github.md): the job token's permissions, and how the "
             "chains this agent starts are written back. Absent: no token, default write-back."
+        ),
+    )
+    workspace: Workspace | None = Field(
+        default=None,
+        description=(
+            "The chain's repository checked out into a volume every step mounts at "
+            "/workspace (AGENT_WORKSPACE); see docs/workspaces.md."
         ),
     )
 

@@ -82,6 +82,9 @@ class Reason:
     AWAITING_APPROVAL = "AwaitingApproval"
     APPROVAL_REJECTED = "ApprovalRejected"
     APPROVAL_TIMED_OUT = "ApprovalTimedOut"
+    # Workspaces (issue 18).
+    WORKSPACE_UNAVAILABLE = "WorkspaceUnavailable"
+    WORKSPACE_LIMIT_REACHED = "WorkspaceLimitReached"
 
     @classmethod
     def all(cls) -> list[str]:
