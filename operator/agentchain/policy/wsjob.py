@@ -67,6 +67,9 @@ GIT_HELPER = '!f() { echo username=x-access-token; echo "password=${AGENT_GIT_TO
 the image); ``x-access-token`` is GitHub's user name for installation tokens, other
 hosts ignore the user name or take any."""
 
+FS_GROUP = 10001
+"""The volume's group (the operator image's user), unless the AiAgent sets its own."""
+
 _DURATION = re.compile(r"([0-9]+)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _OWNER_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -257,7 +260,8 @@ def _with_credential(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def prepare_args(chain: ChainWorkspace) -> list[str]:
-    args = ["workspace", "prepare", "--repository", chain.repository]
+    """Clone (once per chain) and check out the chain's branch, so agents commit on it."""
+    args = ["workspace", "prepare", "--repository", chain.repository, "--branch", chain.branch]
     return args + (["--ref", chain.ref] if chain.ref else [])
 
 
@@ -269,21 +273,27 @@ def agent_git_env(mount: Mounting, job_secret: str) -> list[dict[str, Any]]:
     """What the agent container gets of git: where the workspace is, and a credential
     only for ``contents: write``."""
     env = _plain_env({"AGENT_WORKSPACE": WORKSPACE_DIR, "AGENT_WORKSPACE_REPO": REPO_DIR})
+    # git refuses a repository another user owns unless told it is safe (an agent whose
+    # securityContext runs it as another uid than the one that cloned).
+    config = [("safe.directory", REPO_DIR)]
     if not mount.agent_credential:
-        return env
+        return env + _git_config(config)
     chain = mount.chain
     if chain.github is None and chain.credentials_secret:
         ref: dict[str, Any] = {"name": chain.credentials_secret, "key": CREDENTIALS_KEY}
     else:  # The job's GitHub token (issue 17), minted with the declared contents: write.
         ref = {"name": job_secret, "key": "github-token", "optional": True}
     env.append({"name": "AGENT_GIT_TOKEN", "valueFrom": {"secretKeyRef": ref}})
-    return env + _plain_env(
-        {
-            "GIT_CONFIG_COUNT": "1",
-            "GIT_CONFIG_KEY_0": "credential.helper",
-            "GIT_CONFIG_VALUE_0": GIT_HELPER,
-        }
-    )
+    return env + _git_config([*config, ("credential.helper", GIT_HELPER)])
+
+
+def _git_config(entries: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """git configuration through the environment (git 2.31+): nothing in the image."""
+    values = {"GIT_CONFIG_COUNT": str(len(entries))}
+    for i, (key, value) in enumerate(entries):
+        values[f"GIT_CONFIG_KEY_{i}"] = key
+        values[f"GIT_CONFIG_VALUE_{i}"] = value
+    return _plain_env(values)
 
 
 def workspace_pod(
@@ -312,6 +322,8 @@ def workspace_pod(
     ]
     return {
         **pod_spec,
+        # The volume group-writable for every container, whatever uid each runs as.
+        "securityContext": {"fsGroup": FS_GROUP, **pod_spec["securityContext"]},
         "initContainers": [_with_credential(prepare), agent],
         "containers": [report],
         "volumes": volumes,

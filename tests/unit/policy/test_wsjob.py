@@ -151,8 +151,10 @@ def test_pod_layout_runs_the_agent_between_prepare_and_report() -> None:
     )
     assert prepare["image"] == report["image"] == "operator:1"
     assert prepare["command"] == [
-        "agentchain", "workspace", "prepare", "--repository", "https://git.example/octo/app.git"
+        "agentchain", "workspace", "prepare", "--repository", "https://git.example/octo/app.git",
+        "--branch", "agentchain/c0ffee",
     ]  # fmt: skip
+    assert pod["securityContext"]["fsGroup"] == wsjob.FS_GROUP
     assert report["command"] == ["agentchain", "workspace", "report"]
     workspace = {"name": wsjob.WORKSPACE_VOLUME, "mountPath": "/workspace", "readOnly": False}
     assert workspace in agent["volumeMounts"]
@@ -170,6 +172,8 @@ def test_pod_layout_runs_the_agent_between_prepare_and_report() -> None:
 def test_a_ref_is_passed_to_prepare() -> None:
     pod = _pod(_chain(ref="v1.2"), {})
     assert _containers(pod)["workspace-prepare"]["command"][-2:] == ["--ref", "v1.2"]
+    own = _pod(_chain(), {"podSecurityContext": {"fsGroup": 2000}})
+    assert own["securityContext"]["fsGroup"] == 2000
 
 
 def test_read_only_agent_mounts_the_workspace_read_only() -> None:
@@ -222,12 +226,15 @@ def test_credentials_reach_exactly_the_containers_that_need_them(
         push = f"{secret}/token" if secret and not github else f"{SECRET}/github-token"
         assert agent_reads == base | {push}
         env = {e["name"]: e.get("value") for e in containers["agent"]["env"]}
-        assert env["GIT_CONFIG_KEY_0"] == "credential.helper"
-        assert env["GIT_CONFIG_VALUE_0"] == wsjob.GIT_HELPER.replace("$", "$$")
+        assert env["GIT_CONFIG_COUNT"] == "2"
+        assert env["GIT_CONFIG_KEY_1"] == "credential.helper"
+        assert env["GIT_CONFIG_VALUE_1"] == wsjob.GIT_HELPER.replace("$", "$$")
     else:
         assert agent_reads == base
-        names = {e["name"] for e in containers["agent"]["env"]}
-        assert not names & {"AGENT_GIT_TOKEN", "GIT_CONFIG_COUNT", "GIT_CONFIG_VALUE_0"}
+        env = {e["name"]: e.get("value") for e in containers["agent"]["env"]}
+        assert "AGENT_GIT_TOKEN" not in env
+        assert env["GIT_CONFIG_COUNT"] == "1"  # safe.directory alone: no helper.
+    assert env["GIT_CONFIG_KEY_0"] == "safe.directory"
     assert f"{SECRET}/git-token" not in agent_reads  # The clone token: prepare's alone.
 
 
