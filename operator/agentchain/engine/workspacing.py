@@ -88,7 +88,7 @@ async def _ensure_claim(hop: Hop, chain: wsjob.ChainWorkspace) -> Refused | None
             f"(max_workspaces_per_namespace = {cap}); chain {chain.chain_id} gets none."
         )
         return Refused(Reason.WORKSPACE_LIMIT_REACHED, message)
-    root = await _root(hop)
+    root = await root_of(hop)
     if root is None:
         return Refused(Reason.WORKSPACE_UNAVAILABLE, "The chain's root AgentJob is gone.")
     body = wsjob.claim_body(hop.namespace, chain, records.owner_reference(root))
@@ -97,7 +97,7 @@ async def _ensure_claim(hop: Hop, chain: wsjob.ChainWorkspace) -> Refused | None
     return None
 
 
-async def _root(hop: Hop) -> Obj | None:
+async def root_of(hop: Hop) -> Obj | None:
     """The chain's root AgentJob: the volume's owner (walked up by parent-job)."""
     obj: Obj | None = hop.obj
     for _ in range(MAX_CHAIN_WALK):

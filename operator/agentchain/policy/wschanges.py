@@ -120,3 +120,35 @@ def changes_section(report: Report | None, lost: str | None = None) -> str:
         marker = "\n[… file list cut …]"
         stat = stat[: max(room - len(marker), 0)] + marker
     return f"{summary}\n{stat}"
+
+
+# --- publishing: the publish container's line and the pull request ---------------------------
+PUBLISH_OUTCOMES = frozenset(
+    {"pushed", "already", "unchanged", "refused", "denied", "transient", "rejected"}
+)
+
+
+def publish_outcome(text: str) -> str | None:
+    """The ``outcome`` of ``agentchain workspace publish``'s line (None: none readable)."""
+    found = _last_object(text)
+    outcome = found.get("outcome") if found is not None else None
+    return outcome if isinstance(outcome, str) and outcome in PUBLISH_OUTCOMES else None
+
+
+def pull_title(chain_id: str, issue: int | None) -> str:
+    return f"agentchain: chain {chain_id}" + (f" for #{issue}" if issue else "")
+
+
+def pull_body(chain_id: str, branch: str, issue: int | None, steps: list[tuple[str, str]]) -> str:
+    """The pull request's body: the issue it closes and the chain's steps (agent, phase).
+
+    Only names the operator checked (triggerNames, phases) and numbers go in: no agent
+    output, so nothing in it can mention people or close other issues.
+    """
+    lines = [f"Chain `{chain_id}` published its workspace to `{branch}`."]
+    if issue:
+        lines += ["", f"Closes #{issue}"]
+    if steps:
+        lines += ["", "| Step | Agent | Phase |", "|---|---|---|"]
+        lines += [f"| {i} | `{agent}` | {phase} |" for i, (agent, phase) in enumerate(steps, 1)]
+    return "\n".join(lines) + "\n"

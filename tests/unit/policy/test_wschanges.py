@@ -80,3 +80,20 @@ def test_child_block_without_workspace_is_unchanged() -> None:
     assert context.child_block("x", window="tail", handoff_heading=None) == (
         context.chain_context_block("x", window="tail")
     )
+
+
+def test_publish_outcome_is_read_from_the_last_line_and_checked() -> None:
+    text = 'pushing\n{"outcome":"pushed","branch":"agentchain/c","sha":"' + "a" * 40 + '"}\n'
+    assert wschanges.publish_outcome(text) == "pushed"
+    assert wschanges.publish_outcome('{"outcome":"refused"}') == "refused"
+    assert wschanges.publish_outcome('{"outcome":"rm -rf"}') is None
+    assert wschanges.publish_outcome("no line") is None
+
+
+def test_pull_body_links_the_issue_and_lists_the_steps_only() -> None:
+    steps = [("triage", "Succeeded"), ("developer", "Succeeded"), ("reviewer", "Succeeded")]
+    body = wschanges.pull_body("c0ffee", "agentchain/c0ffee", 7, steps)
+    assert "Closes #7" in body
+    assert "| 2 | `developer` | Succeeded |" in body
+    assert "Closes" not in wschanges.pull_body("c0ffee", "agentchain/c0ffee", None, steps)
+    assert wschanges.pull_title("c0ffee", 7) == "agentchain: chain c0ffee for #7"
