@@ -28,8 +28,8 @@ import logging
 import secrets
 import time
 
-from agentchain import models
-from agentchain.engine import records, workspacing
+from agentchain import faults, models
+from agentchain.engine import githubtokens, records, workspacing
 from agentchain.engine.githubapp import side_of
 from agentchain.engine.hops import Hop, Obj
 from agentchain.engine.runtime import Runtime
@@ -65,7 +65,10 @@ async def release(rt: Runtime, namespace: str, chain: wsjob.ChainWorkspace) -> N
 
 
 async def _start(hop: Hop, chain: wsjob.ChainWorkspace) -> None:
-    """The publish Job and the Secret it names (the push token), each created once."""
+    """The publish Job and the Secret it names (the push token), each created once.
+
+    The Secret first, so the pod never starts without its credential; a replay whose Job
+    exists already ensures the Secret that Job names (the new one goes with the root)."""
     root = await workspacing.root_of(hop)
     if root is None:
         return  # The chain's records are gone, and its volume with them.
@@ -77,12 +80,13 @@ async def _start(hop: Hop, chain: wsjob.ChainWorkspace) -> None:
     security = (jobspec.DEFAULT_POD_SECURITY_CONTEXT, jobspec.DEFAULT_SECURITY_CONTEXT)
     body = wsjob.publish_job(hop.namespace, chain, secret, owner, tool, security)
     body["metadata"]["labels"][models.AGENTJOB_LABEL] = root["metadata"]["name"]  # Watched.
+    data = {wsjob.GIT_TOKEN_KEY: await _push_token(hop, chain)}
+    await workloads.ensure_secret(hop.namespace, secret, data, owner)
     job, created = await workloads.create_job(hop.namespace, body)
-    named = _secret_of(job) if job is not None and not created else secret
-    if named is None:
-        return  # A Job of that name that is not ours: left alone, no credential for it.
-    token = await _push_token(hop, chain)
-    await workloads.ensure_secret(hop.namespace, named, {wsjob.GIT_TOKEN_KEY: token}, owner)
+    faults.crashpoint("workspace-publish-created")
+    named = _secret_of(job) if job is not None and not created else None
+    if named is not None and named != secret:
+        await workloads.ensure_secret(hop.namespace, named, data, owner)
     if created:
         log.info("Publishing chain %s's workspace: batch Job %s", chain.chain_id, name)
 
@@ -113,7 +117,11 @@ async def _push_token(hop: Hop, chain: wsjob.ChainWorkspace) -> str:
             key="ws-push",
         )
         return ""
-    await side.tokens.record(hop.namespace, hop.name, minted.token, minted.expires_at.timestamp())
+    # Recorded under the publish Job's name, not the job's (revoked when it ends): revoked
+    # when publishing ended (``on_job``).
+    publisher = wsjob.publish_job_name(chain.chain_id)
+    expires = minted.expires_at.timestamp()
+    await side.tokens.record(hop.namespace, publisher, minted.token, expires)
     return minted.token
 
 
@@ -145,6 +153,9 @@ async def on_job(rt: Runtime, job: Obj) -> None:
     await rt.writes.patch(root, AgentJobStatus(), condition)
     await store.note(namespace, chain_id, "published", outcome or "failed")
     await release(rt, namespace, chain)
+    side = side_of(rt)
+    if side is not None:  # The push token: no use any more.
+        await githubtokens.revoke(side, namespace, meta["name"])
 
 
 async def _outcome(namespace: str, job_name: str) -> str | None:
@@ -213,6 +224,7 @@ async def _pull_request(rt: Runtime, root: Obj, chain: wsjob.ChainWorkspace) -> 
             number = await side.app.create_pull(
                 scope, title=title, branch=chain.branch, base=base, body=body
             )
+            faults.crashpoint("workspace-pull-created")
         else:
             await side.app.update_pull(scope, number, body)
     except GitHubError as exc:
