@@ -201,16 +201,23 @@ def test_seed_chain_shares_one_workspace_and_publishes_one_pull_request(
         pvc = operating.get_json(info, "pvc", claim, "-n", namespace)
         (owner,) = pvc["metadata"]["ownerReferences"]
         assert owner["uid"] == triage["metadata"]["uid"]
+        assert not _claim_deleted(info, namespace, claim)  # keepFor: 1h.
 
         info.kubectl("delete", "agentjob", triage["metadata"]["name"], "-n", namespace)
 
-        def claim_deleted() -> bool:
-            found = info.kubectl("get", "pvc", claim, "-n", namespace, "-o", "json", check=False)
-            if found.returncode != 0:
-                return True  # Gone.
-            return bool(json.loads(found.stdout)["metadata"].get("deletionTimestamp"))
+        operating.wait_until(
+            functools.partial(_claim_deleted, info, namespace, claim),
+            timeout=60,
+            what="the volume deleted with its chain",
+        )
 
-        operating.wait_until(claim_deleted, timeout=60, what="the volume deleted with its chain")
+
+def _claim_deleted(info: ClusterInfo, namespace: str, claim: str) -> bool:
+    """Gone, or being deleted (pvc-protection holds it while a pod that used it exists)."""
+    found = info.kubectl("get", "pvc", claim, "-n", namespace, "-o", "json", check=False)
+    if found.returncode != 0:
+        return True
+    return bool(json.loads(found.stdout)["metadata"].get("deletionTimestamp"))
 
 
 def git_server_log(git_server: GitServer, branch: str) -> list[str]:
@@ -273,6 +280,13 @@ def test_publishing_survives_sigkill_with_one_push_and_one_pull_request(
             operating.wait_until(published, timeout=90, what=f"chain {chain_id} published")
             assert _pushes_to(git_server, branch) == 1
             assert [p.head for p in repo.github.pulls(REPOSITORY)].count(branch) == 1
+            # keepFor 0: deleted once published (Terminating while the chain's pods last).
+            claim = f"agentchain-ws-{chain_id}"
+            operating.wait_until(
+                functools.partial(_claim_deleted, info, namespace, claim),
+                timeout=30,
+                what=f"{claim} deleted after publishing",
+            )
         first, second = (_claims_of(info, namespace, jobs) for jobs in chains)
         assert len(first) == len(second) == 1 and first != second
 
