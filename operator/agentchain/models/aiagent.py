@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, JsonValue
+from pydantic import Field
 
 from agentchain.models.base import KubeModel
 from agentchain.models.conditions import Condition
@@ -275,7 +275,9 @@ class GitHubAccess(KubeModel):
 
 
 # --- workspaces: the chain's repository checked out once (issue 18) ----------------------
-# No backslashes: each pattern goes into a CEL string literal as it is.
+# Plain schema patterns, not CEL rules: with a CEL rule anywhere in the schema the API
+# server adds "validation rules were not checked" to every other error, which makes the
+# messages of unrelated mistakes harder to read.
 WORKSPACE_REPOSITORY_PATTERN = r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+|https://[!-~]+)$"
 QUANTITY_PATTERN = r"^[0-9]+([.][0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$"
 DURATION_PATTERN = r"^(0|([0-9]+(s|m|h|d))+)$"
@@ -284,51 +286,15 @@ REF_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
-def _rule(field: str, pattern: str, message: str) -> dict[str, JsonValue]:
-    """A CEL rule for one optional string field: the API server answers ``message``."""
-    return {"rule": f"!has(self.{field}) || self.{field}.matches('{pattern}')", "message": message}
-
-
 class Workspace(KubeModel):
     """A volume with the chain's repository checked out, shared by every step of the
     chain (docs/workspaces.md).  Declared by the chain's first agent that has one; the
     agents after it inherit it, read-write unless they ask for ``readOnly``."""
 
-    model_config = ConfigDict(
-        **KubeModel.model_config,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                _rule(
-                    "repository",
-                    WORKSPACE_REPOSITORY_PATTERN,
-                    "repository must be owner/name (GitHub) or a full https:// git URL",
-                ),
-                _rule("ref", REF_PATTERN, "ref must be a branch, tag or commit name"),
-                _rule("size", QUANTITY_PATTERN, "size must be a quantity such as 1Gi or 500Mi"),
-                _rule(
-                    "keepFor", DURATION_PATTERN, "keepFor must be a duration such as 0, 30m or 2h"
-                ),
-                _rule(
-                    "branch",
-                    BRANCH_PATTERN,
-                    "branch must be a git branch name such as agentchain/my-chain",
-                ),
-                {
-                    "rule": "!has(self.branch) || !self.branch.contains('..')",
-                    "message": "branch must not contain '..'",
-                },
-                _rule(
-                    "credentialsSecret",
-                    DNS_SUBDOMAIN_PATTERN,
-                    "credentialsSecret must be the name of a Secret in the agent's namespace",
-                ),
-            ]
-        },
-    )
-
     repository: str | None = Field(
         default=None,
         max_length=512,
+        pattern=WORKSPACE_REPOSITORY_PATTERN,
         description=(
             "The repository to check out: owner/name on GitHub or a full https:// git URL. "
             "Default: the repository of the event that started the chain."
@@ -337,12 +303,18 @@ class Workspace(KubeModel):
     ref: str | None = Field(
         default=None,
         max_length=255,
+        pattern=REF_PATTERN,
         description=(
             "Branch, tag or commit to check out. Default: for a pull request event its head "
             "commit, otherwise the repository's default branch."
         ),
     )
-    size: str = Field(default="1Gi", max_length=32, description="Size of the volume.")
+    size: str = Field(
+        default="1Gi",
+        max_length=32,
+        pattern=QUANTITY_PATTERN,
+        description="Size of the volume, a quantity such as 1Gi or 500Mi.",
+    )
     storage_class_name: str | None = Field(
         default=None,
         max_length=253,
@@ -358,6 +330,7 @@ class Workspace(KubeModel):
     branch: str | None = Field(
         default=None,
         max_length=200,
+        pattern=BRANCH_PATTERN,
         description="The branch published to. Default: agentchain/<chain id>.",
     )
     read_only: bool = Field(
@@ -370,6 +343,7 @@ class Workspace(KubeModel):
     credentials_secret: str | None = Field(
         default=None,
         max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
         description=(
             "For a repository not on GitHub: a Secret of this namespace whose key token is "
             "the password for https git (cloning, publishing; the agent gets it only with "
@@ -379,6 +353,7 @@ class Workspace(KubeModel):
     keep_for: str = Field(
         default="0",
         max_length=32,
+        pattern=DURATION_PATTERN,
         description=(
             "How long the volume is kept after the chain completes (and publishing "
             "ended), for debugging: 0 (default), 30m, 2h, 1d..."
