@@ -22,7 +22,9 @@ Aspects covered:
   ``workspace-publish-created``), and, for a second chain, right after creating the pull
   request (``workspace-pull-created``): each chain's branch got exactly one push and has
   exactly one pull request; the second chain's pods mount its own volume, never the
-  first's.
+  first's;
+* past ``max_workspaces_per_namespace`` a chain's first job fails with
+  ``WorkspaceLimitReached``, and no volume is made for it.
 
 Until the local node mounts claims and the CLI exists (h/node, h/wscli), the module skips
 with the reason.
@@ -308,3 +310,35 @@ def chain_jobs_of_new_chain(
 
     operating.wait_until(done, timeout=TIMEOUT, what="the new chain to complete")
     return sorted(jobs, key=lambda j: int(j["status"].get("chainDepth") or 0))
+
+
+def test_past_the_namespaces_cap_a_chain_fails_visibly(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info = cluster_info
+    env = {**workspace_env(git_server), "AGENTCHAIN_MAX_WORKSPACES_PER_NAMESPACE": "1"}
+    with app_operator(operator, info, namespace, repo, env) as op:
+        _apply(info, namespace, seed_agents(keep_for="1h"))  # The first volume stays.
+        _deliver(op, repo, "first")
+        first = chain_jobs(info, namespace)
+        _deliver(op, repo, "second")
+
+        def refused() -> Obj | None:
+            items = operating.get_json(info, "agentjobs", "-n", namespace)["items"]
+            known = {j["metadata"]["name"] for j in first}
+            new = [j for j in items if j["metadata"]["name"] not in known]
+            phase = (new[0].get("status") or {}).get("phase") if new else None
+            return new[0] if phase == "Failed" else None
+
+        operating.wait_until(refused, timeout=60, what="the second chain refused")
+        job = refused()
+        assert job is not None and job["status"]["reason"] == "WorkspaceLimitReached"
+        assert "max_workspaces_per_namespace = 1" in job["status"]["message"]
+        claims = operating.get_json(info, "pvc", "-n", namespace)["items"]
+        assert [c["metadata"]["name"] for c in claims] == [
+            f"agentchain-ws-{first[0]['status']['chainId']}"
+        ]
