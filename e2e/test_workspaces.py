@@ -24,7 +24,10 @@ Aspects covered:
   exactly one pull request; the second chain's pods mount its own volume, never the
   first's;
 * past ``max_workspaces_per_namespace`` a chain's first job fails with
-  ``WorkspaceLimitReached``, and no volume is made for it.
+  ``WorkspaceLimitReached``, and no volume is made for it;
+* a branch that is someone else's (at a commit that is not the chain's nor an ancestor)
+  is not pushed to: ``WorkspacePublished=False`` with ``WorkspacePushRefused``, the branch
+  unchanged, no pull request.
 
 Until the local node mounts claims and the CLI exists (h/node, h/wscli), the module skips
 with the reason.
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -342,3 +346,53 @@ def test_past_the_namespaces_cap_a_chain_fails_visibly(
         assert [c["metadata"]["name"] for c in claims] == [
             f"agentchain-ws-{first[0]['status']['chainId']}"
         ]
+
+
+def _someone_elses_branch(git_server: GitServer, branch: str, tmp: Path) -> str:
+    """``branch`` on the server at a commit of its own (not an ancestor of the chain's)."""
+    bare, work = git_server.bare_path(REPOSITORY), tmp / "someone"
+    env = {"GIT_AUTHOR_NAME": "Someone", "GIT_AUTHOR_EMAIL": "someone@example.com"}
+    env |= {"GIT_COMMITTER_NAME": "Someone", "GIT_COMMITTER_EMAIL": "someone@example.com"}
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=True, env={**os.environ, **env}
+        )
+        return done.stdout.strip()
+
+    git("clone", "-q", str(bare), str(work))
+    (work / "NOTES.md").write_text("mine\n")
+    git("-C", str(work), "add", "NOTES.md")
+    git("-C", str(work), "commit", "-qm", "Someone else's work")
+    git("-C", str(work), "push", "-q", "origin", f"HEAD:refs/heads/{branch}")
+    return git("-C", str(work), "rev-parse", "HEAD")
+
+
+def test_a_push_to_someone_elses_branch_is_refused_visibly(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+    tmp_path: Path,
+) -> None:
+    info = cluster_info
+    branch = "feature/taken"
+    theirs = _someone_elses_branch(git_server, branch, tmp_path)
+    agents = seed_agents()
+    agents[0]["spec"]["workspace"]["branch"] = branch
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        _apply(info, namespace, agents)
+        _deliver(op, repo, "taken")
+        root = chain_jobs(info, namespace)[0]
+
+        def settled() -> Obj | None:
+            got = operating.get_json(info, "agentjob", root["metadata"]["name"], "-n", namespace)
+            return _condition(got, "WorkspacePublished")
+
+        operating.wait_until(settled, timeout=90, what="the publish outcome")
+        condition = settled()
+        assert condition is not None and condition["status"] == "False"
+        assert condition["reason"] == "WorkspacePushRefused", condition
+        assert git_server.resolve(REPOSITORY, branch) == theirs  # Nothing rewritten.
+        assert repo.github.pulls(REPOSITORY) == []
