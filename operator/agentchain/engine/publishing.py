@@ -151,8 +151,8 @@ async def on_job(rt: Runtime, job: Obj) -> None:
     outcome = await _outcome(namespace, meta["name"]) or ("pushed" if ended == "Complete" else None)
     condition = await _settle(rt, root, chain, ended, outcome)
     await rt.writes.patch(root, AgentJobStatus(), condition)
+    await release(rt, namespace, chain)  # Before the record that makes a replay a no-op.
     await store.note(namespace, chain_id, "published", outcome or "failed")
-    await release(rt, namespace, chain)
     side = side_of(rt)
     if side is not None:  # The push token: no use any more.
         await githubtokens.revoke(side, namespace, meta["name"])
