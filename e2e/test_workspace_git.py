@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +60,7 @@ class Setup:
         path.write_text(self.w.token(permissions) + "\n")
         return path
 
-    def run(self, *args: str, token: Path | None = None) -> Run:
+    def run(self, *args: str, token: Path | None = None, user: list[str] | None = None) -> Run:
         env = {
             **os.environ,
             "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}",
@@ -68,7 +70,7 @@ class Setup:
         if token is not None:
             env["AGENTCHAIN_GIT_TOKEN_FILE"] = str(token)
         done = subprocess.run(
-            [sys.executable, "-m", "agentchain", "workspace", *args],
+            [*(user or []), sys.executable, "-m", "agentchain", "workspace", *args],
             env=env,
             capture_output=True,
             text=True,
@@ -101,12 +103,16 @@ class Setup:
         return [u.new for p in self.git.pushes if p.status == 200 for u in p.updates]
 
 
-def agent_git(repo: Path, *args: str) -> str:
-    """git as the agent runs it, in its working tree."""
+def agent_git(repo: Path, *args: str, user: list[str] | None = None) -> str:
+    """git as the agent runs it, in its working tree (``user``: as another user, with the
+    ``safe.directory`` environment the workspace's interface asks pods to set)."""
     env = {**os.environ, "GIT_AUTHOR_NAME": "Agent", "GIT_AUTHOR_EMAIL": "a@example.com",
-           "GIT_COMMITTER_NAME": "Agent", "GIT_COMMITTER_EMAIL": "a@example.com"}  # fmt: skip
-    done = subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)  # fmt: skip
+           "GIT_COMMITTER_NAME": "Agent", "GIT_COMMITTER_EMAIL": "a@example.com",
+           "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
+           "GIT_CONFIG_VALUE_0": str(repo), "HOME": "/tmp"}  # fmt: skip
+    argv = [*(user or []), "git", "-C", str(repo), *args]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -239,6 +245,40 @@ def test_publish_pushes_once_and_a_rerun_is_a_no_op(s: Setup) -> None:
     assert s.publish().out["outcome"] == "pushed"
     assert s.pushes() == [head, later]
     assert s.git.resolve(FULL_NAME, BRANCH) == later
+
+
+def test_a_shallow_checkout_publishes(s: Setup) -> None:
+    s.prepare("--depth", "1", "--branch", BRANCH)
+    assert agent_git(s.repo, "rev-list", "--count", "HEAD") == "1"
+    head = _commit_fix(s)
+    assert s.report()["commits"] == 1
+    published = s.publish()
+    assert published.out["outcome"] == "pushed", published
+    assert s.git.resolve(FULL_NAME, BRANCH) == head
+
+
+def test_an_unreachable_server_is_transient(s: Setup) -> None:
+    s.prepare()
+    _commit_fix(s)
+    token = s.token_file({"contents": "write"})
+    done = s.run("publish", "--repository", "http://127.0.0.1:9/acme/widgets.git",
+                 "--branch", BRANCH, token=token)  # fmt: skip
+    assert done.code == 75 and done.out["outcome"] == "transient", done
+
+
+def test_steps_running_as_other_users_share_the_checkout(s: Setup) -> None:
+    """prepare as one user, the agent as another of the pod's group (fsGroup)."""
+    s.workspace = Path(tempfile.mkdtemp(prefix="agentchain-ws-", dir="/tmp"))
+    try:
+        s.workspace.chmod(0o775)
+        assert s.prepare().code == 0
+        other = ["setpriv", "--reuid=65534", "--regid=0", "--clear-groups"]
+        (s.repo / "src" / "widget.py").unlink()  # Needs a group-writable directory.
+        agent_git(s.repo, "commit", "-qam", "Remove the widget", user=other)
+        out = s.report()
+        assert out["committed"] is True and out["stat"] == " src/widget.py | 1 -\n"
+    finally:
+        shutil.rmtree(s.workspace)
 
 
 def test_someone_elses_branch_is_refused_and_left_alone(s: Setup, tmp_path: Path) -> None:

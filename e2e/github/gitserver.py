@@ -241,7 +241,8 @@ def _git_refusal(status: int, full_name: str) -> web.Response:
 
 
 def _ref_updates(body: bytes, encoding: str | None) -> list[RefUpdate]:
-    """The ``<old> <new> <ref>`` commands at the start of a receive-pack request."""
+    """The ``<old> <new> <ref>`` commands at the start of a receive-pack request (after a
+    shallow client's ``shallow <sha>`` lines)."""
     if encoding == "gzip":
         body = gzip.decompress(body)
     updates, offset = [], 0
@@ -251,6 +252,8 @@ def _ref_updates(body: bytes, encoding: str | None) -> list[RefUpdate]:
             break
         line = body[offset + 4 : offset + length].split(b"\0")[0].decode().strip()
         offset += length
+        if line.startswith("shallow "):
+            continue  # A shallow client names its boundary commits before the commands.
         old, new, ref = line.split(" ", 2)
         updates.append(RefUpdate(old, new, ref))
     return updates
