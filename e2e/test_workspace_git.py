@@ -12,7 +12,11 @@ Aspects covered:
   overrides, thousands of files, long names) stay one bounded, escaped line;
 - publish pushes once: a rerun is ``already`` with no second push; a later commit is a
   fast-forward; HEAD at the base publishes nothing; someone else's branch is refused
-  and left alone; a token without ``contents: write`` is denied with a clear error;
+  and left alone, also when it appears between the publisher's look and its push (the
+  lease), while a racing fast-forward to our ancestor is built on; a shallow checkout
+  publishes; a token without ``contents: write`` is denied with a clear error; an
+  unreachable server is transient (exit 75);
+- an agent running as another user of the pod's group can commit in the checkout;
 - the token is never written under the workspace (``.git/config``, the remote URL);
 - what the agent writes into ``.git/config`` (an fsmonitor command, a filter driver)
   never runs in report or publish.
@@ -26,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -297,6 +302,47 @@ def test_someone_elses_branch_is_refused_and_left_alone(s: Setup, tmp_path: Path
     assert refused.out == {"outcome": "refused", "remote": theirs, "branch": BRANCH, "sha": head}
     assert s.git.resolve(FULL_NAME, BRANCH) == theirs
     assert s.pushes() == [theirs]
+
+
+def _on_first_push(s: Setup, move: Callable[[], None]) -> None:
+    """Run ``move`` (another writer) when the publisher starts pushing, after it looked."""
+    moved: list[bool] = []
+
+    def before(service: str, full_name: str, tail: str) -> None:
+        if service == "git-receive-pack" and tail == "info/refs" and not moved:
+            moved.append(True)
+            move()
+
+    s.git.before_request = before
+
+
+def test_a_writer_racing_the_push_is_never_overwritten(s: Setup, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    url = s.git.clone_url(FULL_NAME, s.w.token({"contents": "write"}))
+    subprocess.run(["git", "clone", "-q", url, str(other)], check=True, capture_output=True)
+    (other / "theirs.txt").write_text("theirs\n")
+    agent_git(other, "add", "theirs.txt")
+    agent_git(other, "commit", "-qm", "Theirs")
+    theirs = agent_git(other, "rev-parse", "HEAD")
+    bare = str(s.git.bare_path(FULL_NAME))
+    _on_first_push(s, lambda: agent_git(other, "push", "-q", bare, f"HEAD:refs/heads/{BRANCH}"))
+    s.prepare()
+    _commit_fix(s)
+    raced = s.publish()
+    assert raced.code == 3 and raced.out["remote"] == theirs, raced
+    assert s.git.resolve(FULL_NAME, BRANCH) == theirs
+
+
+def test_a_racing_fast_forward_to_our_ancestor_is_built_on(s: Setup) -> None:
+    s.prepare()
+    first = _commit_fix(s)
+    head = _commit_fix(s, "WOBBLE = None\n")
+    bare = str(s.git.bare_path(FULL_NAME))
+    _on_first_push(s, lambda: agent_git(s.repo, "push", "-q", bare, f"{first}:refs/heads/{BRANCH}"))
+    published = s.publish()
+    assert published.out["outcome"] == "pushed", published
+    assert s.git.resolve(FULL_NAME, BRANCH) == head
+    assert [p.updates[0].old for p in s.git.pushes if p.status == 200] == [first]
 
 
 def test_a_token_without_contents_write_cannot_push(s: Setup) -> None:

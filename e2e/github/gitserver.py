@@ -20,6 +20,7 @@ import gzip
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +64,9 @@ class GitServer:
         self.github = github
         self.root = Path(root)
         self.pushes: list[Push] = []
+        # Called with (service, repository, path tail) before an authorized request is
+        # served: a test moves a branch there to race a client between two requests.
+        self.before_request: Callable[[str, str, str], None] | None = None
         application = web.Application(client_max_size=256 * 1024 * 1024)
         application.router.add_route("*", "/{owner}/{name}/{tail:.*}", self._handle)
         self._site = ThreadedSite(application, "git-standin")
@@ -156,6 +160,8 @@ class GitServer:
         refusal, identity = self._authorize(request, full_name, _SERVICES[service])
         if refusal is not None:
             return refusal
+        if self.before_request is not None:
+            self.before_request(service, full_name, tail)
         body = await request.read()
         push = None
         if service == "git-receive-pack" and tail == service:
