@@ -304,7 +304,7 @@ def test_someone_elses_branch_is_refused_and_left_alone(s: Setup, tmp_path: Path
     assert s.pushes() == [theirs]
 
 
-def _on_first_push(s: Setup, move: Callable[[], None]) -> None:
+def _on_first_push(s: Setup, move: Callable[[], object]) -> None:
     """Run ``move`` (another writer) when the publisher starts pushing, after it looked."""
     moved: list[bool] = []
 
