@@ -194,6 +194,38 @@ def test_bad_input_is_a_usage_error(s: Setup) -> None:
     assert not s.repo.exists()
 
 
+def test_prepare_failures_say_why(s: Setup) -> None:
+    missing = s.prepare("--ref", "no-such-branch")
+    assert missing.code == 1 and missing.out["outcome"] == "failed", missing
+    assert "no-such-branch" in missing.out["error"]
+    token = s.token_file({"issues": "write"})
+    denied = s.run("prepare", "--repository", FULL_NAME, token=token)
+    assert denied.code == 4 and denied.out["outcome"] == "denied", denied
+    assert "403" in denied.out["error"]
+    assert not s.repo.exists() and not (s.workspace / ".agentchain" / "base.json").exists()
+
+
+@pytest.mark.parametrize("damage", ["never-prepared", "fifo-head", "no-git-dir"])
+def test_a_broken_workspace_is_a_clear_failure(s: Setup, damage: str) -> None:
+    checkout = "is not a git checkout"
+    if damage == "never-prepared":
+        s.repo.mkdir(parents=True)
+        expected = ["run prepare first", checkout]
+    else:
+        s.prepare()
+        if damage == "fifo-head":
+            (s.repo / ".git" / "HEAD").unlink()
+            os.mkfifo(s.repo / ".git" / "HEAD")  # A read would block forever.
+            expected = ["HEAD names no commit"] * 2
+        else:
+            shutil.rmtree(s.repo / ".git")
+            expected = [checkout] * 2
+    for done, says in zip((s.run("report"), s.publish()), expected, strict=True):
+        assert done.code == 1 and done.out["outcome"] == "failed", done
+        assert says in done.out["error"], done
+    assert s.pushes() == []
+
+
 # -- report ----------------------------------------------------------------------------------
 def test_report_after_an_edit_and_a_commit(s: Setup) -> None:
     base = s.prepare().out["base"]

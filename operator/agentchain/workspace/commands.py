@@ -88,7 +88,8 @@ def main(args: argparse.Namespace) -> int:
         code, out = workspaces.EXIT_FAILED, _error("failed", str(exc))
     except gitting.GitError as exc:
         failure = workspaces.push_failure(exc.stderr)
-        code, out = workspaces.exit_code(failure), _error(failure, str(exc))
+        outcome = failure if failure in ("denied", "transient") else "failed"
+        code, out = workspaces.exit_code(failure), _error(outcome, str(exc))
     line = out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
     print(line, flush=True)
     return code

@@ -15,13 +15,14 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from agentchain.policy import workspaces
 
 DEFAULT_ROOT = "/workspace"
 ROOT_ENV = "AGENT_WORKSPACE"
 BASE_MAX_BYTES = 16 * 1024
+FIELD_MAX_CHARS = 2048
+_FIELDS = ("base", "repository", "ref", "branch")
 
 
 class WorkspaceError(Exception):
@@ -52,8 +53,14 @@ class Layout:
     def base_file(self) -> Path:
         return self.meta / "base.json"
 
-    def read_base(self) -> dict[str, Any] | None:
-        """The recorded base (``{"base": sha, ...}``), None if there is none or it is garbled."""
+    def read_base(self) -> dict[str, str] | None:
+        """The recorded base (``{"base": sha, ...}``), None if there is none or it is garbled.
+
+        Only the fields ``prepare`` writes, as bounded strings: an agent may have rewritten
+        the file, and what ``prepare`` prints again comes from here.
+        """
+        if not self.base_file.is_file():  # Not a FIFO that would block the read.
+            return None
         try:
             with self.base_file.open("rb") as fh:
                 data = json.loads(fh.read(BASE_MAX_BYTES))
@@ -61,9 +68,10 @@ class Layout:
             return None
         if not isinstance(data, dict) or not workspaces.is_sha(str(data.get("base"))):
             return None
-        return data
+        return {key: data[key][:FIELD_MAX_CHARS] for key in _FIELDS
+                if isinstance(data.get(key), str)}  # fmt: skip
 
-    def write_base(self, record: dict[str, Any]) -> None:
+    def write_base(self, record: dict[str, str]) -> None:
         """Atomically: a crash leaves either no base or the whole one."""
         partial = self.meta / "base.json.partial"
         with partial.open("w", encoding="utf-8") as fh:

@@ -32,10 +32,8 @@ SYMREF_DEPTH = 5
 @contextmanager
 def sealed(repo: Path, env: Mapping[str, str]) -> Iterator[Path]:
     """A bare git directory outside the workspace that sees ``repo``'s objects."""
-    git_dir = repo / ".git"
+    git_dir = _git_dir(repo)
     objects = git_dir / "objects"
-    if git_dir.is_symlink() or not objects.is_dir():
-        raise WorkspaceError(f"{repo} is not a git checkout (no .git/objects directory)")
     with tempfile.TemporaryDirectory(prefix="agentchain-sealed-") as scratch:
         sealed_dir = Path(scratch) / "git"
         gitting.run(["init", "--quiet", "--bare", str(sealed_dir)], env)
@@ -48,7 +46,7 @@ def sealed(repo: Path, env: Mapping[str, str]) -> Iterator[Path]:
 
 def head_commit(repo: Path) -> str:
     """The commit ``repo``'s HEAD names, read from its files (symbolic refs followed)."""
-    git_dir = repo / ".git"
+    git_dir = _git_dir(repo)
     parsed = workspaces.parse_head(_small(git_dir / "HEAD"))
     for _ in range(SYMREF_DEPTH):
         if parsed is None:
@@ -61,7 +59,16 @@ def head_commit(repo: Path) -> str:
     raise WorkspaceError("the workspace's HEAD names no commit (nothing checked out or committed)")
 
 
+def _git_dir(repo: Path) -> Path:
+    git_dir = repo / ".git"
+    if git_dir.is_symlink() or not (git_dir / "objects").is_dir():
+        raise WorkspaceError(f"{repo} is not a git checkout (no .git/objects directory)")
+    return git_dir
+
+
 def _packed(path: Path, ref: str) -> tuple[Literal["sha", "ref"], str] | None:
+    if not path.is_file():
+        return None
     try:
         with path.open(encoding="utf-8", errors="replace") as fh:
             sha = workspaces.packed_ref(fh, ref)
@@ -71,6 +78,9 @@ def _packed(path: Path, ref: str) -> tuple[Literal["sha", "ref"], str] | None:
 
 
 def _small(path: Path) -> str:
+    # Regular files only: a FIFO the agent put there would block the read forever.
+    if not path.is_file():
+        return ""
     try:
         with path.open("rb") as fh:
             return fh.read(SMALL_FILE_BYTES).decode("utf-8", "replace")
@@ -79,6 +89,8 @@ def _small(path: Path) -> str:
 
 
 def _shallow_commits(path: Path) -> list[str]:
+    if not path.is_file():
+        return []
     try:
         with path.open(encoding="ascii", errors="replace") as fh:
             return [line.strip() for line in fh if workspaces.is_sha(line.strip())]
