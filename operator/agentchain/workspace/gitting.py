@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
@@ -120,19 +121,24 @@ def stream(
     stays bounded whatever the repository holds).
     """
     argv = [GIT, *args]
-    with tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(
+    with (
+        tempfile.TemporaryFile() as err,
+        subprocess.Popen(
             argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err
-        )
+        ) as process,
+    ):
         assert process.stdout is not None
+        # A read blocks while git is silent: the deadline kills git, which ends the read.
+        deadline = threading.Timer(timeout, process.kill)
+        deadline.start()
         try:
             while chunk := process.stdout.read(CHUNK_BYTES):
                 yield chunk
-            code = process.wait(timeout=timeout)
         finally:
+            deadline.cancel()
             if process.poll() is None:
                 process.kill()
-                process.wait()
+        code = process.wait()
         if code != 0:
             raise GitError(argv, code, _tail(err))
 
