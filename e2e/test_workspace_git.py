@@ -14,7 +14,8 @@ Aspects covered:
   fast-forward; HEAD at the base publishes nothing; someone else's branch is refused
   and left alone, also when it appears between the publisher's look and its push (the
   lease), while a racing fast-forward to our ancestor is built on; a shallow checkout
-  publishes; a token without ``contents: write`` is denied with a clear error; an
+  publishes; a publisher killed after its push landed finds it and pushes nothing more;
+  a token without ``contents: write`` is denied with a clear error; an
   unreachable server is transient (exit 75);
 - an agent running as another user of the pod's group can commit in the checkout;
 - the token is never written under the workspace (``.git/config``, the remote URL);
@@ -27,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -375,6 +377,32 @@ def test_a_racing_fast_forward_to_our_ancestor_is_built_on(s: Setup) -> None:
     assert published.out["outcome"] == "pushed", published
     assert s.git.resolve(FULL_NAME, BRANCH) == head
     assert [p.updates[0].old for p in s.git.pushes if p.status == 200] == [first]
+
+
+def test_a_publisher_killed_after_its_push_landed_pushes_once(s: Setup) -> None:
+    """SIGKILL after the server applied the push, before the publisher heard of it."""
+    s.prepare("--branch", BRANCH)
+    head = _commit_fix(s)
+    token = s.token_file({"contents": "write"})
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}",
+           "AGENT_WORKSPACE": str(s.workspace), "AGENTCHAIN_GIT_BASE_URL": s.git.url,
+           "AGENTCHAIN_GIT_TOKEN_FILE": str(token)}  # fmt: skip
+    argv = [sys.executable, "-m", "agentchain", "workspace", "publish",
+            "--repository", FULL_NAME, "--branch", BRANCH]  # fmt: skip
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, start_new_session=True) as pub:
+
+        def kill(service: str, full_name: str, tail: str) -> None:
+            if service == "git-receive-pack" and tail == service:
+                os.killpg(pub.pid, signal.SIGKILL)  # The publisher and its git processes.
+
+        s.git.after_request = kill
+        out, _ = pub.communicate(timeout=120)
+    s.git.after_request = None
+    assert pub.returncode == -signal.SIGKILL and out == b""
+    assert s.git.resolve(FULL_NAME, BRANCH) == head
+    rerun = s.publish()
+    assert rerun.code == 0 and rerun.out["outcome"] == "already", rerun
+    assert s.pushes() == [head]
 
 
 def test_a_token_without_contents_write_cannot_push(s: Setup) -> None:

@@ -65,8 +65,10 @@ class GitServer:
         self.root = Path(root)
         self.pushes: list[Push] = []
         # Called with (service, repository, path tail) before an authorized request is
-        # served: a test moves a branch there to race a client between two requests.
+        # served (a test moves a branch there to race a client between two requests), and
+        # after it was served, before the answer is sent (a test kills the client there).
         self.before_request: Callable[[str, str, str], None] | None = None
+        self.after_request: Callable[[str, str, str], None] | None = None
         application = web.Application(client_max_size=256 * 1024 * 1024)
         application.router.add_route("*", "/{owner}/{name}/{tail:.*}", self._handle)
         self._site = ThreadedSite(application, "git-standin")
@@ -172,6 +174,8 @@ class GitServer:
         response = await self._backend(request, owner, name, tail, body, identity)
         if push is not None:
             push.status = response.status
+        if self.after_request is not None:
+            self.after_request(service, full_name, tail)
         return response
 
     def _authorize(
