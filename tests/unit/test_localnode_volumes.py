@@ -62,7 +62,7 @@ def _volume(name: str) -> dict[str, Any]:
 
 def test_a_secret_volume_with_items_holds_only_those_keys_decoded() -> None:
     plan = volumes.plan_volume(_volume("p"), SECRETS, MAPS)
-    assert plan == volumes.VolumePlan("p", {"prompt": (b"$(X) hi", 0o644)})
+    assert plan == volumes.VolumePlan("p", {"prompt": (b"$(X) hi", 0o644)}, read_only=True)
 
 
 def test_a_whole_secret_and_per_item_modes() -> None:
@@ -82,7 +82,7 @@ def test_a_whole_secret_and_per_item_modes() -> None:
 
 def test_config_maps_empty_dirs_and_unsupported_types() -> None:
     assert volumes.plan_volume(_volume("c"), SECRETS, MAPS) == volumes.VolumePlan(
-        "c", {"a.txt": (b"A", 0o600)}
+        "c", {"a.txt": (b"A", 0o600)}, read_only=True
     )
     assert volumes.plan_volume(_volume("scratch"), SECRETS, MAPS) == volumes.VolumePlan(
         "scratch", keep=True
@@ -94,7 +94,7 @@ def test_missing_objects_and_keys_wait_unless_optional() -> None:
     with pytest.raises(EnvError, match='secret "gone" not found'):
         volumes.plan_volume({"name": "v", "secret": {"secretName": "gone"}}, SECRETS, {})
     optional = {"name": "v", "secret": {"secretName": "gone", "optional": True}}
-    assert volumes.plan_volume(optional, SECRETS, {}) == volumes.VolumePlan("v")
+    assert volumes.plan_volume(optional, SECRETS, {}) == volumes.VolumePlan("v", read_only=True)
     items = [{"key": "nope", "path": "x"}]
     with pytest.raises(EnvError, match="couldn't find key nope"):
         volumes.plan_volume(
