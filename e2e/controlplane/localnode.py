@@ -7,9 +7,10 @@ does only what a kubelet does that those components can observe:
 * registers the Node (127.0.0.1, capacity, Ready) and keeps its Ready heartbeat fresh;
 * list+watches the pods bound to it and hands each to a `PodWorker`, which runs the
   containers (images are ignored: `command` + `args` run on this machine, each process in
-  a mount namespace of its own with the pod's `secret`/`configMap`/`emptyDir` volumes at
-  their mount paths; `securityContext` is not applied: processes run as the node's user)
-  and reports status through `pods/status`;
+  a mount namespace of its own with the pod's volumes at their mount paths: secret,
+  configMap, emptyDir, projected, downwardAPI, persistentVolumeClaim, see
+  `localnode_volumes`; `securityContext` is not applied: processes run as the node's
+  user) and reports status through `pods/status`;
 * finishes graceful deletions after killing the processes;
 * serves `/containerLogs` over HTTPS so `pods/log` and `kubectl logs` work.
 
