@@ -208,7 +208,9 @@ class PodWorker:
             ),
             tokens=await self._tokens(volumes.referenced_tokens(self.pod, spec)),
         )
-        mounts = volumes.materialise(self.pod, spec, self.volume_dir, secrets, maps, context)
+        # Other pods' volumes (their Secrets' files, their claims) are covered over.
+        hide = [self.log_dir.parent]
+        mounts = volumes.materialise(self.pod, spec, self.volume_dir, secrets, maps, context, hide)
         return launch, mounts
 
     async def _tokens(self, keys: set[volumes.TokenKey]) -> dict[volumes.TokenKey, str]:
