@@ -25,7 +25,6 @@ process sees nothing there.
   read-only in the container's namespace, so a write fails with EROFS; `secret`,
   `configMap`, `downwardAPI` and `projected` volumes are always read-only, as the kubelet
   mounts them.
-
 * Other pods' volumes are out of sight: the node's directory of pod volumes (Secrets'
   files) and the directory holding claims' volumes are covered with an empty read-only
   tmpfs in the container's namespace, after its own volumes are bound (`plan_covers`).
@@ -36,9 +35,9 @@ process sees nothing there.
 Mount points that do not exist on the node are created there (an empty directory, or
 an empty file for a `subPath` file): the one trace a pod leaves outside its directory.
 
-The planning is pure (`plan_volume`, `plan_mounts`, `plan_covers`, `bound_directory`); `materialise`
-writes the files and mount points, and `enter_mounts` runs in the child between fork and
-exec.
+The planning is pure (`plan_volume`, `plan_mounts`, `plan_covers`, `bound_directory`);
+`materialise` writes the files and mount points, and `enter_mounts` runs in the child
+between fork and exec.
 """
 
 from __future__ import annotations
