@@ -372,6 +372,11 @@ def test_a_claim_is_bound_and_what_one_pod_writes_the_next_sees_read_only_too(
     claim = wait_bound(kube_api, namespace, "ws")
     if cluster_info.local:
         assert claim.spec.storage_class_name == "agentchain-local"  # the default class
+        events = cluster_info.kubectl(
+            "-n", namespace, "get", "events", "--field-selector=involvedObject.name=ws",
+            "-o", "jsonpath={.items[*].reason}",
+        ).stdout  # fmt: skip
+        assert "ProvisioningSucceeded" in events.split()
     base = f"/tmp/{namespace}"
     script = f"mkdir -p {base}/ws/src && echo from-writer > {base}/ws/src/note && echo ok"
     writer = claim_pod(

@@ -312,7 +312,10 @@ def plan_volume(
     if kind == "claim":
         claim = str(spec.get("claimName", ""))
         if claim not in context.claims:
-            raise EnvError(f'persistentvolumeclaim "{claim}" is not bound (volume {name})')
+            raise EnvError(
+                f'persistentvolumeclaim "{claim}" is not bound to a hostPath or local volume'
+                f" (volume {name})"
+            )
         read_only = bool(spec.get("readOnly"))
         return VolumePlan(name, read_only=read_only, host_path=context.claims[claim])
     mode = int(spec.get("defaultMode", DEFAULT_MODE))
