@@ -26,8 +26,9 @@ process sees nothing there.
   `configMap`, `downwardAPI` and `projected` volumes are always read-only, as the kubelet
   mounts them.
 * Other pods' volumes are out of sight: the node's directory of pod volumes (Secrets'
-  files) and the directory holding claims' volumes are covered with an empty read-only
-  tmpfs in the container's namespace, after its own volumes are bound (`plan_covers`).
+  files) and the provisioner's directory of claims' volumes (`--hide`) are covered with
+  an empty read-only tmpfs in the container's namespace, after its own volumes are bound
+  (`plan_covers`).
   Best effort, not a sandbox: the process runs as the node's user (root) on the node's
   filesystem and could unmount the cover; it keeps honest workloads, and tests, from
   seeing another pod's workspace or secrets through the node's paths.
@@ -397,7 +398,7 @@ def materialise(
     hide: Iterable[Path] = (),
 ) -> list[Mount]:
     """Write the container's volumes under ``root``; the mounts to make for it, then
-    covers over ``hide`` and over the directories that hold claims' volumes.
+    covers over ``hide``.
 
     EnvError (the container waits and the node retries) while an object is missing,
     a claim is unbound, or the node cannot write a file or mount point."""
@@ -405,8 +406,7 @@ def materialise(
         mounts = _materialise(pod, container, root, secrets, config_maps, context)
     except OSError as exc:
         raise EnvError(f"setting up volumes failed: {exc}") from exc
-    claim_roots = [str(Path(path).parent) for path in context.claims.values()]
-    return mounts + plan_covers(mounts, [*map(str, hide), *claim_roots])
+    return mounts + plan_covers(mounts, [str(path) for path in hide])
 
 
 def _materialise(

@@ -386,7 +386,8 @@ def test_a_process_sees_its_claim_but_not_the_other_claims(tmp_path: Path) -> No
     target = tmp_path / "mnt" / "ws"
     container = {"volumeMounts": [{"name": "ws", "mountPath": str(target)}]}
     pods_dir = tmp_path / "pods"
-    mounts = volumes.materialise(pod, container, pods_dir / "p1", {}, {}, context, [pods_dir])
+    hide = [pods_dir, root]
+    mounts = volumes.materialise(pod, container, pods_dir / "p1", {}, {}, context, hide)
     assert [m.target for m in mounts if m.cover] == [str(pods_dir), str(root)]
     done = subprocess.run(
         [sys.executable, "-c", COVER_PROBE, str(target), str(root)],
