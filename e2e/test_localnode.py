@@ -17,7 +17,8 @@ Aspects covered:
   file, and an `emptyDir` an init container fills for the main container.
 - persistentVolumeClaim: a claim without a class gets the default one and is bound; what
   one pod writes a later pod sees (also through a `subPath`); a `readOnly` mount and a
-  claim volume's own `readOnly` refuse writes with EROFS; two claims are two directories;
+  claim volume's own `readOnly` refuse writes with EROFS; two claims are two directories,
+  and a pod of one cannot read the other's through the node's path (covered);
   a pod whose claim does not exist yet is not scheduled until the claim is bound; deleting
   the claim (once its pod is gone) removes its PersistentVolume and the directory.
 - projected: secret items with a mode, a whole configMap, downwardAPI name and labels, a
@@ -371,6 +372,11 @@ def test_a_claim_is_bound_and_what_one_pod_writes_the_next_sees_read_only_too(
     claim = wait_bound(kube_api, namespace, "ws")
     if cluster_info.local:
         assert claim.spec.storage_class_name == "agentchain-local"  # the default class
+        events = cluster_info.kubectl(
+            "-n", namespace, "get", "events", "--field-selector=involvedObject.name=ws",
+            "-o", "jsonpath={.items[*].reason}",
+        ).stdout  # fmt: skip
+        assert "ProvisioningSucceeded" in events.split()
     base = f"/tmp/{namespace}"
     script = f"mkdir -p {base}/ws/src && echo from-writer > {base}/ws/src/note && echo ok"
     writer = claim_pod(
@@ -413,6 +419,17 @@ def test_two_claims_are_isolated(
             [claim_volume("v", name)],
         )
         assert run_to_end(cluster_info, kube_api, namespace, body) == f"{name}\n"
+    if not cluster_info.local:
+        return
+    # Nor through the node's path of the other volume: it is covered in the pod's view.
+    core: Any = kubernetes.client.CoreV1Api(kube_api)
+    other = core.read_persistent_volume(bound["one"]).spec.host_path.path
+    assert Path(other, "one").read_text() == "one\n"  # on the node
+    script = f"cat {other}/one 2>/dev/null || echo hidden; ls {base}/v"
+    body = claim_pod(
+        "peek", script, [{"name": "v", "mountPath": f"{base}/v"}], [claim_volume("v", "two")]
+    )
+    assert run_to_end(cluster_info, kube_api, namespace, body) == "hidden\ntwo\n"
 
 
 def test_a_pod_waits_for_its_claim_then_runs(

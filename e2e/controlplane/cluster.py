@@ -47,6 +47,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = Path(__file__).with_name("build-binaries.sh")
 LOCALNODE_SOURCE = Path(__file__).with_name("localnode.py")
 NODE_NAME = "agentchain-local"
+VOLUMES_DIR = "volumes"  # the provisioner's, under the workdir
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"
 # Generous: two shared cores, often busy with a Go build while tests start.
 STARTUP_TIMEOUT_SECONDS = 120.0
@@ -407,7 +408,7 @@ def _start_provisioner(
     """The dynamic provisioner of the default StorageClass (e2e/controlplane/provisioner.py)."""
     argv = [
         sys.executable, "-m", "e2e.controlplane.provisioner", "--kubeconfig", str(kubeconfig),
-        "--root", str(workdir / "volumes"),
+        "--root", str(workdir / VOLUMES_DIR),
     ]  # fmt: skip
     process = _launch(stack, "provisioner", argv, workdir, env=_python_env(), cwd=REPO_ROOT)
     control_plane.append(process)
@@ -445,7 +446,7 @@ def _start_local_node(
         "--node-name", NODE_NAME, "--state-dir", str(workdir / "node"),
         "--port", str(processes.free_port()),
         "--tls-cert", str(pki.node.cert), "--tls-key", str(pki.node.key),
-        "--client-ca", str(pki.ca.cert),
+        "--client-ca", str(pki.ca.cert), "--hide", str(workdir / VOLUMES_DIR),
     ]  # fmt: skip
     node = _launch(stack, "localnode", argv, workdir, env=_python_env(), cwd=REPO_ROOT)
     _ready(f"node {NODE_NAME}", _node_ready_check(kubeconfig), [*control_plane, node])

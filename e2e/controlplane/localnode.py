@@ -21,7 +21,8 @@ re-lists after 410 Gone and after any error, and the re-list also reaps workers 
 vanished while the watch was down.
 
     python -m e2e.controlplane.localnode --kubeconfig KCFG --node-name NAME \
-        --state-dir DIR --port PORT --tls-cert CRT --tls-key KEY [--client-ca CA]
+        --state-dir DIR --port PORT --tls-cert CRT --tls-key KEY [--client-ca CA] \
+        [--hide DIR]...
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tls-cert", required=True)
     parser.add_argument("--tls-key", required=True)
     parser.add_argument("--client-ca", default=None)
+    parser.add_argument(
+        "--hide", action="append", type=Path, default=[],
+        help="a directory of the node no container may see (the provisioner's volumes)",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -174,7 +179,9 @@ class LocalNode:
         if meta.get("deletionTimestamp"):
             self._on_deleting(pod, worker)
         elif worker is None and (pod.get("status") or {}).get("phase") not in TERMINAL:
-            worker = PodWorker(pod, self.api, self.guard, self.state_dir, self.base_env)
+            worker = PodWorker(
+                pod, self.api, self.guard, self.state_dir, self.base_env, self.args.hide
+            )
             self.workers[uid] = worker
             log.info("starting pod %s/%s", meta["namespace"], meta["name"])
             self._spawn(worker.main())

@@ -22,6 +22,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch import watch as _watch
 
+from e2e.controlplane.localnode_env import EnvError
 from e2e.controlplane.localnode_volumes import bound_directory
 
 log = logging.getLogger("localnode")
@@ -192,10 +193,13 @@ class NodeApi:
         if audience:
             spec["audiences"] = [audience]
         body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
-        response = await asyncio.to_thread(
-            self.core.create_namespaced_service_account_token,
-            account, namespace, body, _preload_content=False,
-        )  # fmt: skip
+        try:
+            response = await asyncio.to_thread(
+                self.core.create_namespaced_service_account_token,
+                account, namespace, body, _preload_content=False,
+            )  # fmt: skip
+        except ApiException as exc:  # e.g. the ServiceAccount is gone: wait, as the kubelet
+            raise EnvError(f"service account token of {account!r}: {exc.reason}") from exc
         return str(_json(response)["status"]["token"])
 
     async def _read(self, read: Any, *args: str) -> Json | None:

@@ -91,9 +91,16 @@ class PodWorker:
     """Runs one pod's containers and reports its status."""
 
     def __init__(
-        self, pod: Json, api: NodeApi, guard: Guard, state_dir: Path, base_env: Mapping[str, str]
+        self,
+        pod: Json,
+        api: NodeApi,
+        guard: Guard,
+        state_dir: Path,
+        base_env: Mapping[str, str],
+        hide: Sequence[Path] = (),
     ) -> None:
         self.pod = pod
+        self.hide = [state_dir / "pods", *hide]
         self.api = api
         self.guard = guard
         self.base_env = dict(base_env)
@@ -208,7 +215,10 @@ class PodWorker:
             ),
             tokens=await self._tokens(volumes.referenced_tokens(self.pod, spec)),
         )
-        mounts = volumes.materialise(self.pod, spec, self.volume_dir, secrets, maps, context)
+        # Other pods' volumes (their Secrets' files, the claims' directories) are covered.
+        mounts = volumes.materialise(
+            self.pod, spec, self.volume_dir, secrets, maps, context, self.hide
+        )
         return launch, mounts
 
     async def _tokens(self, keys: set[volumes.TokenKey]) -> dict[volumes.TokenKey, str]:

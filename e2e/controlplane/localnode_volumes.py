@@ -25,13 +25,20 @@ process sees nothing there.
   read-only in the container's namespace, so a write fails with EROFS; `secret`,
   `configMap`, `downwardAPI` and `projected` volumes are always read-only, as the kubelet
   mounts them.
+* Other pods' volumes are out of sight: the node's directory of pod volumes (Secrets'
+  files) and the provisioner's directory of claims' volumes (`--hide`) are covered with
+  an empty read-only tmpfs in the container's namespace, after its own volumes are bound
+  (`plan_covers`).
+  Best effort, not a sandbox: the process runs as the node's user (root) on the node's
+  filesystem and could unmount the cover; it keeps honest workloads, and tests, from
+  seeing another pod's workspace or secrets through the node's paths.
 
 Mount points that do not exist on the node are created there (an empty directory, or
 an empty file for a `subPath` file): the one trace a pod leaves outside its directory.
 
-The planning is pure (`plan_volume`, `plan_mounts`, `bound_directory`); `materialise`
-writes the files and mount points, and `enter_mounts` runs in the child between fork and
-exec.
+The planning is pure (`plan_volume`, `plan_mounts`, `plan_covers`, `bound_directory`);
+`materialise` writes the files and mount points, and `enter_mounts` runs in the child
+between fork and exec.
 """
 
 from __future__ import annotations
@@ -54,6 +61,9 @@ ObjectData = Mapping[str, Mapping[str, str]]
 
 CLONE_NEWNS = 0x00020000
 MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
 MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
@@ -85,6 +95,9 @@ class Mount:
     read_only: bool
     volume: str = field(default="", compare=False)
     """The volume's directory: a subPath must resolve inside it."""
+    cover: bool = False
+    """Not a volume: an empty read-only tmpfs over ``target`` (a directory of the node
+    the container must not see), made after the volumes are bound."""
 
 
 TokenKey = tuple[str, int]
@@ -300,7 +313,10 @@ def plan_volume(
     if kind == "claim":
         claim = str(spec.get("claimName", ""))
         if claim not in context.claims:
-            raise EnvError(f'persistentvolumeclaim "{claim}" is not bound (volume {name})')
+            raise EnvError(
+                f'persistentvolumeclaim "{claim}" is not bound to a hostPath or local volume'
+                f" (volume {name})"
+            )
         read_only = bool(spec.get("readOnly"))
         return VolumePlan(name, read_only=read_only, host_path=context.claims[claim])
     mode = int(spec.get("defaultMode", DEFAULT_MODE))
@@ -308,6 +324,21 @@ def plan_volume(
     for part_kind, part in _projections(volume):
         files.update(_files(part_kind, part, mode, name, secrets, config_maps, context))
     return VolumePlan(name, files, read_only=kind in _ALWAYS_READ_ONLY)
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def plan_covers(mounts: Sequence[Mount], hide: Iterable[str]) -> list[Mount]:
+    """Covers for the node's directories of other pods' volumes (``hide``), except one
+    holding a mount target of this container (covering it would hide the volume)."""
+    targets = [m.target for m in mounts]
+    return [
+        Mount(directory, directory, True, cover=True)
+        for directory in sorted({posixpath.normpath(h) for h in hide})
+        if not any(_within(target, directory) for target in targets)
+    ]
 
 
 def plan_mounts(
@@ -364,15 +395,18 @@ def materialise(
     secrets: ObjectData,
     config_maps: ObjectData,
     context: Context = NO_CONTEXT,
+    hide: Iterable[Path] = (),
 ) -> list[Mount]:
-    """Write the container's volumes under ``root``; the mounts to make for it.
+    """Write the container's volumes under ``root``; the mounts to make for it, then
+    covers over ``hide``.
 
     EnvError (the container waits and the node retries) while an object is missing,
     a claim is unbound, or the node cannot write a file or mount point."""
     try:
-        return _materialise(pod, container, root, secrets, config_maps, context)
+        mounts = _materialise(pod, container, root, secrets, config_maps, context)
     except OSError as exc:
         raise EnvError(f"setting up volumes failed: {exc}") from exc
+    return mounts + plan_covers(mounts, [str(path) for path in hide])
 
 
 def _materialise(
@@ -425,9 +459,9 @@ def _check(result: int, what: str) -> None:
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
-def _mount(source: str | None, target: str, flags: int) -> None:
+def _mount(source: str | None, target: str, flags: int, fstype: bytes | None = None) -> None:
     src = source.encode() if source is not None else None
-    _check(_LIBC.mount(src, target.encode(), None, flags, None), f"mount {target}")
+    _check(_LIBC.mount(src, target.encode(), fstype, flags, None), f"mount {target}")
 
 
 def enter_mounts(mounts: Sequence[Mount]) -> None:
@@ -435,10 +469,15 @@ def enter_mounts(mounts: Sequence[Mount]) -> None:
     _check(_LIBC.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _mount(None, "/", MS_REC | MS_PRIVATE)
     for mount in mounts:
+        if mount.cover:
+            if os.path.isdir(mount.target):
+                flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+                _mount("tmpfs", mount.target, flags, b"tmpfs")
+            continue
         _mount(mount.source, mount.target, MS_BIND | MS_REC)
         if mount.read_only:
             _mount(None, mount.target, MS_REMOUNT | MS_BIND | MS_RDONLY)
 
 
 def describe(mounts: Iterable[Mount]) -> str:
-    return ", ".join(f"{m.target}{' (ro)' if m.read_only else ''}" for m in mounts)
+    return ", ".join(f"{m.target}{' (ro)' if m.read_only else ''}" for m in mounts if not m.cover)

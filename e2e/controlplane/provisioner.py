@@ -16,7 +16,9 @@ reclaiming stay with the real kube-controller-manager:
 * when the PV controller has marked such a volume ``Released`` (its claim is gone), it
   removes the directory and deletes the PersistentVolume (the protection controller then
   lets it go). The PV controller leaves a volume provisioned by an external name to
-  that provisioner, exactly as with a CSI driver.
+  that provisioner, exactly as with a CSI driver;
+* it records ProvisioningSucceeded / ProvisioningFailed Events on the claim, as
+  external provisioners do, so ``kubectl describe pvc`` tells what happened.
 
 Capacity is recorded, not enforced (hostPath has no quota); block volumes and claims of
 other classes are left alone. The local node mounts a bound claim by reading its PV's
@@ -160,6 +162,31 @@ def directory_of(volume: Json, root: Path) -> Path | None:
     return candidate if candidate.parent == root and candidate.name else None
 
 
+def event_for(claim: Json, kind: str, reason: str, message: str, now: float) -> Json:
+    """A core/v1 Event about ``claim`` from this provisioner."""
+    meta = claim["metadata"]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "namespace": meta["namespace"],
+            "name": meta["name"],
+            "uid": meta["uid"],
+        },
+        "type": kind,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": PROVISIONER},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
 # --- the API --------------------------------------------------------------------------------
 
 
@@ -198,11 +225,23 @@ class Provisioner:
         try:
             self.core.create_persistent_volume(volume_for(claim, self.root), _preload_content=False)
         except ApiException as exc:
-            if exc.status != 409:  # Already provisioned (a repeated event or a re-list).
-                raise
-            return
+            if exc.status == 409:  # Already provisioned (a repeated event or a re-list).
+                return
+            self._event(claim, "Warning", "ProvisioningFailed", f"creating the volume: {exc}")
+            raise
         meta = claim["metadata"]
         log.info("provisioned %s for %s/%s", volume_name(claim), meta["namespace"], meta["name"])
+        message = f"Successfully provisioned volume {volume_name(claim)} at {directory}"
+        self._event(claim, "Normal", "ProvisioningSucceeded", message)
+
+    def _event(self, claim: Json, kind: str, reason: str, message: str) -> None:
+        """An Event on the claim, as external provisioners record (best effort)."""
+        meta = claim["metadata"]
+        body = event_for(claim, kind, reason, message, time.time())
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False)
+        except ApiException:
+            log.warning("could not record %s on %s/%s", reason, meta["namespace"], meta["name"])
 
     def on_volume(self, volume: Json) -> None:
         if not should_delete(volume):

@@ -11,6 +11,9 @@ Aspects covered:
 - persistentVolumeClaim: mounted from the bound volume's directory, waiting while the
   claim is unbound; which claim/volume pairs count as bound; a subPath cannot escape the
   volume through a symlink;
+- covers: the node's directories of other pods' volumes and claims are hidden under an
+  empty tmpfs, unless a mount target lies inside; for real (as root) the process sees an
+  empty directory there and its own claim at its mount path;
 - projected and downwardAPI: secret (``name``), configMap items, fieldRef incl. labels
   and annotations as the kubelet formats them, service-account tokens (waiting until the
   node has one), ``defaultMode``/item modes; the objects and tokens they refer to;
@@ -350,3 +353,48 @@ def test_a_claim_volume_read_only_through_the_volume_refuses_writes(tmp_path: Pa
     )
     assert done.stdout.splitlines() == ["refused 30", f"wrote {rw}"]  # EROFS, then written
     assert (claim_dir / "new").read_text() == "x"  # Straight into the claim's directory.
+
+
+def test_covers_hide_other_volumes_but_never_a_mount_target() -> None:
+    mounts = [volumes.Mount("/vols/pvc-1", "/workspace", False)]
+    covers = volumes.plan_covers(mounts, ["/state/pods", "/vols/", "/vols"])
+    assert covers == [
+        volumes.Mount("/state/pods", "/state/pods", True, cover=True),
+        volumes.Mount("/vols", "/vols", True, cover=True),
+    ]
+    inside = [volumes.Mount("/vols/pvc-1", "/vols/mnt", False)]
+    assert volumes.plan_covers(inside, ["/vols", "/vol"]) == [
+        volumes.Mount("/vol", "/vol", True, cover=True)
+    ]
+    assert volumes.describe(mounts + covers) == "/workspace"
+
+
+COVER_PROBE = """
+import os, sys
+print(sorted(os.listdir(sys.argv[1])), sorted(os.listdir(sys.argv[2])))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mount namespaces need root")
+def test_a_process_sees_its_claim_but_not_the_other_claims(tmp_path: Path) -> None:
+    root = tmp_path / "vols"
+    for name in ("pvc-1", "pvc-2"):
+        (root / name).mkdir(parents=True)
+        (root / name / f"{name}.txt").write_text(name)
+    context = volumes.Context(pod=CLAIM_POD, claims={"claim-a": str(root / "pvc-1")})
+    pod = {"spec": {"volumes": [_claim_volume("ws")]}}
+    target = tmp_path / "mnt" / "ws"
+    container = {"volumeMounts": [{"name": "ws", "mountPath": str(target)}]}
+    pods_dir = tmp_path / "pods"
+    hide = [pods_dir, root]
+    mounts = volumes.materialise(pod, container, pods_dir / "p1", {}, {}, context, hide)
+    assert [m.target for m in mounts if m.cover] == [str(pods_dir), str(root)]
+    done = subprocess.run(
+        [sys.executable, "-c", COVER_PROBE, str(target), str(root)],
+        preexec_fn=lambda: volumes.enter_mounts(mounts),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout == "['pvc-1.txt'] []\n"
+    assert sorted(p.name for p in root.iterdir()) == ["pvc-1", "pvc-2"]  # The node's view.

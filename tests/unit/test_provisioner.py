@@ -7,7 +7,8 @@ Aspects covered:
 - the volume made for a claim: name from the uid, capacity = request, access modes,
   claimRef with the uid, a directory of its own under the root (distinct per claim);
 - which volumes are reclaimed: ours, Released, policy Delete, not already deleting; and
-  the directory removed is only ever one directly under the root.
+  the directory removed is only ever one directly under the root;
+- the Event recorded on a claim.
 The watch loop and the API calls run in the e2e tests (e2e/test_localnode.py).
 """
 
@@ -127,3 +128,21 @@ def test_a_released_volume_of_ours_is_reclaimed() -> None:
 def test_only_a_directory_directly_under_the_root_is_ever_removed(path: str) -> None:
     volume = _volume(spec={"hostPath": {"path": path}})
     assert prov.directory_of(volume, ROOT) is None
+
+
+def test_the_event_names_the_claim_and_the_provisioner() -> None:
+    event = prov.event_for(_claim(), "Normal", "ProvisioningSucceeded", "m" * 5000, 0.0)
+    assert event["involvedObject"] == {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "namespace": "ns",
+        "name": "ws",
+        "uid": "u1",
+    }
+    assert event["metadata"] == {"generateName": "ws.", "namespace": "ns"}
+    assert (event["type"], event["reason"], event["source"]) == (
+        "Normal",
+        "ProvisioningSucceeded",
+        {"component": prov.PROVISIONER},
+    )
+    assert len(event["message"]) == 1024 and event["firstTimestamp"] == "1970-01-01T00:00:00Z"
