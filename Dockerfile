@@ -22,6 +22,10 @@ RUN pip install --prefix=/install .
 
 FROM ${PYTHON_IMAGE}
 ARG UID=10001
+# git for `agentchain workspace` (issue 18: the chain's checkout, report and publish).
+RUN apt-get update \
+ && apt-get install --yes --no-install-recommends git ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HOME=/tmp

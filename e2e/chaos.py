@@ -15,7 +15,9 @@ The kills come at seeded-random moments (0 to 1.5 s after ``/healthz`` answers),
 land while kopf resumes every object, some mid-hop, some while it idles; replaying one
 seed replays the same schedule (the cluster's timing still varies).  Half the chains
 start at once and the rest one by one until just before the last kill, and a kill is
-only sent while some chain is in flight (see ``start_schedule``).
+only sent while some chain is in flight (see ``start_schedule``): when every chain has
+completed with kills still to send, one more chain is started, so ``--chains`` is a
+floor and the report counts the chains actually run.
 After the last chain completes the run waits two resync periods before counting, so a
 duplicate that a late resync would create is counted too.
 """
@@ -175,18 +177,19 @@ def _kill_loop(
     kills: int,
     chains: int,
     deadline: float,
-) -> int:
-    """Start chains and kill and restart the operator ``kills`` times, while chains run."""
+) -> tuple[int, int]:
+    """Start chains and kill and restart the operator ``kills`` times, while chains run.
+
+    Returns the kills sent and the chains started: ``chains`` is a floor, as a kill that
+    meets no running chain proves nothing, so when every chain started has completed
+    before the kills are through, one more chain is started for the next kill.
+    """
     started = done = 0
     for target in start_schedule(chains, kills):
         if time.monotonic() > deadline:
             break
         if completed(kc.agentjobs()) >= started:
-            # Nothing is in flight: start the next chain now, or stop if none is left,
-            # since a kill that meets no running chain proves nothing.
-            if started == chains:
-                break
-            target = max(target, started + 1)
+            target = max(target, started + 1)  # Nothing in flight: start one now.
         for i in range(started, target):
             kc.create("agentjobs", root_job(f"chaos-{i:03d}"))
         # Never back: a chain started early (nothing was in flight) is not started again.
@@ -197,7 +200,7 @@ def _kill_loop(
         op.start()
     for i in range(started, chains):  # Left over when kills are few, or time ran out.
         kc.create("agentjobs", root_job(f"chaos-{i:03d}"))
-    return done
+    return done, max(started, chains)
 
 
 def _wait_complete(kc: _Cluster, chains: int, deadline: float) -> None:
@@ -246,8 +249,8 @@ def run_chaos(
         if op.process is None:
             op.start()
         try:
-            report.kills = _kill_loop(op, kc, rng, kills, chains, deadline)
-            _wait_complete(kc, chains, deadline)
+            report.kills, report.chains = _kill_loop(op, kc, rng, kills, chains, deadline)
+            _wait_complete(kc, report.chains, deadline)
             report.seconds = round(time.monotonic() - started, 1)
             # A late duplicate (a resync replaying a finished step) would show up now.
             time.sleep(2 * RESYNC_SECONDS + 1)

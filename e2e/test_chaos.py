@@ -37,7 +37,9 @@ def test_chains_survive_sigkill(
         timeout=180,
     )
     assert report.kills == KILLS
-    assert report.agentjobs == report.batch_jobs == report.pods == 3 * CHAINS
-    assert report.reports_printed == 3 * CHAINS
-    assert report.spawned_transitions == 2 * CHAINS
-    assert report.completed_chains == report.chain_complete_events == CHAINS
+    assert report.chains >= CHAINS  # One more is started when a kill would meet none.
+    chains = report.chains
+    assert report.agentjobs == report.batch_jobs == report.pods == 3 * chains
+    assert report.reports_printed == 3 * chains
+    assert report.spawned_transitions == 2 * chains
+    assert report.completed_chains == report.chain_complete_events == chains

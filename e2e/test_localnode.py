@@ -15,6 +15,15 @@ Aspects covered:
 - a pod's own `activeDeadlineSeconds`: the node kills it, phase Failed, DeadlineExceeded.
 - volumes: a Secret's `items` at a `readOnly` mountPath (writes refused), a `subPath`
   file, and an `emptyDir` an init container fills for the main container.
+- persistentVolumeClaim: a claim without a class gets the default one and is bound; what
+  one pod writes a later pod sees (also through a `subPath`); a `readOnly` mount and a
+  claim volume's own `readOnly` refuse writes with EROFS; two claims are two directories,
+  and a pod of one cannot read the other's through the node's path (covered);
+  a pod whose claim does not exist yet is not scheduled until the claim is bound; deleting
+  the claim (once its pod is gone) removes its PersistentVolume and the directory.
+- projected: secret items with a mode, a whole configMap, downwardAPI name and labels, a
+  service-account token, and the API server's service-account volume; projected and
+  configMap volumes are read-only without asking, an emptyDir when asked.
 
 Tests that look at this machine's processes or files need the local node and are skipped
 on other clusters (kind); the rest run anywhere.
@@ -304,3 +313,206 @@ def process_alive(pid: int) -> bool:
     # A zombie still answers signal 0; it is dead for our purpose.
     stat = Path(f"/proc/{pid}/stat")
     return stat.exists() and stat.read_text().split(") ")[-1][:1] != "Z"
+
+
+# --- persistent volume claims and projected volumes -------------------------------------------
+
+READ_ONLY = "Read-only file system"
+
+
+def make_claim(name: str, **spec: Any) -> dict[str, Any]:
+    """A claim of the default StorageClass (no storageClassName), as the product makes."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "64Mi"}},
+            **spec,
+        },
+    }
+
+
+def claim_pod(name: str, script: str, mounts: list[Pod], volumes: list[Pod]) -> Pod:
+    return make_pod(name, script, container={"volumeMounts": mounts}, volumes=volumes)
+
+
+def claim_volume(name: str, claim: str, read_only: bool = False) -> Pod:
+    return {"name": name, "persistentVolumeClaim": {"claimName": claim, "readOnly": read_only}}
+
+
+def wait_bound(kube_api: kubernetes.client.ApiClient, namespace: str, claim: str) -> Any:
+    core: Any = kubernetes.client.CoreV1Api(kube_api)  # its models' fields are Optional
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while (
+        found := core.read_namespaced_persistent_volume_claim(claim, namespace)
+    ).status.phase != "Bound":
+        assert time.monotonic() < deadline, f"claim {claim} never bound: {found.status}"
+        time.sleep(0.2)
+    return found
+
+
+def run_to_end(
+    cluster_info: ClusterInfo, kube_api: kubernetes.client.ApiClient, namespace: str, body: Pod
+) -> str:
+    """Create the pod, wait until it succeeded, and return its log."""
+    name = body["metadata"]["name"]
+    create(cluster_info, namespace, body)
+    pod = wait_for(kube_api, namespace, name, finished)
+    logs = cluster_info.kubectl("-n", namespace, "logs", name).stdout
+    assert pod.status.phase == "Succeeded", logs
+    return logs
+
+
+def test_a_claim_is_bound_and_what_one_pod_writes_the_next_sees_read_only_too(
+    cluster_info: ClusterInfo, namespace: str, kube_api: kubernetes.client.ApiClient
+) -> None:
+    create(cluster_info, namespace, make_claim("ws"))
+    claim = wait_bound(kube_api, namespace, "ws")
+    if cluster_info.local:
+        assert claim.spec.storage_class_name == "agentchain-local"  # the default class
+        events = cluster_info.kubectl(
+            "-n", namespace, "get", "events", "--field-selector=involvedObject.name=ws",
+            "-o", "jsonpath={.items[*].reason}",
+        ).stdout  # fmt: skip
+        assert "ProvisioningSucceeded" in events.split()
+    base = f"/tmp/{namespace}"
+    script = f"mkdir -p {base}/ws/src && echo from-writer > {base}/ws/src/note && echo ok"
+    writer = claim_pod(
+        "writer", script, [{"name": "w", "mountPath": f"{base}/ws"}], [claim_volume("w", "ws")]
+    )
+    assert run_to_end(cluster_info, kube_api, namespace, writer) == "ok\n"
+
+    # Later: one mount of a subPath read-only, one of a claim volume read-only itself.
+    mounts: list[Pod] = [
+        {"name": "w", "mountPath": f"{base}/src", "subPath": "src", "readOnly": True},
+        {"name": "r", "mountPath": f"{base}/all"},
+    ]
+    script = (
+        f"cat {base}/src/note; cat {base}/all/src/note;"
+        f" (echo x > {base}/src/new) 2>&1 | grep -o '{READ_ONLY}';"
+        f" (echo x > {base}/all/new) 2>&1 | grep -o '{READ_ONLY}'; ls {base}/all"
+    )
+    volumes = [claim_volume("w", "ws"), claim_volume("r", "ws", read_only=True)]
+    reader = claim_pod("reader", script, mounts, volumes)
+    logs = run_to_end(cluster_info, kube_api, namespace, reader)
+    assert logs == f"from-writer\nfrom-writer\n{READ_ONLY}\n{READ_ONLY}\nsrc\n"
+
+
+def test_two_claims_are_isolated(
+    cluster_info: ClusterInfo, namespace: str, kube_api: kubernetes.client.ApiClient
+) -> None:
+    for name in ("one", "two"):
+        create(cluster_info, namespace, make_claim(name))
+    bound = {
+        name: wait_bound(kube_api, namespace, name).spec.volume_name for name in ("one", "two")
+    }
+    assert bound["one"] != bound["two"]
+    base = f"/tmp/{namespace}"
+    for name in ("one", "two"):
+        script = f"echo {name} > {base}/v/{name}; ls {base}/v"
+        body = claim_pod(
+            f"pod-{name}",
+            script,
+            [{"name": "v", "mountPath": f"{base}/v"}],
+            [claim_volume("v", name)],
+        )
+        assert run_to_end(cluster_info, kube_api, namespace, body) == f"{name}\n"
+    if not cluster_info.local:
+        return
+    # Nor through the node's path of the other volume: it is covered in the pod's view.
+    core: Any = kubernetes.client.CoreV1Api(kube_api)
+    other = core.read_persistent_volume(bound["one"]).spec.host_path.path
+    assert Path(other, "one").read_text() == "one\n"  # on the node
+    script = f"cat {other}/one 2>/dev/null || echo hidden; ls {base}/v"
+    body = claim_pod(
+        "peek", script, [{"name": "v", "mountPath": f"{base}/v"}], [claim_volume("v", "two")]
+    )
+    assert run_to_end(cluster_info, kube_api, namespace, body) == "hidden\ntwo\n"
+
+
+def test_a_pod_waits_for_its_claim_then_runs(
+    cluster_info: ClusterInfo, namespace: str, kube_api: kubernetes.client.ApiClient
+) -> None:
+    base = f"/tmp/{namespace}"
+    body = claim_pod(
+        "patient", f"ls -a {base}/v | wc -l", [{"name": "v", "mountPath": f"{base}/v"}],
+        [claim_volume("v", "later")],
+    )  # fmt: skip
+    create(cluster_info, namespace, body)
+    time.sleep(3)
+    core: Any = kubernetes.client.CoreV1Api(kube_api)  # its models' fields are Optional
+    pod = core.read_namespaced_pod("patient", namespace)
+    assert pod.status.phase == "Pending" and not pod.spec.node_name  # not scheduled
+
+    create(cluster_info, namespace, make_claim("later"))
+    pod = wait_for(kube_api, namespace, "patient", finished)
+    assert pod.status.phase == "Succeeded"
+    assert cluster_info.kubectl("-n", namespace, "logs", "patient").stdout.strip() == "2"
+
+
+@pytest.mark.usefixtures("local_only")
+def test_deleting_a_claim_removes_its_volume_and_directory(
+    cluster_info: ClusterInfo, namespace: str, kube_api: kubernetes.client.ApiClient
+) -> None:
+    create(cluster_info, namespace, make_claim("gone"))
+    volume_name = wait_bound(kube_api, namespace, "gone").spec.volume_name
+    core: Any = kubernetes.client.CoreV1Api(kube_api)  # its models' fields are Optional
+    volume = core.read_persistent_volume(volume_name)
+    assert volume.spec.persistent_volume_reclaim_policy == "Delete"
+    directory = Path(volume.spec.host_path.path)
+    assert directory.is_dir() and directory.parent == cluster_info.workdir / "volumes"
+    base = f"/tmp/{namespace}"
+    body = claim_pod(
+        "filler", f"echo data > {base}/v/f", [{"name": "v", "mountPath": f"{base}/v"}],
+        [claim_volume("v", "gone")],
+    )  # fmt: skip
+    run_to_end(cluster_info, kube_api, namespace, body)
+    assert (directory / "f").read_text() == "data\n"
+
+    # Even a finished pod holds its claim (pvc-protection) until the pod is deleted.
+    cluster_info.kubectl("-n", namespace, "delete", "pod", "filler", "--wait=true")
+    cluster_info.kubectl("-n", namespace, "delete", "pvc", "gone", "--wait=true")
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while directory.exists() or volume_name in {
+        v.metadata.name for v in core.list_persistent_volume().items
+    }:
+        assert time.monotonic() < deadline, "the released volume was not reclaimed"
+        time.sleep(0.2)
+
+
+def test_projected_volume_and_read_only_mounts_of_every_kind(
+    cluster_info: ClusterInfo, namespace: str, kube_api: kubernetes.client.ApiClient
+) -> None:
+    cluster_info.kubectl("-n", namespace, "create", "secret", "generic", "s", "--from-literal=k=sv")
+    cluster_info.kubectl("-n", namespace, "create", "configmap", "c", "--from-literal=k=cv")
+    sources = [
+        {"secret": {"name": "s", "items": [{"key": "k", "path": "secret/k", "mode": 0o600}]}},
+        {"configMap": {"name": "c"}},
+        {"downwardAPI": {"items": [
+            {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+        ]}},
+        {"serviceAccountToken": {"path": "token", "audience": "agentchain-test"}},
+    ]  # fmt: skip
+    base = f"/tmp/{namespace}"
+    mounts: list[Pod] = [
+        {"name": "p", "mountPath": f"{base}/p"},  # not readOnly: projected is anyway
+        {"name": "scratch", "mountPath": f"{base}/ro", "readOnly": True},
+        {"name": "c", "mountPath": f"{base}/c"},
+    ]
+    script = (
+        f"cd {base}/p; cat secret/k; echo; cat k; echo; cat name; echo; cat labels; echo;"
+        f" stat -c %a secret/k; test -s token && echo token;"
+        f" cat /var/run/secrets/kubernetes.io/serviceaccount/namespace; echo;"
+        f" for d in p ro c; do (echo x > {base}/$d/new) 2>&1 | grep -o '{READ_ONLY}'; done"
+    )
+    volumes = [
+        {"name": "p", "projected": {"sources": sources}},
+        {"name": "scratch", "emptyDir": {}},
+        {"name": "c", "configMap": {"name": "c"}},
+    ]
+    logs = run_to_end(cluster_info, kube_api, namespace, claim_pod("proj", script, mounts, volumes))
+    expected = ["sv", "cv", "proj", 'team="rats"', "600", "token", namespace, *[READ_ONLY] * 3]
+    assert logs.splitlines() == expected

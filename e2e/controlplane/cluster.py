@@ -3,7 +3,8 @@
 There is no Docker engine here, so kind cannot run; the e2e suite and the demo run on
 the real upstream binaries instead (SPEC §9): etcd, kube-apiserver,
 kube-controller-manager (only the controllers agentchain relies on) and kube-scheduler,
-plus the local node that stands in for the kubelet, and Debian's redis-server.
+plus the local node that stands in for the kubelet, a dynamic provisioner of hostPath
+volumes for the default StorageClass (``provisioner.py``), and Debian's redis-server.
 
 ``cluster()`` is one context manager so that every caller (the pytest session fixture,
 ``python -m e2e.controlplane up``, a test that needs a private cluster) gets the same
@@ -38,7 +39,7 @@ from types import FrameType
 import kubernetes
 import yaml
 
-from e2e.controlplane import certs, knobs, processes
+from e2e.controlplane import certs, knobs, processes, provisioner
 from e2e.controlplane.processes import ManagedProcess
 from e2e.controlplane.redisserver import RedisServer
 
@@ -46,12 +47,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = Path(__file__).with_name("build-binaries.sh")
 LOCALNODE_SOURCE = Path(__file__).with_name("localnode.py")
 NODE_NAME = "agentchain-local"
+VOLUMES_DIR = "volumes"  # the provisioner's, under the workdir
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"
 # Generous: two shared cores, often busy with a Go build while tests start.
 STARTUP_TIMEOUT_SECONDS = 120.0
 # Controllers the product and its tests rely on (names as kube-controller-manager v1.34
 # spells them). root-ca-certificate-publisher puts kube-root-ca.crt in every namespace,
-# which pods' projected service-account volumes reference.
+# which pods' projected service-account volumes reference. The persistentvolume ones bind
+# claims to the volumes the harness's provisioner creates, mark them Released when their
+# claim goes, and lift the protection finalizers the API server puts on both.
 CONTROLLERS = (
     "job-controller",
     "garbage-collector-controller",
@@ -60,6 +64,9 @@ CONTROLLERS = (
     "serviceaccount-controller",
     "serviceaccount-token-controller",
     "root-ca-certificate-publisher-controller",
+    "persistentvolume-binder-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
 )
 
 
@@ -190,6 +197,7 @@ def _start_local(stack: contextlib.ExitStack, workdir: Path) -> ClusterInfo:
     control_plane.append(_start_controller_manager(stack, k8s_dir, workdir, pki, kubeconfig))
     control_plane.append(_start_scheduler(stack, k8s_dir, workdir, kubeconfig))
     _ready("the default ServiceAccount", _service_account_check(kubeconfig), control_plane)
+    _start_provisioner(stack, workdir, kubeconfig, control_plane)
     if os.environ.get("AGENTCHAIN_E2E_NO_NODE") == "1":
         say("AGENTCHAIN_E2E_NO_NODE=1: no local node; pods will stay Pending")
     else:
@@ -373,6 +381,41 @@ def _service_account_check(kubeconfig: Path) -> Callable[[], bool]:
     return check
 
 
+def _storage_class_check(kubeconfig: Path) -> Callable[[], bool]:
+    def check() -> bool:
+        with _api_client(kubeconfig) as api:
+            try:
+                kubernetes.client.StorageV1Api(api).read_storage_class(provisioner.CLASS_NAME)
+            except kubernetes.client.ApiException:
+                return False
+            return True
+
+    return check
+
+
+def _python_env() -> dict[str, str]:
+    """The environment of a harness component run as ``python -m e2e.controlplane.…``."""
+    pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": pythonpath}
+
+
+def _start_provisioner(
+    stack: contextlib.ExitStack,
+    workdir: Path,
+    kubeconfig: Path,
+    control_plane: list[ManagedProcess],
+) -> None:
+    """The dynamic provisioner of the default StorageClass (e2e/controlplane/provisioner.py)."""
+    argv = [
+        sys.executable, "-m", "e2e.controlplane.provisioner", "--kubeconfig", str(kubeconfig),
+        "--root", str(workdir / VOLUMES_DIR),
+    ]  # fmt: skip
+    process = _launch(stack, "provisioner", argv, workdir, env=_python_env(), cwd=REPO_ROOT)
+    control_plane.append(process)
+    what = f"StorageClass {provisioner.CLASS_NAME}"
+    _ready(what, _storage_class_check(kubeconfig), control_plane)
+
+
 def _node_ready_check(kubeconfig: Path) -> Callable[[], bool]:
     def check() -> bool:
         with _api_client(kubeconfig) as api:
@@ -403,11 +446,9 @@ def _start_local_node(
         "--node-name", NODE_NAME, "--state-dir", str(workdir / "node"),
         "--port", str(processes.free_port()),
         "--tls-cert", str(pki.node.cert), "--tls-key", str(pki.node.key),
-        "--client-ca", str(pki.ca.cert),
+        "--client-ca", str(pki.ca.cert), "--hide", str(workdir / VOLUMES_DIR),
     ]  # fmt: skip
-    pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": pythonpath}
-    node = _launch(stack, "localnode", argv, workdir, env=env, cwd=REPO_ROOT)
+    node = _launch(stack, "localnode", argv, workdir, env=_python_env(), cwd=REPO_ROOT)
     _ready(f"node {NODE_NAME}", _node_ready_check(kubeconfig), [*control_plane, node])
 
 

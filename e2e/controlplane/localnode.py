@@ -7,9 +7,10 @@ does only what a kubelet does that those components can observe:
 * registers the Node (127.0.0.1, capacity, Ready) and keeps its Ready heartbeat fresh;
 * list+watches the pods bound to it and hands each to a `PodWorker`, which runs the
   containers (images are ignored: `command` + `args` run on this machine, each process in
-  a mount namespace of its own with the pod's `secret`/`configMap`/`emptyDir` volumes at
-  their mount paths; `securityContext` is not applied: processes run as the node's user)
-  and reports status through `pods/status`;
+  a mount namespace of its own with the pod's volumes at their mount paths: secret,
+  configMap, emptyDir, projected, downwardAPI, persistentVolumeClaim, see
+  `localnode_volumes`; `securityContext` is not applied: processes run as the node's
+  user) and reports status through `pods/status`;
 * finishes graceful deletions after killing the processes;
 * serves `/containerLogs` over HTTPS so `pods/log` and `kubectl logs` work.
 
@@ -20,7 +21,8 @@ re-lists after 410 Gone and after any error, and the re-list also reaps workers 
 vanished while the watch was down.
 
     python -m e2e.controlplane.localnode --kubeconfig KCFG --node-name NAME \
-        --state-dir DIR --port PORT --tls-cert CRT --tls-key KEY [--client-ca CA]
+        --state-dir DIR --port PORT --tls-cert CRT --tls-key KEY [--client-ca CA] \
+        [--hide DIR]...
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tls-cert", required=True)
     parser.add_argument("--tls-key", required=True)
     parser.add_argument("--client-ca", default=None)
+    parser.add_argument(
+        "--hide", action="append", type=Path, default=[],
+        help="a directory of the node no container may see (the provisioner's volumes)",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -173,7 +179,9 @@ class LocalNode:
         if meta.get("deletionTimestamp"):
             self._on_deleting(pod, worker)
         elif worker is None and (pod.get("status") or {}).get("phase") not in TERMINAL:
-            worker = PodWorker(pod, self.api, self.guard, self.state_dir, self.base_env)
+            worker = PodWorker(
+                pod, self.api, self.guard, self.state_dir, self.base_env, self.args.hide
+            )
             self.workers[uid] = worker
             log.info("starting pod %s/%s", meta["namespace"], meta["name"])
             self._spawn(worker.main())

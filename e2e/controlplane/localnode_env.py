@@ -162,7 +162,7 @@ def _key_value(kind: str, ref: Json, secrets: ObjectData, config_maps: ObjectDat
 # --- fieldRef ------------------------------------------------------------------------------
 
 
-def _field_value(pod: Json, path: str) -> str:
+def field_value(pod: Json, path: str) -> str:
     """Resolve a downward-API `fieldRef.fieldPath` against the pod."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -221,7 +221,7 @@ def _var_value(
     if "configMapKeyRef" in value_from:
         return _key_value("configmap", value_from["configMapKeyRef"], secrets, config_maps)
     if "fieldRef" in value_from:
-        return _field_value(pod, str(value_from["fieldRef"].get("fieldPath", "")))
+        return field_value(pod, str(value_from["fieldRef"].get("fieldPath", "")))
     raise EnvError(f"unsupported valueFrom for {var.get('name')!r}: {sorted(value_from)}")
 
 

@@ -22,6 +22,9 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch import watch as _watch
 
+from e2e.controlplane.localnode_env import EnvError
+from e2e.controlplane.localnode_volumes import bound_directory
+
 log = logging.getLogger("localnode")
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -162,6 +165,50 @@ class NodeApi:
             raise
         data: Mapping[str, str] = obj.get("data") or {}
         return data
+
+    async def claim_directories(self, namespace: str, claims: set[str]) -> dict[str, str]:
+        """Claim name → the directory of its bound volume; unbound claims are left out."""
+        found: dict[str, str] = {}
+        for name in sorted(claims):
+            read_claim = self.core.read_namespaced_persistent_volume_claim
+            claim = await self._read(read_claim, name, namespace)
+            volume_name = ((claim or {}).get("spec") or {}).get("volumeName")
+            volume = None
+            if volume_name:
+                volume = await self._read(self.core.read_persistent_volume, volume_name)
+            directory = bound_directory(claim, volume)
+            if directory is not None:
+                found[name] = directory
+        return found
+
+    async def request_token(
+        self, namespace: str, account: str, key: tuple[str, int], pod: str, uid: str
+    ) -> str:
+        """A token of ``account`` bound to the pod (TokenRequest), as the kubelet asks."""
+        audience, seconds = key
+        spec: Json = {
+            "expirationSeconds": seconds,
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid},
+        }
+        if audience:
+            spec["audiences"] = [audience]
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+        try:
+            response = await asyncio.to_thread(
+                self.core.create_namespaced_service_account_token,
+                account, namespace, body, _preload_content=False,
+            )  # fmt: skip
+        except ApiException as exc:  # e.g. the ServiceAccount is gone: wait, as the kubelet
+            raise EnvError(f"service account token of {account!r}: {exc.reason}") from exc
+        return str(_json(response)["status"]["token"])
+
+    async def _read(self, read: Any, *args: str) -> Json | None:
+        try:
+            return _json(await asyncio.to_thread(read, *args, _preload_content=False))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     # --- the blocking list + watch used by the watch thread ----------------------------
 

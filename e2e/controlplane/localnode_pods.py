@@ -17,7 +17,8 @@ signal fires when the *thread* that forked exits. The death signal reaches only 
 process, so each process group is also registered with the node's `Guard`, which kills
 the groups left behind by a node that died without cleaning up. Between fork and exec
 the child also enters a mount namespace of its own with the container's volumes
-(`localnode_volumes`).
+(`localnode_volumes`); what those need from the API (Secrets, ConfigMaps, the directory of
+a bound claim, service-account tokens) is fetched before each start.
 """
 
 from __future__ import annotations
@@ -90,9 +91,16 @@ class PodWorker:
     """Runs one pod's containers and reports its status."""
 
     def __init__(
-        self, pod: Json, api: NodeApi, guard: Guard, state_dir: Path, base_env: Mapping[str, str]
+        self,
+        pod: Json,
+        api: NodeApi,
+        guard: Guard,
+        state_dir: Path,
+        base_env: Mapping[str, str],
+        hide: Sequence[Path] = (),
     ) -> None:
         self.pod = pod
+        self.hide = [state_dir / "pods", *hide]
         self.api = api
         self.guard = guard
         self.base_env = dict(base_env)
@@ -200,8 +208,26 @@ class PodWorker:
             self.namespace, secret_names | volume_secrets, map_names | volume_maps
         )
         launch = envs.build_launch(self.pod, spec, secrets, maps, self.base_env)
-        mounts = volumes.materialise(self.pod, spec, self.volume_dir, secrets, maps)
+        context = volumes.Context(
+            pod=self.pod,
+            claims=await self.api.claim_directories(
+                self.namespace, volumes.referenced_claims(self.pod, spec)
+            ),
+            tokens=await self._tokens(volumes.referenced_tokens(self.pod, spec)),
+        )
+        # Other pods' volumes (their Secrets' files, the claims' directories) are covered.
+        mounts = volumes.materialise(
+            self.pod, spec, self.volume_dir, secrets, maps, context, self.hide
+        )
         return launch, mounts
+
+    async def _tokens(self, keys: set[volumes.TokenKey]) -> dict[volumes.TokenKey, str]:
+        """Service-account tokens bound to this pod, one per (audience, lifetime)."""
+        account = str(self.pod["spec"].get("serviceAccountName") or "default")
+        return {
+            key: await self.api.request_token(self.namespace, account, key, self.name, self.uid)
+            for key in sorted(keys)
+        }
 
     async def _run_once(
         self, record: statuses.ContainerRun, spec: Json, prepared: Prepared

@@ -20,6 +20,7 @@ import gzip
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +64,11 @@ class GitServer:
         self.github = github
         self.root = Path(root)
         self.pushes: list[Push] = []
+        # Called with (service, repository, path tail) before an authorized request is
+        # served (a test moves a branch there to race a client between two requests), and
+        # after it was served, before the answer is sent (a test kills the client there).
+        self.before_request: Callable[[str, str, str], None] | None = None
+        self.after_request: Callable[[str, str, str], None] | None = None
         application = web.Application(client_max_size=256 * 1024 * 1024)
         application.router.add_route("*", "/{owner}/{name}/{tail:.*}", self._handle)
         self._site = ThreadedSite(application, "git-standin")
@@ -156,6 +162,8 @@ class GitServer:
         refusal, identity = self._authorize(request, full_name, _SERVICES[service])
         if refusal is not None:
             return refusal
+        if self.before_request is not None:
+            self.before_request(service, full_name, tail)
         body = await request.read()
         push = None
         if service == "git-receive-pack" and tail == service:
@@ -166,6 +174,8 @@ class GitServer:
         response = await self._backend(request, owner, name, tail, body, identity)
         if push is not None:
             push.status = response.status
+        if self.after_request is not None:
+            self.after_request(service, full_name, tail)
         return response
 
     def _authorize(
@@ -241,7 +251,8 @@ def _git_refusal(status: int, full_name: str) -> web.Response:
 
 
 def _ref_updates(body: bytes, encoding: str | None) -> list[RefUpdate]:
-    """The ``<old> <new> <ref>`` commands at the start of a receive-pack request."""
+    """The ``<old> <new> <ref>`` commands at the start of a receive-pack request (after a
+    shallow client's ``shallow <sha>`` lines)."""
     if encoding == "gzip":
         body = gzip.decompress(body)
     updates, offset = [], 0
@@ -251,6 +262,8 @@ def _ref_updates(body: bytes, encoding: str | None) -> list[RefUpdate]:
             break
         line = body[offset + 4 : offset + length].split(b"\0")[0].decode().strip()
         offset += length
+        if line.startswith("shallow "):
+            continue  # A shallow client names its boundary commits before the commands.
         old, new, ref = line.split(" ", 2)
         updates.append(RefUpdate(old, new, ref))
     return updates

@@ -3,7 +3,8 @@
 One entry point for the one image: ``agentchain run`` is one operator replica (the
 webhook and API always, kopf's engine while it holds the leader Lease: ``replica.py``),
 ``agentchain demo-agent`` the deterministic agent the demo and
-tests run, ``agentchain crds`` regenerates ``crds/`` from the models.
+tests run, ``agentchain crds`` regenerates ``crds/`` from the models, ``agentchain
+workspace prepare|report|publish`` the git side of a chain's workspace (in pods).
 """
 
 from __future__ import annotations
@@ -57,6 +58,12 @@ def _demo_agent(rest: list[str]) -> int:
     return demo_agent.main(rest)
 
 
+def _workspace(args: argparse.Namespace) -> int:
+    from agentchain.workspace import commands
+
+    return commands.main(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo-agent"]:
@@ -83,8 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     reference.add_argument("--output", default="docs/configuration.md")
     sub.add_parser("demo-agent", help="the deterministic demo agent (see --help after it)")
+    from agentchain.workspace import commands
+
+    commands.add_parser(sub)
     args = parser.parse_args(argv)
-    handlers = {"run": _run, "crds": _crds, "config-reference": _config_reference}
+    handlers = {"run": _run, "crds": _crds, "config-reference": _config_reference,
+                "workspace": _workspace}  # fmt: skip
     return handlers[args.command](args)
 
 

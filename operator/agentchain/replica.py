@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 import kopf
 
 from agentchain import metrics
+from agentchain.cancelling import stop_tasks
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import clients
 from agentchain.kube.electing import Elector
@@ -202,7 +203,7 @@ class Replica:
             )
             return await self._lead_as(runtime, holding, lane)
         finally:
-            feeding.cancel()
+            await stop_tasks([feeding])
             lane.stop()
 
     async def _lead_as(
@@ -306,11 +307,7 @@ async def _until(work: Any, stopping: asyncio.Event) -> bool:
     task = asyncio.ensure_future(work)
     stop = asyncio.create_task(stopping.wait())
     done, _ = await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-    for pending in (task, stop):
-        if pending not in done:
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pending
+    await stop_tasks(pending for pending in (task, stop) if pending not in done)
     return task in done
 
 

@@ -322,3 +322,25 @@ def test_sentinel_requires_its_login_and_leads_the_operator_to_the_primary(
         if sentinel.poll() is None:
             os.killpg(sentinel.pid, signal.SIGKILL)
         sentinel.wait()
+
+
+@pytest.mark.parametrize("container", ["redis", "sentinel"])
+@pytest.mark.parametrize("password", ['pass"word', "two words", "new\nline", ""])
+def test_a_password_that_is_not_letters_and_digits_stops_the_pod_with_a_reason(
+    tmp_path: Path, container: str, password: str
+) -> None:
+    """Such a password would be spliced into a redis.conf/sentinel.conf line: refused."""
+    script = _containers(charting.render(SENTINEL))[container]["args"][-1]
+    (tmp_path / "auth").mkdir()
+    (tmp_path / "auth" / "redis-password").write_text(password)
+    script = script.replace("/etc/redis-auth/", f"{tmp_path}/auth/")
+    result = subprocess.run(["sh", "-c", script], capture_output=True, timeout=30, check=False)
+    assert result.returncode == 1
+    assert b"must be letters and digits only" in result.stderr
+
+
+def test_redis_pods_have_a_disruption_budget_of_one() -> None:
+    budget = charting.only(charting.render(SENTINEL), "PodDisruptionBudget", NAME)["spec"]
+    assert budget["maxUnavailable"] == 1
+    labels = charting.only(charting.render(SENTINEL), "StatefulSet", NAME)["spec"]["selector"]
+    assert budget["selector"] == labels

@@ -35,6 +35,7 @@ The worker also revokes a job's installation tokens when the job ends
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import random
@@ -42,6 +43,7 @@ import time
 from typing import Any
 
 from agentchain import metrics, models
+from agentchain.cancelling import stop_tasks
 from agentchain.engine import githubtokens, posting
 from agentchain.engine.githubapp import GitHubSide, side_of
 from agentchain.engine.runtime import Runtime
@@ -135,10 +137,7 @@ class Worker:
             self._loop = asyncio.create_task(self._run(), name="github-writeback")
 
     async def stop(self) -> None:
-        tasks = [t for t in [self._loop, *self._tasks] if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks([t for t in [self._loop, *self._tasks] if t is not None])
 
     # -- the loop ---------------------------------------------------------------------
     async def _run(self) -> None:
@@ -161,10 +160,9 @@ class Worker:
     async def _sleep(self, now: float) -> None:
         waits = [t for k, t in self.due.items() if k not in self.running]
         until = max(min(waits, default=now + 3600), self.paused_until)
-        try:
-            await asyncio.wait_for(self._wake.wait(), timeout=max(0.01, until - now))
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):  # Not wait_for: on 3.11 it can lose a cancel.
+            async with asyncio.timeout(max(0.01, until - now)):
+                await self._wake.wait()
 
     async def _flush(self, key: ChainKey) -> None:
         namespace, chain = key

@@ -17,6 +17,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable
 
+from agentchain.cancelling import stop_tasks
 from agentchain.engine.unsettled import Backlog
 from agentchain.kube import errors
 
@@ -64,9 +65,7 @@ class Dispatcher:
             self._backlog.update(len(self._busy))
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await stop_tasks(list(self._tasks))
 
 
 async def _run(key: Hashable, work: Work) -> None:

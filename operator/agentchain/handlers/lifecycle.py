@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import kopf
 
+from agentchain.cancelling import stop_tasks
 from agentchain.engine import resync
 from agentchain.engine.runtime import Runtime
 from agentchain.handlers import watches
@@ -78,7 +79,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 async def shutdown(memo: kopf.Memo, **_: Any) -> None:
     resyncer = getattr(memo, "resyncer", None)
     if resyncer is not None:
-        resyncer.cancel()
+        await stop_tasks([resyncer])
     if getattr(memo, "watches", None) is not None:
         await memo.watches.stop()
     runtime = getattr(memo, "runtime", None)

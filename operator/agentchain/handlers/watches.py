@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentchain import models
+from agentchain.cancelling import stop_tasks
 from agentchain.engine.runtime import Runtime
 from agentchain.handlers import agentjobs, workloads
 from agentchain.handlers.dispatching import Dispatcher, Submit
@@ -97,9 +98,7 @@ class Watches:
         )
 
     async def stop(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await stop_tasks(self.tasks)
         await self.dispatcher.close()
 
 

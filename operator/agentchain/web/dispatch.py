@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from agentchain.cancelling import stop_tasks
 from agentchain.kube import errors, resources
 from agentchain.metrics import WEBHOOK_JOBS
 from agentchain.store.deliveries import JobQueue, LeasedJob, QueuedJob
@@ -105,16 +106,12 @@ class Dispatcher:
         task, self._task = self._task, None
         if task is None:
             return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await stop_tasks([task])
         if self._workers:
             # Let creates under way finish and remove their entries; any cut short stays
             # leased in Redis and is created (or found existing) after the next start.
             await asyncio.wait(set(self._workers), timeout=STOP_GRACE_SECONDS)
-        for worker in list(self._workers):
-            worker.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
+        await stop_tasks(list(self._workers))
 
     async def lifespan(self, app: web.Application) -> AsyncIterator[None]:
         """For ``app.cleanup_ctx``: runs while the app serves."""
@@ -166,15 +163,19 @@ class Dispatcher:
         timeout = SWEEP_SECONDS
         if earliest is not None:
             timeout = min(max(earliest - time.time(), 0.05), SWEEP_SECONDS)
+        # asyncio.timeout, not wait_for: on 3.11 wait_for returns the inner result when a
+        # cancel races with it, so stop()'s cancel could be lost and the loop run on.
         try:
-            await asyncio.wait_for(self._wake.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
         except TimeoutError:
             return
         deadline = time.monotonic() + DEFER_MAX_SECONDS
         while (left := deadline - time.monotonic()) > 0:
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), min(QUIET_SECONDS, left))
+                async with asyncio.timeout(min(QUIET_SECONDS, left)):
+                    await self._wake.wait()
             except TimeoutError:
                 return  # Quiet: the burst is answered.
 

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentchain.cancelling import stop_tasks
 from agentchain.kube import resources
 from agentchain.models.agentjob import TERMINAL_PHASES
 from agentchain.web import auth
@@ -99,7 +100,8 @@ class Waits:
                 if left <= 0:
                     return obj, False
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter.changed.wait(), left)
+                    async with asyncio.timeout(left):  # Not wait_for: it can lose a cancel.
+                        await waiter.changed.wait()
                 waiter.changed.clear()
         finally:
             self._forget(key, waiter)
@@ -174,6 +176,4 @@ class Waits:
     async def close(self) -> None:
         tasks = list(self._watches.values())
         self._watches.clear()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks(tasks)

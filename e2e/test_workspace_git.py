@@ -1,0 +1,447 @@
+"""``agentchain workspace`` against the real smart-HTTP git server and its tokens (issue 18).
+
+The commands run as subprocesses, as they run in pods; the git server checks the
+GitHub stand-in's installation tokens and records every push.
+
+Aspects covered:
+- prepare clones once (the base is the default branch's commit) and then does nothing,
+  even without a usable token; a pull request's head is checked out by commit id;
+- a clone that did not finish (killed init container) is removed and made again;
+- report after an edit and a commit names the file, says committed, counts commits,
+  uncommitted and untracked files; hostile file names (control characters, bidi
+  overrides, thousands of files, long names) stay one bounded, escaped line;
+- publish pushes once: a rerun is ``already`` with no second push; a later commit is a
+  fast-forward; HEAD at the base publishes nothing; someone else's branch is refused
+  and left alone, also when it appears between the publisher's look and its push (the
+  lease), while a racing fast-forward to our ancestor is built on; a shallow checkout
+  publishes; a publisher killed after its push landed finds it and pushes nothing more;
+  a token without ``contents: write`` is denied with a clear error; an
+  unreachable server is transient (exit 75);
+- an agent running as another user of the pod's group can commit in the checkout;
+- the token is never written under the workspace (``.git/config``, the remote URL);
+- what the agent writes into ``.git/config`` (an fsmonitor command, a filter driver)
+  never runs in report or publish.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.github import GitHubStandIn
+from e2e.github.gitserver import GitServer
+from e2e.github.testing import FULL_NAME, World, world
+
+ROOT = Path(__file__).resolve().parents[1]
+BRANCH = "agentchain/chain-1"
+
+
+@dataclass
+class Run:
+    code: int
+    out: dict[str, Any]
+    line: str
+    stderr: str
+
+
+@dataclass
+class Setup:
+    w: World
+    git: GitServer
+    workspace: Path
+    secrets: Path
+
+    def token_file(self, permissions: dict[str, str]) -> Path:
+        path = self.secrets / f"token-{len(list(self.secrets.iterdir()))}"
+        path.write_text(self.w.token(permissions) + "\n")
+        return path
+
+    def run(self, *args: str, token: Path | None = None, user: list[str] | None = None) -> Run:
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}",
+            "AGENT_WORKSPACE": str(self.workspace),
+            "AGENTCHAIN_GIT_BASE_URL": self.git.url,
+        }
+        if token is not None:
+            env["AGENTCHAIN_GIT_TOKEN_FILE"] = str(token)
+        done = subprocess.run(
+            [*(user or []), sys.executable, "-m", "agentchain", "workspace", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        lines = done.stdout.splitlines()
+        assert len(lines) == 1, (done.stdout, done.stderr)
+        return Run(done.returncode, json.loads(lines[0]), lines[0], done.stderr)  # fmt: skip
+
+    def prepare(self, *args: str) -> Run:
+        token = self.token_file({"contents": "read"})
+        return self.run("prepare", "--repository", FULL_NAME, *args, token=token)
+
+    def publish(self, permissions: dict[str, str] | None = None) -> Run:
+        token = self.token_file(permissions or {"contents": "write"})
+        return self.run("publish", "--repository", FULL_NAME, "--branch", BRANCH, token=token)
+
+    def report(self) -> dict[str, Any]:
+        done = self.run("report")
+        assert done.code == 0, done
+        assert len(done.line.encode()) <= 4096
+        return done.out
+
+    @property
+    def repo(self) -> Path:
+        return self.workspace / "repo"
+
+    def pushes(self) -> list[str]:
+        return [u.new for p in self.git.pushes if p.status == 200 for u in p.updates]
+
+
+def agent_git(repo: Path, *args: str, user: list[str] | None = None) -> str:
+    """git as the agent runs it, in its working tree (``user``: as another user, with the
+    ``safe.directory`` environment the workspace's interface asks pods to set)."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Agent", "GIT_AUTHOR_EMAIL": "a@example.com",
+           "GIT_COMMITTER_NAME": "Agent", "GIT_COMMITTER_EMAIL": "a@example.com",
+           "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
+           "GIT_CONFIG_VALUE_0": str(repo), "HOME": "/tmp"}  # fmt: skip
+    argv = [*(user or []), "git", "-C", str(repo), *args]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def s(github: GitHubStandIn, git_server: GitServer, tmp_path: Path) -> Setup:
+    git_server.create_repo(FULL_NAME, {"src/widget.py": "WOBBLE = True\n", "README.md": "hi\n"})
+    (tmp_path / "secrets").mkdir()
+    return Setup(world(github), git_server, tmp_path / "workspace", tmp_path / "secrets")
+
+
+def _commit_fix(s: Setup, text: str = "WOBBLE = False\n") -> str:
+    (s.repo / "src" / "widget.py").write_text(text)
+    agent_git(s.repo, "commit", "-qam", "Stop the wobble")
+    return agent_git(s.repo, "rev-parse", "HEAD")
+
+
+# -- prepare ---------------------------------------------------------------------------------
+def test_prepare_clones_once_then_does_nothing(s: Setup) -> None:
+    first = s.prepare("--branch", BRANCH)
+    assert first.code == 0, first
+    main = s.git.resolve(FULL_NAME, "main")
+    assert first.out == {"base": main, "repository": s.git.clone_url(FULL_NAME), "ref": "main",
+                         "branch": BRANCH, "outcome": "cloned"}  # fmt: skip
+    assert (s.repo / "src" / "widget.py").read_text() == "WOBBLE = True\n"
+    assert agent_git(s.repo, "rev-parse", "--abbrev-ref", "HEAD") == BRANCH
+    assert agent_git(s.repo, "log", "--format=%s").splitlines() == ["Change 3", "Change 2",
+                                                                    "Change 1"]  # fmt: skip
+    (s.repo / "notes.txt").write_text("the agent's work\n")
+    # A later step: nothing is fetched, so not even a dead token matters.
+    dead = s.secrets / "dead"
+    dead.write_text("ghs_" + "0" * 36)
+    again = s.run("prepare", "--repository", FULL_NAME, token=dead)
+    assert again.code == 0 and again.out["outcome"] == "present", again
+    assert again.out["base"] == main
+    assert (s.repo / "notes.txt").exists()
+
+
+def test_a_half_done_clone_is_started_over(s: Setup) -> None:
+    (s.repo / ".git" / "objects").mkdir(parents=True)
+    (s.repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (s.repo / "half-written.py").write_text("x")
+    (s.workspace / ".agentchain" / "staging" / ".git").mkdir(parents=True)
+    done = s.prepare()
+    assert done.code == 0 and done.out["outcome"] == "cloned", done
+    assert not (s.repo / "half-written.py").exists()
+    assert not (s.workspace / ".agentchain" / "staging").exists()
+    assert (s.repo / "src" / "widget.py").exists()
+    assert agent_git(s.repo, "status", "--porcelain") == ""
+
+
+def test_a_pull_request_head_is_checked_out_by_commit(s: Setup, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    url = s.git.clone_url(FULL_NAME, s.w.token({"contents": "write"}))
+    subprocess.run(["git", "clone", "-q", url, str(other)], check=True, capture_output=True)
+    (other / "feature.txt").write_text("feature\n")
+    agent_git(other, "add", "feature.txt")
+    agent_git(other, "commit", "-qm", "Feature")
+    sha = agent_git(other, "rev-parse", "HEAD")
+    agent_git(other, "push", "-q", "origin", "HEAD:refs/heads/feature")
+    done = s.prepare("--ref", sha, "--depth", "1")
+    assert done.code == 0, done
+    assert done.out["base"] == sha and done.out["branch"] == "agentchain/workspace"
+    assert (s.repo / "feature.txt").read_text() == "feature\n"
+
+
+def test_bad_input_is_a_usage_error(s: Setup) -> None:
+    for args in (["--repository", "ext::sh -c touch% /tmp/pwned"],
+                 ["--repository", "https://x-access-token:t@example.com/a/b.git"],
+                 ["--repository", FULL_NAME, "--ref", "main..x"],
+                 ["--repository", FULL_NAME, "--branch=-f"]):  # fmt: skip
+        done = s.run("prepare", *args)
+        assert done.code == 2 and done.out["outcome"] == "usage", done
+    assert not s.repo.exists()
+
+
+def test_prepare_failures_say_why(s: Setup) -> None:
+    missing = s.prepare("--ref", "no-such-branch")
+    assert missing.code == 1 and missing.out["outcome"] == "failed", missing
+    assert "no-such-branch" in missing.out["error"]
+    token = s.token_file({"issues": "write"})
+    denied = s.run("prepare", "--repository", FULL_NAME, token=token)
+    assert denied.code == 4 and denied.out["outcome"] == "denied", denied
+    assert "403" in denied.out["error"]
+    assert not s.repo.exists() and not (s.workspace / ".agentchain" / "base.json").exists()
+
+
+@pytest.mark.parametrize("damage", ["never-prepared", "fifo-head", "no-git-dir"])
+def test_a_broken_workspace_is_a_clear_failure(s: Setup, damage: str) -> None:
+    checkout = "is not a git checkout"
+    if damage == "never-prepared":
+        s.repo.mkdir(parents=True)
+        expected = ["run prepare first", checkout]
+    else:
+        s.prepare()
+        if damage == "fifo-head":
+            (s.repo / ".git" / "HEAD").unlink()
+            os.mkfifo(s.repo / ".git" / "HEAD")  # A read would block forever.
+            expected = ["HEAD names no commit"] * 2
+        else:
+            shutil.rmtree(s.repo / ".git")
+            expected = [checkout] * 2
+    for done, says in zip((s.run("report"), s.publish()), expected, strict=True):
+        assert done.code == 1 and done.out["outcome"] == "failed", done
+        assert says in done.out["error"], done
+    assert s.pushes() == []
+
+
+# -- report ----------------------------------------------------------------------------------
+def test_report_after_an_edit_and_a_commit(s: Setup) -> None:
+    base = s.prepare().out["base"]
+    assert s.report() == {"base": base, "head": base, "committed": False, "commits": 0,
+                          "files_changed": 0, "insertions": 0, "deletions": 0, "stat": "",
+                          "more_files": 0, "uncommitted": 0, "untracked": 0}  # fmt: skip
+    head = _commit_fix(s)
+    (s.repo / "README.md").write_text("hi\nthere\n")  # Changed, not committed.
+    (s.repo / "scratch.txt").write_text("untracked\n")
+    out = s.report()
+    assert out["committed"] is True and out["commits"] == 1 and out["head"] == head
+    assert out["stat"] == " README.md | 1 +\n src/widget.py | 2 +-\n"
+    assert (out["files_changed"], out["insertions"], out["deletions"]) == (2, 2, 1)
+    assert (out["uncommitted"], out["untracked"]) == (1, 1)
+
+
+def test_hostile_file_names_stay_one_bounded_line(s: Setup) -> None:
+    s.prepare()
+    names = ["\x1b[31mred\x1b[0m.txt", "new\nline.txt", "a\u202eexe.txt", "tab\there.txt",
+             "x" * 250, "back\\slash\".txt"]  # fmt: skip
+    names += [f"zz/{n:05}-{'é' * 60}" for n in range(3000)]
+    for name in names:
+        (s.repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (s.repo / name).write_text("1\n")
+    agent_git(s.repo, "add", "--all")
+    agent_git(s.repo, "commit", "-qm", "Many files")
+    out = s.report()
+    assert out["files_changed"] == len(names) and out["insertions"] == len(names)
+    assert out["more_files"] > 0 and out["stat"].endswith(f" +{out['more_files']} more files\n")
+    shown = out["stat"].splitlines()
+    assert len(shown) - 1 + out["more_files"] == len(names)
+    text = out["stat"]
+    assert "\x1b" not in text and "\u202e" not in text and "\t" not in text
+    assert " \\x1b[31mred\\x1b[0m.txt | 1 +" in shown
+    assert " a\\u202eexe.txt | 1 +" in shown
+    assert " new\\x0aline.txt | 1 +" in shown
+    assert max(len(line) for line in shown) < 120
+
+
+# -- publish ---------------------------------------------------------------------------------
+def test_publish_pushes_once_and_a_rerun_is_a_no_op(s: Setup) -> None:
+    s.prepare("--branch", BRANCH)
+    unchanged = s.publish()
+    assert unchanged.code == 0 and unchanged.out["outcome"] == "unchanged", unchanged
+    head = _commit_fix(s)
+    first = s.publish()
+    assert first.code == 0, first
+    assert first.out == {"outcome": "pushed", "branch": BRANCH, "sha": head}
+    again = s.publish()
+    assert again.code == 0 and again.out["outcome"] == "already", again
+    assert s.pushes() == [head]
+    assert s.git.resolve(FULL_NAME, BRANCH) == head
+    later = _commit_fix(s, "WOBBLE = None\n")
+    assert s.publish().out["outcome"] == "pushed"
+    assert s.pushes() == [head, later]
+    assert s.git.resolve(FULL_NAME, BRANCH) == later
+
+
+def test_a_shallow_checkout_publishes(s: Setup) -> None:
+    s.prepare("--depth", "1", "--branch", BRANCH)
+    assert agent_git(s.repo, "rev-list", "--count", "HEAD") == "1"
+    head = _commit_fix(s)
+    assert s.report()["commits"] == 1
+    published = s.publish()
+    assert published.out["outcome"] == "pushed", published
+    assert s.git.resolve(FULL_NAME, BRANCH) == head
+
+
+def test_an_unreachable_server_is_transient(s: Setup) -> None:
+    s.prepare()
+    _commit_fix(s)
+    token = s.token_file({"contents": "write"})
+    done = s.run("publish", "--repository", "http://127.0.0.1:9/acme/widgets.git",
+                 "--branch", BRANCH, token=token)  # fmt: skip
+    assert done.code == 75 and done.out["outcome"] == "transient", done
+
+
+def test_steps_running_as_other_users_share_the_checkout(s: Setup) -> None:
+    """prepare as one user, the agent as another of the pod's group (fsGroup)."""
+    s.workspace = Path(tempfile.mkdtemp(prefix="agentchain-ws-", dir="/tmp"))
+    try:
+        s.workspace.chmod(0o775)
+        assert s.prepare().code == 0
+        other = ["setpriv", "--reuid=65534", "--regid=0", "--clear-groups"]
+        (s.repo / "src" / "widget.py").unlink()  # Needs a group-writable directory.
+        agent_git(s.repo, "commit", "-qam", "Remove the widget", user=other)
+        out = s.report()
+        assert out["committed"] is True and out["stat"] == " src/widget.py | 1 -\n"
+    finally:
+        shutil.rmtree(s.workspace)
+
+
+def test_someone_elses_branch_is_refused_and_left_alone(s: Setup, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    url = s.git.clone_url(FULL_NAME, s.w.token({"contents": "write"}))
+    subprocess.run(["git", "clone", "-q", url, str(other)], check=True, capture_output=True)
+    (other / "theirs.txt").write_text("theirs\n")
+    agent_git(other, "add", "theirs.txt")
+    agent_git(other, "commit", "-qm", "Theirs")
+    theirs = agent_git(other, "rev-parse", "HEAD")
+    agent_git(other, "push", "-q", "origin", f"HEAD:refs/heads/{BRANCH}")
+    s.prepare()
+    head = _commit_fix(s)
+    refused = s.publish()
+    assert refused.code == 3, refused
+    assert refused.out == {"outcome": "refused", "remote": theirs, "branch": BRANCH, "sha": head}
+    assert s.git.resolve(FULL_NAME, BRANCH) == theirs
+    assert s.pushes() == [theirs]
+
+
+def _on_first_push(s: Setup, move: Callable[[], object]) -> None:
+    """Run ``move`` (another writer) when the publisher starts pushing, after it looked."""
+    moved: list[bool] = []
+
+    def before(service: str, full_name: str, tail: str) -> None:
+        if service == "git-receive-pack" and tail == "info/refs" and not moved:
+            moved.append(True)
+            move()
+
+    s.git.before_request = before
+
+
+def test_a_writer_racing_the_push_is_never_overwritten(s: Setup, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    url = s.git.clone_url(FULL_NAME, s.w.token({"contents": "write"}))
+    subprocess.run(["git", "clone", "-q", url, str(other)], check=True, capture_output=True)
+    (other / "theirs.txt").write_text("theirs\n")
+    agent_git(other, "add", "theirs.txt")
+    agent_git(other, "commit", "-qm", "Theirs")
+    theirs = agent_git(other, "rev-parse", "HEAD")
+    bare = str(s.git.bare_path(FULL_NAME))
+    _on_first_push(s, lambda: agent_git(other, "push", "-q", bare, f"HEAD:refs/heads/{BRANCH}"))
+    s.prepare()
+    _commit_fix(s)
+    raced = s.publish()
+    assert raced.code == 3 and raced.out["remote"] == theirs, raced
+    assert s.git.resolve(FULL_NAME, BRANCH) == theirs
+
+
+def test_a_racing_fast_forward_to_our_ancestor_is_built_on(s: Setup) -> None:
+    s.prepare()
+    first = _commit_fix(s)
+    head = _commit_fix(s, "WOBBLE = None\n")
+    bare = str(s.git.bare_path(FULL_NAME))
+    _on_first_push(s, lambda: agent_git(s.repo, "push", "-q", bare, f"{first}:refs/heads/{BRANCH}"))
+    published = s.publish()
+    assert published.out["outcome"] == "pushed", published
+    assert s.git.resolve(FULL_NAME, BRANCH) == head
+    assert [p.updates[0].old for p in s.git.pushes if p.status == 200] == [first]
+
+
+def test_a_publisher_killed_after_its_push_landed_pushes_once(s: Setup) -> None:
+    """SIGKILL after the server applied the push, before the publisher heard of it."""
+    s.prepare("--branch", BRANCH)
+    head = _commit_fix(s)
+    token = s.token_file({"contents": "write"})
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}",
+           "AGENT_WORKSPACE": str(s.workspace), "AGENTCHAIN_GIT_BASE_URL": s.git.url,
+           "AGENTCHAIN_GIT_TOKEN_FILE": str(token)}  # fmt: skip
+    argv = [sys.executable, "-m", "agentchain", "workspace", "publish",
+            "--repository", FULL_NAME, "--branch", BRANCH]  # fmt: skip
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, start_new_session=True) as pub:
+
+        def kill(service: str, full_name: str, tail: str) -> None:
+            if service == "git-receive-pack" and tail == service:
+                os.killpg(pub.pid, signal.SIGKILL)  # The publisher and its git processes.
+
+        s.git.after_request = kill
+        out, _ = pub.communicate(timeout=120)
+    s.git.after_request = None
+    assert pub.returncode == -signal.SIGKILL and out == b""
+    assert s.git.resolve(FULL_NAME, BRANCH) == head
+    rerun = s.publish()
+    assert rerun.code == 0 and rerun.out["outcome"] == "already", rerun
+    assert s.pushes() == [head]
+
+
+def test_a_token_without_contents_write_cannot_push(s: Setup) -> None:
+    s.prepare()
+    _commit_fix(s)
+    denied = s.publish({"contents": "read"})
+    assert denied.code == 4 and denied.out["outcome"] == "denied", denied
+    assert "403" in denied.out["error"] and "denied" in denied.out["error"]
+    assert s.git.resolve(FULL_NAME, BRANCH) is None and s.pushes() == []
+
+
+def test_the_token_is_never_written_under_the_workspace(s: Setup) -> None:
+    s.prepare("--branch", BRANCH)
+    _commit_fix(s)
+    assert s.publish().code == 0
+    tokens = [f.read_text().strip() for f in s.secrets.iterdir()]
+    assert tokens
+    for path in s.workspace.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            assert not any(t.encode() in data for t in tokens), path
+            assert b"extraheader" not in data.lower() and b"authorization" not in data.lower()
+    assert agent_git(s.repo, "remote", "get-url", "origin") == s.git.clone_url(FULL_NAME)
+
+
+def test_the_agents_git_config_never_runs_in_report_or_publish(s: Setup, tmp_path: Path) -> None:
+    s.prepare("--branch", BRANCH)
+    _commit_fix(s)
+    pwned = tmp_path / "pwned"
+    for key, value in (("core.fsmonitor", f"touch {pwned}; false"),
+                       ("filter.evil.clean", f"touch {pwned}; cat"),
+                       ("core.pager", f"touch {pwned}; cat"),
+                       ("core.hooksPath", str(tmp_path / "hooks"))):  # fmt: skip
+        agent_git(s.repo, "config", key, value)
+    (s.repo / ".gitattributes").write_text("* filter=evil\n")
+    (tmp_path / "hooks").mkdir()
+    (tmp_path / "hooks" / "pre-push").write_text(f"#!/bin/sh\ntouch {pwned}\n")
+    (tmp_path / "hooks" / "pre-push").chmod(0o755)
+    out = s.report()
+    assert out["committed"] is True and out["untracked"] == 1  # .gitattributes
+    assert s.publish().out["outcome"] == "pushed"
+    assert not pwned.exists()
