@@ -27,7 +27,8 @@ Aspects covered:
   ``WorkspaceLimitReached``, and no volume is made for it;
 * a branch that is someone else's (at a commit that is not the chain's nor an ancestor)
   is not pushed to: ``WorkspacePublished=False`` with ``WorkspacePushRefused``, the branch
-  unchanged, no pull request.
+  unchanged, no pull request;
+* without a GitHub App a public repository is cloned without a token.
 
 Until the local node mounts claims and the CLI exists (h/node, h/wscli), the module skips
 with the reason.
@@ -396,3 +397,35 @@ def test_a_push_to_someone_elses_branch_is_refused_visibly(
         assert condition["reason"] == "WorkspacePushRefused", condition
         assert git_server.resolve(REPOSITORY, branch) == theirs  # Nothing rewritten.
         assert repo.github.pulls(REPOSITORY) == []
+
+
+def test_without_an_app_a_public_repository_is_cloned_anonymously(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    github: GitHubStandIn,
+    git_server: GitServer,
+) -> None:
+    """No GitHub App: no token to mint, the Secret names no token file, git goes anonymous."""
+    info = cluster_info
+    git_server.create_repo(REPOSITORY, {"README.md": "Hello Wrold\n"}, private=False)
+    operator.stop()
+    env = {"AGENTCHAIN_NAMESPACES": namespace, **workspace_env(git_server)}
+    op = operating.OperatorProcess(info, operator.kubeconfig, extra_env=env, name="ws-no-app")
+    try:
+        op.start()
+        workspace = {"repository": REPOSITORY}
+        _apply(info, namespace, [_agent("reader", "reader", TRIAGE, workspace=workspace)])
+        job = {
+            "apiVersion": "labrats.work/v1alpha1",
+            "kind": "AgentJob",
+            "metadata": {"name": "read-it"},
+            "spec": {"agentRole": "reader", "prompt": "Read the README."},
+        }
+        _apply(info, namespace, [job])
+        (done,) = chain_jobs(info, namespace, count=1)
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        assert "Hello Wrold" in agent_log(info, namespace, done)
+    finally:
+        op.stop()
+        operator.start()

@@ -80,7 +80,7 @@ async def _start(hop: Hop, chain: wsjob.ChainWorkspace) -> None:
     security = (jobspec.DEFAULT_POD_SECURITY_CONTEXT, jobspec.DEFAULT_SECURITY_CONTEXT)
     body = wsjob.publish_job(hop.namespace, chain, secret, owner, tool, security)
     body["metadata"]["labels"][models.AGENTJOB_LABEL] = root["metadata"]["name"]  # Watched.
-    data = {wsjob.GIT_TOKEN_KEY: await _push_token(hop, chain)}
+    data = wsjob.token_data(await _push_token(hop, chain))
     await workloads.ensure_secret(hop.namespace, secret, data, owner)
     job, created = await workloads.create_job(hop.namespace, body)
     faults.crashpoint("workspace-publish-created")

@@ -115,7 +115,7 @@ async def git_secret_data(hop: Hop, mounting: wsjob.Mounting | None) -> dict[str
     if mounting is None or mounting.chain.github is None:
         return {}
     token = await _clone_token(hop, mounting.chain.github, {"contents": "read"})
-    return {wsjob.GIT_TOKEN_KEY: token}
+    return wsjob.token_data(token)
 
 
 async def _clone_token(hop: Hop, repository: str, permissions: dict[str, str]) -> str:

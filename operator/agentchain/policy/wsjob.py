@@ -52,6 +52,10 @@ GIT_DIR = "/var/run/agentchain-git"
 GIT_TOKEN_FILE = f"{GIT_DIR}/token"
 GIT_TOKEN_KEY = "git-token"
 """The job Secret's (and the publish Secret's) key holding the clone or push token."""
+GIT_TOKEN_FILE_KEY = "git-token-file"
+"""Beside it, the token file's path: ``AGENTCHAIN_GIT_TOKEN_FILE`` comes from this key,
+``optional``, so a Secret without a token (no App: a public repository, cloned
+anonymously) leaves the variable unset, and the Job is the same either way."""
 CREDENTIALS_KEY = "token"
 """The key of a ``credentialsSecret``."""
 PREPARE = "workspace-prepare"
@@ -222,21 +226,22 @@ def _plain_env(values: Mapping[str, str]) -> list[dict[str, Any]]:
     return [{"name": name, "value": _literal(value)} for name, value in values.items()]
 
 
+def _own_credentials(chain: ChainWorkspace) -> bool:
+    """The credential is the ``credentialsSecret``'s (a host that is not GitHub)."""
+    return chain.github is None and bool(chain.credentials_secret)
+
+
 def git_volume(chain: ChainWorkspace, job_secret: str) -> dict[str, Any]:
     """The clone (or push) credential as one file: the job's own Secret's
-    :data:`GIT_TOKEN_KEY`, or the ``credentialsSecret``'s ``token``."""
-    if chain.github is None and chain.credentials_secret:
-        secret, key = chain.credentials_secret, CREDENTIALS_KEY
+    :data:`GIT_TOKEN_KEY` (optional: absent without a token), or the
+    ``credentialsSecret``'s ``token`` (required: a missing one is the user's to fix)."""
+    if _own_credentials(chain):
+        secret: dict[str, Any] = {"secretName": chain.credentials_secret}
+        secret["items"] = [{"key": CREDENTIALS_KEY, "path": "token"}]
     else:
-        secret, key = job_secret, GIT_TOKEN_KEY
-    return {
-        "name": GIT_VOLUME,
-        "secret": {
-            "secretName": secret,
-            "items": [{"key": key, "path": "token"}],
-            "defaultMode": 0o400,
-        },
-    }
+        secret = {"secretName": job_secret, "optional": True}
+        secret["items"] = [{"key": GIT_TOKEN_KEY, "path": "token"}]
+    return {"name": GIT_VOLUME, "secret": {**secret, "defaultMode": 0o400}}
 
 
 def tool_container(
@@ -253,10 +258,24 @@ def tool_container(
     }
 
 
-def _with_credential(container: dict[str, Any]) -> dict[str, Any]:
-    container["env"] += _plain_env({"AGENTCHAIN_GIT_TOKEN_FILE": GIT_TOKEN_FILE})
+def _with_credential(
+    container: dict[str, Any], chain: ChainWorkspace, job_secret: str
+) -> dict[str, Any]:
+    """``container`` with the token file mounted, and named when there is one."""
+    if _own_credentials(chain):
+        container["env"] += _plain_env({"AGENTCHAIN_GIT_TOKEN_FILE": GIT_TOKEN_FILE})
+    else:
+        ref = {"name": job_secret, "key": GIT_TOKEN_FILE_KEY, "optional": True}
+        container["env"].append(
+            {"name": "AGENTCHAIN_GIT_TOKEN_FILE", "valueFrom": {"secretKeyRef": ref}}
+        )
     container["volumeMounts"].append({"name": GIT_VOLUME, "mountPath": GIT_DIR, "readOnly": True})
     return container
+
+
+def token_data(token: str) -> dict[str, str]:
+    """The Secret's entries for ``token`` (none without one: git then goes anonymous)."""
+    return {GIT_TOKEN_KEY: token, GIT_TOKEN_FILE_KEY: GIT_TOKEN_FILE} if token else {}
 
 
 def prepare_args(chain: ChainWorkspace) -> list[str]:
@@ -324,7 +343,7 @@ def workspace_pod(
         **pod_spec,
         # The volume group-writable for every container, whatever uid each runs as.
         "securityContext": {"fsGroup": FS_GROUP, **pod_spec["securityContext"]},
-        "initContainers": [_with_credential(prepare), agent],
+        "initContainers": [_with_credential(prepare, mount.chain, job_secret), agent],
         "containers": [report],
         "volumes": volumes,
     }
@@ -366,7 +385,7 @@ def publish_job(
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
                     "securityContext": dict(pod_security),
-                    "containers": [_with_credential(container)],
+                    "containers": [_with_credential(container, chain, secret)],
                     "volumes": [
                         {
                             "name": WORKSPACE_VOLUME,

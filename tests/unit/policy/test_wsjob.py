@@ -215,8 +215,9 @@ def test_credentials_reach_exactly_the_containers_that_need_them(
         agent["github"] = {"permissions": {"contents": contents}}
     pod = _pod(chain, agent)
     containers = _containers(pod)
-    clone = f"{SECRET}/git-token" if github or secret is None else f"{secret}/token"
-    assert _credentials(containers["workspace-prepare"], pod) == {clone}
+    own = not github and secret is not None
+    clone = {f"{secret}/token"} if own else {f"{SECRET}/git-token", f"{SECRET}/git-token-file"}
+    assert _credentials(containers["workspace-prepare"], pod) == clone
     assert _credentials(containers["workspace-report"], pod) == set()
     agent_reads = _credentials(containers["agent"], pod)
     base = {f"{SECRET}/prompt", f"{SECRET}/prompt-env", f"{SECRET}/token"}
@@ -238,6 +239,20 @@ def test_credentials_reach_exactly_the_containers_that_need_them(
     assert f"{SECRET}/git-token" not in agent_reads  # The clone token: prepare's alone.
 
 
+def test_without_a_token_the_token_file_is_not_named() -> None:
+    assert wsjob.token_data("") == {}
+    assert wsjob.token_data("ghs_x") == {
+        "git-token": "ghs_x",
+        "git-token-file": wsjob.GIT_TOKEN_FILE,
+    }
+    pod = _pod(_chain(), {})
+    prepare = _containers(pod)["workspace-prepare"]
+    (named,) = [e for e in prepare["env"] if e["name"] == "AGENTCHAIN_GIT_TOKEN_FILE"]
+    assert named["valueFrom"]["secretKeyRef"]["optional"] is True
+    volume = next(v for v in pod["volumes"] if v["name"] == wsjob.GIT_VOLUME)
+    assert volume["secret"]["optional"] is True
+
+
 def test_publish_job_carries_the_push_credential_and_the_volume() -> None:
     chain = _chain(publish=True)
     owner = {"kind": "AgentJob", "name": "root", "uid": "u1"}
@@ -252,5 +267,5 @@ def test_publish_job_carries_the_push_credential_and_the_volume() -> None:
         "agentchain", "workspace", "publish", "--repository",
         "https://git.example/octo/app.git", "--branch", "agentchain/c0ffee",
     ]  # fmt: skip
-    assert _credentials(container, pod) == {"pub-secret/git-token"}
+    assert _credentials(container, pod) == {"pub-secret/git-token", "pub-secret/git-token-file"}
     assert pod["automountServiceAccountToken"] is False
