@@ -7,7 +7,8 @@ Aspects covered (issue 3, "Done when", SPEC §1):
   the schema's defaults filled in and still parse with the models;
 * ``kubectl apply -f config/samples/`` applies the working set into one namespace (no
   sample names a namespace; issue 15);
-* ``condition: sometimes`` and a missing ``triggerName`` are refused with the API server's
+* ``condition: sometimes``, a missing ``triggerName`` and a workspace ``keepFor`` that is
+  no duration (issue 18) are refused with the API server's
   human-readable messages, asserted word for word, and nothing is created;
 * ``kubectl get`` shows the printer columns, reading the status subresource, and the short
   names and the ``ai`` category resolve.
@@ -104,6 +105,7 @@ def test_working_samples_apply_together_into_one_namespace(
         "aiagent.labrats.work/issue-triage created",
         "aiagent.labrats.work/primary-agent created",
         "aiagent.labrats.work/reviewer created",
+        "aiagent.labrats.work/workspace-developer created",
     ]
 
 
@@ -140,6 +142,11 @@ def test_defaults_are_filled_in_and_the_model_reads_them(crds: ClusterInfo, name
             "aiagent_missing-triggername.yaml",
             'The AiAgent "invalid-missing-trigger-name" is invalid: '
             "spec.triggerName: Required value",
+        ),
+        (
+            "aiagent_workspace-keepfor.yaml",
+            'The AiAgent "invalid-workspace" is invalid: spec.workspace.keepFor: Invalid value: '
+            "\"forever\": spec.workspace.keepFor in body should match '^(0|([0-9]+(s|m|h|d))+)$'",
         ),
     ],
 )

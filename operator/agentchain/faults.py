@@ -13,6 +13,10 @@ Named points:
   claimed in Redis and before the ConfigMap is read and the prompt built.
 * ``child-created`` — in ``engine.hopping``, right after a chain child's AgentJob was
   created and before it is launched and its parent's ``status.next`` written.
+* ``workspace-publish-created`` — in ``engine.publishing``, right after a chain's publish
+  Job was created and before the chain's last job is settled (issue 18).
+* ``workspace-pull-created`` — in ``engine.publishing``, right after the chain's pull
+  request was created and before that was recorded.
 """
 
 from __future__ import annotations

@@ -210,6 +210,28 @@ class Settings(BaseSettings):
     leader_election_retry_seconds: float = Field(
         2.0, gt=0, description="Period of renewals, and of a follower's attempts."
     )
+    workspace_image: str = Field(
+        "ghcr.io/labrats-work/agentchain:latest",
+        description="The operator's own image, run as the workspace-prepare, -report and"
+        " -publish containers of workspace jobs (docs/workspaces.md).",
+    )
+    workspace_command: CommaList = Field(
+        ("agentchain",),
+        description="Comma-separated command of that image; `workspace prepare|report|publish`"
+        " follow it.",
+    )
+    github_git_url: str = Field(
+        "https://github.com",
+        description="Base URL a workspace's owner/name repository is cloned from"
+        " (<url>/<owner>/<name>.git; GitHub Enterprise Server: https://HOST).",
+    )
+    max_workspaces_per_namespace: int = Field(
+        20,
+        ge=0,
+        description="Most workspace volumes (one per chain) at once per namespace; a chain"
+        " that would make one more fails its job with reason WorkspaceLimitReached (0: no"
+        " limit).",
+    )
     max_running_jobs_per_namespace: int = Field(
         0,
         ge=0,

@@ -345,6 +345,7 @@ def test_samples_hold_seed_003s_agents_and_an_agentjob() -> None:
         ("AiAgent", "issue-triage"),
         ("AiAgent", "primary-agent"),
         ("AiAgent", "reviewer"),
+        ("AiAgent", "workspace-developer"),  # Issue 18.
     ]
     seed_003 = [
         ("AiAgent", "developer"),

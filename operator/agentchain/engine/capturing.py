@@ -14,6 +14,7 @@ the job ends, and with which status.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 
 from agentchain.engine import records
@@ -21,7 +22,7 @@ from agentchain.engine.hops import Exit, Hop, Output
 from agentchain.kube import workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
-from agentchain.policy import naming, retries, stops
+from agentchain.policy import naming, retries, stops, wschanges, wsjob
 from agentchain.policy.jobspec import CONTAINER_NAME
 from agentchain.policy.outcomes import job_ending, result_excerpt
 from agentchain.store.outputs import OUTPUT_MAX_BYTES, Capture, OutputRecord, unavailable
@@ -59,9 +60,10 @@ async def capture(hop: Hop, exit: Exit) -> Captured:
     """The attempt's output and end, stored unless an earlier run stored them."""
     # Side by side: the log read is the hop's one round trip here, and wasted only on
     # a replay (the capture is stored already).
-    stored, read = await asyncio.gather(
+    stored, read, workspace = await asyncio.gather(
         hop.rt.outputs.get_capture(hop.namespace, hop.name),
         _read_output(hop.namespace, exit.pod),
+        _read_report(hop, exit),
     )
     if stored is not None and stored.attempt == exit.attempt:
         # Decided before a crash, perhaps acted on too: decide the same again.
@@ -73,9 +75,10 @@ async def capture(hop: Hop, exit: Exit) -> Captured:
         attempt=exit.attempt, exit_code=exit.exit_code, pod=exit.pod, deadline=exit.deadline
     )
     record, lost = _record(capture, read, exit.lost)
+    record = dataclasses.replace(record, workspace=workspace)
     await hop.rt.outputs.write(hop.namespace, hop.name, record)
     text = record.text if record.unavailable_reason is None else None
-    return Captured(exit, Output(text, lost), first=True)
+    return Captured(exit, Output(text, lost, workspace), first=True)
 
 
 def verdict(hop: Hop, captured: Captured, agent: AiAgent | None) -> Retry | Ends:
@@ -125,6 +128,23 @@ async def _read_output(namespace: str, pod: str | None) -> tuple[bytes, int] | N
     return await workloads.read_log_tail(namespace, pod, CONTAINER_NAME, OUTPUT_MAX_BYTES)
 
 
+async def _read_report(hop: Hop, exit: Exit) -> str | None:
+    """What the job changed in its chain's workspace (issue 18), from the report
+    container that ran after the agent; None for a job without a workspace."""
+    if hop.job.status.workspace is None:
+        return None
+    if exit.pod is None or exit.exit_code != 0:
+        ended = "the agent did not end with exit code 0, so the report did not run"
+        return wschanges.changes_section(None, ended)
+    read = await workloads.read_log_tail(
+        hop.namespace, exit.pod, wsjob.REPORT, wschanges.REPORT_READ_BYTES
+    )
+    if read is None:
+        return wschanges.changes_section(None, "its log could not be read")
+    report = wschanges.parse_report(read[0].decode("utf-8", errors="replace"))
+    return wschanges.changes_section(report)
+
+
 def _record(
     capture: Capture, captured: tuple[bytes, int] | None, lost: str | None
 ) -> tuple[OutputRecord, str | None]:
@@ -145,5 +165,5 @@ async def _stored_output(hop: Hop) -> Output:
     if record is None:  # Expired between two reads: a week after the capture.
         return Output(None, "The output expired before the job's end was recorded.")
     if record.unavailable_reason is not None:
-        return Output(None, record.unavailable_reason)
-    return Output(record.text)
+        return Output(None, record.unavailable_reason, record.workspace)
+    return Output(record.text, workspace=record.workspace)

@@ -68,6 +68,10 @@ class AgentCatalog:
         else:
             agents[name] = (obj, parsed)
 
+    def namespaces(self) -> list[str]:
+        """The namespaces whose AiAgents the catalog has seen."""
+        return list(self._by_namespace)
+
     def cached(self, namespace: str) -> list[Entry]:
         # Name order, as the API server lists them, so duplicates resolve the same way.
         agents = self._by_namespace.get(namespace, {})

@@ -24,19 +24,58 @@ from agentchain.kube import workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.conditions import Reason
 from agentchain.policy import ownership as policy_ownership
+from agentchain.policy import wsjob
 from agentchain.policy.jobspec import CONTAINER_NAME
 
 Obj = dict[str, Any]
 attempt_of = policy_ownership.attempt_of
 
 
+def _states(pod: Obj, key: str) -> dict[str, Obj]:
+    statuses = (pod.get("status") or {}).get(key) or []
+    return {str(cs.get("name")): dict(cs.get("state") or {}) for cs in statuses}
+
+
 def terminated_state(pod: Obj) -> Obj | None:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        if cs.get("name") == CONTAINER_NAME:
-            state = cs.get("state") or {}
-            terminated = state.get("terminated")
-            return dict(terminated) if terminated else None
-    return None
+    """The agent container's ``terminated`` state once its attempt has ended.
+
+    A workspace job's agent is an init container (``policy/wsjob.py``): its attempt
+    ends when it exits non-zero (the report never runs), or when the report after it
+    ended too.  A ``workspace-prepare`` that failed ends it with ``prepareFailed``.
+    """
+    main = _states(pod, "containerStatuses")
+    if CONTAINER_NAME in main:
+        terminated = main[CONTAINER_NAME].get("terminated")
+        return dict(terminated) if terminated else None
+    init = _states(pod, "initContainerStatuses")
+    prepared = (init.get(wsjob.PREPARE) or {}).get("terminated")
+    if prepared and prepared.get("exitCode") != 0:
+        return {"exitCode": None, "prepareFailed": prepared.get("exitCode")}
+    agent = (init.get(CONTAINER_NAME) or {}).get("terminated")
+    if not agent:
+        return None
+    reported = (main.get(wsjob.REPORT) or {}).get("terminated")
+    return dict(agent) if agent.get("exitCode") != 0 or reported else None
+
+
+def _agent_running(pod: Obj) -> bool:
+    if (pod.get("status") or {}).get("phase") == "Running":
+        return True
+    agent = _states(pod, "initContainerStatuses").get(CONTAINER_NAME) or {}
+    return "running" in agent
+
+
+def _pod_exit(pod: Obj, terminated: Obj, attempt: int, batch_uid: str, owner: str) -> Exit:
+    """The attempt's end from its pod's ``terminated_state``."""
+    if "prepareFailed" in terminated:
+        lost = (
+            f"The workspace could not be prepared: container {wsjob.PREPARE} of pod "
+            f"{pod['metadata']['name']} exited with code {terminated['prepareFailed']} "
+            "(its log says why); the agent did not run."
+        )
+        return Exit(attempt, None, None, lost=lost, batch_uid=batch_uid, owner_uid=owner)
+    code = _exit_code(terminated)
+    return Exit(attempt, code, pod["metadata"]["name"], batch_uid=batch_uid, owner_uid=owner)
 
 
 def _exit_code(terminated: Obj) -> int | None:
@@ -52,7 +91,7 @@ async def on_pod(rt: Runtime, pod: Obj) -> None:
     if not owner or ref is None or (meta["namespace"], ref.uid) in rt.finished:
         return
     terminated = terminated_state(pod)
-    running = terminated is None and (pod.get("status") or {}).get("phase") == "Running"
+    running = terminated is None and _agent_running(pod)
     if not (running or terminated) or meta.get("deletionTimestamp"):
         # A pod the Job controller killed (deadline): the Job watcher records why.
         return
@@ -62,8 +101,7 @@ async def on_pod(rt: Runtime, pod: Obj) -> None:
     if terminated is None:
         await _mark_running(rt, meta["namespace"], owner, meta["name"])
         return
-    code, owner_uid = _exit_code(terminated), _owner_uid(job)
-    exit = Exit(attempt_of(job), code, meta["name"], batch_uid=ref.uid, owner_uid=owner_uid)
+    exit = _pod_exit(pod, terminated, attempt_of(job), ref.uid, _owner_uid(job))
     await hopping.finish(rt, meta["namespace"], owner, ref.uid, exit)
 
 
@@ -127,9 +165,7 @@ async def _exit_of(job: Obj, ended: str) -> Exit:
         pods = [p for p in pods if terminated_state(p)]
         pods.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
         if pods:
-            code = _exit_code(terminated_state(pods[-1]) or {})
-            pod = pods[-1]["metadata"]["name"]
-            return Exit(attempt, code, pod, batch_uid=uid, owner_uid=owner)
+            return _pod_exit(pods[-1], terminated_state(pods[-1]) or {}, attempt, uid, owner)
     lost = f"The batch Job ended ({ended}) and no pod was left to read output from."
     deadline = ended == "DeadlineExceeded"
     return Exit(attempt, None, None, deadline, lost, batch_uid=uid, owner_uid=owner)

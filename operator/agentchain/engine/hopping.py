@@ -17,7 +17,8 @@ to bottom, a hop is:
    its own watch event waits and then finds it started.
 4. **launch** the child: its batch Job and Secret, or why it does not run.
 5. **close** the parent: end status and ``status.next``, the marker, last.  Then
-   ``Stop``/``End`` complete the chain.
+   ``Stop``/``End`` complete the chain, publishing or releasing its workspace
+   (``publishing``, issue 18) before the patch that settles it.
 
 A child that ends without running (a Skipped or refused record, or a failed start)
 is recorded after its parent's close and the loop in :func:`_chain_on` moves on to
@@ -39,6 +40,7 @@ from agentchain.engine import (
     closing,
     deciding,
     launching,
+    publishing,
     records,
     retrying,
     spawning,
@@ -218,6 +220,7 @@ async def _step(
     if job.status.next:  # Decided before a crash; only the completion is missing.
         last = job.status.next[-1]
         done = await closing.complete_chain(hop, last.action, last.message or "")
+        await publishing.chain_complete(hop, last.action)
         await closing.close(hop, None, None, done, complete=True)
         return None
     decision = await deciding.decide(hop)
@@ -225,6 +228,7 @@ async def _step(
         case deciding.Broken(message=message):
             reason = Reason.INVALID_CHAIN_METADATA
             entry = NextStatus(action="none", reason=reason, message=message)
+            await publishing.chain_complete(hop, "broken")  # Never published: released.
             await closing.close(hop, end, entry, complete=True)
             return None
         case chains.Stop() | chains.End():
@@ -246,6 +250,8 @@ async def _stop(hop: Hop, end: AgentJobStatus | None, decision: chains.Stop | ch
             action, reason = "none", Reason.CHAIN_COMPLETE
     entry = NextStatus(action=action, reason=reason, message=decision.message)
     done = await closing.complete_chain(hop, action, decision.message)
+    # Its workspace published or released (issue 18), before the marker that settles it.
+    await publishing.chain_complete(hop, action)
     await closing.close(hop, end, entry, done, complete=True)
 
 

@@ -83,6 +83,8 @@ class Output:
 
     text: str | None
     lost: str | None = None
+    workspace: str | None = None
+    """What the job changed in the chain's workspace (``policy/wschanges``), if it has one."""
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,21 @@ import secrets
 from dataclasses import dataclass
 
 from agentchain import models
-from agentchain.engine import depending, gating, githubtokens, prompting, records, team
+from agentchain.engine import (
+    depending,
+    gating,
+    githubtokens,
+    prompting,
+    records,
+    team,
+    workspacing,
+)
 from agentchain.engine.hops import Ended, Hop, Obj
 from agentchain.kube import events, resources, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import DEPENDENCIES_READY, Condition, Reason
-from agentchain.policy import chains, dependencies, jobspec, naming
+from agentchain.policy import chains, dependencies, jobspec, naming, wsjob
 from agentchain.policy.agents import Ambiguous
 from agentchain.policy.jobspec import JobInputs, build_job
 from agentchain.policy.prompts import PromptRenderError
@@ -85,11 +93,29 @@ async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Lau
             await hop.patch(init)
         await depending.wait(hop.rt, hop.obj, deps.reason, deps.message)
         return Waiting()
+    built = await _built(hop, agent, deps.results, attempt, init)
+    if isinstance(built, Ended):
+        return built
+    body, prompt, mounting = built
+    return await _create(hop, agent, body, prompt, init, retry, mounting)
+
+
+async def _built(
+    hop: Hop,
+    agent: AiAgent,
+    deps: list[prompting.DependencyResult],
+    attempt: int,
+    init: AgentJobStatus | None,
+) -> tuple[Obj, str, wsjob.Mounting | None] | Ended:
+    """The batch Job, its prompt and its workspace; or why the job cannot run."""
+    mounting = await workspacing.mount(hop, agent)  # Issue 18: the chain's volume.
+    if isinstance(mounting, workspacing.Refused):
+        return Ended("Failed", mounting.reason, mounting.message, init)
     try:
-        body, prompt = await _build(hop, agent, deps.results, attempt)
+        body, prompt = await _build(hop, agent, deps, attempt, mounting)
     except PromptRenderError as exc:  # PromptTooLarge too: each says its reason.
         return Ended("Failed", exc.reason, str(exc), init)
-    return await _create(hop, agent, body, prompt, init, retry)
+    return body, prompt, mounting
 
 
 def _disposition(annotations: dict[str, str], init: AgentJobStatus | None) -> Ended:
@@ -136,7 +162,11 @@ async def _chain_status(hop: Hop) -> AgentJobStatus:
 
 
 async def _build(
-    hop: Hop, agent: AiAgent, deps: list[prompting.DependencyResult], attempt: int
+    hop: Hop,
+    agent: AiAgent,
+    deps: list[prompting.DependencyResult],
+    attempt: int,
+    mounting: wsjob.Mounting | None,
 ) -> tuple[Obj, str]:
     """The batch Job of ``attempt`` (owned by the AgentJob) and its prompt; raises
     PromptRenderError (PromptTooLarge when the prompt cannot be delivered)."""
@@ -155,6 +185,7 @@ async def _build(
         labels=chains.position_labels(pos, job.spec.agent_role),
         annotations=chains.position_annotations(pos, records.parent_of(hop.obj)),
         attempt=attempt,
+        workspace=mounting,
     )
     body = build_job(inputs, hop.rt.settings)
     body["metadata"]["ownerReferences"] = [records.owner_reference(hop.obj)]
@@ -162,19 +193,29 @@ async def _build(
 
 
 async def _create(
-    hop: Hop, agent: AiAgent, body: Obj, prompt: str, init: AgentJobStatus | None, retry: str | None
+    hop: Hop,
+    agent: AiAgent,
+    body: Obj,
+    prompt: str,
+    init: AgentJobStatus | None,
+    retry: str | None,
+    mounting: wsjob.Mounting | None = None,
 ) -> Launched:
     """Create the batch Job and its Secret, then record the launch on the status."""
     job_name = body["metadata"]["name"]
     # Side by side: a pod whose Secret is not there yet waits for it
     # (CreateContainerConfigError), and the token and its Secret are two small writes.
     _, (existing, created) = await asyncio.gather(
-        _ensure_secret(hop, body, prompt), workloads.create_job(hop.namespace, body)
+        _ensure_secret(hop, body, prompt, mounting), workloads.create_job(hop.namespace, body)
     )
     if existing is not None and not created:
-        await _reuse(hop, existing, body, prompt)
+        await _reuse(hop, existing, body, prompt, mounting)
     attempt = int(body["metadata"]["labels"][models.ATTEMPT_LABEL])
-    await hop.patch(records.merged(init, _launched(hop, job_name, attempt, retry)), *_ready(hop))
+    launched = _launched(hop, job_name, attempt, retry)
+    if mounting is not None:
+        workspace = AgentJobStatus.model_validate({"workspace": workspacing.status_of(mounting)})
+        launched = records.merged(launched, workspace)
+    await hop.patch(records.merged(init, launched), *_ready(hop))
     await team.job(hop.rt, hop.obj)
     if retry is not None:
         await events.emit(hop.obj, "Warning", Reason.RETRYING, retry, key=f"retry:{attempt}")
@@ -220,7 +261,9 @@ def _ready(hop: Hop) -> tuple[Condition, ...]:
     return (ready,)
 
 
-async def _ensure_secret(hop: Hop, job: Obj, prompt: str) -> None:
+async def _ensure_secret(
+    hop: Hop, job: Obj, prompt: str, mounting: wsjob.Mounting | None = None
+) -> None:
     """Issue the job's token (the live one again on a replay or retry) into the Secret
     the batch Job ``job`` names, with the prompt.
 
@@ -236,10 +279,13 @@ async def _ensure_secret(hop: Hop, job: Obj, prompt: str) -> None:
     owner = records.owner_reference(hop.obj)
     data = jobspec.secret_data(prompt, token)
     data.update(await githubtokens.secret_data(hop.rt, hop.obj))  # Issue 17: GITHUB_TOKEN.
+    data.update(await workspacing.git_secret_data(hop, mounting))  # Issue 18: the clone's.
     await workloads.ensure_secret(hop.namespace, secret, data, owner)
 
 
-async def _reuse(hop: Hop, existing: Obj, built: Obj, prompt: str) -> None:
+async def _reuse(
+    hop: Hop, existing: Obj, built: Obj, prompt: str, mounting: wsjob.Mounting | None
+) -> None:
     """A Job an earlier (crashed) run created: create the Secret it names (the one
     just created for ``built`` goes with the AgentJob, unused).  A Job owned by
     another AgentJob of this name (deleted, created again) is left alone."""
@@ -247,4 +293,4 @@ async def _reuse(hop: Hop, existing: Obj, built: Obj, prompt: str) -> None:
     if hop.uid not in owners:
         return
     if jobspec.secret_name_of(existing) != jobspec.secret_name_of(built):
-        await _ensure_secret(hop, existing, prompt)
+        await _ensure_secret(hop, existing, prompt, mounting)

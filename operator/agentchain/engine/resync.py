@@ -23,6 +23,7 @@ from agentchain.engine import (
     budgeting,
     finishing,
     hopping,
+    publishing,
     records,
     retrying,
     stopping,
@@ -85,6 +86,7 @@ async def keep_resyncing(rt: Runtime) -> None:
             except Exception:  # One job's failure must not stop the others' resync.
                 log.exception("resync of %s/%s failed", *records.name_of(obj))
 
+    swept = 0.0
     while True:
         await asyncio.sleep(min(interval, 1.0))
         due = rt.unsettled.take_due(time.monotonic(), interval)
@@ -94,3 +96,9 @@ async def keep_resyncing(rt: Runtime) -> None:
             await admitting.repair_due(rt)  # Concurrency slots the CRs say are free (issue 16).
         except (errors.KubeError, RedisError) as exc:
             log.warning("repairing concurrency slots: %s", exc)
+        if time.monotonic() - swept >= interval:  # Volumes whose keepFor passed (issue 18).
+            swept = time.monotonic()
+            try:
+                await publishing.sweep(rt)
+            except (errors.KubeError, RedisError) as exc:
+                log.warning("deleting workspace volumes: %s", exc)

@@ -66,13 +66,19 @@ async def _context_for(
     window: ContextWindow = "head" if plan.context_window == "head" else "tail"
     if output.text is None:
         lost = output.lost or job.status.message or "The parent's output was not captured."
-        return context.chain_context_block(None, window=window, lost_reason=lost)
+        return context.chain_context_block(
+            None, window=window, lost_reason=lost, workspace=output.workspace
+        )
     found = catalog.by_trigger(agents, job.spec.agent_role)
     heading = found.spec.handoff_heading if isinstance(found, AiAgent) else None
     # Up to a megabyte of output to parse: in a thread, so the loop that serves the
     # webhook and /healthz is not held (issue 14).
     return await asyncio.to_thread(
-        context.child_block, output.text, window=window, handoff_heading=heading
+        context.child_block,
+        output.text,
+        window=window,
+        handoff_heading=heading,
+        workspace=output.workspace,
     )
 
 
@@ -81,5 +87,6 @@ async def _stored(hop: Hop) -> Output:
     if record is None:
         return Output(None)
     if record.available:
-        return Output(record.text)
-    return Output(None, record.unavailable_reason)  # Never an empty string for lost output.
+        return Output(record.text, workspace=record.workspace)
+    # Never an empty string for lost output.
+    return Output(None, record.unavailable_reason, record.workspace)

@@ -190,6 +190,40 @@ class GitHubApp:
                     return int(comment.id)
         return None
 
+    # -- pull requests (issue 18: a chain's published workspace) ------------------------
+    async def default_branch(self, scope: Scope) -> str:
+        gh = self._client(await self.token_for(scope))
+        repo = await self._call(lambda: gh.rest.repos.async_get(scope.owner, scope.name))
+        return str(repo.parsed_data.default_branch)
+
+    async def find_pull(self, scope: Scope, branch: str) -> int | None:
+        """The pull request (any state) whose head is ``branch`` of the repository itself."""
+        gh = self._client(await self.token_for(scope))
+        found = await self._call(
+            lambda: gh.rest.pulls.async_list(
+                scope.owner, scope.name, state="all", head=f"{scope.owner}:{branch}"
+            )
+        )
+        pulls: list[Any] = list(cast(Any, found.parsed_data))
+        return int(pulls[0].number) if pulls else None
+
+    async def create_pull(
+        self, scope: Scope, *, title: str, branch: str, base: str, body: str
+    ) -> int:
+        gh = self._client(await self.token_for(scope))
+        made = await self._call(
+            lambda: gh.rest.pulls.async_create(
+                scope.owner, scope.name, title=title, head=branch, base=base, body=body
+            )
+        )
+        return int(made.parsed_data.number)
+
+    async def update_pull(self, scope: Scope, number: int, body: str) -> None:
+        gh = self._client(await self.token_for(scope))
+        await self._call(
+            lambda: gh.rest.pulls.async_update(scope.owner, scope.name, number, body=body)
+        )
+
     # -- check runs -------------------------------------------------------------------
     async def create_check_run(
         self, scope: Scope, name: str, head_sha: str, external_id: str, fields: dict[str, Any]

@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from agentchain import models
-from agentchain.engine import finishing
+from agentchain.engine import finishing, publishing
 from agentchain.engine.runtime import Runtime
 from agentchain.handlers.dispatching import Submit
 from agentchain.kube.watching import key_of
+from agentchain.policy import wsjob
 
 Obj = dict[str, Any]
 METADATA = (
@@ -40,12 +41,14 @@ def _metadata(obj: Obj) -> Obj:
 def trim_pod(pod: Obj) -> Obj:
     """Identity, owner, phase and each container's state: what ``finishing`` reads."""
     status = pod.get("status") or {}
-    containers = [
-        {"name": cs.get("name"), "state": cs.get("state") or {}}
-        for cs in status.get("containerStatuses") or []
-    ]
-    trimmed = {"phase": status["phase"]} if "phase" in status else {}
-    return {"metadata": _metadata(pod), "status": {**trimmed, "containerStatuses": containers}}
+    trimmed: Obj = {"phase": status["phase"]} if "phase" in status else {}
+    for key in ("containerStatuses", "initContainerStatuses"):  # A workspace job's agent
+        if key in status:  # runs as an init container (issue 18).
+            trimmed[key] = [
+                {"name": cs.get("name"), "state": cs.get("state") or {}} for cs in status[key]
+            ]
+    trimmed.setdefault("containerStatuses", [])
+    return {"metadata": _metadata(pod), "status": trimmed}
 
 
 def trim_job(job: Obj) -> Obj:
@@ -82,6 +85,11 @@ def pod_changed(rt: Runtime, submit: Submit, kind: str, pod: Obj) -> None:
 
 
 def job_changed(rt: Runtime, submit: Submit, kind: str, job: Obj) -> None:
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    if wsjob.WORKSPACE_LABEL in labels:  # A chain's publish Job (issue 18), not an attempt.
+        if kind != "DELETED" and ended(job):
+            submit(("jobs", *key_of(job)), lambda: publishing.on_job(rt, job))
+        return
     namespace, owner = _owner(job)
     if owner and rt.unsettled.is_settled(namespace, owner):
         return

@@ -79,3 +79,29 @@ async def read_config_map(namespace: str, name: str) -> dict[str, str] | None:
     except errors.NotFound:
         return None
     return dict(cm.get("data") or {})
+
+
+# --- workspace volumes (issue 18) ------------------------------------------------------------
+
+
+async def ensure_claim(namespace: str, body: Obj) -> bool:
+    """Create the PersistentVolumeClaim ``body``; False when it existed (same name: done)."""
+    try:
+        await request("POST", core_path(namespace, "persistentvolumeclaims"), body=body)
+    except errors.AlreadyExists:
+        return False
+    return True
+
+
+async def claim_names(namespace: str, label_selector: str) -> list[str]:
+    """The names of the namespace's claims carrying ``label_selector``."""
+    params = {"labelSelector": label_selector}
+    found = await request("GET", core_path(namespace, "persistentvolumeclaims"), params=params)
+    return [str(item["metadata"]["name"]) for item in found.get("items") or []]
+
+
+async def delete_claim(namespace: str, name: str) -> None:
+    try:
+        await request("DELETE", core_path(namespace, "persistentvolumeclaims", name))
+    except errors.NotFound:
+        pass

@@ -116,6 +116,15 @@ class Usage(KubeModel):
     cost: float = 0.0
 
 
+class JobWorkspace(KubeModel):
+    """The chain's workspace as this job mounts it (docs/workspaces.md)."""
+
+    claim_name: str = Field(description="The chain's PersistentVolumeClaim.")
+    repository: str = Field(description="The git URL checked out.")
+    ref: str | None = Field(default=None, description="What was checked out (default branch).")
+    read_only: bool = False
+
+
 class AgentJobStatus(KubeModel):
     phase: Phase | None = Field(
         default=None,
@@ -160,6 +169,9 @@ class AgentJobStatus(KubeModel):
     )
     retry_at: dt.datetime | None = Field(
         default=None, description="When the next attempt (status.attempt) starts (backoff)."
+    )
+    workspace: JobWorkspace | None = Field(
+        default=None, description="The chain's workspace, when the job mounts one."
     )
 
 

@@ -274,6 +274,93 @@ class GitHubAccess(KubeModel):
     )
 
 
+# --- workspaces: the chain's repository checked out once (issue 18) ----------------------
+# Plain schema patterns, not CEL rules: with a CEL rule anywhere in the schema the API
+# server adds "validation rules were not checked" to every other error, which makes the
+# messages of unrelated mistakes harder to read.
+WORKSPACE_REPOSITORY_PATTERN = r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+|https://[!-~]+)$"
+QUANTITY_PATTERN = r"^[0-9]+([.][0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$"
+DURATION_PATTERN = r"^(0|([0-9]+(s|m|h|d))+)$"
+BRANCH_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]*$"
+REF_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+class Workspace(KubeModel):
+    """A volume with the chain's repository checked out, shared by every step of the
+    chain (docs/workspaces.md).  Declared by the chain's first agent that has one; the
+    agents after it inherit it, read-write unless they ask for ``readOnly``."""
+
+    repository: str | None = Field(
+        default=None,
+        max_length=512,
+        pattern=WORKSPACE_REPOSITORY_PATTERN,
+        description=(
+            "The repository to check out: owner/name on GitHub or a full https:// git URL. "
+            "Default: the repository of the event that started the chain."
+        ),
+    )
+    ref: str | None = Field(
+        default=None,
+        max_length=255,
+        pattern=REF_PATTERN,
+        description=(
+            "Branch, tag or commit to check out. Default: for a pull request event its head "
+            "commit, otherwise the repository's default branch."
+        ),
+    )
+    size: str = Field(
+        default="1Gi",
+        max_length=32,
+        pattern=QUANTITY_PATTERN,
+        description="Size of the volume, a quantity such as 1Gi or 500Mi.",
+    )
+    storage_class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="StorageClass of the volume (default: the cluster's default class).",
+    )
+    publish: bool = Field(
+        default=False,
+        description=(
+            "When the chain completes successfully, push the workspace's commits to "
+            "branch and (with a GitHub App) open or update one pull request."
+        ),
+    )
+    branch: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=BRANCH_PATTERN,
+        description="The branch published to. Default: agentchain/<chain id>.",
+    )
+    read_only: bool = Field(
+        default=False,
+        description=(
+            "This agent mounts the chain's workspace read-only (on an agent later in a "
+            "chain; the other fields then come from the chain's workspace)."
+        ),
+    )
+    credentials_secret: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description=(
+            "For a repository not on GitHub: a Secret of this namespace whose key token is "
+            "the password for https git (cloning, publishing; the agent gets it only with "
+            "github.permissions.contents: write)."
+        ),
+    )
+    keep_for: str = Field(
+        default="0",
+        max_length=32,
+        pattern=DURATION_PATTERN,
+        description=(
+            "How long the volume is kept after the chain completes (and publishing "
+            "ended), for debugging: 0 (default), 30m, 2h, 1d..."
+        ),
+    )
+
+
 class AiAgentSpec(KubeModel):
     name: str | None = Field(default=None, description="Display name.")
     trigger_name: str = Field(
@@ -370,6 +457,13 @@ class AiAgentSpec(KubeModel):
         description=(
             "GitHub App access (docs/github.md): the job token's permissions, and how the "
             "chains this agent starts are written back. Absent: no token, default write-back."
+        ),
+    )
+    workspace: Workspace | None = Field(
+        default=None,
+        description=(
+            "The chain's repository checked out into a volume every step mounts at "
+            "/workspace (AGENT_WORKSPACE); see docs/workspaces.md."
         ),
     )
 

@@ -28,6 +28,10 @@ DEPENDENCIES_READY = "DependenciesReady"
 dependency ended and it was launched."""
 CHAIN_COMPLETE = "ChainComplete"
 """AgentJob: its chain ended at this job."""
+WORKSPACE_PUBLISHED = "WorkspacePublished"
+"""AgentJob, the root of a chain whose workspace publishes: True once its commits are on
+the chain's branch (and its pull request is open), False when the push was refused or
+failed."""
 
 
 class Reason:
@@ -82,6 +86,12 @@ class Reason:
     AWAITING_APPROVAL = "AwaitingApproval"
     APPROVAL_REJECTED = "ApprovalRejected"
     APPROVAL_TIMED_OUT = "ApprovalTimedOut"
+    # Workspaces (issue 18).
+    WORKSPACE_UNAVAILABLE = "WorkspaceUnavailable"
+    WORKSPACE_LIMIT_REACHED = "WorkspaceLimitReached"
+    WORKSPACE_PUBLISHED = "WorkspacePublished"
+    WORKSPACE_PUSH_REFUSED = "WorkspacePushRefused"
+    WORKSPACE_PUBLISH_FAILED = "WorkspacePublishFailed"
 
     @classmethod
     def all(cls) -> list[str]:

@@ -51,6 +51,7 @@ OPEN_TAG = "<chain-context>"
 CLOSE_TAG = "</chain-context>"
 INERT_BRACKET = textfold.INERT  # Replaces the < of any tag-like text in the output.
 DEFAULT_LOST_REASON = "no output was captured"
+WORKSPACE_HEADING = "Workspace changes (git, against the chain's base commit):"
 
 # The tag, as read after folding (see policy/textfold.py): ``<``, any slashes, "chain",
 # any separators, "context".  Gaps (whitespace, invisible characters) are skipped
@@ -189,8 +190,13 @@ def chain_context_block(
     lost_reason: str | None = None,
     limit: int = CONTEXT_LIMIT,
     heading: str = DEFAULT_HEADING,
+    workspace: str | None = None,
 ) -> str:
     """The whole block, ending in a blank line, ready to go in front of a prompt.
+
+    ``workspace`` (issue 18): what the parent changed in the chain's workspace
+    (``policy/wschanges.changes_section``, bounded), under its own heading after the
+    output, so the child never reads it as the parent's words; neutralised the same way.
 
     ``output=None`` or a ``lost_reason`` puts a line saying the output could not
     be captured and why: a child must never mistake lost output for silence.  An
@@ -206,11 +212,19 @@ def chain_context_block(
     output = output.rstrip("\n") if output else output
     if output:
         lines.append(_body(output, window, limit))
+    if workspace is not None:
+        lines += ["", neutralise(WORKSPACE_HEADING), neutralise(workspace.rstrip("\n"))]
     body = "\n".join(lines)
     return f"{OPEN_TAG}\n{neutralise(heading)}\n{body}\n{CLOSE_TAG}\n\n"
 
 
-def child_block(output: str, *, window: ContextWindow, handoff_heading: str | None) -> str:
+def child_block(
+    output: str,
+    *,
+    window: ContextWindow,
+    handoff_heading: str | None,
+    workspace: str | None = None,
+) -> str:
     """The block of a child whose parent printed ``output``: its hand-off section
     under ``handoff_heading`` when there is one (seed 002), else the output itself.
 
@@ -219,7 +233,7 @@ def child_block(output: str, *, window: ContextWindow, handoff_heading: str | No
     if handoff_heading is not None:
         handoff = prompts.extract_handoff(output, handoff_heading)
         output = handoff if handoff is not None else output
-    return chain_context_block(output, window=window)
+    return chain_context_block(output, window=window, workspace=workspace)
 
 
 def _body(output: str, window: ContextWindow, limit: int) -> str:

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 from agentchain import models
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
-from agentchain.policy import githubscope
+from agentchain.policy import githubscope, wsjob
 from agentchain.policy.prompts import PromptRenderError
 from agentchain.settings import Settings
 
@@ -87,6 +87,8 @@ class JobInputs:
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     attempt: int = 1
+    workspace: wsjob.Mounting | None = None
+    """The chain's workspace, when the job mounts one (issue 18, ``policy/wsjob.py``)."""
 
 
 def literal(value: str) -> str:
@@ -134,6 +136,14 @@ def secret_data(prompt: str, token: str) -> dict[str, str]:
     check_prompt(prompt)
     prompt = utf8(prompt)
     return {TOKEN_SECRET_KEY: token, PROMPT_KEY: prompt, PROMPT_ENV_KEY: env_prompt(prompt)}
+
+
+def workspace_of(job: Mapping[str, Any]) -> str | None:
+    """The workspace claim a batch Job (built here) mounts, if any."""
+    for volume in job["spec"]["template"]["spec"].get("volumes") or []:
+        if volume.get("name") == wsjob.WORKSPACE_VOLUME:
+            return str(volume["persistentVolumeClaim"]["claimName"])
+    return None
 
 
 def secret_name_of(job: Mapping[str, Any]) -> str | None:
@@ -214,6 +224,11 @@ def _pod_spec(inputs: JobInputs, settings: Settings) -> dict[str, Any]:
     }
     if account is not None:
         pod_spec["serviceAccountName"] = account
+    if inputs.workspace is not None:
+        tool = (settings.workspace_image, list(settings.workspace_command))
+        return wsjob.workspace_pod(
+            pod_spec, inputs.workspace, inputs.secret_name, tool, DEFAULT_SECURITY_CONTEXT
+        )
     return pod_spec
 
 

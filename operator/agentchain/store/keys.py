@@ -54,6 +54,12 @@ CHAIN_HOP_IDS_PREFIX = ROOT_PREFIX + "chain:hop-ids:"
 # Hash per chain: agent -> the one job (name/uid) whose prompt gets its learnings; claimed
 # before the prompt is built, and that same job keeps it when its prompt is rebuilt.
 CHAIN_LEARNINGS_PREFIX = ROOT_PREFIX + "chain:learnings:"
+# Hash per chain (issue 18): its workspace ("spec", JSON, set once by the first job that
+# declares one) and what became of it ("published", "pr", "released").
+CHAIN_WORKSPACE_PREFIX = ROOT_PREFIX + "chain:workspace:"
+# Sorted set per tenant: chain id -> when its workspace volume is to be deleted (its
+# chain completed and publishing ended, plus keepFor); the resync deletes the due ones.
+WORKSPACE_RELEASE_PREFIX = ROOT_PREFIX + "workspace:release:"
 # A month: chains are audited after the fact; every write pushes the expiry forward.
 CHAIN_TTL_SECONDS = 30 * 24 * 3600
 
@@ -200,6 +206,14 @@ def output(tenant: str, job_name: str) -> str:
 
 def chain_meta(tenant: str, chain_id: str) -> str:
     return _join(CHAIN_META_PREFIX, tenant, chain_id)
+
+
+def chain_workspace(tenant: str, chain_id: str) -> str:
+    return _join(CHAIN_WORKSPACE_PREFIX, tenant, chain_id)
+
+
+def workspace_release(tenant: str) -> str:
+    return _join(WORKSPACE_RELEASE_PREFIX, tenant)
 
 
 def chain_hops(tenant: str, chain_id: str) -> str:

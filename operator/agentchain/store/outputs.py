@@ -63,6 +63,9 @@ class OutputRecord:
     head: str = ""
     unavailable_reason: str | None = None
     capture: Capture | None = None
+    workspace: str | None = None
+    """What the job changed in its chain's workspace, rendered and bounded
+    (``policy/wschanges.changes_section``); None for a job without a workspace."""
 
     @property
     def available(self) -> bool:
@@ -188,6 +191,7 @@ class OutputStore:
             head=fields[b"head"].decode("utf-8"),
             unavailable_reason=fields[b"unavailable"].decode("utf-8") or None,
             capture=_capture(fields.get(b"capture")),
+            workspace=_text_or_none(fields.get(b"workspace")),
         )
 
 
@@ -206,7 +210,13 @@ def fields(record: OutputRecord) -> dict[str | bytes, bytes | float | int | str]
         if capture["stop"] is None:
             del capture["stop"]  # Records of natural endings read as they always did.
         mapping["capture"] = json.dumps(capture)
+    if record.workspace is not None:
+        mapping["workspace"] = record.workspace
     return mapping
+
+
+def _text_or_none(raw: bytes | None) -> str | None:
+    return None if raw is None else raw.decode("utf-8", errors="replace")
 
 
 def parse_capture(raw: bytes | None) -> Capture | None:

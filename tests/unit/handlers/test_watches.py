@@ -21,6 +21,7 @@ from agentchain.engine.unsettled import Backlog, Unsettled
 from agentchain.handlers import agentjobs, workloads
 from agentchain.handlers.dispatching import Dispatcher
 from agentchain.handlers.watches import namespace_filter
+from agentchain.policy import wsjob
 
 Obj = dict[str, Any]
 SETTLED: dict[str, Any] = {
@@ -212,3 +213,21 @@ def test_job_events_tell_the_index_whether_the_running_job_is_quiet() -> None:
     workloads.job_changed(rt, submitted, "MODIFIED", not_ended)
     workloads.job_changed(rt, submitted, "DELETED", not_ended)
     assert not rt.unsettled.quiet(running)
+
+
+def test_a_chains_publish_job_is_handed_on_once_ended_even_after_the_root_settled() -> None:
+    """Issue 18: the publish Job carries its root's label (so the label-selected watch
+    sees it) but is no attempt of it: its end goes to ``publishing``, not ``finishing``."""
+    rt: Any = FakeRuntime()
+    rt.unsettled.observe(agentjob(**SETTLED), 0.0, 1.0)
+    job = batch_job()
+    job["metadata"]["name"] = "agentchain-publish-c0ffee"
+    job["metadata"]["labels"][wsjob.WORKSPACE_LABEL] = "c0ffee"
+    running = {**job, "status": {"conditions": []}}
+    submitted = Submitted()
+    workloads.job_changed(rt, submitted, "MODIFIED", running)
+    workloads.job_changed(rt, submitted, "DELETED", job)
+    assert submitted.keys == []
+    workloads.job_changed(rt, submitted, "MODIFIED", job)
+    assert submitted.keys == [("jobs", "ns", "agentchain-publish-c0ffee")]
+    assert rt.jobs.get("ns", "agentchain-publish-c0ffee") is None  # Not an attempt's Job.

@@ -1,0 +1,431 @@
+"""Workspaces end to end (issue 18): seed 003's chain working on a real repository.
+
+The operator runs as a GitHub App against the stand-in, whose git server (smart HTTP,
+``git http-backend``, checking the stand-in's installation tokens) serves the example
+payloads' repository with a typo in its README.  The chain starts from GitHub's own
+``issues.opened`` example.  The local node mounts the chain's PersistentVolumeClaim
+(provisioned by the node's default StorageClass) into every step's pod; the workspace
+containers run this tree's ``agentchain workspace`` (``AGENTCHAIN_WORKSPACE_COMMAND``).
+
+Aspects covered:
+* triage reads the README from its workspace; the developer fixes it and commits; the
+  reviewer sees the developer's commit and its diff in the workspace, and the summary
+  ("committed: yes", the file) in its ``<chain-context>``, apart from the output;
+* the reviewer (no ``contents: write``) has no git credential: its ``git push`` fails and
+  the server has no such branch;
+* at the end ``agentchain/<chain id>`` on the git server holds the developer's commit, the
+  stand-in recorded exactly one pull request from it that closes the issue, and the root
+  AgentJob says ``WorkspacePublished=True``;
+* the chain's volume is one claim, owned by the root AgentJob; deleting the completed
+  chain's root AgentJob deletes its volume;
+* the operator SIGKILLed right after creating the publish Job (crashpoint
+  ``workspace-publish-created``), and, for a second chain, right after creating the pull
+  request (``workspace-pull-created``): each chain's branch got exactly one push and has
+  exactly one pull request; the second chain's pods mount its own volume, never the
+  first's;
+* past ``max_workspaces_per_namespace`` a chain's first job fails with
+  ``WorkspaceLimitReached``, and no volume is made for it;
+* a branch that is someone else's (at a commit that is not the chain's nor an ancestor)
+  is not pushed to: ``WorkspacePublished=False`` with ``WorkspacePushRefused``, the branch
+  unchanged, no pull request;
+* without a GitHub App a public repository is cloned without a token.
+
+Until the local node mounts claims and the CLI exists (h/node, h/wscli), the module skips
+with the reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import delivering, operating
+from e2e.controlplane.cluster import ClusterInfo
+from e2e.github import GitHubStandIn
+from e2e.github.gitserver import GitServer
+from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_operator, install
+
+ROOT = Path(__file__).resolve().parent.parent
+if not (ROOT / "operator" / "agentchain" / "workspace" / "__init__.py").is_file():  # h/wscli
+    pytest.skip("needs the `agentchain workspace` CLI (issue 18)", allow_module_level=True)
+if not (ROOT / "e2e" / "controlplane" / "provisioner.py").is_file():  # h/node not merged.
+    pytest.skip("needs the local node's PersistentVolumeClaims", allow_module_level=True)
+TIMEOUT = 180.0
+Obj = dict[str, Any]
+
+TRIAGE = 'cat "$AGENT_WORKSPACE_REPO/README.md"; echo "Triage: the README has a typo."'
+DEVELOPER = (
+    'cd "$AGENT_WORKSPACE_REPO" && sed -i s/Wrold/World/ README.md && '
+    "git -c user.name=Developer -c user.email=dev@example.com commit -qam 'Fix the typo' && "
+    "echo 'Fixed the typo.'"
+)
+REVIEWER = (
+    'cd "$AGENT_WORKSPACE_REPO" && git log -1 --format=%s && git show --stat --format= HEAD && '
+    "(git push -q origin HEAD:refs/heads/reviewer-push 2>/dev/null && echo PUSHED || "
+    "echo PUSH-REFUSED)"
+)
+
+
+def _agent(name: str, trigger: str, script: str, **spec: Any) -> Obj:
+    return {
+        "apiVersion": "labrats.work/v1alpha1",
+        "kind": "AiAgent",
+        "metadata": {"name": name},
+        "spec": {"triggerName": trigger, "command": ["sh", "-c", script], **spec},
+    }
+
+
+def seed_agents(keep_for: str = "0") -> list[Obj]:
+    """Seed 003's chain, its agents scripted; the triage agent declares the workspace."""
+    workspace = {"publish": True, "keepFor": keep_for}
+    return [
+        _agent(
+            "issue-triage",
+            "ai-triage",
+            TRIAGE,
+            workspace=workspace,
+            eventTriggers=[
+                {
+                    "source": "github",
+                    "events": ["issues.opened"],
+                    "next": {"agentTriggerName": "ai-developer"},
+                }
+            ],
+        ),
+        _agent(
+            "developer",
+            "ai-developer",
+            DEVELOPER,
+            eventTriggers=[{"source": "manual", "next": {"agentTriggerName": "ai-reviewer"}}],
+        ),
+        _agent("reviewer", "ai-reviewer", REVIEWER),
+    ]
+
+
+def workspace_env(git_server: GitServer) -> dict[str, str]:
+    """Workspace containers run this tree's CLI on the local node (images are ignored)."""
+    command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
+    return {
+        "AGENTCHAIN_GITHUB_GIT_URL": git_server.url,
+        "AGENTCHAIN_WORKSPACE_COMMAND": ",".join(command),
+    }
+
+
+@pytest.fixture
+def repo(github: GitHubStandIn, git_server: GitServer, tmp_path: Path) -> Installed:
+    installed = install(github, tmp_path)
+    git_server.create_repo(REPOSITORY, {"README.md": "Hello Wrold\n"}, private=False)
+    return installed
+
+
+def _apply(info: ClusterInfo, namespace: str, objs: list[Obj]) -> None:
+    for obj in objs:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(obj))
+
+
+def _deliver(op: operating.OperatorProcess, installed: Installed, salt: str = "") -> None:
+    payload = app_delivery("issues", "opened", installed.installation.id)
+    payload["issue"]["updated_at"] += salt  # Another body: not a duplicate delivery.
+    body, headers = delivering.signed(op.webhook_secret, payload, event="issues")
+    status, answer = delivering.send(op, body, headers)
+    assert status == 202 and answer["jobs"], answer
+
+
+def chain_jobs(info: ClusterInfo, namespace: str, count: int = 3) -> list[Obj]:
+    jobs: list[Obj] = []
+
+    def done() -> bool:
+        nonlocal jobs
+        jobs = operating.get_json(info, "agentjobs", "-n", namespace)["items"]
+        return len(jobs) == count and any(
+            (j.get("status") or {}).get("chainComplete") for j in jobs
+        )
+
+    operating.wait_until(done, timeout=TIMEOUT, what="the chain to complete")
+    return sorted(jobs, key=lambda j: int(j["status"].get("chainDepth") or 0))
+
+
+def agent_log(info: ClusterInfo, namespace: str, job: Obj) -> str:
+    name = job["status"]["jobName"]
+    return str(info.kubectl("logs", f"job/{name}", "-c", "agent", "-n", namespace).stdout)
+
+
+def _condition(job: Obj, kind: str) -> Obj | None:
+    return next((c for c in job["status"].get("conditions") or [] if c["type"] == kind), None)
+
+
+def test_seed_chain_shares_one_workspace_and_publishes_one_pull_request(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info = cluster_info
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        _apply(info, namespace, seed_agents(keep_for="1h"))
+        _deliver(op, repo)
+        triage, developer, reviewer = chain_jobs(info, namespace)
+        assert [j["status"]["phase"] for j in (triage, developer, reviewer)] == ["Succeeded"] * 3
+        chain_id = triage["status"]["chainId"]
+
+        assert "Hello Wrold" in agent_log(info, namespace, triage)
+        seen = agent_log(info, namespace, reviewer)
+        assert "Fix the typo" in seen and "README.md | 2 +-" in seen
+        assert "PUSH-REFUSED" in seen and git_server.resolve(REPOSITORY, "reviewer-push") is None
+        context = reviewer["spec"]["chainContext"]
+        output, _, changes = context.partition("Workspace changes")
+        assert "Fixed the typo." in output and "committed: yes (1 new commit" in changes
+        assert "README.md | 2 +-" in changes
+
+        claim = f"agentchain-ws-{chain_id}"
+        for job in (triage, developer, reviewer):
+            assert job["status"]["workspace"]["claimName"] == claim
+
+        def published() -> Obj | None:
+            root = operating.get_json(info, "agentjob", triage["metadata"]["name"], "-n", namespace)
+            return _condition(root, "WorkspacePublished")
+
+        operating.wait_until(published, timeout=60, what="the workspace published")
+        condition = published()
+        assert condition is not None and condition["status"] == "True", condition
+        branch = f"agentchain/{chain_id}"
+        pushed = git_server.resolve(REPOSITORY, branch)
+        assert pushed is not None
+        log = git_server_log(git_server, branch)
+        assert log[0] == "Fix the typo"
+        (pull,) = repo.github.pulls(REPOSITORY)
+        assert pull.head == branch and f"Closes #{ISSUE}" in (pull.body or "")
+        assert len(repo.github.requests("pulls/create", status=201)) == 1
+
+        pvc = operating.get_json(info, "pvc", claim, "-n", namespace)
+        (owner,) = pvc["metadata"]["ownerReferences"]
+        assert owner["uid"] == triage["metadata"]["uid"]
+        assert not _claim_deleted(info, namespace, claim)  # keepFor: 1h.
+
+        info.kubectl("delete", "agentjob", triage["metadata"]["name"], "-n", namespace)
+
+        operating.wait_until(
+            functools.partial(_claim_deleted, info, namespace, claim),
+            timeout=60,
+            what="the volume deleted with its chain",
+        )
+
+
+def _claim_deleted(info: ClusterInfo, namespace: str, claim: str) -> bool:
+    """Gone, or being deleted (pvc-protection holds it while a pod that used it exists)."""
+    found = info.kubectl("get", "pvc", claim, "-n", namespace, "-o", "json", check=False)
+    if found.returncode != 0:
+        return True
+    return bool(json.loads(found.stdout)["metadata"].get("deletionTimestamp"))
+
+
+def git_server_log(git_server: GitServer, branch: str) -> list[str]:
+    bare = git_server.bare_path(REPOSITORY)
+    out = subprocess.run(
+        ["git", "--git-dir", str(bare), "log", "--format=%s", branch],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.splitlines()
+
+
+def _pushes_to(git_server: GitServer, branch: str) -> int:
+    ref = f"refs/heads/{branch}"
+    return sum(
+        1 for p in git_server.pushes if p.status == 200 and any(u.ref == ref for u in p.updates)
+    )
+
+
+def _claims_of(info: ClusterInfo, namespace: str, jobs: list[Obj]) -> set[str]:
+    claims = set()
+    for job in jobs:
+        batch = operating.get_json(info, "job", job["status"]["jobName"], "-n", namespace)
+        for volume in batch["spec"]["template"]["spec"]["volumes"]:
+            if "persistentVolumeClaim" in volume:
+                claims.add(volume["persistentVolumeClaim"]["claimName"])
+    return claims
+
+
+def test_publishing_survives_sigkill_with_one_push_and_one_pull_request(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info = cluster_info
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        _apply(info, namespace, seed_agents())
+        chains: list[list[Obj]] = []
+        for count, crashpoint in ((3, "workspace-publish-created"), (6, "workspace-pull-created")):
+            code = op.crash_at(
+                crashpoint, functools.partial(_deliver, op, repo, crashpoint), timeout=TIMEOUT
+            )
+            assert code != 0
+            op.start()
+            jobs = chain_jobs_of_new_chain(info, namespace, chains, count)
+            chains.append(jobs)
+            root, chain_id = jobs[0], jobs[0]["status"]["chainId"]
+            branch = f"agentchain/{chain_id}"
+
+            def published(root: Obj = root) -> bool:
+                got = operating.get_json(
+                    info, "agentjob", root["metadata"]["name"], "-n", namespace
+                )
+                condition = _condition(got, "WorkspacePublished")
+                return condition is not None and condition["status"] == "True"
+
+            operating.wait_until(published, timeout=90, what=f"chain {chain_id} published")
+            assert _pushes_to(git_server, branch) == 1
+            assert [p.head for p in repo.github.pulls(REPOSITORY)].count(branch) == 1
+            # keepFor 0: deleted once published (Terminating while the chain's pods last).
+            claim = f"agentchain-ws-{chain_id}"
+            operating.wait_until(
+                functools.partial(_claim_deleted, info, namespace, claim),
+                timeout=30,
+                what=f"{claim} deleted after publishing",
+            )
+        first, second = (_claims_of(info, namespace, jobs) for jobs in chains)
+        assert len(first) == len(second) == 1 and first != second
+
+
+def chain_jobs_of_new_chain(
+    info: ClusterInfo, namespace: str, seen: list[list[Obj]], count: int
+) -> list[Obj]:
+    """The jobs of the chain started last, once it completed (``count``: all jobs so far)."""
+    known = {j["metadata"]["name"] for jobs in seen for j in jobs}
+    jobs: list[Obj] = []
+
+    def done() -> bool:
+        nonlocal jobs
+        items = operating.get_json(info, "agentjobs", "-n", namespace)["items"]
+        jobs = [j for j in items if j["metadata"]["name"] not in known]
+        return len(items) == count and any(
+            (j.get("status") or {}).get("chainComplete") for j in jobs
+        )
+
+    operating.wait_until(done, timeout=TIMEOUT, what="the new chain to complete")
+    return sorted(jobs, key=lambda j: int(j["status"].get("chainDepth") or 0))
+
+
+def test_past_the_namespaces_cap_a_chain_fails_visibly(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info = cluster_info
+    env = {**workspace_env(git_server), "AGENTCHAIN_MAX_WORKSPACES_PER_NAMESPACE": "1"}
+    with app_operator(operator, info, namespace, repo, env) as op:
+        _apply(info, namespace, seed_agents(keep_for="1h"))  # The first volume stays.
+        _deliver(op, repo, "first")
+        first = chain_jobs(info, namespace)
+        _deliver(op, repo, "second")
+
+        def refused() -> Obj | None:
+            items = operating.get_json(info, "agentjobs", "-n", namespace)["items"]
+            known = {j["metadata"]["name"] for j in first}
+            new = [j for j in items if j["metadata"]["name"] not in known]
+            phase = (new[0].get("status") or {}).get("phase") if new else None
+            return new[0] if phase == "Failed" else None
+
+        operating.wait_until(refused, timeout=60, what="the second chain refused")
+        job = refused()
+        assert job is not None and job["status"]["reason"] == "WorkspaceLimitReached"
+        assert "max_workspaces_per_namespace = 1" in job["status"]["message"]
+        claims = operating.get_json(info, "pvc", "-n", namespace)["items"]
+        assert [c["metadata"]["name"] for c in claims] == [
+            f"agentchain-ws-{first[0]['status']['chainId']}"
+        ]
+
+
+def _someone_elses_branch(git_server: GitServer, branch: str, tmp: Path) -> str:
+    """``branch`` on the server at a commit of its own (not an ancestor of the chain's)."""
+    bare, work = git_server.bare_path(REPOSITORY), tmp / "someone"
+    env = {"GIT_AUTHOR_NAME": "Someone", "GIT_AUTHOR_EMAIL": "someone@example.com"}
+    env |= {"GIT_COMMITTER_NAME": "Someone", "GIT_COMMITTER_EMAIL": "someone@example.com"}
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=True, env={**os.environ, **env}
+        )
+        return done.stdout.strip()
+
+    git("clone", "-q", str(bare), str(work))
+    (work / "NOTES.md").write_text("mine\n")
+    git("-C", str(work), "add", "NOTES.md")
+    git("-C", str(work), "commit", "-qm", "Someone else's work")
+    git("-C", str(work), "push", "-q", "origin", f"HEAD:refs/heads/{branch}")
+    return git("-C", str(work), "rev-parse", "HEAD")
+
+
+def test_a_push_to_someone_elses_branch_is_refused_visibly(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+    tmp_path: Path,
+) -> None:
+    info = cluster_info
+    branch = "feature/taken"
+    theirs = _someone_elses_branch(git_server, branch, tmp_path)
+    agents = seed_agents()
+    agents[0]["spec"]["workspace"]["branch"] = branch
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        _apply(info, namespace, agents)
+        _deliver(op, repo, "taken")
+        root = chain_jobs(info, namespace)[0]
+
+        def settled() -> Obj | None:
+            got = operating.get_json(info, "agentjob", root["metadata"]["name"], "-n", namespace)
+            return _condition(got, "WorkspacePublished")
+
+        operating.wait_until(settled, timeout=90, what="the publish outcome")
+        condition = settled()
+        assert condition is not None and condition["status"] == "False"
+        assert condition["reason"] == "WorkspacePushRefused", condition
+        assert git_server.resolve(REPOSITORY, branch) == theirs  # Nothing rewritten.
+        assert repo.github.pulls(REPOSITORY) == []
+
+
+def test_without_an_app_a_public_repository_is_cloned_anonymously(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    github: GitHubStandIn,
+    git_server: GitServer,
+) -> None:
+    """No GitHub App: no token to mint, the Secret names no token file, git goes anonymous."""
+    info = cluster_info
+    git_server.create_repo(REPOSITORY, {"README.md": "Hello Wrold\n"}, private=False)
+    operator.stop()
+    env = {"AGENTCHAIN_NAMESPACES": namespace, **workspace_env(git_server)}
+    op = operating.OperatorProcess(info, operator.kubeconfig, extra_env=env, name="ws-no-app")
+    try:
+        op.start()
+        workspace = {"repository": REPOSITORY}
+        _apply(info, namespace, [_agent("reader", "reader", TRIAGE, workspace=workspace)])
+        job = {
+            "apiVersion": "labrats.work/v1alpha1",
+            "kind": "AgentJob",
+            "metadata": {"name": "read-it"},
+            "spec": {"agentRole": "reader", "prompt": "Read the README."},
+        }
+        _apply(info, namespace, [job])
+        (done,) = chain_jobs(info, namespace, count=1)
+        assert done["status"]["phase"] == "Succeeded", done["status"]
+        assert "Hello Wrold" in agent_log(info, namespace, done)
+    finally:
+        op.stop()
+        operator.start()

@@ -1,0 +1,254 @@
+"""Publishing and releasing a chain's workspace when the chain completes (issue 18).
+
+:func:`chain_complete` runs in the hop that completes the chain, before its last patch
+(the ``chainComplete`` marker), so a crash before it is replayed with it:
+
+- a chain whose workspace has ``publish: true`` and that **succeeded** gets one batch Job,
+  ``agentchain-publish-<chain id>`` (the operator's image, ``agentchain workspace
+  publish``, a push credential, the chain's volume), owned by the chain's root AgentJob.
+  Its name makes the push exactly-once across crashes: a replay's create answers
+  AlreadyExists, and the command itself finds the branch already at its commit;
+- any other chain's volume is queued for deletion after ``keepFor``.
+
+:func:`on_job` takes the publish Job's end from the Job watch (a restart lists it
+again; what was done is recorded once per chain, ``published``).  A successful push,
+with a GitHub App, opens or updates **one** pull request from the branch, looked up by
+its head before it is created, so a crash between the create and the record finds it
+again.  A refused push (the branch is someone else's: not at our commit nor an ancestor)
+or a failed one is a ``WorkspacePublished=False`` condition and a Warning Event on the
+root AgentJob; nothing is rewritten.  Either way the volume is then queued for deletion.
+
+:func:`sweep` (the resync's) deletes the volumes whose time has come.  Deleting a chain's
+root AgentJob deletes its volume and publish Job at once (ownerReferences).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+
+from agentchain import faults, models
+from agentchain.engine import githubtokens, records, workspacing
+from agentchain.engine.githubapp import side_of
+from agentchain.engine.hops import Hop, Obj
+from agentchain.engine.runtime import Runtime
+from agentchain.github.errors import GitHubError
+from agentchain.kube import errors, events, resources, workloads
+from agentchain.models.agentjob import AgentJobStatus
+from agentchain.models.conditions import WORKSPACE_PUBLISHED, Condition, Reason
+from agentchain.policy import jobspec, naming, wschanges, wsjob
+from agentchain.policy.githubscope import Scope
+
+log = logging.getLogger(__name__)
+PUBLISH_LOG_BYTES = 8 * 1024
+SUCCEEDED = ("Succeeded", "Skipped")
+
+
+async def chain_complete(hop: Hop, action: str) -> None:
+    """The chain of ``hop``'s job completes here (``action``: its last ``next``)."""
+    chain_id = records.position(hop.obj).chain_id
+    chain = await workspacing.chain_workspace(hop.rt, hop.namespace, chain_id)
+    if chain is None:
+        return
+    succeeded = action == "none" and hop.job.status.phase in SUCCEEDED
+    if chain.publish and succeeded:
+        await _start(hop, chain)
+    else:
+        await release(hop.rt, hop.namespace, chain)
+
+
+async def release(rt: Runtime, namespace: str, chain: wsjob.ChainWorkspace) -> None:
+    """Queue the chain's volume for deletion after its ``keepFor``."""
+    when = time.time() + chain.keep_for_seconds
+    await workspacing.store(rt).release_at(namespace, chain.chain_id, when)
+
+
+async def _start(hop: Hop, chain: wsjob.ChainWorkspace) -> None:
+    """The publish Job and the Secret it names (the push token), each created once.
+
+    The Secret first, so the pod never starts without its credential; a replay whose Job
+    exists already ensures the Secret that Job names (the new one goes with the root)."""
+    root = await workspacing.root_of(hop)
+    if root is None:
+        return  # The chain's records are gone, and its volume with them.
+    owner = records.owner_reference(root)
+    name = wsjob.publish_job_name(chain.chain_id)
+    secret = naming.job_secret_name(name, secrets.token_hex(naming.SECRET_NONCE_BYTES))
+    settings = hop.rt.settings
+    tool = (settings.workspace_image, list(settings.workspace_command))
+    security = (jobspec.DEFAULT_POD_SECURITY_CONTEXT, jobspec.DEFAULT_SECURITY_CONTEXT)
+    body = wsjob.publish_job(hop.namespace, chain, secret, owner, tool, security)
+    body["metadata"]["labels"][models.AGENTJOB_LABEL] = root["metadata"]["name"]  # Watched.
+    data = wsjob.token_data(await _push_token(hop, chain))
+    await workloads.ensure_secret(hop.namespace, secret, data, owner)
+    job, created = await workloads.create_job(hop.namespace, body)
+    faults.crashpoint("workspace-publish-created")
+    named = _secret_of(job) if job is not None and not created else None
+    if named is not None and named != secret:
+        await workloads.ensure_secret(hop.namespace, named, data, owner)
+    if created:
+        log.info("Publishing chain %s's workspace: batch Job %s", chain.chain_id, name)
+
+
+def _secret_of(job: Obj) -> str | None:
+    for volume in job["spec"]["template"]["spec"].get("volumes") or []:
+        if volume.get("name") == wsjob.GIT_VOLUME:
+            return str(volume["secret"]["secretName"])
+    return None
+
+
+async def _push_token(hop: Hop, chain: wsjob.ChainWorkspace) -> str:
+    """A token with ``contents: write`` on the chain's GitHub repository ("": none)."""
+    side = side_of(hop.rt)
+    event = hop.job.spec.event
+    if chain.github is None or side is None or event is None or event.installation_id is None:
+        return ""
+    try:
+        minted = await side.app.mint(
+            Scope(event.installation_id, chain.github, {"contents": "write"})
+        )
+    except GitHubError as exc:
+        await events.emit(
+            hop.obj,
+            "Warning",
+            Reason.WORKSPACE_PUBLISH_FAILED,
+            f"No push token: {exc}",
+            key="ws-push",
+        )
+        return ""
+    # Recorded under the publish Job's name, not the job's (revoked when it ends): revoked
+    # when publishing ended (``on_job``).
+    publisher = wsjob.publish_job_name(chain.chain_id)
+    expires = minted.expires_at.timestamp()
+    await side.tokens.record(hop.namespace, publisher, minted.token, expires)
+    return minted.token
+
+
+def _ended(job: Obj) -> str | None:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
+            return str(cond["type"])
+    return None
+
+
+async def on_job(rt: Runtime, job: Obj) -> None:
+    """A publish Job changed: once it ended, record the outcome, the pull request, and
+    queue the volume's deletion."""
+    meta = job["metadata"]
+    namespace, ended = meta["namespace"], _ended(job)
+    labels = meta.get("labels") or {}
+    root_name, chain_id = labels.get(models.AGENTJOB_LABEL), labels.get(wsjob.WORKSPACE_LABEL)
+    if ended is None or not root_name or not chain_id:
+        return
+    store = workspacing.store(rt)
+    chain = await workspacing.chain_workspace(rt, namespace, chain_id)
+    if chain is None or await store.noted(namespace, chain_id, "published") is not None:
+        return
+    root = await resources.get(namespace, resources.AGENTJOBS, root_name)
+    if root is None or meta.get("name") != wsjob.publish_job_name(chain.chain_id):
+        return
+    outcome = await _outcome(namespace, meta["name"]) or ("pushed" if ended == "Complete" else None)
+    condition = await _settle(rt, root, chain, ended, outcome)
+    await rt.writes.patch(root, AgentJobStatus(), condition)
+    await release(rt, namespace, chain)  # Before the record that makes a replay a no-op.
+    await store.note(namespace, chain_id, "published", outcome or "failed")
+    side = side_of(rt)
+    if side is not None:  # The push token: no use any more.
+        await githubtokens.revoke(side, namespace, meta["name"])
+
+
+async def _outcome(namespace: str, job_name: str) -> str | None:
+    """The publish container's ``outcome``, from the end of its log."""
+    pods = await workloads.list_pods(namespace, f"job-name={job_name}")
+    for pod in pods:
+        read = await workloads.read_log_tail(
+            namespace, pod["metadata"]["name"], wsjob.PUBLISH, PUBLISH_LOG_BYTES
+        )
+        if read is not None:
+            found = wschanges.publish_outcome(read[0].decode("utf-8", errors="replace"))
+            if found is not None:
+                return found
+    return None
+
+
+async def _settle(
+    rt: Runtime, root: Obj, chain: wsjob.ChainWorkspace, ended: str, outcome: str | None
+) -> Condition:
+    """The root's ``WorkspacePublished`` condition (and Event, and pull request)."""
+    if ended == "Complete" and outcome in ("pushed", "already", "unchanged"):
+        message = f"Branch {chain.branch} holds the chain's commits ({outcome})."
+        if outcome != "unchanged":
+            message += await _pull_request(rt, root, chain)
+        await events.emit(root, "Normal", Reason.WORKSPACE_PUBLISHED, message, key="ws-published")
+        return Condition(
+            type=WORKSPACE_PUBLISHED,
+            status="True",
+            reason=Reason.WORKSPACE_PUBLISHED,
+            message=message,
+        )
+    if outcome == "refused":
+        reason = Reason.WORKSPACE_PUSH_REFUSED
+        message = (
+            f"Not pushed: branch {chain.branch} exists at a commit that is not the chain's "
+            "nor an ancestor of it (someone else's branch); nothing was rewritten."
+        )
+    else:
+        reason = Reason.WORKSPACE_PUBLISH_FAILED
+        message = (
+            f"Publishing to {chain.branch} failed ({outcome or 'no outcome reported'}); "
+            f"see the log of batch Job {wsjob.publish_job_name(chain.chain_id)}."
+        )
+    await events.emit(root, "Warning", reason, message, key="ws-published")
+    return Condition(type=WORKSPACE_PUBLISHED, status="False", reason=reason, message=message)
+
+
+async def _pull_request(rt: Runtime, root: Obj, chain: wsjob.ChainWorkspace) -> str:
+    """Open or update the chain's one pull request; what to add to the message."""
+    side = side_of(rt)
+    event = records.parse(root).spec.event
+    if side is None or chain.github is None or event is None or event.installation_id is None:
+        return ""
+    scope = Scope(
+        event.installation_id, chain.github, {"pull_requests": "write", "contents": "read"}
+    )
+    issue = event.number if event.subject == "issue" and event.repository == chain.github else None
+    record = await rt.chains.get(root["metadata"]["namespace"], chain.chain_id)
+    steps = [(str(h.get("agent")), str(h.get("phase"))) for h in (record.hops if record else [])]
+    body = wschanges.pull_body(chain.chain_id, chain.branch, issue, steps)
+    try:
+        number = await side.app.find_pull(scope, chain.branch)
+        if number is None:
+            base = await side.app.default_branch(scope)
+            title = wschanges.pull_title(chain.chain_id, issue)
+            number = await side.app.create_pull(
+                scope, title=title, branch=chain.branch, base=base, body=body
+            )
+            faults.crashpoint("workspace-pull-created")
+        else:
+            await side.app.update_pull(scope, number, body)
+    except GitHubError as exc:
+        log.warning("pull request for chain %s: %s", chain.chain_id, exc)
+        return f" No pull request: {exc.reason}: {exc}"
+    await workspacing.store(rt).note(
+        root["metadata"]["namespace"], chain.chain_id, "pr", str(number)
+    )
+    return f" Pull request #{number}."
+
+
+async def sweep(rt: Runtime) -> None:
+    """Delete the workspace volumes whose time has come, in every namespace with agents."""
+    for namespace in rt.agents.namespaces():
+        await _sweep(rt, namespace)
+
+
+async def _sweep(rt: Runtime, namespace: str) -> None:
+    store = workspacing.store(rt)
+    for chain_id in await store.due(namespace):
+        try:
+            await workloads.delete_claim(namespace, wsjob.claim_name(chain_id))
+        except errors.KubeError as exc:
+            log.warning("workspace volume of chain %s not deleted yet: %s", chain_id, exc)
+            continue
+        log.info("Deleted the workspace volume of chain %s/%s", namespace, chain_id)
+        await store.released(namespace, chain_id)

@@ -1,0 +1,146 @@
+"""The chain's workspace at a job's launch: which one it mounts, its volume, its clone
+credential (issue 18, docs/workspaces.md).
+
+:func:`mount` answers how the job mounts its chain's workspace (None: the chain has
+none), after making sure the chain's PersistentVolumeClaim exists: created under its
+deterministic name (``AlreadyExists``: done), owned by the chain's root AgentJob so the
+garbage collector deletes it with the chain's records, and only while the namespace
+holds fewer than ``max_workspaces_per_namespace`` of them; over the cap the job fails
+(``WorkspaceLimitReached``), visibly, rather than waiting for storage that may never be
+freed.  Which workspace a chain has is recorded once per chain in Redis
+(``store/workspaces.py``) by its first job whose AiAgent declares one.
+
+:func:`git_secret_data` is the job Secret's clone credential: for a GitHub repository,
+an installation token limited to ``contents: read`` on that one repository, recorded
+with the job's tokens so it is revoked at the job's end like them; "" when no App is
+configured (a public repository clones without one).  Only the ``workspace-prepare``
+container mounts it (``policy/wsjob.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from agentchain.engine import records
+from agentchain.engine.githubapp import side_of
+from agentchain.engine.hops import Hop, Obj
+from agentchain.engine.runtime import Runtime
+from agentchain.github.errors import GitHubError
+from agentchain.kube import events, resources, workloads
+from agentchain.models.aiagent import AiAgent
+from agentchain.models.conditions import Reason
+from agentchain.policy import wsjob
+from agentchain.policy.githubscope import Scope
+from agentchain.store.workspaces import WorkspaceStore
+
+log = logging.getLogger(__name__)
+MAX_CHAIN_WALK = 64
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The job cannot have its workspace: it fails with ``reason``."""
+
+    reason: str
+    message: str
+
+
+def store(rt: Runtime) -> WorkspaceStore:
+    return WorkspaceStore(rt.redis)
+
+
+async def chain_workspace(
+    rt: Runtime, namespace: str, chain_id: str
+) -> wsjob.ChainWorkspace | None:
+    recorded = await store(rt).spec(namespace, chain_id)
+    return wsjob.ChainWorkspace.from_record(recorded) if recorded is not None else None
+
+
+async def mount(hop: Hop, agent: AiAgent) -> wsjob.Mounting | Refused | None:
+    """How ``hop``'s job mounts its chain's workspace, its volume ensured; None: none."""
+    chain_id = records.position(hop.obj).chain_id
+    chain = await chain_workspace(hop.rt, hop.namespace, chain_id)
+    if chain is None:
+        if agent.spec.workspace is None:
+            return None
+        git_url = hop.rt.settings.github_git_url
+        resolved = wsjob.resolve(agent.spec.workspace, hop.job.spec.event, chain_id, git_url)
+        if isinstance(resolved, wsjob.NoWorkspace):
+            message = f"No workspace: {resolved.reason}."
+            return Refused(Reason.WORKSPACE_UNAVAILABLE, message)
+        recorded = await store(hop.rt).claim(hop.namespace, chain_id, resolved.to_record())
+        chain = wsjob.ChainWorkspace.from_record(recorded)
+    refused = await _ensure_claim(hop, chain)
+    return refused or wsjob.mounting(chain, agent.spec)
+
+
+async def _ensure_claim(hop: Hop, chain: wsjob.ChainWorkspace) -> Refused | None:
+    """The chain's claim, created unless it exists; refused over the namespace's cap."""
+    selector = wsjob.WORKSPACE_LABEL
+    existing = await workloads.claim_names(hop.namespace, selector)
+    if chain.claim_name in existing:
+        return None
+    cap = hop.rt.settings.max_workspaces_per_namespace
+    if cap and len(existing) >= cap:
+        message = (
+            f"The namespace has {len(existing)} workspace volumes, the most allowed "
+            f"(max_workspaces_per_namespace = {cap}); chain {chain.chain_id} gets none."
+        )
+        return Refused(Reason.WORKSPACE_LIMIT_REACHED, message)
+    root = await root_of(hop)
+    if root is None:
+        return Refused(Reason.WORKSPACE_UNAVAILABLE, "The chain's root AgentJob is gone.")
+    body = wsjob.claim_body(hop.namespace, chain, records.owner_reference(root))
+    if await workloads.ensure_claim(hop.namespace, body):
+        log.info("Created workspace volume %s/%s", hop.namespace, chain.claim_name)
+    return None
+
+
+async def root_of(hop: Hop) -> Obj | None:
+    """The chain's root AgentJob: the volume's owner (walked up by parent-job)."""
+    obj: Obj | None = hop.obj
+    for _ in range(MAX_CHAIN_WALK):
+        if obj is None:
+            return None
+        parent = records.parent_of(obj)
+        if parent is None:
+            return obj
+        obj = await resources.get(hop.namespace, resources.AGENTJOBS, parent)
+    return None
+
+
+async def git_secret_data(hop: Hop, mounting: wsjob.Mounting | None) -> dict[str, str]:
+    """The job Secret's clone credential for a GitHub repository ("" without an App)."""
+    if mounting is None or mounting.chain.github is None:
+        return {}
+    token = await _clone_token(hop, mounting.chain.github, {"contents": "read"})
+    return wsjob.token_data(token)
+
+
+async def _clone_token(hop: Hop, repository: str, permissions: dict[str, str]) -> str:
+    side = side_of(hop.rt)
+    event = hop.job.spec.event
+    if side is None or event is None or event.installation_id is None:
+        return ""
+    scope = Scope(event.installation_id, repository, permissions)
+    try:
+        minted = await side.app.mint(scope)
+    except GitHubError as exc:
+        message = f"The workspace is cloned without a token: {exc.reason}: {exc}"
+        await events.emit(hop.obj, "Warning", Reason.WORKSPACE_UNAVAILABLE, message, key="ws-token")
+        return ""
+    # Recorded with the job's own tokens: revoked at its end like them.
+    await side.tokens.record(hop.namespace, hop.name, minted.token, minted.expires_at.timestamp())
+    return minted.token
+
+
+def status_of(mounting: wsjob.Mounting) -> dict[str, object]:
+    """``status.workspace`` of a job that mounts ``mounting``."""
+    chain = mounting.chain
+    return {
+        "claimName": chain.claim_name,
+        "repository": chain.repository,
+        "ref": chain.ref,
+        "readOnly": mounting.read_only,
+    }
