@@ -208,8 +208,12 @@ async def _create(
     _, (existing, created) = await asyncio.gather(
         _ensure_secret(hop, body, prompt, mounting), workloads.create_job(hop.namespace, body)
     )
-    if existing is not None and not created:
-        await _reuse(hop, existing, body, prompt, mounting)
+    if existing is not None:
+        # Indexed from the answer: its pod's first event needs no Job read even when
+        # it beats the Job's own watch event (``ownership.controlling_job``).
+        hop.rt.jobs.seen(existing)
+        if not created:
+            await _reuse(hop, existing, body, prompt, mounting)
     attempt = int(body["metadata"]["labels"][models.ATTEMPT_LABEL])
     launched = _launched(hop, job_name, attempt, retry)
     if mounting is not None:

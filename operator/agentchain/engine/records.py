@@ -4,7 +4,11 @@ Everything the engine writes to an AgentJob's status goes through
 :meth:`Writes.patch`, which stamps ``observedGeneration`` so users can tell a stale
 status apart, and remembers the version each write produced: a watched body at that
 version is known to be current as of our own last write (``Unsettled.current``), so it
-can stand in for a read.  One :class:`Writes` per ``Runtime``.
+can stand in for a read.  Until the watch delivers that version, the write's answer
+is kept with the version it was made over: while the watch still shows that one, it
+knows nothing newer than the answer either, so the answer stands in for a read (one
+AgentJob read less when a pod ends before the watch delivered its ``Running``
+write).  One :class:`Writes` per ``Runtime``.
 """
 
 from __future__ import annotations
@@ -94,25 +98,47 @@ class Writes:
     def __init__(self, size: int = WRITES_REMEMBERED) -> None:
         self._size = size
         self._last: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
+        # The answer of our last write and the version it was made over, until the
+        # watch delivers the answer's version (``caught_up``).
+        self._answers: dict[tuple[str, str], tuple[str, Obj]] = {}
 
-    def wrote(self, obj: Obj | None) -> None:
-        """Remember ``obj``, as an AgentJob write of ours answered, as our last write to it."""
+    def wrote(self, obj: Obj | None, over: str | None = None) -> None:
+        """Remember ``obj``, as an AgentJob write of ours answered, as our last write to
+        it; ``over``: the resourceVersion of the body the write was made from."""
         meta = (obj or {}).get("metadata") or {}
         uid, version = meta.get("uid"), meta.get("resourceVersion")
-        if not (uid and version and meta.get("namespace") and meta.get("name")):
+        if obj is None or not (uid and version and meta.get("namespace") and meta.get("name")):
             return
         key = (meta["namespace"], meta["name"])
         self._last.pop(key, None)
         self._last[key] = (str(uid), str(version))
+        if over:
+            self._answers[key] = (over, obj)
+        else:
+            self._answers.pop(key, None)
         while len(self._last) > self._size:
-            self._last.popitem(last=False)
+            gone, _ = self._last.popitem(last=False)
+            self._answers.pop(gone, None)
 
     def last(self, namespace: str, name: str) -> tuple[str, str] | None:
         """(uid, resourceVersion) of this process's last write to the AgentJob, if known."""
         return self._last.get((namespace, name))
 
+    def answer_over(self, namespace: str, name: str, uid: str | None, version: str) -> Obj | None:
+        """Our last write's answer, if it was made over ``uid`` at ``version``."""
+        key = (namespace, name)
+        found, last = self._answers.get(key), self._last.get(key)
+        if found is None or last is None or last[0] != uid or found[0] != version:
+            return None
+        return found[1]
+
+    def caught_up(self, namespace: str, name: str) -> None:
+        """The watch delivered our last write: its answer is no longer needed."""
+        self._answers.pop((namespace, name), None)
+
     def forget(self, namespace: str, name: str) -> None:
         self._last.pop((namespace, name), None)
+        self._answers.pop((namespace, name), None)
 
     async def patch(self, obj: Obj, status: AgentJobStatus, *conditions: Condition) -> Obj | None:
         """Merge ``status`` (and ``conditions``, each replacing the one of its type)
@@ -124,10 +150,14 @@ class Writes:
             for condition in conditions:
                 current = set_condition(current, condition, now())
             body["conditions"] = [c.to_api() for c in current]
+        over = obj["metadata"].get("resourceVersion")
         patched = await resources.patch_status(namespace, resources.AGENTJOBS, name, body)
         if patched is not None:
             obj["status"] = patched.get("status", {})
-            self.wrote(patched)
+            version = (patched.get("metadata") or {}).get("resourceVersion")
+            # A new dict: ``obj`` may share its metadata with a watched body.
+            obj["metadata"] = {**obj["metadata"], "resourceVersion": version}
+            self.wrote(patched, str(over) if over else None)
         return patched
 
 

@@ -110,6 +110,8 @@ class Unsettled:
                 self._jobs[key] = _Entry(obj, now + interval)
             else:
                 entry.obj = obj
+            if (_uid(obj), _version(obj)) == self._writes.last(*key):
+                self._writes.caught_up(*key)
         after = _phase(obj)
         return (before, after) if before is not None and before != after else None
 
@@ -159,23 +161,26 @@ class Unsettled:
         return status.get("phase") == "Running" and status.get("jobName") == name and not ended
 
     def current(self, namespace: str, name: str) -> Obj | None:
-        """A copy of the job as watched, when that is as of this process's last write
-        to it; else None, and the caller reads it.
+        """A copy of the job as of this process's last write to it, when the watch
+        knows nothing newer; else None, and the caller reads it.
 
         Only the engine writes an AgentJob's status, so the body the watch delivered
         for our own last write is what a read would answer, bar a write by someone
         else that the watch has not delivered yet, which a read a moment earlier
-        would miss just the same.  A body older than our last write (the watch lags),
-        newer (someone else wrote), or of another object of the same name is not used.
+        would miss just the same.  While the watch still shows the version our last
+        write was made over (it lags), that write's answer stands in the same way: the
+        watch has delivered nothing after it.  A body of any other version (someone
+        else wrote) or of another object of the same name is not used.
         """
         entry = self._jobs.get((namespace, name))
         written = self._writes.last(namespace, name)
         if entry is None or written is None:
             return None
-        meta = entry.obj.get("metadata") or {}
-        if (_uid(entry.obj), str(meta.get("resourceVersion"))) != written:
-            return None
-        return copy.deepcopy(entry.obj)  # Patches update the caller's copy in place.
+        uid, version = _uid(entry.obj), _version(entry.obj)
+        if (uid, version) == written:
+            return copy.deepcopy(entry.obj)  # Patches update the caller's copy in place.
+        answer = self._writes.answer_over(namespace, name, uid, version)
+        return copy.deepcopy(answer) if answer is not None else None
 
     def waiting_on(self, namespace: str, name: str) -> list[Obj]:
         """Waiting jobs of ``namespace`` whose ``dependsOn`` names ``name``."""
@@ -200,6 +205,10 @@ class Unsettled:
 
 def _phase(obj: Obj) -> str:
     return str((obj.get("status") or {}).get("phase") or "New")
+
+
+def _version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion"))
 
 
 def _uid(obj: Obj) -> str | None:

@@ -59,6 +59,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         prefix=PREFIX, key="last-handled-configuration"
     )
     settings.posting.enabled = False
+    # kopf logs an INFO line per handler call ("Handler 'reconcile' succeeded.", "...is
+    # processed") under ``kopf.objects``: a line per AiAgent per event, none of them a
+    # transition.  Its warnings and errors (a handler failing, a retry) still show.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     settings.queueing.idle_timeout = 0.1
     # `agentchain run` hands over its flags and its Runtime in the memo.

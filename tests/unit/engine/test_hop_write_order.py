@@ -10,7 +10,9 @@ with exit code 0; ``hopping.finish`` runs the hop.  Aspects covered:
 - a crash before any one of those writes (the write refused and the hop stopped there,
   then a new process' replay of the same pod event) ends in the same state as an
   uninterrupted hop: the same objects, one child, one batch Job, the same statuses
-  (at most one unused job Secret more, which the exactly-once claim allows).
+  (at most one unused job Secret more, which the exactly-once claim allows);
+- the child's batch Job is in the ownership index from its create's answer, so its
+  pod's first event needs no Job read.
 """
 
 from __future__ import annotations
@@ -196,3 +198,13 @@ async def test_a_crash_before_any_write_replays_to_the_same_end(api: FakeApi, re
         await hop(redis)
         assert state(api) == expected, f"crashed before write {crash_at}"
         assert secrets_named_by_jobs_exist(api), f"crashed before write {crash_at}"
+
+
+@pytest.mark.redis
+async def test_the_childs_batch_job_is_indexed_from_its_create(api: FakeApi, redis: Redis) -> None:
+    seed(api)
+    rt = Runtime.from_client(SETTINGS, redis)
+    await hopping.finish(rt, NS, "p", EXIT.batch_uid, EXIT)
+    (job,) = api.of("jobs")
+    indexed = rt.jobs.get(NS, job["metadata"]["name"])
+    assert indexed is not None and indexed["metadata"]["uid"] == job["metadata"]["uid"]

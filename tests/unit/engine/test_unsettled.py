@@ -7,7 +7,8 @@ Aspects covered:
   (same name, new uid) starts over; a deletion of an older uid leaves the new one;
 - ``wants_start``: new and Waiting jobs yes, launched or ended jobs no;
 - ``current`` stands in for a read only with the watched body of our own last write
-  (same uid and resourceVersion), as a copy; never once the job settles or is deleted.
+  (same uid and resourceVersion), or that write's answer while the watch still shows
+  the version it was made over, as a copy; never once the job settles or is deleted.
 """
 
 from __future__ import annotations
@@ -126,6 +127,24 @@ def test_current_is_the_watched_body_of_our_last_write_only() -> None:
     assert (index.current("ns", "j") or {})["status"]["phase"] == "Running"
     index.observe(versioned("12", phase="Running"), 0.0, 1.0)
     assert index.current("ns", "j") is None  # Someone else wrote since.
+
+
+def test_while_the_watch_lags_our_write_its_answer_stands_in() -> None:
+    writes = records.Writes()
+    index = Unsettled(writes)
+    index.observe(versioned("10", phase="Pending"), 0.0, 1.0)
+    writes.wrote(versioned("11", phase="Running"), over="10")
+    found = index.current("ns", "j")  # The watch still shows the version written over.
+    assert found == versioned("11", phase="Running")
+    found["status"]["phase"] = "Succeeded"  # A copy: the kept answer is not changed.
+    assert (index.current("ns", "j") or {})["status"]["phase"] == "Running"
+    index.observe(versioned("11", phase="Running"), 0.0, 1.0)  # Caught up: the watch's.
+    assert index.current("ns", "j") == versioned("11", phase="Running")
+    writes.wrote(versioned("13", phase="Running"), over="11")
+    index.observe(versioned("12", phase="Running"), 0.0, 1.0)  # Someone else's write.
+    assert index.current("ns", "j") is None
+    writes.wrote(versioned("15"), over="14")  # Made over a version the watch never showed.
+    assert index.current("ns", "j") is None
 
 
 def test_current_is_never_another_object_of_the_same_name() -> None:
