@@ -429,3 +429,42 @@ def test_without_an_app_a_public_repository_is_cloned_anonymously(
     finally:
         op.stop()
         operator.start()
+
+
+def test_a_workspace_that_cannot_be_cloned_fails_the_job_visibly(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    """A repository the git server does not have: prepare fails, the agent never runs."""
+    info = cluster_info
+    missing = REPOSITORY.split("/")[0] + "/no-such-repository"
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)):
+        script = "echo AGENT-RAN"
+        _apply(
+            info, namespace, [_agent("reader", "reader", script, workspace={"repository": missing})]
+        )
+        job = {
+            "apiVersion": "labrats.work/v1alpha1",
+            "kind": "AgentJob",
+            "metadata": {"name": "read-missing"},
+            "spec": {"agentRole": "reader", "prompt": "Read the README."},
+        }
+        _apply(info, namespace, [job])
+        (done,) = chain_jobs(info, namespace, count=1)
+        status = done["status"]
+        assert (status["phase"], status["reason"]) == ("Failed", "WorkspacePrepareFailed"), status
+        assert "workspace-prepare" in status["message"] and "exited with code" in status["message"]
+        assert "AGENT-RAN" not in (status.get("result") or "")
+        pods = operating.get_json(info, "pods", "-n", namespace)["items"]
+        (pod,) = [p for p in pods if p["metadata"]["labels"].get("job-name") == status["jobName"]]
+        agent = next(s for s in pod["status"]["initContainerStatuses"] if s["name"] == "agent")
+        assert "terminated" not in agent["state"], agent  # The agent never started.
+        events = operating.get_json(info, "events", "-n", namespace)["items"]
+        assert any(
+            e["reason"] == "WorkspacePrepareFailed"
+            and e["involvedObject"]["name"] == "read-missing"
+            for e in events
+        ), [e["reason"] for e in events]

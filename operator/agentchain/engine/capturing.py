@@ -68,11 +68,20 @@ async def capture(hop: Hop, exit: Exit) -> Captured:
     if stored is not None and stored.attempt == exit.attempt:
         # Decided before a crash, perhaps acted on too: decide the same again.
         recorded = Exit(
-            exit.attempt, stored.exit_code, stored.pod, stored.deadline, stop=stored.stop
+            exit.attempt,
+            stored.exit_code,
+            stored.pod,
+            stored.deadline,
+            stop=stored.stop,
+            prepare_exit=stored.prepare_exit,
         )
         return Captured(recorded, await _stored_output(hop), first=False)
     capture = Capture(
-        attempt=exit.attempt, exit_code=exit.exit_code, pod=exit.pod, deadline=exit.deadline
+        attempt=exit.attempt,
+        exit_code=exit.exit_code,
+        pod=exit.pod,
+        deadline=exit.deadline,
+        prepare_exit=exit.prepare_exit,
     )
     record, lost = _record(capture, read, exit.lost)
     record = dataclasses.replace(record, workspace=workspace)
@@ -91,6 +100,7 @@ def verdict(hop: Hop, captured: Captured, agent: AiAgent | None) -> Retry | Ends
         completion_marker=agent.spec.completion_marker if agent else None,
         deadline_exceeded=exit.deadline,
         lost_reason=output.lost,
+        prepare_failed=exit.prepare_exit is not None,
     )
     delay = (
         retries.delay_before(ending, exit.exit_code, exit.attempt, agent.spec) if agent else None

@@ -73,7 +73,16 @@ def _pod_exit(pod: Obj, terminated: Obj, attempt: int, batch_uid: str, owner: st
             f"{pod['metadata']['name']} exited with code {terminated['prepareFailed']} "
             "(its log says why); the agent did not run."
         )
-        return Exit(attempt, None, None, lost=lost, batch_uid=batch_uid, owner_uid=owner)
+        prepared = _exit_code({"exitCode": terminated["prepareFailed"]})
+        return Exit(
+            attempt,
+            None,
+            None,
+            lost=lost,
+            batch_uid=batch_uid,
+            owner_uid=owner,
+            prepare_exit=prepared,
+        )
     code = _exit_code(terminated)
     return Exit(attempt, code, pod["metadata"]["name"], batch_uid=batch_uid, owner_uid=owner)
 

@@ -71,6 +71,8 @@ class Exit:
     name (deleted, created again) is not ended by it."""
     stop: dict[str, str | None] | None = None
     """Who stopped the attempt and why, when a stop decided its end (issue 16)."""
+    prepare_exit: int | None = None
+    """The exit code of a ``workspace-prepare`` that failed: the agent never ran."""
 
 
 ExitReader = Callable[[], Awaitable[Exit]]

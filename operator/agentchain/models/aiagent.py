@@ -183,7 +183,11 @@ class GitHubWriteBack(KubeModel):
 
 
 RetryReason = Literal[
-    "ContainerFailed", "DeadlineExceeded", "OutputLost", "CompletionMarkerMissing"
+    "ContainerFailed",
+    "DeadlineExceeded",
+    "OutputLost",
+    "CompletionMarkerMissing",
+    "WorkspacePrepareFailed",
 ]
 
 

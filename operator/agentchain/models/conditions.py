@@ -64,6 +64,7 @@ class Reason:
     PROMPT_RENDER_FAILED = "PromptRenderFailed"
     PROMPT_TOO_LARGE = "PromptTooLarge"
     OUTPUT_LOST = "OutputLost"
+    WORKSPACE_PREPARE_FAILED = "WorkspacePrepareFailed"
     COMPLETION_MARKER_MISSING = "CompletionMarkerMissing"
     SKIPPED = "Skipped"
     INVALID_CHAIN_METADATA = "InvalidChainMetadata"

@@ -74,10 +74,15 @@ def job_ending(
     completion_marker: str | None,
     deadline_exceeded: bool = False,
     lost_reason: str | None = None,
+    prepare_failed: bool = False,
 ) -> Ending:
-    """How a job ended, from what was observed of its container."""
+    """How a job ended, from what was observed of its container (``prepare_failed``:
+    its workspace could not be prepared, so the agent never ran)."""
     if deadline_exceeded:
         return Ending("Failed", Reason.DEADLINE_EXCEEDED, "The job ran past its timeoutSeconds.")
+    if prepare_failed:
+        why = lost_reason or "The workspace could not be prepared."
+        return Ending("Failed", Reason.WORKSPACE_PREPARE_FAILED, why)
     if exit_code is None:
         return Ending("Failed", Reason.OUTPUT_LOST, lost_reason or "The container's end was lost.")
     if exit_code != 0:

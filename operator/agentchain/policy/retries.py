@@ -4,8 +4,9 @@ Without ``spec.retry`` an agent retries as it always did: only a container that 
 non-zero, at once, at most ``backoffLimit`` times.  With it:
 
 * ``on`` names the endings that are retried (``ContainerFailed``, ``DeadlineExceeded``,
-  ``OutputLost``, ``CompletionMarkerMissing``); ``exitCodes``, when given, narrows
-  ``ContainerFailed`` to those codes (a code that means "bad input" is not retried);
+  ``OutputLost``, ``CompletionMarkerMissing``, ``WorkspacePrepareFailed``);
+  ``exitCodes``, when given, narrows ``ContainerFailed`` to those codes (a code that
+  means "bad input" is not retried);
 * the wait before attempt N+1 is ``baseSeconds * factor ** (N - 1)``, at most
   ``maxSeconds``: exponential backoff, as the Job controller's own (10 s doubling to
   6 min) but configurable, because agents fail on rate limits that need longer.

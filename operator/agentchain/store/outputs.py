@@ -47,6 +47,9 @@ class Capture:
     deadline: bool
     stop: dict[str, str | None] | None = None
     """Set when a stop decided the ending (``store/stops.py``): who, why, successor."""
+    prepare_exit: int | None = None
+    """The ``workspace-prepare`` container's exit code when it failed (the agent never
+    ran): the ending is then ``WorkspacePrepareFailed``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,4 +237,9 @@ def _capture(raw: bytes | None) -> Capture | None:
         pod=data["pod"],
         deadline=bool(data["deadline"]),
         stop=data.get("stop") if isinstance(data.get("stop"), dict) else None,
+        prepare_exit=_int_or_none(data.get("prepare_exit")),
     )
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

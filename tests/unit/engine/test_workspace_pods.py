@@ -64,7 +64,7 @@ def test_a_failed_prepare_ends_without_output_and_says_why() -> None:
     ended = finishing.terminated_state(pod)
     assert ended is not None
     exit = finishing._pod_exit(pod, ended, 2, "b", "o")
-    assert (exit.exit_code, exit.pod, exit.attempt) == (None, None, 2)
+    assert (exit.exit_code, exit.pod, exit.attempt, exit.prepare_exit) == (None, None, 2, 4)
     assert exit.lost is not None and "workspace-prepare" in exit.lost and "code 4" in exit.lost
 
 

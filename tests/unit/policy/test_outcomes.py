@@ -57,3 +57,18 @@ def test_should_retry_only_non_zero_exits_within_the_limit(
 ) -> None:
     ending = job_ending(code, marker_output, completion_marker="done", deadline_exceeded=deadline)
     assert should_retry(ending, attempt, limit) is expected
+
+
+def test_a_failed_workspace_prepare_is_its_own_ending_and_not_retried_by_default() -> None:
+    why = "The workspace could not be prepared: container workspace-prepare exited 4."
+    ending = job_ending(None, None, completion_marker=None, lost_reason=why, prepare_failed=True)
+    assert (ending.phase, ending.reason, ending.message) == (
+        "Failed",
+        "WorkspacePrepareFailed",
+        why,
+    )
+    assert not should_retry(ending, 1, 3)
+    late = job_ending(
+        None, None, completion_marker=None, deadline_exceeded=True, prepare_failed=True
+    )
+    assert late.reason == "DeadlineExceeded"  # The deadline says more: the pod was killed.

@@ -25,11 +25,13 @@ FAILED = Ending("Failed", Reason.FAILED, "exit 3")
 DEADLINE = Ending("Failed", Reason.DEADLINE_EXCEEDED, "late")
 LOST = Ending("Failed", Reason.OUTPUT_LOST, "gone")
 MARKER = Ending("Failed", Reason.COMPLETION_MARKER_MISSING, "no marker")
+PREPARE = Ending("Failed", Reason.WORKSPACE_PREPARE_FAILED, "clone failed")
 ENDINGS = [
     FAILED,
     DEADLINE,
     LOST,
     MARKER,
+    PREPARE,
     Ending("Succeeded", Reason.SUCCEEDED, ""),
     Ending("Cancelled", Reason.STOPPED, ""),
 ]
@@ -83,6 +85,9 @@ def test_on_picks_the_endings_retried() -> None:
     assert retries.delay_before(LOST, None, 1, agent) is not None
     assert retries.delay_before(FAILED, 3, 1, agent) is None
     assert retries.delay_before(MARKER, 0, 1, agent) is None
+    assert retries.delay_before(PREPARE, None, 1, agent) is None
+    prepare = _agent(2, RetryPolicy(on=["WorkspacePrepareFailed"]))
+    assert retries.delay_before(PREPARE, None, 1, prepare) is not None
 
 
 @pytest.mark.parametrize(("code", "retried"), [(75, True), (1, True), (2, False), (137, False)])

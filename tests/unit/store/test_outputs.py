@@ -116,6 +116,10 @@ async def test_the_ending_is_stored_with_the_output(store: OutputStore) -> None:
     await store.put_unavailable(T, "job", "deadline exceeded", capture=lost)
     assert await store.get_capture(T, "job") == lost
 
+    unprepared = Capture(attempt=4, exit_code=None, pod=None, deadline=False, prepare_exit=4)
+    await store.put_unavailable(T, "job", "clone refused", capture=unprepared)
+    assert await store.get_capture(T, "job") == unprepared
+
     await store.put(T, "job", b"no ending")  # A whole-hash replace: nothing stale left.
     assert await store.get_capture(T, "job") is None
 
