@@ -454,14 +454,14 @@ def test_without_an_app_a_public_repository_is_cloned_anonymously(
 
 PRIVATE = "Codertocat/secret-plans"  # Private (githubloop.install): no anonymous access.
 CREDENTIALS = "git-credentials"
-SCRATCH = "git -c user.name=Developer -c user.email=dev@example.com"
+GIT_AS_DEVELOPER = "git -c user.name=Developer -c user.email=dev@example.com"
 PUSH = (
     "(GIT_TERMINAL_PROMPT=0 git push -q origin HEAD:refs/heads/{branch} 2>&1 "
     "&& echo PUSHED || echo PUSH-REFUSED)"
 )
 COMMITTER = (
     'cd "$AGENT_WORKSPACE_REPO" && sed -i s/Wrold/World/ README.md && '
-    f"{SCRATCH} commit -qam 'Fix the typo' && " + PUSH.format(branch="developer-push")
+    f"{GIT_AS_DEVELOPER} commit -qam 'Fix the typo' && " + PUSH.format(branch="developer-push")
 )
 RELEASER = 'cd "$AGENT_WORKSPACE_REPO" && git log -1 --format=%s && ' + PUSH.format(
     branch="release-candidate"
