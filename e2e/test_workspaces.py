@@ -28,7 +28,16 @@ Aspects covered:
 * a branch that is someone else's (at a commit that is not the chain's nor an ancestor)
   is not pushed to: ``WorkspacePublished=False`` with ``WorkspacePushRefused``, the branch
   unchanged, no pull request;
-* without a GitHub App a public repository is cloned without a token.
+* without a GitHub App a public repository is cloned without a token;
+* without a GitHub App, a host that is not GitHub: a private repository on an HTTPS git
+  host (the git server with TLS) named by its plain URL, its token (one the host accepts,
+  ``contents: write``) in a ``credentialsSecret``: anonymous access fails, the chain
+  clones, the developer (no ``contents: write``) commits but its push finds no credential,
+  the releaser (``contents: write``) pushes with the Secret's token, and
+  ``agentchain/<chain id>`` gets exactly one push (by that token) holding the commit,
+  ``WorkspacePublished=True`` and no pull request;
+* a repository that cannot be cloned ends the job ``WorkspacePrepareFailed`` (message,
+  Event) and its agent container never starts.
 
 Until the local node mounts claims and the CLI exists (h/node, h/wscli), the module skips
 with the reason.
@@ -36,17 +45,20 @@ with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from e2e import delivering, operating
+from e2e.controlplane import certs
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
 from e2e.github.gitserver import GitServer
@@ -227,8 +239,8 @@ def _claim_deleted(info: ClusterInfo, namespace: str, claim: str) -> bool:
     return bool(json.loads(found.stdout)["metadata"].get("deletionTimestamp"))
 
 
-def git_server_log(git_server: GitServer, branch: str) -> list[str]:
-    bare = git_server.bare_path(REPOSITORY)
+def git_server_log(git_server: GitServer, branch: str, repository: str = REPOSITORY) -> list[str]:
+    bare = git_server.bare_path(repository)
     out = subprocess.run(
         ["git", "--git-dir", str(bare), "log", "--format=%s", branch],
         capture_output=True,
@@ -399,6 +411,24 @@ def test_a_push_to_someone_elses_branch_is_refused_visibly(
         assert repo.github.pulls(REPOSITORY) == []
 
 
+@contextlib.contextmanager
+def operator_without_app(
+    session: operating.OperatorProcess, namespace: str, env: dict[str, str]
+) -> Iterator[operating.OperatorProcess]:
+    """An operator for ``namespace`` only, with no GitHub App, while the session's is stopped."""
+    session.stop()
+    env = {"AGENTCHAIN_NAMESPACES": namespace, **env}
+    op = operating.OperatorProcess(
+        session.info, session.kubeconfig, extra_env=env, name="ws-no-app"
+    )
+    try:
+        op.start()
+        yield op
+    finally:
+        op.stop()
+        session.start()
+
+
 def test_without_an_app_a_public_repository_is_cloned_anonymously(
     operator: operating.OperatorProcess,
     cluster_info: ClusterInfo,
@@ -409,11 +439,7 @@ def test_without_an_app_a_public_repository_is_cloned_anonymously(
     """No GitHub App: no token to mint, the Secret names no token file, git goes anonymous."""
     info = cluster_info
     git_server.create_repo(REPOSITORY, {"README.md": "Hello Wrold\n"}, private=False)
-    operator.stop()
-    env = {"AGENTCHAIN_NAMESPACES": namespace, **workspace_env(git_server)}
-    op = operating.OperatorProcess(info, operator.kubeconfig, extra_env=env, name="ws-no-app")
-    try:
-        op.start()
+    with operator_without_app(operator, namespace, workspace_env(git_server)):
         workspace = {"repository": REPOSITORY}
         _apply(info, namespace, [_agent("reader", "reader", TRIAGE, workspace=workspace)])
         job = {
@@ -426,9 +452,130 @@ def test_without_an_app_a_public_repository_is_cloned_anonymously(
         (done,) = chain_jobs(info, namespace, count=1)
         assert done["status"]["phase"] == "Succeeded", done["status"]
         assert "Hello Wrold" in agent_log(info, namespace, done)
-    finally:
-        op.stop()
-        operator.start()
+
+
+PRIVATE = "Codertocat/secret-plans"  # Private (githubloop.install): no anonymous access.
+CREDENTIALS = "git-credentials"
+GIT_AS_DEVELOPER = "git -c user.name=Developer -c user.email=dev@example.com"
+PUSH = (
+    "(GIT_TERMINAL_PROMPT=0 git push -q origin HEAD:refs/heads/{branch} 2>&1 "
+    "&& echo PUSHED || echo PUSH-REFUSED)"
+)
+COMMITTER = (
+    'cd "$AGENT_WORKSPACE_REPO" && sed -i s/Wrold/World/ README.md && '
+    f"{GIT_AS_DEVELOPER} commit -qam 'Fix the typo' && " + PUSH.format(branch="developer-push")
+)
+RELEASER = 'cd "$AGENT_WORKSPACE_REPO" && git log -1 --format=%s && ' + PUSH.format(
+    branch="release-candidate"
+)
+
+
+def _git_host_agents(url: str, ca: Path) -> list[Obj]:
+    """A two-step chain on a host that is not GitHub: the developer (no ``contents: write``)
+    declares the workspace and commits; the releaser (``contents: write``) pushes too."""
+    trust = [{"name": "GIT_SSL_CAINFO", "value": str(ca)}]  # The agents' own git.
+    workspace = {"repository": url, "credentialsSecret": CREDENTIALS, "publish": True}
+    return [
+        _agent(
+            "developer",
+            "developer",
+            COMMITTER,
+            workspace=workspace,
+            env=trust,
+            eventTriggers=[{"source": "manual", "next": {"agentTriggerName": "releaser"}}],
+        ),
+        _agent(
+            "releaser",
+            "releaser",
+            RELEASER,
+            env=trust,
+            github={"permissions": {"contents": "write"}},
+        ),
+    ]
+
+
+def _ls_remote(url: str, ca: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GIT_SSL_CAINFO": str(ca), "GIT_TERMINAL_PROMPT": "0"}
+    return subprocess.run(
+        ["git", "ls-remote", url], capture_output=True, text=True, check=False, env=env
+    )
+
+
+def test_a_plain_git_url_with_a_credentials_secret_clones_and_publishes_without_an_app(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    github: GitHubStandIn,
+    tmp_path: Path,
+) -> None:
+    """No GitHub App: a private repository on an HTTPS git host, named by its URL, its
+    token from a Secret: cloned, committed to, published to its branch (no pull request)."""
+    info = cluster_info
+    installed = install(github, tmp_path)  # Only to have a token the git host accepts.
+    token = github.mint_token(installed.installation, ["secret-plans"], {"contents": "write"})
+    tls = certs.serving(tmp_path / "tls", "git-host")
+    with GitServer(github, tmp_path / "git-host", tls=tls) as host:
+        ca = tls[0]
+        host.create_repo(PRIVATE, {"README.md": "Hello Wrold\n"})
+        url = host.clone_url(PRIVATE)
+        assert url.startswith("https://") and "@" not in url
+        anonymous = _ls_remote(url, ca)
+        assert anonymous.returncode != 0 and "could not read Username" in anonymous.stderr
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": CREDENTIALS},
+            "stringData": {"token": token},
+        }
+        _apply(info, namespace, [secret])
+        # The workspace containers trust the host's CA as an image's trust store would.
+        command = ["env", f"PYTHONPATH={ROOT / 'operator'}", f"SSL_CERT_FILE={ca}"]
+        command += [sys.executable, "-m", "agentchain"]
+        env = {"AGENTCHAIN_WORKSPACE_COMMAND": ",".join(command)}
+        with operator_without_app(operator, namespace, env):
+            _apply(info, namespace, _git_host_agents(url, ca))
+            job = {
+                "apiVersion": "labrats.work/v1alpha1",
+                "kind": "AgentJob",
+                "metadata": {"name": "fix-it"},
+                "spec": {"agentRole": "developer", "prompt": "Fix the README."},
+            }
+            _apply(info, namespace, [job])
+            developer, releaser = chain_jobs(info, namespace, count=2)
+            assert [j["status"]["phase"] for j in (developer, releaser)] == ["Succeeded"] * 2
+            chain_id = developer["status"]["chainId"]
+            assert developer["status"]["workspace"]["repository"] == url
+
+            # No contents: write, no credential: git asks for one and cannot get it.
+            committed = agent_log(info, namespace, developer)
+            assert "PUSH-REFUSED" in committed and "could not read Username" in committed
+            assert host.resolve(PRIVATE, "developer-push") is None
+            # contents: write: the credentialsSecret's token, through git's helper.
+            released = agent_log(info, namespace, releaser)
+            assert "Fix the typo" in released and "PUSHED" in released.splitlines()[-1]
+            head = host.resolve(PRIVATE, "release-candidate")
+            assert head is not None
+
+            def published() -> Obj | None:
+                name = developer["metadata"]["name"]
+                root = operating.get_json(info, "agentjob", name, "-n", namespace)
+                return _condition(root, "WorkspacePublished")
+
+            operating.wait_until(published, timeout=90, what="the workspace published")
+            condition = published()
+            assert condition is not None and condition["status"] == "True", condition
+            assert "(pushed)" in condition["message"]
+            assert "Pull request" not in condition["message"]  # No GitHub, no pull request.
+            branch = f"agentchain/{chain_id}"
+            assert host.resolve(PRIVATE, branch) == head
+            assert git_server_log(host, branch, PRIVATE)[0] == "Fix the typo"
+            (push,) = [
+                p for p in host.pushes if any(u.ref == f"refs/heads/{branch}" for u in p.updates)
+            ]
+            assert (
+                push.status == 200 and push.identity == f"installation:{installed.installation.id}"
+            )
+            assert github.pulls(PRIVATE) == [] and github.requests("pulls/create") == []
 
 
 def test_a_workspace_that_cannot_be_cloned_fails_the_job_visibly(

@@ -158,6 +158,15 @@ def _service_account_keys(directory: Path) -> tuple[Path, Path]:
     return private, public
 
 
+def serving(directory: Path, stem: str) -> tuple[Path, KeyPair]:
+    """A fresh CA (its certificate) and a serving pair it signed for loopback (localhost,
+    127.0.0.1), in ``directory``: TLS for a stand-in server that clients must verify."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = _Signer(directory)
+    usage = ExtendedKeyUsageOID.SERVER_AUTH
+    return ca.pair.cert, ca.leaf(stem, _name(stem), usage, ("localhost",), ("127.0.0.1",))
+
+
 def generate(directory: Path) -> Pki:
     """Create a fresh CA and every certificate and key of the cluster in ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)

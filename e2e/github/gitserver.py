@@ -11,6 +11,10 @@ repository the token cannot reach 404 ("Repository not found").
 Bare repositories live under ``root/<owner>/<name>.git``; every push is recorded with
 the ref updates it carried (parsed from the receive-pack request), so a test can count
 pushes exactly.
+
+Plain HTTP by default; with ``tls`` (a CA and the serving pair it signed,
+``e2e/controlplane/certs.serving``) it serves HTTPS, as a git host that is not GitHub
+would, for clients that trust that CA.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import os
+import ssl
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -27,6 +32,7 @@ from types import TracebackType
 
 from aiohttp import web
 
+from e2e.controlplane.certs import KeyPair
 from e2e.github import access, model
 from e2e.github.standin import GitHubStandIn
 from e2e.github.threaded import ThreadedSite
@@ -60,9 +66,17 @@ class Push:
 class GitServer:
     """``with GitServer(github, root) as git:``; ``git.clone_url("o/r", token)``."""
 
-    def __init__(self, github: GitHubStandIn, root: Path) -> None:
+    def __init__(
+        self, github: GitHubStandIn, root: Path, tls: tuple[Path, KeyPair] | None = None
+    ) -> None:
         self.github = github
         self.root = Path(root)
+        self.ca: Path | None = tls[0] if tls else None
+        """The CA a client must trust (None: plain HTTP)."""
+        context = None
+        if tls is not None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(tls[1].cert, tls[1].key)
         self.pushes: list[Push] = []
         # Called with (service, repository, path tail) before an authorized request is
         # served (a test moves a branch there to race a client between two requests), and
@@ -71,15 +85,16 @@ class GitServer:
         self.after_request: Callable[[str, str, str], None] | None = None
         application = web.Application(client_max_size=256 * 1024 * 1024)
         application.router.add_route("*", "/{owner}/{name}/{tail:.*}", self._handle)
-        self._site = ThreadedSite(application, "git-standin")
+        self._site = ThreadedSite(application, "git-standin", context)
+        self._scheme = "https" if context else "http"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._site.port}"
+        return f"{self._scheme}://127.0.0.1:{self._site.port}"
 
     def clone_url(self, full_name: str, token: str | None = None) -> str:
         credentials = f"x-access-token:{token}@" if token else ""
-        return f"http://{credentials}127.0.0.1:{self._site.port}/{full_name}.git"
+        return f"{self._scheme}://{credentials}127.0.0.1:{self._site.port}/{full_name}.git"
 
     def start(self) -> GitServer:
         self.root.mkdir(parents=True, exist_ok=True)

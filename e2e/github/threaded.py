@@ -7,6 +7,7 @@ while other processes (the operator, ``git``) reach them over real HTTP.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 
 from aiohttp import web
@@ -16,9 +17,12 @@ STOP_TIMEOUT_SECONDS = 10.0
 
 
 class ThreadedSite:
-    def __init__(self, application: web.Application, name: str) -> None:
+    def __init__(
+        self, application: web.Application, name: str, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self._application = application
         self._name = name
+        self._ssl_context = ssl_context
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -43,7 +47,9 @@ class ThreadedSite:
         runner = web.AppRunner(self._application, access_log=None)
         try:
             loop.run_until_complete(runner.setup())
-            loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
+            loop.run_until_complete(
+                web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self._ssl_context).start()
+            )
             self.port = runner.addresses[0][1]
         except BaseException as failure:
             self._failure = failure

@@ -3,7 +3,9 @@
 Every command starts from an environment built here, not the pod's: no ``GIT_*``
 variable of the caller reaches git, the user's global config is ``/dev/null``, git
 never prompts (``GIT_TERMINAL_PROMPT=0``: a missing credential fails at once), and
-messages are in English (``LC_ALL=C``) so failures can be classified. Configuration
+messages are in English (``LC_ALL=C``) so failures can be classified. Proxies and
+the trusted CAs (``SSL_CERT_FILE``/``SSL_CERT_DIR``, also given to git as
+``http.sslCAInfo``/``http.sslCAPath``) are the pod's. Configuration
 goes through ``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_<n>``/``GIT_CONFIG_VALUE_<n>``, which
 git treats as command-line configuration but which, unlike ``-c``, is not visible in
 the process list: that is how a credential reaches git (see ``credentials.py``),
@@ -76,13 +78,21 @@ def environment(
     env = {name: os.environ[name] for name in _PASSED if name in os.environ}
     env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_GLOBAL": "/dev/null",
                 "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})  # fmt: skip
-    pairs = [*BASE_CONFIG, *config]
+    pairs = [*BASE_CONFIG, *_trust(env), *config]
     env["GIT_CONFIG_COUNT"] = str(len(pairs))
     for number, (key, value) in enumerate(pairs):
         env[f"GIT_CONFIG_KEY_{number}"] = key
         env[f"GIT_CONFIG_VALUE_{number}"] = value
     env.update(extra or {})
     return env
+
+
+def _trust(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``SSL_CERT_FILE``/``SSL_CERT_DIR`` as git's own CA settings: git built with
+    libcurl-gnutls (Debian's, the operator image's) ignores the variables, so a host
+    with a private CA would fail verification however the image set them."""
+    keys = (("SSL_CERT_FILE", "http.sslCAInfo"), ("SSL_CERT_DIR", "http.sslCAPath"))
+    return [(key, env[name]) for name, key in keys if env.get(name)]
 
 
 def run(

@@ -3,6 +3,8 @@
 Aspects covered:
 - nothing of the caller's git environment reaches git (``GIT_DIR``, ``GIT_TRACE``,
   ``GIT_ASKPASS``, ``GIT_SSH_COMMAND``...), proxies and CA settings do; git never prompts;
+- a CA named by ``SSL_CERT_FILE`` is the one git verifies the server with (Debian's git,
+  libcurl-gnutls, ignores the variable itself), checked against a real TLS server;
 - configuration, the credential included, goes through ``GIT_CONFIG_*`` variables,
   never the command line, and git reads it (checked with the real git);
 - the token is scoped to the repository's URL and sent as Basic ``x-access-token``;
@@ -14,16 +16,23 @@ Aspects covered:
 from __future__ import annotations
 
 import base64
+import http.server
 import os
+import ssl
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from e2e.controlplane import certs
 
 from agentchain.workspace import credentials, gitting
 
 
 def test_the_callers_git_environment_never_reaches_git(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
     for name in ("GIT_DIR", "GIT_TRACE", "GIT_ASKPASS", "GIT_SSH_COMMAND", "GIT_CONFIG_COUNT",
                  "GIT_CONFIG_PARAMETERS", "SSH_ASKPASS", "AWS_SECRET_ACCESS_KEY"):  # fmt: skip
         monkeypatch.setenv(name, "evil")
@@ -93,3 +102,35 @@ def test_a_silent_stream_ends_at_the_deadline(tmp_path: Path) -> None:
     with pytest.raises(gitting.GitError):
         list(gitting.stream(["hash-object", str(fifo)], gitting.environment(), timeout=1))
     assert time.monotonic() - started < 10
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """An HTTPS server on loopback (404 to everything) and the CA that signed it."""
+    ca, pair = certs.serving(tmp_path / "tls", "server")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(pair.cert, pair.key)
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}/a/b.git", ca
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_ca_of_ssl_cert_file_is_the_one_git_trusts(
+    tls_server: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, ca = tls_server
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    untrusted = gitting.run(["ls-remote", url], gitting.environment(), check=False)
+    assert untrusted.code != 0 and "certificate" in untrusted.stderr
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca))
+    trusted = gitting.run(["ls-remote", url], gitting.environment(), check=False)
+    # Past TLS: the server answers (501, it serves nothing), no certificate complaint.
+    assert trusted.code != 0 and "certificate" not in trusted.stderr, trusted.stderr
+    assert "501" in trusted.stderr or "not found" in trusted.stderr, trusted.stderr
