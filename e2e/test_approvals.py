@@ -11,7 +11,8 @@ Aspects covered:
 - ``/agentchain retry`` from the owner runs the failed step of the issue's latest chain
   again as a new chain (``labrats.work/retry-of``); from a stranger it does nothing;
 - ``/agentchain stop`` from the repository's owner stops a running job
-  (``stoppedBy: github:<login>``); from a stranger it changes nothing.
+  (``stoppedBy: github:<login>``): its pod (and process) is gone, and no child is spawned
+  although its step's condition is ``always``; from a stranger it changes nothing.
 """
 
 from __future__ import annotations
@@ -186,7 +187,9 @@ def test_a_stop_comment_from_the_owner_stops_and_from_a_stranger_does_nothing(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(info, namespace, _agent("worker", "--no-context", "--sleep", "60"))
+    always = chaining.step("after", "always")
+    worker = _agent("worker", "--no-context", "--sleep", "60", next_=always)
+    chaining.apply(info, namespace, worker, chaining.agent("after", "--no-context"))
     time.sleep(2.5)  # The webhook's agent listing is refreshed every 2 s.
     name = _start(operator, namespace, 4102)
     _phase_is(info, namespace, name, "Running")
@@ -200,6 +203,19 @@ def test_a_stop_comment_from_the_owner_stops_and_from_a_stranger_does_nothing(
     assert [j["result"] for j in _mine(owner, namespace)] == ["stopping"], owner
     status = _phase_is(info, namespace, name, "Cancelled")
     assert status["stoppedBy"] == "github:alice" and "enough" in status["message"], status
+    operating.wait_until(
+        lambda: _status(info, namespace, name).get("chainComplete") is True,
+        timeout=30,
+        what="the stopped chain to complete",
+    )
+    selector = f"labrats.work/agentjob={name}"
+    operating.wait_until(  # Deleted once the local node saw the agent's process exit.
+        lambda: not operating.get_json(info, "pods", "-n", namespace, "-l", selector)["items"],
+        timeout=60,
+        what="the stopped job's pod to go",
+    )
+    jobs = chaining.chain_jobs(info, namespace, status["chainId"])
+    assert [j["metadata"]["name"] for j in jobs] == [name], "a stopped job spawned a child"
 
 
 def test_a_retry_comment_runs_the_failed_step_again_as_a_new_chain(

@@ -182,6 +182,7 @@ def test_printer_columns_short_names_and_category(crds: ClusterInfo, namespace: 
             "chainDepth": 1,
             "parentJobId": "job-0",
             "exitCode": 3,
+            "reason": "ContainerFailed",
         },
     )
 
@@ -191,6 +192,8 @@ def test_printer_columns_short_names_and_category(crds: ClusterInfo, namespace: 
     jobs = table(crds, "aj", "-n", namespace)
     assert jobs[0] == ["NAME", "AGENT", "PHASE", "CHAIN", "DEPTH", "PARENT", "EXIT", "AGE"]
     assert jobs[1][:7] == ["triage-manual-run", "ai-triage", "Failed", "chain-1", "1", "job-0", "3"]
+    wide = table(crds, "aj", "-n", namespace, "-o", "wide")
+    assert wide[0][-1] == "REASON" and wide[1][-1] == "ContainerFailed"
     listed = crds.kubectl("get", "ai", "-n", namespace, "-o", "name").stdout.split()
     assert "agentjob.labrats.work/triage-manual-run" in listed
     assert "aiagent.labrats.work/developer" in listed

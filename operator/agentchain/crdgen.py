@@ -74,6 +74,8 @@ class Column:
     name: str
     json_path: str
     type: str = "string"
+    priority: int = 0
+    """Above 0: shown by ``kubectl get -o wide`` only, as kubebuilder's ``priority``."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,9 @@ AGENTJOB_COLUMNS = (
     Column("Parent", ".status.parentJobId"),
     Column("Exit", ".status.exitCode", "integer"),
     AGE,
+    # Why it is in its phase (Queued, Superseded, WorkspacePrepareFailed, ...): wide only,
+    # so the default table stays the SPEC's.
+    Column("Reason", ".status.reason", priority=1),
 )
 KINDS = (
     Kind("AiAgent", "aiagents", ("aia",), aiagent, AIAGENT_COLUMNS),
@@ -256,6 +261,7 @@ def build_crd(kind: Kind) -> Schema:
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": [
                         {"name": c.name, "type": c.type, "jsonPath": c.json_path}
+                        | ({"priority": c.priority} if c.priority else {})
                         for c in kind.columns
                     ],
                 }
@@ -344,7 +350,10 @@ def render_reference() -> str:
         short = ", ".join(f"`{s}`" for s in kind.short_names)
         lines.append(
             f"`kubectl get {kind.plural}` (short name {short}) shows: "
-            + ", ".join(c.name for c in kind.columns)
+            + ", ".join(c.name for c in kind.columns if not c.priority)
+            + "".join(
+                f"; with `-o wide` also {c.name}" for c in kind.columns if c.priority
+            )
             + "."
         )
         schema = open_api_schema(kind)

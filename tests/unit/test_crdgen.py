@@ -284,6 +284,7 @@ def test_conditions_are_a_list_keyed_by_type(kind: str) -> None:
                 ("Parent", "string", ".status.parentJobId"),
                 ("Exit", "integer", ".status.exitCode"),
                 ("Age", "date", ".metadata.creationTimestamp"),
+                ("Reason", "string", ".status.reason"),  # -o wide only
             ],
         ),
     ],
@@ -291,8 +292,14 @@ def test_conditions_are_a_list_keyed_by_type(kind: str) -> None:
 def test_printer_columns(kind: str, columns: list[tuple[str, str, str]]) -> None:
     printed = crd(kind)["spec"]["versions"][0]["additionalPrinterColumns"]
     assert [(c["name"], c["type"], c["jsonPath"]) for c in printed] == columns
-    for _, _, json_path in columns[:-1]:  # each column reads a field the schema has
-        at(root_schema(kind), json_path.lstrip(".").split("[")[0])
+    # The SPEC's columns show by default; anything more only with ``-o wide``.
+    assert [c["name"] for c in printed if c.get("priority", 0) == 0][-1] == "Age"
+    assert all(
+        c.get("priority", 0) == 1 for c in printed[[c["name"] for c in printed].index("Age") + 1 :]
+    )
+    for _, _, json_path in columns:  # each column reads a field the schema has
+        if not json_path.startswith(".metadata."):
+            at(root_schema(kind), json_path.lstrip(".").split("[")[0])
 
 
 # --- translation rules ---------------------------------------------------------------
