@@ -22,7 +22,9 @@ Aspects covered:
   searches, creates) delays the write-back but not the chain, and after each limit the
   operator asks GitHub nothing until its ``Retry-After`` has passed;
 * the App installed without the repository: the chain still succeeds, and the root job
-  and its AiAgent get a Warning Event ``GitHubWriteBackFailed`` saying ``NotInstalled``.
+  and its AiAgent get a Warning Event ``GitHubWriteBackFailed`` saying ``NotInstalled``,
+  and the AiAgent the condition ``GitHubWriteBack=False`` (reason ``NotInstalled``) beside
+  its ``Ready``; after a chain written back, the condition is ``True``.
 """
 
 from __future__ import annotations
@@ -118,6 +120,13 @@ def test_issue_chain_keeps_one_comment(
             assert f"({DASHBOARD}/ui/jobs/{namespace}/{job['metadata']['name']})" in final
         assert installed.creates() == 1
         assert len(installed.github.requests("issues/update-comment", status=200)) >= 1
+        operating.wait_until(
+            lambda: _write_back_condition(info, namespace, "issue-triage") is not None,
+            timeout=30,
+            what="the agent's GitHubWriteBack condition",
+        )
+        condition = _write_back_condition(info, namespace, "issue-triage")
+        assert condition is not None and condition["status"] == "True", condition
         status, answer = delivering.send(op, body, headers)  # A redelivery.
         assert status == 202 and answer["duplicate"] is True, answer
         time.sleep(3)
@@ -268,5 +277,23 @@ def test_app_not_installed_on_the_repository(
             if e["reason"] == "GitHubWriteBackFailed"
         ]
         assert len(agent_events) == 1 and agent_events[0]["involvedObject"]["kind"] == "AiAgent"
+        operating.wait_until(  # Set right after the Events.
+            lambda: _write_back_condition(info, namespace, "issue-triage") is not None,
+            timeout=30,
+            what="the agent's GitHubWriteBack condition",
+        )
+        condition = _write_back_condition(info, namespace, "issue-triage")
+        assert condition is not None and condition["status"] == "False", condition
+        assert condition["reason"] == "NotInstalled", condition
+        ready = _write_back_condition(info, namespace, "issue-triage", "Ready")
+        assert ready is not None and ready["status"] == "True", ready  # Not dropped.
         assert elsewhere.comments() == []
     github.take_violations()  # The refused token requests are GitHub's 422s, as expected.
+
+
+def _write_back_condition(
+    info: ClusterInfo, namespace: str, agent: str, kind: str = "GitHubWriteBack"
+) -> dict[str, Any] | None:
+    got = operating.get_json(info, "aiagent", agent, "-n", namespace)
+    found = [c for c in (got.get("status") or {}).get("conditions") or [] if c["type"] == kind]
+    return found[0] if found else None

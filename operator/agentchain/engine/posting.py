@@ -99,7 +99,8 @@ def target_of(listed: Listed) -> Target | NoScope:
 
 
 async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result, Obj | None]:
-    """Bring the chain's comment and Check Run up to date; the root job for reports.
+    """Bring the chain's comment and Check Run up to date; its root job's AiAgent (for
+    its ``GitHubWriteBack`` condition) when something was written.
 
     A chain whose end is written is not listed again: after a restart the watch
     shows every job of every old chain, and their write-back costs one Redis read.
@@ -111,7 +112,7 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
         return "skipped", None
     target = target_of(listed)
     if isinstance(target, NoScope):
-        return "skipped", listed.root
+        return "skipped", None
     view = progress.chain_view(namespace, chain_id, listed.jobs, listed.handoff_heading)
     results: list[Result] = []
     wb = listed.write_back
@@ -121,7 +122,9 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
         results.append(await _check_run(side, target, view, wb))
     if view.done:
         await side.records.set_final(namespace, chain_id)
-    return ("written" if "written" in results else "unchanged"), listed.root
+    if "written" in results:
+        return "written", listed.agent
+    return "unchanged", None
 
 
 async def _comment(

@@ -20,7 +20,8 @@ failures by their reason (``github/errors.py``):
 - **permanent** (bad key, App not installed, permission missing) or out of attempts:
   given up until the chain changes again, with a Warning Event on the chain's root
   AgentJob and on its AiAgent (reason ``GitHubWriteBackFailed``, the cause in the
-  message, once per cause), a metric
+  message, once per cause), the AiAgent's condition ``GitHubWriteBack=False`` (the cause
+  as its reason; ``True`` again after its next chain is written), a metric
   (``agentchain_github_writebacks_total{result="failed",reason=...}``) and a log line.
 
 Nothing here can fail a chain: every exception ends in the worker.  Nothing pending
@@ -44,12 +45,14 @@ from typing import Any
 
 from agentchain import metrics, models
 from agentchain.cancelling import stop_tasks
-from agentchain.engine import githubtokens, posting
+from agentchain.engine import githubtokens, posting, records
 from agentchain.engine.githubapp import GitHubSide, side_of
 from agentchain.engine.runtime import Runtime
 from agentchain.github.errors import RATE_LIMITED, UNAVAILABLE, GitHubError
-from agentchain.kube import events
+from agentchain.kube import errors, events, resources
 from agentchain.models.agentjob import TERMINAL_PHASES
+from agentchain.models.aiagent import AiAgentStatus
+from agentchain.models.conditions import GITHUB_WRITE_BACK, Condition, set_condition
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -168,9 +171,11 @@ class Worker:
         namespace, chain = key
         retry_in: float | None = None
         try:
-            result, _ = await posting.flush(self.side, namespace, chain)
+            result, agent = await posting.flush(self.side, namespace, chain)
             metrics.GITHUB_WRITEBACKS.labels(result, "").inc()
             self.attempts.pop(key, None)
+            if agent is not None:
+                await agent_condition(agent, None, "")
         except GitHubError as exc:
             retry_in = await self._failed(key, exc)
         except Exception as exc:  # Kubernetes, Redis, a bug: retried, never raised.
@@ -217,5 +222,52 @@ class Worker:
                 await events.emit(
                     obj, "Warning", REASON_FAILED, message, key=f"github:{exc.reason}"
                 )
+            if listed is not None and listed.agent is not None:
+                await agent_condition(listed.agent, exc.reason, message)
         except Exception as error:  # The report is best effort; the metric and log stand.
             log.warning("could not report the write-back failure of %s: %r", chain, error)
+
+
+async def agent_condition(agent: Obj, failed: str | None, message: str) -> None:
+    """Best effort: the Event, the metric and the log line say it anyway."""
+    try:
+        await _agent_condition(agent, failed, message)
+    except Exception as error:
+        log.warning(
+            "could not set %s's GitHubWriteBack condition: %r", agent["metadata"]["name"], error
+        )
+
+
+async def _agent_condition(agent: Obj, failed: str | None, message: str) -> None:
+    """Set the AiAgent's ``GitHubWriteBack`` condition (``failed``: the cause, else it
+    went through), writing only a change.
+
+    ``status.conditions`` is one list, which a merge patch replaces whole: the patch
+    carries the body's resourceVersion, so one made from a stale body (the catalog's)
+    cannot drop a newer ``Ready``; on that conflict the agent is read once more.
+    """
+    meta = agent["metadata"]
+    wanted = Condition(
+        type=GITHUB_WRITE_BACK,
+        status="False" if failed else "True",
+        reason=failed or "WrittenBack",
+        message=message or "Its chains' comments and Check Runs are written.",
+    )
+    for _ in range(2):
+        current = AiAgentStatus.model_validate(agent.get("status") or {}).conditions
+        now = next((c for c in current if c.type == GITHUB_WRITE_BACK), None)
+        if now is not None and (now.status, now.reason) == (wanted.status, wanted.reason):
+            return
+        conditions = set_condition(current, wanted, records.now())
+        version = agent["metadata"].get("resourceVersion")
+        status = {"conditions": [c.to_api() for c in conditions]}
+        try:
+            await resources.patch_status_at(
+                meta["namespace"], resources.AIAGENTS, meta["name"], version, status
+            )
+            return
+        except errors.Conflict:
+            found = await resources.get(meta["namespace"], resources.AIAGENTS, meta["name"])
+            if found is None:
+                return
+            agent = found

@@ -85,6 +85,15 @@ async def patch_status(namespace: str, plural: str, name: str, status: Obj) -> O
     return await _patch(namespace, plural, name, {"status": status}, "status")
 
 
+async def patch_status_at(
+    namespace: str, plural: str, name: str, version: str | None, status: Obj
+) -> Obj | None:
+    """Merge-patch the status subresource if the object is still at ``version``, else
+    ``errors.Conflict``: for a list (conditions) that a merge patch replaces whole."""
+    body = {"metadata": {"resourceVersion": version}, "status": status}
+    return await _patch(namespace, plural, name, body, "status")
+
+
 async def patch_metadata(
     namespace: str, plural: str, name: str, *, labels: Obj, annotations: Obj
 ) -> Obj | None:

@@ -20,6 +20,9 @@ READY = "Ready"
 """AiAgent: whether it can run (its triggerName unique, its ``next`` agent there)."""
 LOOP_FREE = "LoopFree"
 """AiAgent: False when its ``next`` steps lead back to it (a warning; Ready is unaffected)."""
+GITHUB_WRITE_BACK = "GitHubWriteBack"
+"""AiAgent: whether its chains' last GitHub write-back went through (False: the cause as
+reason, e.g. ``NotInstalled``); absent until one of its chains is written back."""
 COMPLETE = "Complete"
 """AgentJob: set when it ends; True when it Succeeded (or was Skipped), False when it
 Failed, with the status' reason and message."""
