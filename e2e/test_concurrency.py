@@ -6,9 +6,10 @@ Aspects covered:
   intervals overlap) and in delivery order (the order of the tickets the webhook
   stamped on them), across a SIGKILL of the operator in the middle; while one runs
   the others show phase ``Queued``;
-- ``cancel-in-progress``, limit 1: of deliveries sent at once, only the last (newest
-  ticket) completes; every other chain ends ``Cancelled``, reason ``Superseded``, with
-  ``supersededBy`` naming a newer job of the group, and nothing follows it;
+- ``cancel-in-progress``, limit 1: of 50 deliveries sent at once, across a SIGKILL of
+  the operator once a third have ended, only the last (newest ticket) completes; every
+  other chain ends ``Cancelled``, reason ``Superseded``, with ``supersededBy`` naming a
+  newer job of the group, and nothing follows it;
 - ``refuse``, limit 1: a second chain while one runs ends Failed, ``ConcurrencyLimited``;
   once the first completes, the group admits again;
 - ``AGENTCHAIN_MAX_RUNNING_JOBS_PER_NAMESPACE=1``: three two-step chains run their six
@@ -86,6 +87,10 @@ def _phase(job: Obj) -> str:
     return str((job.get("status") or {}).get("phase") or "")
 
 
+def _ended(job: Obj) -> bool:
+    return _phase(job) in ("Succeeded", "Cancelled", "Failed")
+
+
 def _ticket(job: Obj) -> int:
     return int(job["metadata"]["annotations"][concurrency.TICKET])
 
@@ -144,15 +149,21 @@ def test_cancel_in_progress_leaves_only_the_newest_chain(
     info = cluster_info
     chaining.apply(info, namespace, _agent("latest", "cancel-in-progress", sleep=4))
     _wait_ready(info, namespace, "latest")
-    names = _deliver(operator, namespace, 6, number=8)
+    names = _deliver(operator, namespace, QUEUED, number=8)
+    assert len(set(names)) == QUEUED
 
-    def settled() -> bool:
+    def ended(count: int) -> bool:
         jobs = _jobs(info, namespace)
-        return len(jobs) == len(names) and all(
-            _phase(j) in ("Succeeded", "Cancelled", "Failed") for j in jobs.values()
-        )
+        return len(jobs) == len(names) and sum(map(_ended, jobs.values())) >= count
 
-    operating.wait_until(settled, timeout=120, interval=1, what="every chain to end")
+    operating.wait_until(lambda: ended(QUEUED // 3), timeout=120, interval=0.5, what="a third")
+    operator.kill()  # In the middle of the supersessions.
+    operator.start()
+    try:
+        operating.wait_until(lambda: ended(QUEUED), timeout=240, interval=1, what="every end")
+    except AssertionError:
+        left = {n: j.get("status") for n, j in _jobs(info, namespace).items() if not _ended(j)}
+        raise AssertionError(f"not ended: {left}\n{operator.log_text()[-20000:]}") from None
     jobs = sorted(_jobs(info, namespace).values(), key=_ticket)
     *older, newest = jobs
     assert _phase(newest) == "Succeeded", newest["status"]

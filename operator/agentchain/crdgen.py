@@ -351,9 +351,7 @@ def render_reference() -> str:
         lines.append(
             f"`kubectl get {kind.plural}` (short name {short}) shows: "
             + ", ".join(c.name for c in kind.columns if not c.priority)
-            + "".join(
-                f"; with `-o wide` also {c.name}" for c in kind.columns if c.priority
-            )
+            + "".join(f"; with `-o wide` also {c.name}" for c in kind.columns if c.priority)
             + "."
         )
         schema = open_api_schema(kind)

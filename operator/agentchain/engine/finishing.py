@@ -20,7 +20,7 @@ from agentchain import models
 from agentchain.engine import hopping, ownership, records, team
 from agentchain.engine.hops import Exit
 from agentchain.engine.runtime import Runtime
-from agentchain.kube import workloads
+from agentchain.kube import errors, resources, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.conditions import Reason
 from agentchain.policy import ownership as policy_ownership
@@ -120,18 +120,26 @@ def _owner_uid(job: Obj) -> str:
 
 
 async def _mark_running(rt: Runtime, namespace: str, name: str, pod_name: str) -> None:
+    """``Running``, only over ``Pending``: written at the version it was read at, since
+    it takes no lock, so an end written meanwhile (a stop, a hop) is never undone."""
     obj = await hopping.current(rt, namespace, name)
-    if obj is None or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
+    for _ in range(3):
+        if obj is None or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
+            return
+        status = AgentJobStatus(
+            phase="Running",
+            reason=Reason.RUNNING,
+            message=f"Pod {pod_name} is running.",
+            pod_name=pod_name,
+            start_time=records.now(),
+        )
+        try:
+            await rt.writes.patch(obj, status, at_version=True)
+        except errors.Conflict:
+            obj = await resources.get(namespace, resources.AGENTJOBS, name)
+            continue
+        await team.job(rt, obj)
         return
-    status = AgentJobStatus(
-        phase="Running",
-        reason=Reason.RUNNING,
-        message=f"Pod {pod_name} is running.",
-        pod_name=pod_name,
-        start_time=records.now(),
-    )
-    await rt.writes.patch(obj, status)
-    await team.job(rt, obj)
 
 
 def _job_ended(job: Obj) -> str | None:

@@ -33,11 +33,12 @@ from agentchain.engine import (
     workspacing,
 )
 from agentchain.engine.hops import Ended, Hop, Obj
-from agentchain.kube import events, resources, workloads
+from agentchain.kube import events, resources, terminating, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import DEPENDENCIES_READY, Condition, Reason
 from agentchain.policy import chains, dependencies, jobspec, naming, wsjob
+from agentchain.policy import ownership as policy_ownership
 from agentchain.policy.agents import Ambiguous
 from agentchain.policy.jobspec import JobInputs, build_job
 from agentchain.policy.prompts import PromptRenderError
@@ -77,9 +78,9 @@ async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Lau
         return _refusal(hop, agent, init)
     # Stopped, awaiting approval, queued, refused (issue 16); approval may add to init.
     first = records.fields(init) if init is not None else {}
-    gate = await gating.held(hop, first, attempt)
-    if gate is not None:
-        return gate if isinstance(gate, Ended) else Waiting()
+    gated = await _gated(hop, first, attempt)
+    if gated is not None:
+        return gated
     init = AgentJobStatus.model_validate(first) if first else None
     deps = await prompting.dependencies(hop.obj, job)
     cycle = await depending.cycle_of(hop.obj) if deps.waiting or deps.after_cycle else None
@@ -190,6 +191,27 @@ async def _build(
     body = build_job(inputs, hop.rt.settings)
     body["metadata"]["ownerReferences"] = [records.owner_reference(hop.obj)]
     return body, prompt
+
+
+async def _gated(hop: Hop, first: Obj, attempt: int) -> Waiting | Ended | None:
+    """What holds the job back (``gating.held``), if anything."""
+    gate = await gating.held(hop, first, attempt)
+    if isinstance(gate, Ended):
+        await _never_runs(hop, attempt)
+        return gate
+    return Waiting() if gate is not None else None
+
+
+async def _never_runs(hop: Hop, attempt: int) -> None:
+    """A job ending where it would launch (stopped, superseded, refused) must not run:
+    a launch killed between its batch Job's create and the status write naming it left
+    that Job, which would run the agent after all.  Deleted if it is the one the
+    operator names for this AgentJob (a read first: never anyone else's Job)."""
+    name = naming.attempt_job_name(hop.name, attempt)
+    job = hop.rt.jobs.get(hop.namespace, name) or await workloads.get_job(hop.namespace, name)
+    if job is not None and policy_ownership.runs(job, hop.name):
+        log.info("%s/%s ends before its launch: deleting its Job %s", hop.namespace, hop.name, name)
+        await terminating.delete_job(hop.namespace, name)
 
 
 async def _create(

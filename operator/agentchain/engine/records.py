@@ -140,9 +140,13 @@ class Writes:
         self._last.pop((namespace, name), None)
         self._answers.pop((namespace, name), None)
 
-    async def patch(self, obj: Obj, status: AgentJobStatus, *conditions: Condition) -> Obj | None:
+    async def patch(
+        self, obj: Obj, status: AgentJobStatus, *conditions: Condition, at_version: bool = False
+    ) -> Obj | None:
         """Merge ``status`` (and ``conditions``, each replacing the one of its type)
-        into ``obj``'s status; ``obj`` follows the answer."""
+        into ``obj``'s status; ``obj`` follows the answer.  ``at_version``: only if the
+        job is still at ``obj``'s resourceVersion, else ``errors.Conflict`` (for a
+        write made without the job's lock)."""
         namespace, name = name_of(obj)
         body = {**fields(status), "observedGeneration": obj["metadata"].get("generation")}
         if conditions:
@@ -151,7 +155,12 @@ class Writes:
                 current = set_condition(current, condition, now())
             body["conditions"] = [c.to_api() for c in current]
         over = obj["metadata"].get("resourceVersion")
-        patched = await resources.patch_status(namespace, resources.AGENTJOBS, name, body)
+        if at_version:
+            patched = await resources.patch_status_at(
+                namespace, resources.AGENTJOBS, name, over, body
+            )
+        else:
+            patched = await resources.patch_status(namespace, resources.AGENTJOBS, name, body)
         if patched is not None:
             obj["status"] = patched.get("status", {})
             version = (patched.get("metadata") or {}).get("resourceVersion")
