@@ -20,7 +20,8 @@ it, and the AgentJob watch (``handlers/agentjobs.py``) or the resync applies it:
 A crash anywhere in between is replayed from the annotations, or from the claim by
 any later ``hopping.finish`` of the attempt (the capture reads a stop's ending back
 like any recorded ending).  A job not launched yet is cancelled where it would
-launch (``gating.held``).
+launch (``gating.held``), which also deletes the batch Job of a launch killed before
+its status write named it (``launching._never_runs``).
 """
 
 from __future__ import annotations
