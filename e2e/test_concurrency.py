@@ -91,6 +91,10 @@ def _ended(job: Obj) -> bool:
     return _phase(job) in ("Succeeded", "Cancelled", "Failed")
 
 
+def _complete(job: Obj) -> bool:
+    return _ended(job) and bool(job["status"].get("chainComplete"))
+
+
 def _ticket(job: Obj) -> int:
     return int(job["metadata"]["annotations"][concurrency.TICKET])
 
@@ -159,10 +163,15 @@ def test_cancel_in_progress_leaves_only_the_newest_chain(
     operating.wait_until(lambda: ended(QUEUED // 3), timeout=120, interval=0.5, what="a third")
     operator.kill()  # In the middle of the supersessions.
     operator.start()
+
+    def complete() -> bool:  # Ended, and its chain marked complete (status.next written).
+        jobs = _jobs(info, namespace)
+        return len(jobs) == len(names) and all(map(_complete, jobs.values()))
+
     try:
-        operating.wait_until(lambda: ended(QUEUED), timeout=240, interval=1, what="every end")
+        operating.wait_until(complete, timeout=240, interval=1, what="every chain complete")
     except AssertionError:
-        left = {n: j.get("status") for n, j in _jobs(info, namespace).items() if not _ended(j)}
+        left = {n: j.get("status") for n, j in _jobs(info, namespace).items() if not _complete(j)}
         raise AssertionError(f"not ended: {left}\n{operator.log_text()[-20000:]}") from None
     jobs = sorted(_jobs(info, namespace).values(), key=_ticket)
     *older, newest = jobs
