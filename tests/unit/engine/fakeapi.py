@@ -2,11 +2,12 @@
 
 It keeps objects in memory under the paths the operator's client uses, answers
 create/get/list/merge-patch like the API server (uid and resourceVersion assigned,
-409 AlreadyExists, 404 NotFound), serves a fixed ``pods/log``, and records every
-write in order.  ``fail_at`` makes the n-th write fail with a 403 the client does not
-retry, unapplied: the operator's call raises there, as if it had died just before
-that write.  ``before_write`` runs before each write is applied (a test checks what
-must already be durable).
+409 AlreadyExists, 409 Conflict on a stale ``metadata.resourceVersion``, 404
+NotFound), serves a fixed ``pods/log``, and records every write in order.
+``fail_at`` makes the n-th write fail with a 403 the client does not retry,
+unapplied: the operator's call raises there, as if it had died just before that
+write.  ``before_write`` runs before each write is applied (a test checks what must
+already be durable).
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ class FakeApi:
         found = self.objects.get((kind, name))
         if found is None:
             return status(404, "NotFound")
+        expected = (body.get("metadata") or {}).get("resourceVersion")
+        if expected is not None and expected != found["metadata"]["resourceVersion"]:
+            return status(409, "Conflict")  # A precondition, as the API server checks it.
         patched = merge(found, body if sub is None else {"status": body.get("status")})
         return web.json_response(self.put(kind, patched))
 
