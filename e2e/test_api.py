@@ -72,6 +72,7 @@ async def get(client: Client, path: str, headers: dict[str, str]) -> Any:
     return await response.json()
 
 
+@pytest.mark.usefixtures("operator_paused")  # A running engine would spawn job-1's child.
 async def test_admin_post_and_seed_003_queries(kube: ClusterInfo, seeded: str) -> None:
     async with served(kube, seeded) as (client, _):
         job = await start(client, seeded, "ai-developer", type="implement-issue", name="job-1")
