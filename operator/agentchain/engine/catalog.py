@@ -16,6 +16,8 @@ event has not arrived yet.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from typing import Any
 
 from agentchain.kube import resources
@@ -51,6 +53,19 @@ def _parse(obj: Obj) -> AiAgent | None:
 class AgentCatalog:
     def __init__(self) -> None:
         self._by_namespace: dict[str, dict[str, Entry]] = {}
+        self._evaluating: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def evaluating(self, namespace: str) -> asyncio.Lock:
+        """Held while a namespace's agents are evaluated: kopf runs the handlers of
+        different agents at once, and an evaluation made from an older list must not
+        land after one made from a newer list."""
+        found = self._evaluating.get(namespace)
+        if found is None:
+            found = asyncio.Lock()
+            self._evaluating[namespace] = found
+        return found
 
     def observe(self, obj: Obj, *, deleted: bool = False) -> None:
         """Apply one watch event."""

@@ -45,14 +45,13 @@ from typing import Any
 
 from agentchain import metrics, models
 from agentchain.cancelling import stop_tasks
-from agentchain.engine import githubtokens, posting, records
+from agentchain.engine import agentconditions, githubtokens, posting
 from agentchain.engine.githubapp import GitHubSide, side_of
 from agentchain.engine.runtime import Runtime
 from agentchain.github.errors import RATE_LIMITED, UNAVAILABLE, GitHubError
-from agentchain.kube import errors, events, resources
+from agentchain.kube import events
 from agentchain.models.agentjob import TERMINAL_PHASES
-from agentchain.models.aiagent import AiAgentStatus
-from agentchain.models.conditions import GITHUB_WRITE_BACK, Condition, set_condition
+from agentchain.models.conditions import GITHUB_WRITE_BACK, Condition
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -240,34 +239,16 @@ async def agent_condition(agent: Obj, failed: str | None, message: str) -> None:
 
 async def _agent_condition(agent: Obj, failed: str | None, message: str) -> None:
     """Set the AiAgent's ``GitHubWriteBack`` condition (``failed``: the cause, else it
-    went through), writing only a change.
-
-    ``status.conditions`` is one list, which a merge patch replaces whole: the patch
-    carries the body's resourceVersion, so one made from a stale body (the catalog's)
-    cannot drop a newer ``Ready``; on that conflict the agent is read once more.
-    """
-    meta = agent["metadata"]
+    went through), writing only a change of status or reason (``agent`` may be the
+    catalog's, a little stale: ``agentconditions`` writes at its version)."""
     wanted = Condition(
         type=GITHUB_WRITE_BACK,
         status="False" if failed else "True",
         reason=failed or "WrittenBack",
         message=message or "Its chains' comments and Check Runs are written.",
     )
-    for _ in range(2):
-        current = AiAgentStatus.model_validate(agent.get("status") or {}).conditions
-        now = next((c for c in current if c.type == GITHUB_WRITE_BACK), None)
-        if now is not None and (now.status, now.reason) == (wanted.status, wanted.reason):
-            return
-        conditions = set_condition(current, wanted, records.now())
-        version = agent["metadata"].get("resourceVersion")
-        status = {"conditions": [c.to_api() for c in conditions]}
-        try:
-            await resources.patch_status_at(
-                meta["namespace"], resources.AIAGENTS, meta["name"], version, status
-            )
-            return
-        except errors.Conflict:
-            found = await resources.get(meta["namespace"], resources.AIAGENTS, meta["name"])
-            if found is None:
-                return
-            agent = found
+    await agentconditions.set_conditions(agent, [wanted], same=_same_outcome)
+
+
+def _same_outcome(a: Condition, b: Condition) -> bool:
+    return (a.status, a.reason) == (b.status, b.reason)
