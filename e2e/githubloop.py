@@ -118,17 +118,19 @@ def app_operator(
     session: operating.OperatorProcess,
     info: ClusterInfo,
     namespace: str,
-    installed: Installed,
+    installed: Installed | None,
     extra_env: dict[str, str] | None = None,
 ) -> Iterator[operating.OperatorProcess]:
-    """An operator for ``namespace`` only, acting as the App, while the session's is stopped
-    (it watches every namespace and would act on this one too)."""
+    """An operator for ``namespace`` only, acting as the App (``installed``; None: with
+    no App at all), while the session's is stopped (it watches every namespace and would
+    act on this one too)."""
     session.stop()
+    app_env = installed.env() if installed is not None else {}
     op = operating.OperatorProcess(
         info,
         session.kubeconfig,
-        extra_env={"AGENTCHAIN_NAMESPACES": namespace, **installed.env(), **(extra_env or {})},
-        name="github-operator",
+        extra_env={"AGENTCHAIN_NAMESPACES": namespace, **app_env, **(extra_env or {})},
+        name="github-operator" if installed is not None else "no-app-operator",
     )
     try:
         op.start()

@@ -45,13 +45,11 @@ with the reason.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -411,24 +409,6 @@ def test_a_push_to_someone_elses_branch_is_refused_visibly(
         assert repo.github.pulls(REPOSITORY) == []
 
 
-@contextlib.contextmanager
-def operator_without_app(
-    session: operating.OperatorProcess, namespace: str, env: dict[str, str]
-) -> Iterator[operating.OperatorProcess]:
-    """An operator for ``namespace`` only, with no GitHub App, while the session's is stopped."""
-    session.stop()
-    env = {"AGENTCHAIN_NAMESPACES": namespace, **env}
-    op = operating.OperatorProcess(
-        session.info, session.kubeconfig, extra_env=env, name="ws-no-app"
-    )
-    try:
-        op.start()
-        yield op
-    finally:
-        op.stop()
-        session.start()
-
-
 def test_without_an_app_a_public_repository_is_cloned_anonymously(
     operator: operating.OperatorProcess,
     cluster_info: ClusterInfo,
@@ -439,7 +419,7 @@ def test_without_an_app_a_public_repository_is_cloned_anonymously(
     """No GitHub App: no token to mint, the Secret names no token file, git goes anonymous."""
     info = cluster_info
     git_server.create_repo(REPOSITORY, {"README.md": "Hello Wrold\n"}, private=False)
-    with operator_without_app(operator, namespace, workspace_env(git_server)):
+    with app_operator(operator, info, namespace, None, workspace_env(git_server)):
         workspace = {"repository": REPOSITORY}
         _apply(info, namespace, [_agent("reader", "reader", TRIAGE, workspace=workspace)])
         job = {
@@ -532,7 +512,7 @@ def test_a_plain_git_url_with_a_credentials_secret_clones_and_publishes_without_
         command = ["env", f"PYTHONPATH={ROOT / 'operator'}", f"SSL_CERT_FILE={ca}"]
         command += [sys.executable, "-m", "agentchain"]
         env = {"AGENTCHAIN_WORKSPACE_COMMAND": ",".join(command)}
-        with operator_without_app(operator, namespace, env):
+        with app_operator(operator, info, namespace, None, env):
             _apply(info, namespace, _git_host_agents(url, ca))
             job = {
                 "apiVersion": "labrats.work/v1alpha1",

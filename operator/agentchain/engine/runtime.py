@@ -78,6 +78,9 @@ class Runtime:
     """(namespace, name, attempt) of retries waiting out their backoff (``engine/retrying``)."""
     background: set[asyncio.Task[None]] = field(default_factory=set)
     """Tasks nobody awaits, referenced until they end (the event loop keeps only weak ones)."""
+    github: object | None = None
+    """The GitHub side (``engine/githubapp.GitHubSide``), built on first use: typed there,
+    since it is built over this runtime and this module is below it."""
 
     def __post_init__(self) -> None:
         self.unsettled = Unsettled(self.writes)
