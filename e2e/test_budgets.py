@@ -5,6 +5,7 @@ Aspects covered:
   takes its chain over ``maxCost`` is answered ``budgetExceeded``, the earlier ones not,
   and the running job is stopped at once: ``Cancelled``, reason ``BudgetExceeded``,
   ``status.usage`` showing what it reported, no child although its step is ``always``;
+- tokens: the same with ``maxTokens`` (the report at 3,000 over 2,500);
 - wall time: a chain running past ``maxChainSeconds`` is stopped the same way;
 - attempts: with ``maxAttempts: 2`` a failing job's third attempt never launches;
 - per agent: in a two-agent chain where only the second agent has a cost budget, that
@@ -99,6 +100,18 @@ def test_a_chain_is_stopped_at_the_first_report_over_its_cost_budget(
     # while the stop is under way, so the captured output may end before it.
     exceeded = [a["budgetExceeded"] is not None for a in answers]
     assert exceeded in ([False, False], [False, False, True]), answers
+
+
+def test_a_chain_is_stopped_at_the_first_report_over_its_token_budget(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    spender = _agent("tokener", [sys.executable, "-c", SPENDER], {"maxTokens": 2500})
+    chaining.apply(info, namespace, spender, chaining.agent("after"))
+    chaining.apply(info, namespace, chaining.root_job("tokens-1", "tokener"))
+    status = _cancelled(info, namespace, "tokens-1")
+    assert "3000 tokens over 2500" in status["message"], status
+    assert status["usage"] == {"tokens": 3000, "cost": 1.2}, status
 
 
 def test_a_chain_past_its_wall_time_is_stopped(
