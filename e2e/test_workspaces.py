@@ -35,7 +35,8 @@ Aspects covered:
   clones, the developer (no ``contents: write``) commits but its push finds no credential,
   the releaser (``contents: write``) pushes with the Secret's token, and
   ``agentchain/<chain id>`` gets exactly one push (by that token) holding the commit,
-  ``WorkspacePublished=True`` and no pull request;
+  ``WorkspacePublished=True`` and no pull request; the host's private CA reaches the
+  clone, the agents' git and the publish only through ``workspace_ca_configmap``;
 * a repository that cannot be cloned ends the job ``WorkspacePrepareFailed`` (message,
   Event) and its agent container never starts.
 
@@ -450,10 +451,9 @@ RELEASER = 'cd "$AGENT_WORKSPACE_REPO" && git log -1 --format=%s && ' + PUSH.for
 )
 
 
-def _git_host_agents(url: str, ca: Path) -> list[Obj]:
+def _git_host_agents(url: str) -> list[Obj]:
     """A two-step chain on a host that is not GitHub: the developer (no ``contents: write``)
     declares the workspace and commits; the releaser (``contents: write``) pushes too."""
-    trust = [{"name": "GIT_SSL_CAINFO", "value": str(ca)}]  # The agents' own git.
     workspace = {"repository": url, "credentialsSecret": CREDENTIALS, "publish": True}
     return [
         _agent(
@@ -461,14 +461,12 @@ def _git_host_agents(url: str, ca: Path) -> list[Obj]:
             "developer",
             COMMITTER,
             workspace=workspace,
-            env=trust,
             eventTriggers=[{"source": "manual", "next": {"agentTriggerName": "releaser"}}],
         ),
         _agent(
             "releaser",
             "releaser",
             RELEASER,
-            env=trust,
             github={"permissions": {"contents": "write"}},
         ),
     ]
@@ -508,12 +506,18 @@ def test_a_plain_git_url_with_a_credentials_secret_clones_and_publishes_without_
             "stringData": {"token": token},
         }
         _apply(info, namespace, [secret])
-        # The workspace containers trust the host's CA as an image's trust store would.
-        command = ["env", f"PYTHONPATH={ROOT / 'operator'}", f"SSL_CERT_FILE={ca}"]
-        command += [sys.executable, "-m", "agentchain"]
-        env = {"AGENTCHAIN_WORKSPACE_COMMAND": ",".join(command)}
+        # The host's private CA reaches the workspace containers and the agents' own git
+        # through the operator's setting: a ConfigMap, as trust-manager keeps one.
+        bundle = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "corp-ca"},
+            "data": {"ca.crt": ca.read_text()},
+        }
+        _apply(info, namespace, [bundle])
+        env = {**workspace_env(host), "AGENTCHAIN_WORKSPACE_CA_CONFIGMAP": "corp-ca"}
         with app_operator(operator, info, namespace, None, env):
-            _apply(info, namespace, _git_host_agents(url, ca))
+            _apply(info, namespace, _git_host_agents(url))
             job = {
                 "apiVersion": "labrats.work/v1alpha1",
                 "kind": "AgentJob",

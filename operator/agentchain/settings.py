@@ -220,6 +220,16 @@ class Settings(BaseSettings):
         description="Comma-separated command of that image; `workspace prepare|report|publish`"
         " follow it.",
     )
+    workspace_ca_configmap: str = Field(
+        "",
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$",
+        max_length=253,
+        description="A ConfigMap in each namespace (e.g. kept there by trust-manager) whose"
+        " key `ca.crt` holds the CA certificates (PEM) workspace git verifies the host"
+        " against: for a host with a private CA (GitHub Enterprise Server, a company git"
+        " server). It replaces the images' trust store for that git traffic. Empty: the"
+        " images' own.",
+    )
     github_git_url: str = Field(
         "https://github.com",
         description="Base URL a workspace's owner/name repository is cloned from"

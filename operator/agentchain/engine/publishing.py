@@ -76,7 +76,7 @@ async def _start(hop: Hop, chain: wsjob.ChainWorkspace) -> None:
     name = wsjob.publish_job_name(chain.chain_id)
     secret = naming.job_secret_name(name, secrets.token_hex(naming.SECRET_NONCE_BYTES))
     settings = hop.rt.settings
-    tool = (settings.workspace_image, list(settings.workspace_command))
+    tool = wsjob.tool_of(settings)
     security = (jobspec.DEFAULT_POD_SECURITY_CONTEXT, jobspec.DEFAULT_SECURITY_CONTEXT)
     body = wsjob.publish_job(hop.namespace, chain, secret, owner, tool, security)
     body["metadata"]["labels"][models.AGENTJOB_LABEL] = root["metadata"]["name"]  # Watched.

@@ -225,7 +225,7 @@ def _pod_spec(inputs: JobInputs, settings: Settings) -> dict[str, Any]:
     if account is not None:
         pod_spec["serviceAccountName"] = account
     if inputs.workspace is not None:
-        tool = (settings.workspace_image, list(settings.workspace_command))
+        tool = wsjob.tool_of(settings)
         return wsjob.workspace_pod(
             pod_spec, inputs.workspace, inputs.secret_name, tool, DEFAULT_SECURITY_CONTEXT
         )

@@ -30,6 +30,16 @@ AiAgent declares ``github.permissions.contents: write``: then ``AGENT_GIT_TOKEN`
 job's GitHub token, or the ``credentialsSecret``'s) and a git credential helper
 reading it from the environment (``GIT_CONFIG_*``), so ``git push`` works with any image.
 ``workspace-report`` gets no credential at all.
+
+**A private CA** (:class:`Tool`'s ``ca_configmap``, the operator's
+``workspace_ca_configmap``).  A git host whose certificate an image's trust store does
+not know (GitHub Enterprise Server or a git server behind a company CA) is trusted
+through a ConfigMap in the job's namespace, key ``ca.crt`` (trust-manager's Bundles
+keep one in every namespace): mounted into the containers that talk to the host
+(``workspace-prepare``, ``workspace-publish``, and the agent for its own ``git push``),
+named to git as ``http.sslCAInfo`` and to the workspace commands as ``SSL_CERT_FILE``.
+It is optional in the pod: a missing one fails the clone with git's own message
+(``WorkspacePrepareFailed``) instead of leaving the pod waiting for its volume.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ from agentchain import models
 from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import AiAgentSpec, Workspace
 from agentchain.policy import naming
+from agentchain.settings import Settings
 
 WORKSPACE_VOLUME = "agentchain-workspace"
 WORKSPACE_DIR = "/workspace"
@@ -58,6 +69,49 @@ GIT_TOKEN_FILE_KEY = "git-token-file"
 anonymously) leaves the variable unset, and the Job is the same either way."""
 CREDENTIALS_KEY = "token"
 """The key of a ``credentialsSecret``."""
+CA_VOLUME = "agentchain-ca"
+CA_DIR = "/etc/agentchain/ca"
+CA_KEY = "ca.crt"
+CA_FILE = f"{CA_DIR}/{CA_KEY}"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """The operator's image as the workspace containers run it."""
+
+    image: str
+    command: list[str]
+    ca_configmap: str = ""
+    """A ConfigMap (key ``ca.crt``) of the CAs git verifies the host against; empty: the
+    image's trust store."""
+
+    def ca_volume(self) -> list[dict[str, Any]]:
+        if not self.ca_configmap:
+            return []
+        items = [{"key": CA_KEY, "path": CA_KEY}]
+        source = {"name": self.ca_configmap, "items": items, "optional": True}
+        return [{"name": CA_VOLUME, "configMap": {**source, "defaultMode": 0o444}}]
+
+    def with_ca(self, container: dict[str, Any]) -> dict[str, Any]:
+        """``container`` (a workspace command) trusting the CA, if there is one."""
+        if self.ca_configmap:
+            container["env"] += _plain_env({"SSL_CERT_FILE": CA_FILE})
+            container["volumeMounts"].append(_ca_mount())
+        return container
+
+
+def tool_of(settings: Settings) -> Tool:
+    return Tool(
+        settings.workspace_image,
+        list(settings.workspace_command),
+        settings.workspace_ca_configmap,
+    )
+
+
+def _ca_mount() -> dict[str, Any]:
+    return {"name": CA_VOLUME, "mountPath": CA_DIR, "readOnly": True}
+
+
 PREPARE = "workspace-prepare"
 REPORT = "workspace-report"
 PUBLISH = "workspace-publish"
@@ -245,13 +299,13 @@ def git_volume(chain: ChainWorkspace, job_secret: str) -> dict[str, Any]:
 
 
 def tool_container(
-    name: str, args: list[str], image: str, command: list[str], security: Mapping[str, Any]
+    name: str, args: list[str], tool: Tool, security: Mapping[str, Any]
 ) -> dict[str, Any]:
     """An operator-image container with the workspace mounted read-write."""
     return {
         "name": name,
-        "image": image,
-        "command": [*command, *args],
+        "image": tool.image,
+        "command": [*tool.command, *args],
         "env": _plain_env({"AGENT_WORKSPACE": WORKSPACE_DIR}),
         "volumeMounts": [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR}],
         "securityContext": dict(security),
@@ -288,13 +342,15 @@ def publish_args(chain: ChainWorkspace) -> list[str]:
     return ["workspace", "publish", "--repository", chain.repository, "--branch", chain.branch]
 
 
-def agent_git_env(mount: Mounting, job_secret: str) -> list[dict[str, Any]]:
-    """What the agent container gets of git: where the workspace is, and a credential
-    only for ``contents: write``."""
+def agent_git_env(mount: Mounting, job_secret: str, ca: bool = False) -> list[dict[str, Any]]:
+    """What the agent container gets of git: where the workspace is, the host's CA
+    (``ca``: mounted at :data:`CA_FILE`), and a credential only for ``contents: write``."""
     env = _plain_env({"AGENT_WORKSPACE": WORKSPACE_DIR, "AGENT_WORKSPACE_REPO": REPO_DIR})
     # git refuses a repository another user owns unless told it is safe (an agent whose
     # securityContext runs it as another uid than the one that cloned).
     config = [("safe.directory", REPO_DIR)]
+    if ca:
+        config.append(("http.sslCAInfo", CA_FILE))
     if not mount.agent_credential:
         return env + _git_config(config)
     chain = mount.chain
@@ -319,25 +375,26 @@ def workspace_pod(
     pod_spec: dict[str, Any],
     mount: Mounting,
     job_secret: str,
-    tool: tuple[str, list[str]],
+    tool: Tool,
     security: Mapping[str, Any],
 ) -> dict[str, Any]:
     """``pod_spec`` (one agent container) laid out for a workspace: prepare and the
-    agent as init containers, the report as the one container (see the module doc).
-    ``tool``: the operator's image and command."""
-    image, command = tool
+    agent as init containers, the report as the one container (see the module doc)."""
     (agent,) = pod_spec["containers"]
-    agent = {**agent, "env": [*agent_git_env(mount, job_secret), *agent["env"]]}
+    ca = bool(tool.ca_configmap)
+    agent = {**agent, "env": [*agent_git_env(mount, job_secret, ca), *agent["env"]]}
     agent["volumeMounts"] = [
         *agent["volumeMounts"],
         {"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR, "readOnly": mount.read_only},
+        *([_ca_mount()] if ca else []),
     ]
-    prepare = tool_container(PREPARE, prepare_args(mount.chain), image, command, security)
-    report = tool_container(REPORT, ["workspace", "report"], image, command, security)
+    prepare = tool.with_ca(tool_container(PREPARE, prepare_args(mount.chain), tool, security))
+    report = tool_container(REPORT, ["workspace", "report"], tool, security)  # No network.
     volumes = [
         *pod_spec["volumes"],
         {"name": WORKSPACE_VOLUME, "persistentVolumeClaim": {"claimName": mount.chain.claim_name}},
         git_volume(mount.chain, job_secret),
+        *tool.ca_volume(),
     ]
     return {
         **pod_spec,
@@ -354,14 +411,14 @@ def publish_job(
     chain: ChainWorkspace,
     secret: str,
     owner: Mapping[str, Any],
-    tool: tuple[str, list[str]],
+    tool: Tool,
     security: tuple[Mapping[str, Any], Mapping[str, Any]],
 ) -> dict[str, Any]:
     """The one batch Job that pushes the chain's commits to its branch
     (:func:`publish_job_name`; its token in ``secret``)."""
-    image, command = tool
     pod_security, container_security = security
-    container = tool_container(PUBLISH, publish_args(chain), image, command, container_security)
+    container = tool_container(PUBLISH, publish_args(chain), tool, container_security)
+    container = tool.with_ca(container)
     labels = {
         WORKSPACE_LABEL: naming.label_value(chain.chain_id),
         models.MANAGED_BY: "agentchain",
@@ -392,6 +449,7 @@ def publish_job(
                             "persistentVolumeClaim": {"claimName": chain.claim_name},
                         },
                         git_volume(chain, secret),
+                        *tool.ca_volume(),
                     ],
                 },
             },

@@ -13,7 +13,10 @@ Aspects covered:
   (contents: none, read, write): the clone credential reaches ``workspace-prepare``
   only; the agent gets ``AGENT_GIT_TOKEN`` exactly for ``contents: write``; the report
   never gets any; the agent's prompt volume still carries the prompt alone;
-- the publish Job: its one container has the push credential and the volume.
+- the publish Job: its one container has the push credential and the volume;
+- a private CA (``workspace_ca_configmap``): mounted into exactly the containers that talk
+  to the git host (prepare, publish, the agent for its own git), named to git and to the
+  workspace commands, optional in the pod; nothing of it without the setting.
 """
 
 from __future__ import annotations
@@ -121,7 +124,9 @@ def test_claim_is_owned_by_the_root_and_labelled_with_the_chain() -> None:
     }
 
 
-def _pod(chain: wsjob.ChainWorkspace, agent: dict[str, Any]) -> dict[str, Any]:
+def _pod(
+    chain: wsjob.ChainWorkspace, agent: dict[str, Any], settings: Settings = SETTINGS
+) -> dict[str, Any]:
     spec = AiAgentSpec.model_validate({"triggerName": "coder", **agent})
     inputs = JobInputs(
         agentjob_name="fix-1",
@@ -134,7 +139,7 @@ def _pod(chain: wsjob.ChainWorkspace, agent: dict[str, Any]) -> dict[str, Any]:
         annotations={},
         workspace=wsjob.mounting(chain, spec),
     )
-    pod: dict[str, Any] = jobspec.build_job(inputs, SETTINGS)["spec"]["template"]["spec"]
+    pod: dict[str, Any] = jobspec.build_job(inputs, settings)["spec"]["template"]["spec"]
     return pod
 
 
@@ -258,7 +263,7 @@ def test_publish_job_carries_the_push_credential_and_the_volume() -> None:
     owner = {"kind": "AgentJob", "name": "root", "uid": "u1"}
     security = (jobspec.DEFAULT_POD_SECURITY_CONTEXT, jobspec.DEFAULT_SECURITY_CONTEXT)
     job = wsjob.publish_job(
-        "team-a", chain, "pub-secret", owner, ("operator:1", ["agentchain"]), security
+        "team-a", chain, "pub-secret", owner, wsjob.Tool("operator:1", ["agentchain"]), security
     )
     assert job["metadata"]["name"] == "agentchain-publish-c0ffee"
     pod = job["spec"]["template"]["spec"]
@@ -269,3 +274,50 @@ def test_publish_job_carries_the_push_credential_and_the_volume() -> None:
     ]  # fmt: skip
     assert _credentials(container, pod) == {"pub-secret/git-token", "pub-secret/git-token-file"}
     assert pod["automountServiceAccountToken"] is False
+
+
+def _ca_of(container: dict[str, Any]) -> tuple[bool, str | None, str | None]:
+    """(mounts the CA, SSL_CERT_FILE, git's http.sslCAInfo) of a container."""
+    mounted = any(m["name"] == wsjob.CA_VOLUME for m in container.get("volumeMounts") or [])
+    env = {e["name"]: e.get("value") for e in container.get("env") or []}
+    keys = [k for k, v in env.items() if k.startswith("GIT_CONFIG_KEY_") and v == "http.sslCAInfo"]
+    info = env[keys[0].replace("KEY", "VALUE")] if keys else None
+    return mounted, env.get("SSL_CERT_FILE"), info
+
+
+@pytest.mark.parametrize("contents", [None, "write"])
+def test_a_private_ca_reaches_the_containers_that_talk_to_the_git_host(
+    contents: str | None,
+) -> None:
+    settings = SETTINGS.model_copy(update={"workspace_ca_configmap": "corp-ca"})
+    agent: dict[str, Any] = {}
+    if contents is not None:
+        agent["github"] = {"permissions": {"contents": contents}}
+    pod = _pod(_chain(), agent, settings)
+    (volume,) = [v for v in pod["volumes"] if v["name"] == wsjob.CA_VOLUME]
+    assert volume["configMap"] == {
+        "name": "corp-ca",
+        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+        "optional": True,
+        "defaultMode": 0o444,
+    }
+    containers = _containers(pod)
+    assert _ca_of(containers["workspace-prepare"]) == (True, wsjob.CA_FILE, None)
+    assert _ca_of(containers["agent"]) == (True, None, wsjob.CA_FILE)
+    assert _ca_of(containers["workspace-report"]) == (False, None, None)  # No network.
+    env = {e["name"]: e.get("value") for e in containers["agent"]["env"]}
+    assert env["GIT_CONFIG_COUNT"] == ("3" if contents == "write" else "2")
+    plain = _pod(_chain(), agent)
+    assert all(v["name"] != wsjob.CA_VOLUME for v in plain["volumes"])
+    assert all(_ca_of(c) == (False, None, None) for c in _containers(plain).values())
+
+
+def test_a_private_ca_reaches_the_publish_job() -> None:
+    owner = {"kind": "AgentJob", "name": "root", "uid": "u1"}
+    security = (jobspec.DEFAULT_POD_SECURITY_CONTEXT, jobspec.DEFAULT_SECURITY_CONTEXT)
+    tool = wsjob.Tool("operator:1", ["agentchain"], "corp-ca")
+    job = wsjob.publish_job("team-a", _chain(publish=True), "pub-secret", owner, tool, security)
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert _ca_of(container) == (True, wsjob.CA_FILE, None)
+    assert [v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v] == ["corp-ca"]
