@@ -62,6 +62,9 @@ class Runtime:
     jobs: BatchJobs = field(default_factory=BatchJobs)
     """Batch Jobs as the watch shows them: which pods are the operator's own."""
     locks: Locks = field(default_factory=Locks)
+    workspace_locks: Locks = field(default_factory=Locks)
+    """Per namespace (name ""): counting its workspace volumes and creating one take
+    turns (``engine/workspacing``), so the namespace's cap holds exactly."""
     started: records.Recent = field(default_factory=records.Recent)
     """(namespace, name, uid) of AgentJobs this process launched or ended: their
     creation event, arriving after their parent's hop launched them, needs no read."""

@@ -5,7 +5,8 @@ credential (issue 18, docs/workspaces.md).
 none), after making sure the chain's PersistentVolumeClaim exists: created under its
 deterministic name (``AlreadyExists``: done), owned by the chain's root AgentJob so the
 garbage collector deletes it with the chain's records, and only while the namespace
-holds fewer than ``max_workspaces_per_namespace`` of them; over the cap the job fails
+holds fewer than ``max_workspaces_per_namespace`` of them (counted and created one chain
+at a time per namespace, so the cap is exact); over the cap the job fails
 (``WorkspaceLimitReached``), visibly, rather than waiting for storage that may never be
 freed.  Which workspace a chain has is recorded once per chain in Redis
 (``store/workspaces.py``) by its first job whose AiAgent declares one.
@@ -76,7 +77,16 @@ async def mount(hop: Hop, agent: AiAgent) -> wsjob.Mounting | Refused | None:
 
 
 async def _ensure_claim(hop: Hop, chain: wsjob.ChainWorkspace) -> Refused | None:
-    """The chain's claim, created unless it exists; refused over the namespace's cap."""
+    """The chain's claim, created unless it exists; refused over the namespace's cap.
+
+    The count and the create take turns per namespace: two chains starting at once
+    cannot both take the last place (only the leader runs hops, so one process).  A
+    claim being deleted still counts: its storage is held until its pods are gone."""
+    async with hop.rt.workspace_locks.holding(hop.namespace, ""):
+        return await _ensure_claim_locked(hop, chain)
+
+
+async def _ensure_claim_locked(hop: Hop, chain: wsjob.ChainWorkspace) -> Refused | None:
     selector = wsjob.WORKSPACE_LABEL
     existing = await workloads.claim_names(hop.namespace, selector)
     if chain.claim_name in existing:
