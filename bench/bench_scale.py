@@ -240,7 +240,9 @@ def requests_report(info: ClusterInfo, result: Restart, verbose: bool) -> tuple[
     """(initial lists and watches, requests about jobs, others) the restart made until
     worked through.
 
-    Initial: every watch, and every list page of a resource before its first watch.
+    Initial: every watch, and every list page (``limit=``) or list of a resource before
+    its first watch. (A replica follows before it leads: its dashboard feed's AgentJob
+    watch can start before the engine's list pages, which are initial all the same.)
     About jobs: the rest on AgentJobs, batch Jobs, pods and logs (the target is none
     per settled job). Others: e.g. the AiAgents' resume handlers (per agent, not per
     job). Non-resource requests (``/version``, which ``/readyz`` polling causes) are
@@ -257,7 +259,8 @@ def requests_report(info: ClusterInfo, result: Restart, verbose: bool) -> tuple[
             continue
         if r.verb == "watch":
             watched.add(r.resource)
-        if r.verb == "watch" or (r.verb == "list" and r.resource not in watched):
+        paged = "limit=" in r.uri
+        if r.verb == "watch" or (r.verb == "list" and (paged or r.resource not in watched)):
             initial.append(r)
         else:
             (about_jobs if r.resource in JOB_RESOURCES else others).append(r)

@@ -29,7 +29,6 @@ and Redis compete with the bench for the same cores: run it more than once.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import os
@@ -164,10 +163,6 @@ async def measure(endpoints: list[Endpoint]) -> None:
 
 
 async def run(redis_url: str) -> None:
-    # The operator's start-up handler gives Kubernetes calls 32 threads; do the same.
-    asyncio.get_running_loop().set_default_executor(
-        concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="kube")
-    )
     settings = Settings(
         redis_url=redis_url,
         namespaces=(NAMESPACE,),
@@ -185,13 +180,13 @@ async def run(redis_url: str) -> None:
     ]
     try:
         await measure(endpoints)
+        # Every 202 must have become an AgentJob: warm-up and measured bursts, none dropped.
+        jobs = await listing.list_all(NAMESPACE, resources.AGENTJOBS)
     finally:
         await bare_runner.cleanup()
         await ours_runner.cleanup()
-        await rt.close()
+        await rt.close()  # Its Redis client and this loop's API connections.
     report(*endpoints)
-    # Every 202 must have become an AgentJob: warm-up and measured bursts, none dropped.
-    jobs = await listing.list_all(NAMESPACE, resources.AGENTJOBS)
     if len(jobs) != (ROUNDS + 1) * CONCURRENCY:
         raise RuntimeError(f"{len(jobs)} AgentJobs exist, expected {(ROUNDS + 1) * CONCURRENCY}")
 

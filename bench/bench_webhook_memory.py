@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -75,6 +76,7 @@ async def serve(redis_url: str, port: int, internal_port: int) -> None:
         listen_port=port,
         internal_port=internal_port,
         webhook_secrets=(SECRET,),
+        operator_key=(secrets.token_hex(32),),  # Required since issue 14; any will do here.
     )
     rt = Runtime.create(settings)
     listeners = await app.serve(rt)

@@ -7,7 +7,8 @@
   (e2e/controlplane/knobs.py) and counts requests by user in a time window. A watch
   counts once, when it starts (stage ``ResponseStarted``), not per event it carries;
   every other request counts at ``ResponseComplete``.
-* :class:`ProcSample` reads a process's RSS, peak RSS and CPU time from ``/proc``.
+* :class:`ProcSample` reads a process's RSS, peak RSS and CPU time from ``/proc``;
+  :func:`platform_cpu` the CPU time of every component of a local control plane.
 """
 
 from __future__ import annotations
@@ -193,3 +194,37 @@ class ProcSample:
         after = stat[stat.rindex(")") + 2 :].split()
         cpu = (int(after[11]) + int(after[12])) / CLOCK_TICKS
         return cls(fields["VmRSS"], fields["VmHWM"], cpu)
+
+
+def _program(argv: list[str]) -> str:
+    """A component's name: its binary, or the module or script a Python process runs."""
+    if not Path(argv[0]).name.startswith("python"):
+        return Path(argv[0]).name
+    if "-m" in argv[:-1]:
+        return argv[argv.index("-m") + 1].rsplit(".", 1)[-1]
+    scripts = [a for a in argv[1:] if not a.startswith("-")]
+    return Path(scripts[0]).stem if scripts else "python"
+
+
+def platform_cpu(workdir: Path) -> dict[str, float]:
+    """CPU seconds so far of every process whose command line names ``workdir`` (the
+    local control plane's: etcd, kube-apiserver, the controller-manager, the scheduler,
+    the local node, the provisioner), by component; a process's reaped children count
+    with it (the local node's agent processes)."""
+    found: dict[str, float] = collections.defaultdict(float)
+    needle = str(workdir).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            if needle not in cmdline:
+                continue
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # Gone meanwhile.
+        argv = [a.decode(errors="replace") for a in cmdline.split(b"\0") if a]
+        after = stat[stat.rindex(")") + 2 :].split()
+        # utime, stime, cutime, cstime: fields 14-17.
+        found[_program(argv)] += sum(int(t) for t in after[11:15]) / CLOCK_TICKS
+    return dict(found)
