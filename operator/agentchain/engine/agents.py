@@ -3,10 +3,11 @@
 An agent's conditions depend on its neighbours (duplicate triggerNames, the
 agent its ``next`` names, a ring of ``next`` steps through others), so any
 change to one agent re-evaluates them all, one evaluation per namespace at a
-time; only conditions that changed are written (``engine/agentconditions``), and
-each new False gets one Warning Event.  ``Ready`` says whether the agent can run;
-``LoopFree`` is a warning beside it: a ring of ``next`` steps is legal to declare,
-and refused (``LoopDetected``) only when a chain closes it.
+time (and at most one waiting: later requests are folded into it); only conditions
+that changed are written (``engine/agentconditions``), and each new False gets one
+Warning Event.  ``Ready`` says whether the agent can run; ``LoopFree`` is a warning
+beside it: a ring of ``next`` steps is legal to declare, and refused
+(``LoopDetected``) only when a chain closes it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from agentchain.policy.agents import Readiness, loop_freedom, readiness
 async def reconcile_namespace(rt: Runtime, namespace: str) -> None:
     # One evaluation at a time per namespace, each from a fresh list (this is where the
     # catalog is squared with the API server): the last one to run saw every change.
-    async with rt.agents.evaluating(namespace):
+    async with rt.agents.evaluating(namespace) as turn:
+        if not turn:
+            return  # One is waiting for its turn already: it will see this change too.
         agents = await rt.agents.refresh(namespace)
         specs = [(obj["metadata"]["name"], agent.spec) for obj, agent in agents]
         for obj, agent in agents:

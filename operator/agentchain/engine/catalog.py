@@ -17,7 +17,9 @@ event has not arrived yet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agentchain.kube import resources
@@ -56,16 +58,34 @@ class AgentCatalog:
         self._evaluating: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
+        self._waiting: set[str] = set()
 
-    def evaluating(self, namespace: str) -> asyncio.Lock:
-        """Held while a namespace's agents are evaluated: kopf runs the handlers of
-        different agents at once, and an evaluation made from an older list must not
-        land after one made from a newer list."""
-        found = self._evaluating.get(namespace)
-        if found is None:
-            found = asyncio.Lock()
-            self._evaluating[namespace] = found
-        return found
+    @contextlib.asynccontextmanager
+    async def evaluating(self, namespace: str) -> AsyncIterator[bool]:
+        """Take turns evaluating a namespace's agents; yields False when another
+        evaluation is already waiting for its turn, which will list after this change
+        (so this one need not run).
+
+        kopf runs the handlers of different agents at once, and an evaluation made from
+        an older list must not land after one made from a newer list; and a restart
+        resumes every agent, which would otherwise list the namespace once per agent.
+        """
+        if namespace in self._waiting:
+            yield False
+            return
+        lock = self._evaluating.get(namespace)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._evaluating[namespace] = lock
+        self._waiting.add(namespace)
+        try:
+            await lock.acquire()
+        finally:
+            self._waiting.discard(namespace)  # Its turn, or cancelled while waiting.
+        try:
+            yield True
+        finally:
+            lock.release()
 
     def observe(self, obj: Obj, *, deleted: bool = False) -> None:
         """Apply one watch event."""

@@ -55,6 +55,7 @@ class FakeApi:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str], Obj] = {}
         self.writes: list[Write] = []
+        self.reads: list[str] = []  # The kind of every GET (a list or a get).
         self.fail_at: int | None = None
         self.before_write: Callable[[Write], Awaitable[None]] | None = None
         self._versions = itertools.count(100)
@@ -77,6 +78,8 @@ class FakeApi:
         kind, rest = parts[at], parts[at + 1 :]
         name, sub = [*rest, None, None][:2]
         body = await request.json() if request.can_read_body else {}
+        if request.method == "GET":
+            self.reads.append(kind)
         if request.method in ("POST", "PATCH"):
             named = name or str((body.get("metadata") or {}).get("name", ""))
             write = Write(request.method, f"{kind}/{sub}" if sub else kind, named, body)

@@ -8,7 +8,9 @@ Aspects covered:
 - an evaluation from an older list never lands after one from a newer list;
 - ``GitHubWriteBack`` written between an evaluation's list and its write survives it;
 - ``Ready`` and ``LoopFree`` survive a ``GitHubWriteBack`` written from a stale body;
-- nothing is written when nothing changed.
+- nothing is written when nothing changed;
+- a burst of evaluations (a restart resumes every agent) lists the namespace at most
+  twice: requests made while one waits for its turn are folded into it.
 """
 
 from __future__ import annotations
@@ -112,3 +114,16 @@ async def test_nothing_changed_nothing_written(api: FakeApi, redis: Redis) -> No
     await writeback.agent_condition(stored, None, "")
     await writeback.agent_condition(api.objects[("aiagents", "ai-solo")], None, "other words")
     assert len(status_writes(api)) == 2  # Ready/LoopFree once, GitHubWriteBack once.
+
+
+@pytest.mark.redis
+async def test_a_burst_of_evaluations_lists_the_namespace_at_most_twice(
+    api: FakeApi, redis: Redis
+) -> None:
+    rt = Runtime.from_client(SETTINGS, redis)
+    for i in range(10):
+        api.put("aiagents", agent(f"ai-{i}", f"ai-{(i + 1) % 10}"))  # One ring of ten.
+    await asyncio.gather(*(agents.reconcile_namespace(rt, NS) for _ in range(10)))
+    assert 1 <= api.reads.count("aiagents") <= 2, api.reads
+    for i in range(10):
+        assert condition(api, f"ai-{i}", "LoopFree")["reason"] == "StaticLoop"
