@@ -80,22 +80,27 @@ def _cancelled(info: ClusterInfo, namespace: str, name: str, timeout: float = 90
     return status
 
 
+def _spend_over(info: ClusterInfo, namespace: str, trigger: str, budget: Obj) -> Obj:
+    """A chain of SPENDER under ``budget``, stopped at a report; its job's status."""
+    spender = _agent(trigger, [sys.executable, "-c", SPENDER], budget)
+    chaining.apply(info, namespace, spender, chaining.agent("after"))
+    chaining.apply(info, namespace, chaining.root_job(f"{trigger}-1", trigger))
+    status = _cancelled(info, namespace, f"{trigger}-1")
+    assert status["usage"] == {"tokens": 3000, "cost": 1.2}, status
+    return status
+
+
 def test_a_chain_is_stopped_at_the_first_report_over_its_cost_budget(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
-    info = cluster_info
-    spender = _agent("spender", [sys.executable, "-c", SPENDER], {"maxCost": 1.0})
-    chaining.apply(info, namespace, spender, chaining.agent("after"))
-    chaining.apply(info, namespace, chaining.root_job("spend-1", "spender"))
-    status = _cancelled(info, namespace, "spend-1")
+    status = _spend_over(cluster_info, namespace, "spender", {"maxCost": 1.0})
     assert "cost 1.2 USD over 1 USD" in status["message"], status
-    assert status["usage"] == {"tokens": 3000, "cost": 1.2}, status
     answers = [
         json.loads(line.removeprefix("answer "))
         for line in status["result"].splitlines()
         if line.startswith("answer ")
     ]
-    # Three reports reached the API (usage above), and the chain was stopped at the third
+    # Three reports reached the API (the usage checked), and the chain was stopped at the third
     # although the agent would work on for two minutes; the third answer is printed
     # while the stop is under way, so the captured output may end before it.
     exceeded = [a["budgetExceeded"] is not None for a in answers]
@@ -105,13 +110,8 @@ def test_a_chain_is_stopped_at_the_first_report_over_its_cost_budget(
 def test_a_chain_is_stopped_at_the_first_report_over_its_token_budget(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
-    info = cluster_info
-    spender = _agent("tokener", [sys.executable, "-c", SPENDER], {"maxTokens": 2500})
-    chaining.apply(info, namespace, spender, chaining.agent("after"))
-    chaining.apply(info, namespace, chaining.root_job("tokens-1", "tokener"))
-    status = _cancelled(info, namespace, "tokens-1")
+    status = _spend_over(cluster_info, namespace, "tokener", {"maxTokens": 2500})
     assert "3000 tokens over 2500" in status["message"], status
-    assert status["usage"] == {"tokens": 3000, "cost": 1.2}, status
 
 
 def test_a_chain_past_its_wall_time_is_stopped(
