@@ -189,6 +189,9 @@ class OperatorProcess:
                 "AGENTCHAIN_WEBHOOK_SECRETS": self.webhook_secret,
                 "AGENTCHAIN_OPERATOR_KEY": self.operator_key,
                 "AGENTCHAIN_RESYNC_SECONDS": "3",
+                # No Service routes here: a stop needs no drain (the rolling-update test
+                # asks for one).
+                "AGENTCHAIN_SHUTDOWN_DRAIN_SECONDS": "0",
                 "AGENTCHAIN_DEFAULT_COMMAND": "agentchain,demo-agent",
                 "AGENTCHAIN_LEADER_ELECTION_NAMESPACE": SYSTEM_NAMESPACE,
                 "AGENTCHAIN_LEADER_ELECTION_NAME": self.lease or f"agentchain-{self.name}",

@@ -16,7 +16,10 @@ Aspects covered:
   when a lease would have lapsed, and a chain started just before completes;
 - signed deliveries sent to both replicas at once, a tenth of them twice (to the other
   replica), the leader SIGKILLed midway and the unanswered ones resent: every delivery
-  yields exactly one AgentJob, none twice, none for anything else.
+  yields exactly one AgentJob, none twice, none for anything else;
+- a rolling update (each replica SIGTERMed in turn and replaced, a Service that learns
+  readiness a second late, ``e2e/rolling.py``) under a stream of deliveries: every one
+  is answered 2xx and yields its AgentJob.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import time
 import kubernetes
 import pytest
 
-from e2e import chaos, chaos_deliveries, chaos_ha, operating, replicating
+from e2e import chaos, chaos_deliveries, chaos_ha, operating, replicating, rolling
 from e2e.controlplane.cluster import ClusterInfo
 
 CHAINS = 4
@@ -90,3 +93,13 @@ def test_a_cleanly_stopped_leader_hands_over_at_once(
     # would have lapsed (10 s). kopf gives handlers in flight up to 5 s to finish first.
     assert led - stopped < 2.0 * 1.2 + 1.0, f"{led - stopped:.1f}s after the exit"
     assert led - started < 5.0 + 2.0 * 1.2 + 1.0, f"handover took {led - started:.1f}s"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(360)
+@pytest.mark.usefixtures("operator_paused", "installed")
+def test_a_rolling_update_refuses_no_delivery(cluster_info: ClusterInfo, namespace: str) -> None:
+    report = rolling.run_rolling(cluster_info, namespace, drain=5.0)
+    print(report.summary())
+    assert report.sent > 50, report.summary()
+    assert not report.refused and not report.problems, report.summary()

@@ -18,10 +18,14 @@ holder of a ``coordination.k8s.io`` Lease (``kube/electing.py``).  The order is:
    process **exits at once** (status 1, no cleanup that could write), as
    controller-runtime does: the Deployment restarts it, as a follower.
 
-On SIGTERM (a rolling update, a drain) a follower just stops serving; a leader stops
-kopf first (kopf's own signal handling, or a cancellation before kopf has taken over
-the signals), then releases the Lease so
-a follower takes over within one retry period, then stops serving, letting requests in
+On SIGTERM (a rolling update, a drain) a leader stops kopf first (kopf's own signal
+handling, or a cancellation before kopf has taken over the signals), then releases the
+Lease so a follower takes over within one retry period.  Then every replica **drains**:
+for ``shutdown_drain_seconds`` the webhook and the job API keep serving while
+``/readyz`` answers 503 (``role: stopping``), because a Service stops routing to a
+terminating pod only once the endpoint change has reached every proxy; a delivery sent
+in that window is still answered, not refused (GitHub does not redeliver on its own).
+A second signal cuts the drain short.  Then the listeners close, letting requests in
 flight finish.  kopf peering was not used: with equal priorities (every replica of one
 Deployment) kopf freezes every operator, it pauses watches without stopping handlers in
 flight or fencing their writes, and a dead peer is noticed only when its keepalive
@@ -159,8 +163,11 @@ class Replica:
         self.elector = elector_for(config)
         self.stopping = asyncio.Event()
         self.leading = False
+        self.draining = False
 
     def role(self) -> str:
+        if self.draining:
+            return "stopping"  # /readyz answers 503: a Service routes elsewhere.
         return "leader" if self.leading else "follower"
 
     async def run(self) -> int:
@@ -170,20 +177,35 @@ class Replica:
         try:
             listeners = await serve(runtime, self.role)
             try:
-                self._catch_signals()
-                return await self._lead(runtime)
+                self._catch_signals(self.stopping)
+                status = await self._lead(runtime)
+                if status == 0:  # A clean stop; a lost Lease or a failed engine exits now.
+                    await self._drain()
+                return status
             finally:
                 metrics.LEADER.set(0)
                 await listeners.cleanup()
         finally:
             await runtime.close()
 
-    def _catch_signals(self) -> None:
+    def _catch_signals(self, event: asyncio.Event) -> None:
         # kopf installs its own handlers once it runs (and then stops itself on them).
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.stopping.set)
+                loop.add_signal_handler(sig, event.set)
+
+    async def _drain(self) -> None:
+        """Serve on, unready, while the Service forgets this pod (see the module doc)."""
+        seconds = self.config.shutdown_drain_seconds
+        if seconds <= 0:
+            return
+        self.draining = True
+        hurry = asyncio.Event()
+        self._catch_signals(hurry)  # Ours again: kopf's left with kopf.
+        log.info("Draining: serving %.0f s more with /readyz unready, then stopping", seconds)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(hurry.wait(), seconds)
 
     async def _lead(self, runtime: Runtime) -> int:
         if self.elector is None:

@@ -210,6 +210,13 @@ class Settings(BaseSettings):
     leader_election_retry_seconds: float = Field(
         2.0, gt=0, description="Period of renewals, and of a follower's attempts."
     )
+    shutdown_drain_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="On SIGTERM, seconds the webhook and API keep serving (with /readyz"
+        " answering 503) before the listeners close: the time a Service takes to stop"
+        " routing to a terminating pod, so a rolling update refuses no delivery.",
+    )
     workspace_image: str = Field(
         "ghcr.io/labrats-work/agentchain:latest",
         description="The operator's own image, run as the workspace-prepare, -report and"

@@ -11,7 +11,9 @@ real API server: ``e2e/test_electing.py``, ``e2e/test_ha.py``.)
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -66,3 +68,25 @@ def test_the_elector_follows_the_settings() -> None:
     assert (elector.namespace, elector.name, elector.identity) == ("ops", "lease", "pod-0")
     assert elector.timing == Timing(15, 10, 2)
     assert not elector.fence()  # Nobody leads before a campaign.
+
+
+async def test_a_clean_stop_drains_unready_and_a_second_signal_cuts_it_short() -> None:
+    drained = replica.Replica(Settings(leader_election=False, shutdown_drain_seconds=0.3))
+    assert drained.role() == "follower"
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    draining = asyncio.create_task(drained._drain())
+    await asyncio.sleep(0.05)
+    assert drained.role() == "stopping"  # /readyz answers 503 meanwhile.
+    await draining
+    assert 0.3 <= loop.time() - started < 2.0
+    hurried = replica.Replica(Settings(leader_election=False, shutdown_drain_seconds=60))
+    draining = asyncio.create_task(hurried._drain())
+    await asyncio.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGTERM)  # The drain's own handler takes it.
+    await asyncio.wait_for(draining, 5)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.remove_signal_handler(sig)
+    undrained = replica.Replica(Settings(leader_election=False, shutdown_drain_seconds=0))
+    await asyncio.wait_for(undrained._drain(), 0.5)
+    assert undrained.role() == "follower"

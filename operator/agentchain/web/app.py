@@ -24,7 +24,9 @@ Health: ``/healthz`` is liveness (the event loop answers); ``/readyz`` checks
 that Redis answers PING and the Kubernetes API answers ``/version``, because
 without either nothing the endpoint accepts could be acted on.  Every replica
 serves both listeners whether or not it leads (``replica.py``), so leadership is
-no readiness criterion: ``/readyz`` only reports it (``role``: leader or follower).
+no readiness criterion: ``/readyz`` only reports it (``role``: leader or follower),
+except ``stopping``: a replica draining after SIGTERM answers 503 so that traffic moves
+elsewhere while it still serves what arrives.
 It also says where the leader's restart backlog stands (``backlog``: ``listing`` the
 initial lists, ``working`` through the events they brought, ``pending`` objects, then
 ``done``; a follower, which runs no watches, stays at ``listing``) without making the
@@ -108,6 +110,8 @@ async def readyz(request: web.Request) -> web.Response:
     role = request.app.get(ROLE_KEY)
     if role is not None:
         body["role"] = role()
+        if body["role"] == "stopping":  # Draining after SIGTERM: route elsewhere.
+            body["ready"] = ready = False
     return json_response(body, status=200 if ready else 503)
 
 

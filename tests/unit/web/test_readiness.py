@@ -3,11 +3,13 @@
 Aspects covered: every replica serves, leader or not, so the role is reported in the
 body and is never a readiness criterion (a follower with Redis and the API server
 answering is ready, like the leader); without a role source (tests, other launchers)
-the body has no ``role``; Redis failing makes either role unready, saying which check.
+the body has no ``role``; Redis failing makes either role unready, saying which check;
+a replica draining after SIGTERM (``stopping``) is unready whatever its checks say.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from redis.asyncio import Redis
 
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import clients
+from agentchain.web import app
 from agentchain.web.app import build_internal_app
 from tests.unit.web.conftest import serving
 
@@ -55,3 +58,19 @@ async def test_a_follower_without_redis_is_not_ready(runtime: Runtime) -> None:
         await dead.aclose()
     assert response.status == 503 and body["ready"] is False
     assert body["checks"]["redis"].startswith("failed") and body["role"] == "follower"
+
+
+async def test_a_draining_replica_is_unready_whatever_its_checks(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def reachable() -> None:
+        return None
+
+    monkeypatch.setattr(app, "_kube_reachable", reachable)
+    for role, status in (("follower", 200), ("stopping", 503)):
+        said = functools.partial(str, role)
+        async with serving(build_internal_app(runtime, role=said)) as client:
+            response = await client.get("/readyz")
+            body = await response.json()
+        assert (response.status, body["role"], body["ready"]) == (status, role, status == 200)
+        assert body["checks"] == {"redis": "ok", "kubernetes": "ok"}
