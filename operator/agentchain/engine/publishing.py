@@ -18,7 +18,21 @@ again.  A refused push (the branch is someone else's: not at our commit nor an a
 or a failed one is a ``WorkspacePublished=False`` condition and a Warning Event on the
 root AgentJob; nothing is rewritten.  Either way the volume is then queued for deletion.
 
-:func:`sweep` (the resync's) deletes the volumes whose time has come.  Deleting a chain's
+The push is done once ``published`` is recorded, but the pull request may not be: when
+GitHub fails transiently (``RateLimited``, ``Unavailable``: 429, 5xx, timeouts) the
+chain's pull request is recorded as pending (``store/workspaces.py``: a sorted set per
+namespace, scored by the time of the next try) and the condition says so.  GitHub
+failing for good (``GitHubError.permanent``, ``NotFound``, a 422), or for a whole day
+(:data:`PULL_GIVE_UP_SECONDS`), ends it: ``WorkspacePublished=True`` with reason
+``WorkspacePullRequestFailed`` (the branch *is* pushed) and a Warning Event saying why.
+
+:func:`sweep` (the resync's) deletes the volumes whose time has come, and tries the
+pending pull requests that are due again: after GitHub's ``Retry-After`` when it gave
+one, else after a back-off doubling from the resync period up to ten minutes (a rate
+limit leaves the others of that sweep for the next one).  Opened, the root's condition
+names the pull request and a Normal Event says so; a root AgentJob that is gone drops
+the entry.  A retry looks the pull request up by its head too, so one whose create
+answered a timeout after GitHub made it is found, not made twice.  Deleting a chain's
 root AgentJob deletes its volume and publish Job at once (ownerReferences).
 """
 
@@ -27,13 +41,14 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from typing import Any
 
 from agentchain import faults, models
 from agentchain.engine import githubtokens, records, workspacing
 from agentchain.engine.githubapp import side_of
 from agentchain.engine.hops import Hop, Obj
 from agentchain.engine.runtime import Runtime
-from agentchain.github.errors import GitHubError
+from agentchain.github.errors import NOT_FOUND, RATE_LIMITED, GitHubError
 from agentchain.kube import errors, events, resources, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.conditions import WORKSPACE_PUBLISHED, Condition, Reason
@@ -43,6 +58,9 @@ from agentchain.policy.githubscope import Scope
 log = logging.getLogger(__name__)
 PUBLISH_LOG_BYTES = 8 * 1024
 SUCCEEDED = ("Succeeded", "Skipped")
+PULL_BACKOFF_CAP_SECONDS = 600.0
+PULL_GIVE_UP_SECONDS = 24 * 3600.0
+"""A pull request GitHub kept failing to open for a day is given up, and reported."""
 
 
 async def chain_complete(hop: Hop, action: str) -> None:
@@ -177,9 +195,28 @@ async def _settle(
 ) -> Condition:
     """The root's ``WorkspacePublished`` condition (and Event, and pull request)."""
     if ended == "Complete" and outcome in ("pushed", "already", "unchanged"):
-        message = f"Branch {chain.branch} holds the chain's commits ({outcome})."
-        if outcome != "unchanged":
-            message += await _pull_request(rt, root, chain)
+        message = _pushed(chain, outcome)
+        pulled = await _pull_request(rt, root, chain) if outcome != "unchanged" else None
+        if isinstance(pulled, GitHubError):
+            if _ends(pulled):
+                return await _pull_failed(root, message, pulled, 1)
+            now = time.time()
+            meta = root["metadata"]
+            pending = {
+                "root": meta["name"],
+                "uid": meta.get("uid"),
+                "outcome": outcome,
+                "attempts": 1,
+                "since": now,
+            }
+            wait = await _pull_later(rt, meta["namespace"], chain.chain_id, pending, pulled, now)
+            message += (
+                f" Pull request pending: GitHub failed ({pulled.reason}: {pulled}); "
+                f"tried again in {wait:.0f} s, then less and less often, until it is open "
+                "or GitHub refuses it for good."
+            )
+        elif pulled is not None:
+            message += f" Pull request #{pulled}."
         await events.emit(root, "Normal", Reason.WORKSPACE_PUBLISHED, message, key="ws-published")
         return Condition(
             type=WORKSPACE_PUBLISHED,
@@ -203,12 +240,19 @@ async def _settle(
     return Condition(type=WORKSPACE_PUBLISHED, status="False", reason=reason, message=message)
 
 
-async def _pull_request(rt: Runtime, root: Obj, chain: wsjob.ChainWorkspace) -> str:
-    """Open or update the chain's one pull request; what to add to the message."""
+def _pushed(chain: wsjob.ChainWorkspace, outcome: str) -> str:
+    return f"Branch {chain.branch} holds the chain's commits ({outcome})."
+
+
+async def _pull_request(
+    rt: Runtime, root: Obj, chain: wsjob.ChainWorkspace
+) -> int | GitHubError | None:
+    """Open or update the chain's one pull request: its number, GitHub's failure, or
+    None (no App, or not a GitHub repository: no pull request to open)."""
     side = side_of(rt)
     event = records.parse(root).spec.event
     if side is None or chain.github is None or event is None or event.installation_id is None:
-        return ""
+        return None
     scope = Scope(
         event.installation_id, chain.github, {"pull_requests": "write", "contents": "read"}
     )
@@ -229,17 +273,117 @@ async def _pull_request(rt: Runtime, root: Obj, chain: wsjob.ChainWorkspace) -> 
             await side.app.update_pull(scope, number, body)
     except GitHubError as exc:
         log.warning("pull request for chain %s: %s", chain.chain_id, exc)
-        return f" No pull request: {exc.reason}: {exc}"
+        if exc.status == 401:
+            side.app.forget(scope)  # A token GitHub no longer takes: the next try mints one.
+        return exc
     await workspacing.store(rt).note(
         root["metadata"]["namespace"], chain.chain_id, "pr", str(number)
     )
-    return f" Pull request #{number}."
+    return number
 
 
-async def sweep(rt: Runtime) -> None:
-    """Delete the workspace volumes whose time has come, in every namespace with agents."""
+def _ends(exc: GitHubError) -> bool:
+    """Whether trying the pull request again cannot help: the App or its installation
+    must change (``permanent``), the repository is gone (NotFound), or GitHub refused
+    the request itself (422, validation failed)."""
+    return exc.permanent or exc.reason == NOT_FOUND or exc.status == 422
+
+
+async def _pull_later(
+    rt: Runtime,
+    namespace: str,
+    chain_id: str,
+    pending: dict[str, Any],
+    exc: GitHubError,
+    now: float,
+) -> float:
+    """Record the pull request as pending, due after GitHub's ``Retry-After`` when it
+    gave one, else after a back-off that doubles from the resync period up to
+    :data:`PULL_BACKOFF_CAP_SECONDS`; the wait."""
+    if exc.retry_after is not None:
+        wait = max(1.0, exc.retry_after)
+    else:
+        first = float(rt.settings.resync_seconds)
+        wait = min(PULL_BACKOFF_CAP_SECONDS, first * 2 ** (int(pending["attempts"]) - 1))
+    await workspacing.store(rt).pull_pending(namespace, chain_id, pending, now + wait)
+    return wait
+
+
+async def _pull_failed(root: Obj, pushed: str, exc: GitHubError, attempts: int) -> Condition:
+    """The condition of a chain whose pull request was given up, and its Warning Event."""
+    if _ends(exc):
+        detail = f"{exc.reason}: {exc}"
+    else:
+        detail = f"GitHub failed {attempts} times for a day, the last: {exc.reason}: {exc}"
+    message = f"{pushed} No pull request: {detail}"
+    reason = Reason.WORKSPACE_PULL_REQUEST_FAILED
+    await events.emit(root, "Warning", reason, message, key="ws-pull-request")
+    return Condition(type=WORKSPACE_PUBLISHED, status="True", reason=reason, message=message)
+
+
+async def sweep(rt: Runtime, now: float | None = None) -> None:
+    """In every namespace with agents: delete the workspace volumes whose time has come,
+    and try the pending pull requests that are due again."""
+    at = time.time() if now is None else now
+    pulls = True
     for namespace in rt.agents.namespaces():
         await _sweep(rt, namespace)
+        if pulls:  # After a rate limit the others wait for the next sweep.
+            pulls = await _retry_pulls(rt, namespace, at)
+
+
+async def _retry_pulls(rt: Runtime, namespace: str, now: float) -> bool:
+    """Try the namespace's due pull requests again; False when GitHub rate-limited one."""
+    for chain_id in await workspacing.store(rt).pulls_due(namespace, now):
+        try:
+            failed = await _retry_pull(rt, namespace, chain_id, now)
+        except errors.KubeError as exc:
+            log.warning("pull request of chain %s/%s: %s", namespace, chain_id, exc)
+            continue
+        if failed is not None and failed.reason == RATE_LIMITED:
+            return False
+    return True
+
+
+async def _retry_pull(rt: Runtime, namespace: str, chain_id: str, now: float) -> GitHubError | None:
+    """One more try of a pending pull request; GitHub's failure when it stays pending.
+
+    The root's condition and Event are written before the entry is settled, so a crash
+    in between tries again: the pull request is found by its head, the Event exists."""
+    store = workspacing.store(rt)
+    pending = await store.pull(namespace, chain_id)
+    chain = await workspacing.chain_workspace(rt, namespace, chain_id)
+    root = None
+    if pending is not None and chain is not None:
+        root = await resources.get(namespace, resources.AGENTJOBS, str(pending["root"]))
+    if (
+        root is None
+        or pending is None
+        or chain is None
+        or root["metadata"].get("uid") != pending["uid"]
+    ):
+        await store.pull_settled(namespace, chain_id)  # The chain's records are gone.
+        return None
+    pushed = _pushed(chain, str(pending["outcome"]))
+    pulled = await _pull_request(rt, root, chain)
+    attempts = int(pending["attempts"]) + 1
+    if isinstance(pulled, GitHubError):
+        if not _ends(pulled) and now - float(pending["since"]) < PULL_GIVE_UP_SECONDS:
+            pending["attempts"] = attempts
+            await _pull_later(rt, namespace, chain_id, pending, pulled, now)
+            return pulled
+        condition = await _pull_failed(root, pushed, pulled, attempts)
+    else:
+        message = pushed if pulled is None else f"{pushed} Pull request #{pulled}."
+        reason = Reason.WORKSPACE_PUBLISHED
+        await events.emit(root, "Normal", reason, message, key="ws-pull-request")
+        condition = Condition(
+            type=WORKSPACE_PUBLISHED, status="True", reason=reason, message=message
+        )
+        log.info("Chain %s/%s: %s", namespace, chain_id, message)
+    await rt.writes.patch(root, AgentJobStatus(), condition)
+    await store.pull_settled(namespace, chain_id)
+    return None
 
 
 async def _sweep(rt: Runtime, namespace: str) -> None:

@@ -96,9 +96,10 @@ async def keep_resyncing(rt: Runtime) -> None:
             await admitting.repair_due(rt)  # Concurrency slots the CRs say are free (issue 16).
         except (errors.KubeError, RedisError) as exc:
             log.warning("repairing concurrency slots: %s", exc)
-        if time.monotonic() - swept >= interval:  # Volumes whose keepFor passed (issue 18).
+        # Volumes whose keepFor passed, pull requests GitHub failed to open (issue 18).
+        if time.monotonic() - swept >= interval:
             swept = time.monotonic()
             try:
                 await publishing.sweep(rt)
             except (errors.KubeError, RedisError) as exc:
-                log.warning("deleting workspace volumes: %s", exc)
+                log.warning("workspace sweep (volumes, pull requests): %s", exc)

@@ -96,6 +96,7 @@ class Reason:
     WORKSPACE_PUBLISHED = "WorkspacePublished"
     WORKSPACE_PUSH_REFUSED = "WorkspacePushRefused"
     WORKSPACE_PUBLISH_FAILED = "WorkspacePublishFailed"
+    WORKSPACE_PULL_REQUEST_FAILED = "WorkspacePullRequestFailed"
 
     @classmethod
     def all(cls) -> list[str]:

@@ -55,11 +55,16 @@ CHAIN_HOP_IDS_PREFIX = ROOT_PREFIX + "chain:hop-ids:"
 # before the prompt is built, and that same job keeps it when its prompt is rebuilt.
 CHAIN_LEARNINGS_PREFIX = ROOT_PREFIX + "chain:learnings:"
 # Hash per chain (issue 18): its workspace ("spec", JSON, set once by the first job that
-# declares one) and what became of it ("published", "pr", "released").
+# declares one) and what became of it ("published", "pr", "released", and "pull": a
+# pending pull request's retry state, JSON, while it is in WORKSPACE_PULLS_PREFIX).
 CHAIN_WORKSPACE_PREFIX = ROOT_PREFIX + "chain:workspace:"
 # Sorted set per tenant: chain id -> when its workspace volume is to be deleted (its
 # chain completed and publishing ended, plus keepFor); the resync deletes the due ones.
 WORKSPACE_RELEASE_PREFIX = ROOT_PREFIX + "workspace:release:"
+# Sorted set per tenant: chain id -> when to try its pull request again (GitHub failed
+# transiently after the push); the resync retries the due ones (the chain's hash holds
+# the rest, field "pull").
+WORKSPACE_PULLS_PREFIX = ROOT_PREFIX + "workspace:pulls:"
 # A month: chains are audited after the fact; every write pushes the expiry forward.
 CHAIN_TTL_SECONDS = 30 * 24 * 3600
 
@@ -214,6 +219,10 @@ def chain_workspace(tenant: str, chain_id: str) -> str:
 
 def workspace_release(tenant: str) -> str:
     return _join(WORKSPACE_RELEASE_PREFIX, tenant)
+
+
+def workspace_pulls(tenant: str) -> str:
+    return _join(WORKSPACE_PULLS_PREFIX, tenant)
 
 
 def chain_hops(tenant: str, chain_id: str) -> str:
