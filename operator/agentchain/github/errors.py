@@ -21,6 +21,7 @@ error message.
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from githubkit.exception import GitHubException, RateLimitExceeded, RequestError, RequestFailed
 
@@ -66,13 +67,28 @@ def _classify_failed(exc: RequestFailed) -> GitHubError:
     return error
 
 
+# Calls made as the App (JWT): /app..., and the installation lookups of a repository, an
+# organisation or a user, after whatever prefix the base URL has (GitHub Enterprise
+# Server's /api/v3).  A repository's own paths are told apart first: one named "app"
+# (/repos/o/app/pulls) is not the App.
+_REPO_PATH = re.compile(r"/repos/[^/]+/[^/]+(/.*)?$")
+_APP_PATH = re.compile(r"/app(/.*)?$|/(orgs|users)/[^/]+/installation$")
+
+
+def _as_app(path: str) -> bool:
+    repo = _REPO_PATH.search(path)
+    if repo is not None:
+        return repo.group(1) == "/installation"
+    return _APP_PATH.search(path) is not None
+
+
 def _reason_of(exc: RequestFailed) -> GitHubError:
     request = exc.request
     path = request.url.path
     status = exc.response.status_code
     said = _github_message(exc)
     where = f"{request.method} {path}: {status} {said}".strip()
-    as_app = "/app/" in path or path.endswith("/installation")
+    as_app = _as_app(path)
     if status == 401 and as_app:
         return GitHubError(BAD_APP_KEY, f"GitHub refused the App's JWT (app id or key): {where}")
     if as_app and status == 404:
