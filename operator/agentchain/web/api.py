@@ -29,7 +29,9 @@ from typing import Any
 from aiohttp import web
 
 from agentchain.engine.runtime import Runtime
+from agentchain.kube import errors as kube_errors
 from agentchain.kube import resources
+from agentchain.models.aiagent import AiAgentSpec
 from agentchain.web import auth, listing, serializers
 from agentchain.web.requests import parse_query
 from agentchain.web.responses import ApiError, json_response
@@ -72,6 +74,38 @@ def _scope(principal: auth.Principal, query: JobQuery) -> tuple[list[str], str |
     return list(principal.namespaces), query.chain_id
 
 
+async def agent_specs(rt: Runtime, namespace: str) -> dict[str, AiAgentSpec]:
+    """The namespace's AiAgents by triggerName, from the operator's catalog (a chain's
+    currency, the dashboard's edge conditions); none when they cannot be read: the
+    chain still draws, in the default currency."""
+    try:
+        entries = await rt.agents.agents_in(namespace)
+    except kube_errors.KubeError:
+        return {}
+    return {agent.spec.trigger_name: agent.spec for _, agent in entries}
+
+
+async def job_views(rt: Runtime, objs: list[Obj]) -> list[Obj]:
+    """The jobs as the API shows them, a reported usage in its chain budget's currency:
+    the AiAgents are looked up (once per namespace) only for jobs that reported usage."""
+    agents: dict[str, dict[str, AiAgentSpec]] = {}
+    views = []
+    for obj in objs:
+        currency = None
+        if (obj.get("status") or {}).get("usage"):
+            namespace = str(obj["metadata"]["namespace"])
+            if namespace not in agents:
+                agents[namespace] = await agent_specs(rt, namespace)
+            currency = serializers.chain_currency([obj], agents[namespace])
+        views.append(serializers.job_view(obj, currency))
+    return views
+
+
+async def job_view(request: web.Request, obj: Obj) -> web.Response:
+    [view] = await job_views(request.app[RUNTIME_KEY], [obj])
+    return json_response(view)
+
+
 def _keep(obj: Obj, query: JobQuery, chain_id: str | None, phases: frozenset[str] | None) -> bool:
     if chain_id is not None and serializers.chain_id_of(obj) != chain_id:
         return False
@@ -106,7 +140,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     more = len(kept) > query.limit
     return json_response(
         {
-            "items": [serializers.job_view(o) for o in page],
+            "items": await job_views(request.app[RUNTIME_KEY], page),
             "next": encode_cursor(serializers.sort_key(page[-1])) if more else None,
         }
     )
@@ -138,7 +172,7 @@ async def load_job(principal: auth.Principal, namespace: str, name: str) -> Obj:
 async def get_job(request: web.Request) -> web.Response:
     info = request.match_info
     obj = await load_job(auth.principal_of(request), info["namespace"], info["name"])
-    return json_response(serializers.job_view(obj))
+    return await job_view(request, obj)
 
 
 async def get_job_by_name(request: web.Request) -> web.Response:
@@ -147,7 +181,7 @@ async def get_job_by_name(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     if isinstance(principal, auth.JobCaller):
         obj = await load_job(principal, principal.scope.tenant, name)
-        return json_response(serializers.job_view(obj))
+        return await job_view(request, obj)
     if len(name) > 253 or not _NAME.fullmatch(name):
         raise ApiError(404, "job not found", f"No AgentJob named {name}.")
     found = [
@@ -164,7 +198,7 @@ async def get_job_by_name(request: web.Request) -> web.Response:
         raise ApiError(
             409, "ambiguous job name", "Use /api/jobs/{namespace}/{name}.", namespaces=where
         )
-    return json_response(serializers.job_view(found[0]))
+    return await job_view(request, found[0])
 
 
 async def get_output(request: web.Request) -> web.Response:
@@ -213,7 +247,10 @@ async def get_chain(request: web.Request) -> web.Response:
     record = await rt.chains.get(namespace, chain_id)
     if not jobs and record is None:
         raise ApiError(404, "chain not found", f"No chain {chain_id} in namespace {namespace}.")
-    return json_response(serializers.chain_tree(chain_id, namespace, jobs, record))
+    currency = serializers.DEFAULT_CURRENCY
+    if any((o.get("status") or {}).get("usage") for o in jobs):
+        currency = serializers.chain_currency(jobs, await agent_specs(rt, namespace))
+    return json_response(serializers.chain_tree(chain_id, namespace, jobs, record, currency))
 
 
 def add_routes(app: web.Application) -> None:

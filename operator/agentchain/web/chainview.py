@@ -36,7 +36,7 @@ from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.policy import outcomes
 from agentchain.store.chains import ChainRecord
-from agentchain.web import jobdetail, serializers
+from agentchain.web import serializers
 
 Obj = dict[str, Any]
 DISPOSITION = models.DISPOSITION
@@ -67,8 +67,8 @@ def display_state(obj: Obj) -> str:
     return str(phase).lower()
 
 
-def node_of(obj: Obj) -> Obj:
-    view = serializers.job_view(obj)
+def node_of(obj: Obj, currency: str | None = None) -> Obj:
+    view = serializers.job_view(obj, currency)
     return {
         "id": view["id"],
         "namespace": view["namespace"],
@@ -86,7 +86,7 @@ def node_of(obj: Obj) -> Obj:
         "durationSeconds": duration(view["startedAt"], view["completedAt"]),
         "deleted": False,
         "endings": [],
-        "usage": jobdetail.usage_view((obj.get("status") or {}).get("usage"), None),
+        "usage": view["usage"],
     }
 
 
@@ -185,20 +185,7 @@ def _totals(nodes: Iterable[Obj], currency: str) -> Obj:
         "startedAt": min(starts) if starts else None,
         "endedAt": max(ends) if ends else None,
         "runSeconds": sum(n["durationSeconds"] or 0 for n in listed),
-        "usage": _usage_total(listed, currency),
-    }
-
-
-def _usage_total(nodes: list[Obj], currency: str) -> Obj | None:
-    """The jobs' reported usage summed; None when no agent reported any."""
-    reported = [n["usage"] for n in nodes if n.get("usage")]
-    if not reported:
-        return None
-    return {
-        "tokens": sum(u["tokens"] for u in reported),
-        "cost": round(sum(u["cost"] for u in reported), 6),
-        "currency": currency,
-        "reportedBy": len(reported),
+        "usage": serializers.usage_total((n.get("usage") for n in listed), currency),
     }
 
 
@@ -213,10 +200,11 @@ def layout(
     triggerName, for the conditions on edges."""
     # Creation times have one-second resolution: a parent and its child often tie; depth not.
     objs = sorted(jobs, key=lambda o: (_depth(o), serializers.sort_key(o)))
+    currency = serializers.chain_currency(objs, agents or {})
     nodes: dict[str, Obj] = {}
     edges: dict[str, Obj] = {}
     for obj in objs:
-        node = node_of(obj)
+        node = node_of(obj, currency)
         nodes[node["id"]] = node
         configured = configured_step(obj, agents or {})
         for entry in (obj.get("status") or {}).get("next") or []:
@@ -239,16 +227,8 @@ def layout(
         "nodes": nodes,
         "edges": list(edges.values()),
         "rows": _rows(nodes, parents),
-        "totals": _totals(nodes.values(), _currency(objs, agents or {})),
+        "totals": _totals(nodes.values(), currency),
     }
-
-
-def _currency(objs: list[Obj], agents: Mapping[str, AiAgentSpec]) -> str:
-    """The currency of the chain's budget: its first agent's (as the usage route says)."""
-    path = serializers.job_view(objs[0])["chainPath"] if objs else []
-    first = agents.get(path[0]) if path else None
-    budget = first.budget if first is not None else None
-    return budget.currency if budget is not None else jobdetail.DEFAULT_CURRENCY
 
 
 def _depth(obj: Obj) -> int:

@@ -29,7 +29,7 @@ from agentchain.engine import budgeting
 from agentchain.kube import errors as kube_errors
 from agentchain.kube import resources, viewing
 from agentchain.models.agentjob import AgentJob
-from agentchain.models.aiagent import AiAgent, AiAgentSpec
+from agentchain.models.aiagent import AiAgent
 from agentchain.policy import prompts
 from agentchain.web import (
     api,
@@ -193,22 +193,12 @@ async def job_output(request: web.Request) -> web.Response:
     )
 
 
-async def agent_specs(rt: Any, namespace: str) -> dict[str, AiAgentSpec]:
-    """The namespace's AiAgents by triggerName, from the operator's catalog (the edges'
-    conditions); none when they cannot be read: the chain still draws."""
-    try:
-        entries = await rt.agents.agents_in(namespace)
-    except kube_errors.KubeError:
-        return {}
-    return {agent.spec.trigger_name: agent.spec for _, agent in entries}
-
-
 async def chain_layout(rt: Any, namespace: str, chain_id: str) -> dict[str, Any] | None:
     jobs = await api.chain_jobs(namespace, chain_id)
     record = await rt.chains.get(namespace, chain_id)
     if not jobs and record is None:
         return None
-    agents = await agent_specs(rt, namespace)
+    agents = await api.agent_specs(rt, namespace)
     return chainview.layout(chain_id, namespace, jobs, record, agents)
 
 

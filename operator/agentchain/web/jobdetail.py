@@ -25,7 +25,6 @@ from agentchain.store.outputs import OutputRecord
 from agentchain.web import serializers
 
 Obj = dict[str, Any]
-DEFAULT_CURRENCY = "USD"  # As the usage route reports a chain without a budget.
 PROMPT_NOTE = (
     "The <chain-context> block and the original prompt, as the operator built them; "
     "learnings, store entries or dependency results added at start are not shown."
@@ -112,23 +111,11 @@ def events_view(events: Iterable[Obj]) -> list[Obj]:
     ]
 
 
-def usage_view(usage: object, currency: str | None) -> Obj | None:
-    """What the agent reported (tokens, cost with its chain budget's currency), or None."""
-    if not isinstance(usage, dict):
-        return None
-    tokens, cost = usage.get("tokens"), usage.get("cost")
-    return {
-        "tokens": tokens if isinstance(tokens, int) else 0,
-        "cost": cost if isinstance(cost, int | float) else 0.0,
-        "currency": currency or DEFAULT_CURRENCY,
-    }
-
-
 def detail(obj: Obj, *, original: str, record: ChainRecord | None, **parts: Any) -> Obj:
     """Everything the job page shows; ``parts`` are the other reads, passed through."""
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    view = serializers.job_view(obj)
+    view = serializers.job_view(obj, parts.pop("currency", None))
     running = view["phase"] == "Running" and bool(status.get("podName"))
     return {
         "job": view,
@@ -142,6 +129,6 @@ def detail(obj: Obj, *, original: str, record: ChainRecord | None, **parts: Any)
         "podName": status.get("podName"),
         "attempt": status.get("attempt"),
         "live": running,
-        "usage": usage_view(status.get("usage"), parts.pop("currency", None)),
+        "usage": view["usage"],
         **parts,
     }

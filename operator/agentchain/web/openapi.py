@@ -62,18 +62,34 @@ _NAME = _param("name", "path", {"type": "string"})
 _CHAIN = _param("chainId", "path", {"type": "string"})
 _KEY = _param("key", "path", {"type": "string"})
 _JOB = {"$ref": "#/components/schemas/Job"}
+_CHAIN_VIEW = {"$ref": "#/components/schemas/Chain"}
 
+_NULLABLE_TEXT = {"type": ["string", "null"]}
+_USAGE_SCHEMA: dict[str, Any] = {
+    "type": ["object", "null"],
+    "description": "What the job's agent reported (status.usage), in the currency of its "
+    "chain's budget (its first agent's; USD without one); null when it reported nothing.",
+    "required": ["tokens", "cost", "currency"],
+    "properties": {
+        "tokens": {"type": "integer"},
+        "cost": {"type": "number"},
+        "currency": {"type": "string"},
+    },
+}
+# Every field ``serializers.job_view`` returns (a unit test keeps the two the same).
 _JOB_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "id": {"type": "string"},
         "namespace": {"type": "string"},
-        "type": {"type": ["string", "null"]},
+        "type": _NULLABLE_TEXT,
         "agentRole": {"type": "string"},
-        "chainId": {"type": ["string", "null"]},
+        "origin": _NULLABLE_TEXT,
+        "chainId": _NULLABLE_TEXT,
         "chainDepth": {"type": ["integer", "null"]},
-        "parentJobId": {"type": ["string", "null"]},
+        "parentJobId": _NULLABLE_TEXT,
         "chainPath": {"type": "array", "items": {"type": "string"}},
+        "delegation": {"type": "array", "items": _OBJECT},
         "status": {
             "enum": [
                 *("pending", "waiting", "running", "completed", "failed", "skipped"),
@@ -81,15 +97,57 @@ _JOB_SCHEMA: dict[str, Any] = {
             ]
         },
         "phase": {"type": "string"},
-        "reason": {"type": ["string", "null"]},
-        "message": {"type": ["string", "null"]},
-        "result": {"type": ["string", "null"]},
+        "reason": _NULLABLE_TEXT,
+        "message": _NULLABLE_TEXT,
+        "result": _NULLABLE_TEXT,
         "resultTruncated": {"type": ["boolean", "null"]},
+        "resultSize": {"type": ["integer", "null"]},
         "exitCode": {"type": ["integer", "null"]},
-        "createdAt": {"type": ["string", "null"]},
-        "startedAt": {"type": ["string", "null"]},
-        "completedAt": {"type": ["string", "null"]},
+        "createdAt": _NULLABLE_TEXT,
+        "startedAt": _NULLABLE_TEXT,
+        "completedAt": _NULLABLE_TEXT,
         "next": {"type": "array", "items": _OBJECT},
+        "chainComplete": {"type": ["boolean", "null"]},
+        "stoppedBy": {
+            **_NULLABLE_TEXT,
+            "description": "Who stopped it (api, annotation, github:<login>, budget, "
+            "concurrency); why is in reason and message.",
+        },
+        "supersededBy": {
+            **_NULLABLE_TEXT,
+            "description": "The root job of the newer chain of its concurrency group.",
+        },
+        "approvedBy": {**_NULLABLE_TEXT, "description": "Who approved its start."},
+        "approvedAt": {**_NULLABLE_TEXT, "format": "date-time"},
+        "attempt": {"type": ["integer", "null"], "description": "Current attempt, from 1."},
+        "retryAt": {
+            **_NULLABLE_TEXT,
+            "format": "date-time",
+            "description": "When the next attempt starts (retry backoff).",
+        },
+        "usage": _USAGE_SCHEMA,
+    },
+}
+_CHAIN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "chainId": {"type": "string"},
+        "namespace": {"type": "string"},
+        "jobCount": {"type": "integer"},
+        "complete": {"type": "boolean"},
+        "usage": {
+            "type": ["object", "null"],
+            "description": "The usage its jobs reported, summed, in the currency of its "
+            "first agent's budget; null when none reported any.",
+            "required": ["tokens", "cost", "currency", "reportedBy"],
+            "properties": {
+                "tokens": {"type": "integer"},
+                "cost": {"type": "number"},
+                "currency": {"type": "string"},
+                "reportedBy": {"type": "integer", "description": "Jobs that reported."},
+            },
+        },
+        "roots": {"type": "array", "items": _OBJECT, "description": "Jobs, with children."},
     },
 }
 
@@ -190,7 +248,7 @@ def _paths() -> dict[str, Any]:
             **_get([_NS, _NAME], _OBJECT),
             "put": _op([_NS, _NAME], _OBJECT, body={"$ref": "#/components/schemas/JobAnchor"}),
         },
-        "/api/chains/{namespace}/{chainId}": _get([_NS, _CHAIN], _OBJECT),
+        "/api/chains/{namespace}/{chainId}": _get([_NS, _CHAIN], _CHAIN_VIEW),
         "/api/chains/{namespace}/{chainId}/anchor": _get([_NS, _CHAIN], _OBJECT),
         "/api/jobs/{namespace}/{name}/stop": {"post": _stop([_NS, _NAME])},
         "/api/chains/{namespace}/{chainId}/stop": {"post": _stop([_NS, _CHAIN])},
@@ -274,6 +332,7 @@ def document() -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
                 "Job": _JOB_SCHEMA,
+                "Chain": _CHAIN_SCHEMA,
                 "AdminJobRequest": schema_of(AdminJobRequest),
                 "DelegationRequest": schema_of(DelegationRequest),
                 "StoreWrite": schema_of(StoreWrite),

@@ -7,7 +7,9 @@ metadata is read from the annotations first, because they are written at
 creation and survive a lost status, then from the status.
 
 Pure functions of the objects read from the API server, so the API handlers
-and the dashboard render exactly the same view.
+and the dashboard render exactly the same view.  The one thing a job does not
+record about itself is the currency its usage counts in (its chain's first
+agent's budget): callers that read the AiAgents pass it (``chain_currency``).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentchain import models
+from agentchain.models.aiagent import AiAgentSpec
 from agentchain.store.chains import ChainRecord
 
 Obj = dict[str, Any]
+DEFAULT_CURRENCY = "USD"  # As the usage route reports a chain without a budget.
 
 # Seed 003's status values, by AgentJob phase.  A job without a phase yet is pending.
 SEED_STATUS: dict[str, str] = {
@@ -78,8 +82,47 @@ def _chain_depth(obj: Obj) -> int | None:
     return depth if isinstance(depth, int) else None
 
 
-def job_view(obj: Obj) -> dict[str, Any]:
-    """Seed 003's job fields (plus namespace, phase, reason and what came next)."""
+def usage_view(usage: object, currency: str | None) -> Obj | None:
+    """What the agent reported (tokens, cost with its chain budget's currency), or None."""
+    if not isinstance(usage, dict):
+        return None
+    tokens, cost = usage.get("tokens"), usage.get("cost")
+    return {
+        "tokens": tokens if isinstance(tokens, int) else 0,
+        "cost": cost if isinstance(cost, int | float) else 0.0,
+        "currency": currency or DEFAULT_CURRENCY,
+    }
+
+
+def usage_total(usages: Iterable[Obj | None], currency: str) -> Obj | None:
+    """Reported usages (``usage_view``s) summed; None when no agent reported any."""
+    reported = [u for u in usages if u]
+    if not reported:
+        return None
+    return {
+        "tokens": sum(u["tokens"] for u in reported),
+        "cost": round(sum(u["cost"] for u in reported), 6),
+        "currency": currency,
+        "reportedBy": len(reported),
+    }
+
+
+def chain_currency(objs: Iterable[Obj], agents: Mapping[str, AiAgentSpec]) -> str:
+    """The currency of the chain's budget: its first agent's (as the usage route says).
+
+    ``objs`` are jobs of one chain (their chain paths start with the same agent);
+    ``agents`` the namespace's AiAgents by triggerName."""
+    path = next((p for p in map(_chain_path, objs) if p), [])
+    first = agents.get(path[0]) if path else None
+    budget = first.budget if first is not None else None
+    return budget.currency if budget is not None else DEFAULT_CURRENCY
+
+
+def job_view(obj: Obj, currency: str | None = None) -> dict[str, Any]:
+    """Seed 003's job fields (plus namespace, phase, reason and what came next), and
+    flow control's: who stopped it or superseded it, who approved it and when, the
+    attempt and when a retry starts, the usage its agent reported (in ``currency``,
+    the chain budget's; the default when None).  A field the status lacks is null."""
     meta = obj.get("metadata", {})
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -108,6 +151,13 @@ def job_view(obj: Obj) -> dict[str, Any]:
         "completedAt": status.get("completionTime"),
         "next": status.get("next") or [],
         "chainComplete": status.get("chainComplete"),
+        "stoppedBy": status.get("stoppedBy"),
+        "supersededBy": status.get("supersededBy"),
+        "approvedBy": status.get("approvedBy"),
+        "approvedAt": status.get("approvedAt"),
+        "attempt": status.get("attempt"),
+        "retryAt": status.get("retryAt"),
+        "usage": usage_view(status.get("usage"), currency),
     }
 
 
@@ -122,14 +172,21 @@ def sort_key(obj: Obj) -> tuple[str, str, str]:
 
 
 def chain_tree(
-    chain_id: str, namespace: str, jobs: Iterable[Obj], record: ChainRecord | None
+    chain_id: str,
+    namespace: str,
+    jobs: Iterable[Obj],
+    record: ChainRecord | None,
+    currency: str = DEFAULT_CURRENCY,
 ) -> dict[str, Any]:
-    """A chain as nested jobs (children by ``parentJobId``), oldest first, with its record.
+    """A chain as nested jobs (children by ``parentJobId``), oldest first, with its record
+    and the usage its jobs reported, summed in ``currency`` (its first agent's budget's).
 
     A job whose parent is not in the chain (deleted, or out of view) is shown as a
     root rather than dropped, so nothing the chain did is hidden.
     """
-    views = sorted((job_view(obj) for obj in jobs), key=lambda v: (v["createdAt"] or "", v["id"]))
+    views = sorted(
+        (job_view(obj, currency) for obj in jobs), key=lambda v: (v["createdAt"] or "", v["id"])
+    )
     nodes = {v["id"]: {**v, "children": []} for v in views}
     roots: list[dict[str, Any]] = []
     for view in views:
@@ -145,5 +202,6 @@ def chain_tree(
         "lastJob": record.last_job if record else None,
         "completedAt": record.completed_at if record else None,
         "hops": record.hops if record else [],
+        "usage": usage_total((v["usage"] for v in views), currency),
         "roots": roots,
     }

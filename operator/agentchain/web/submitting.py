@@ -34,7 +34,7 @@ from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
 from agentchain.policy import agents, chains, concurrency, naming
 from agentchain.policy.delegation import DelegationRefused, check_caller, extend_delegation
-from agentchain.web import api, auth, bodies, listing, serializers, waiting
+from agentchain.web import api, auth, bodies, listing, waiting
 from agentchain.web.requests import parse_body, parse_query, read_json, validate
 from agentchain.web.responses import ApiError, json_response
 from agentchain.web.schemas import AdminJobRequest, DelegationRequest, WaitQuery
@@ -56,7 +56,8 @@ async def post_job(request: web.Request) -> web.Response:
         terminal = waiting.terminal(obj)
         if wait and not terminal:
             obj, terminal = await waits.until_terminal(obj, wait)
-    view = {**serializers.job_view(obj), "created": created, "terminal": terminal}
+    [job] = await api.job_views(request.app[api.RUNTIME_KEY], [obj])
+    view = {**job, "created": created, "terminal": terminal}
     return json_response(view, status=201 if created else 200)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from agentchain import models
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.store.chains import ChainRecord
-from agentchain.web import chainview, jobdetail
+from agentchain.web import chainview, serializers
 
 Obj = dict[str, Any]
 
@@ -256,9 +256,9 @@ def test_totals_sum_the_reported_usage_in_the_first_agents_currency() -> None:
 
 
 def test_a_jobs_usage_is_shown_only_when_reported() -> None:
-    assert jobdetail.usage_view(None, "EUR") is None
-    assert jobdetail.usage_view("junk", None) is None
-    view = jobdetail.usage_view({"tokens": 12, "cost": 1.5}, None)
+    assert serializers.usage_view(None, "EUR") is None
+    assert serializers.usage_view("junk", None) is None
+    view = serializers.usage_view({"tokens": 12, "cost": 1.5}, None)
     assert view == {"tokens": 12, "cost": 1.5, "currency": "USD"}
-    odd = jobdetail.usage_view({"tokens": "12", "cost": None}, "EUR")
+    odd = serializers.usage_view({"tokens": "12", "cost": None}, "EUR")
     assert odd == {"tokens": 0, "cost": 0.0, "currency": "EUR"}

@@ -1,0 +1,93 @@
+"""``/agentchain`` comment commands count in ``agentchain_comment_commands_total`` (issue 16),
+against the in-process API server.
+
+``commands.handle`` runs for an authenticated ``issue_comment`` delivery (the webhook
+calls it with the namespaces' AiAgents).  Aspects covered, one count per command:
+- ``applied``: a ``stop`` from an OWNER asks the issue's running job to stop (the stop
+  annotations, ``stopped-by: github:<login>``);
+- ``refused``: the same command from a commenter the agent's sender policy refuses
+  changes nothing;
+- ``no_job``: a command on an issue with no job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import REGISTRY
+
+from agentchain.models.aiagent import AiAgentSpec
+from agentchain.policy import stops
+from agentchain.policy.matching import AgentCandidate
+from agentchain.web import commands
+from tests.unit.engine.fakeapi import FakeApi, Obj
+from tests.unit.engine.test_hop_write_order import NS, api, kubeconfig
+
+__all__ = ["api", "kubeconfig"]  # Fixtures.
+
+REPOSITORY = "octo/repo"
+AGENTS = {NS: [AgentCandidate("writer", AiAgentSpec.model_validate({"triggerName": "writer"}))]}
+
+
+def running_job(api: FakeApi, number: int) -> Obj:
+    event = {"source": "github", "repository": REPOSITORY, "number": number}
+    return api.put(
+        "agentjobs",
+        {
+            "apiVersion": "labrats.work/v1alpha1",
+            "kind": "AgentJob",
+            "metadata": {"name": f"job-{number}", "namespace": NS},
+            "spec": {"agentRole": "writer", "prompt": "go", "origin": "github", "event": event},
+            "status": {"phase": "Running", "reason": "Running"},
+        },
+    )
+
+
+def comment(body: str, number: int, association: str) -> dict[str, Any]:
+    return {
+        "action": "created",
+        "comment": {
+            "id": 42,
+            "body": body,
+            "user": {"login": "octocat"},
+            "author_association": association,
+        },
+        "issue": {"number": number},
+        "repository": {"full_name": REPOSITORY},
+        "sender": {"login": "octocat", "type": "User"},
+    }
+
+
+async def stop(number: int, association: str) -> Obj | None:
+    payload = comment("/agentchain stop", number, association)
+    return await commands.handle("issue_comment", payload, AGENTS)
+
+
+def count(verb: str, result: str) -> float:
+    labels = {"verb": verb, "result": result}
+    return REGISTRY.get_sample_value("agentchain_comment_commands_total", labels) or 0.0
+
+
+async def test_each_comment_command_counts_once_by_verb_and_result(api: FakeApi) -> None:
+    running_job(api, 7)
+    before = {r: count("stop", r) for r in ("applied", "refused", "no_job")}
+
+    refused = await stop(7, "NONE")
+    assert refused is not None and refused["result"] == "refused"
+    assert count("stop", "refused") == before["refused"] + 1
+    assert not api.writes, "a refused command must change nothing"
+
+    done = await stop(7, "OWNER")
+    assert done is not None and done["result"] == "applied"
+    assert count("stop", "applied") == before["applied"] + 1
+    annotations = api.objects[("agentjobs", "job-7")]["metadata"]["annotations"]
+    assert annotations[stops.STOP] == "true"
+    assert annotations[stops.STOPPED_BY] == "github:octocat"
+
+    nothing = await commands.handle(
+        "issue_comment", comment("/agentchain stop", 8, "OWNER"), AGENTS
+    )
+    assert nothing is not None and nothing["result"] == "no_job"
+    assert count("stop", "no_job") == before["no_job"] + 1
+    assert count("stop", "applied") == before["applied"] + 1
+    assert count("stop", "refused") == before["refused"] + 1
