@@ -1,13 +1,17 @@
 """A small in-process Kubernetes API server (aiohttp) for the hop's write-order tests.
 
 It keeps objects in memory under the paths the operator's client uses, answers
-create/get/list/merge-patch like the API server (uid and resourceVersion assigned,
-409 AlreadyExists, 409 Conflict on a stale ``metadata.resourceVersion``, 404
-NotFound), serves a fixed ``pods/log``, and records every write in order.
+create/get/list/merge-patch/delete like the API server (uid and resourceVersion
+assigned, 409 AlreadyExists, 409 Conflict on a stale ``metadata.resourceVersion``, 404
+NotFound), serves a fixed ``pods/log``, and records every write in order (a delete
+is a write too).
 ``fail_at`` makes the n-th write fail with a 403 the client does not retry,
 unapplied: the operator's call raises there, as if it had died just before that
 write.  ``before_write`` runs before each write is applied (a test checks what must
-already be durable).
+already be durable).  ``before_request`` runs first on every request, a read too:
+a race test pauses requests there to vary how concurrent callers interleave.
+``on_change`` hears of every change a request or :meth:`update` and :meth:`remove`
+make (``ADDED``, ``MODIFIED``, ``DELETED`` and the object), in order: a test's watch.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class FakeApi:
         self.reads: list[str] = []  # The kind of every GET (a list or a get).
         self.fail_at: int | None = None
         self.before_write: Callable[[Write], Awaitable[None]] | None = None
+        self.before_request: Callable[[str, str, str | None], Awaitable[None]] | None = None
+        self.on_change: Callable[[str, str, Obj], None] | None = None
         self._versions = itertools.count(100)
 
     def put(self, kind: str, obj: Obj) -> Obj:
@@ -69,6 +75,23 @@ class FakeApi:
         self.objects[(kind, meta["name"])] = obj
         return obj
 
+    def update(self, kind: str, name: str, patch: Obj) -> Obj | None:
+        """Merge ``patch`` into a stored object, as another controller would (heard)."""
+        found = self.objects.get((kind, name))
+        if found is None:
+            return None
+        return self._changed("MODIFIED", kind, self.put(kind, merge(found, patch)))
+
+    def remove(self, kind: str, name: str) -> Obj | None:
+        """Delete a stored object, as another controller would (heard)."""
+        found = self.objects.pop((kind, name), None)
+        return None if found is None else self._changed("DELETED", kind, found)
+
+    def _changed(self, event: str, kind: str, obj: Obj) -> Obj:
+        if self.on_change is not None:
+            self.on_change(event, kind, copy.deepcopy(obj))
+        return obj
+
     def of(self, kind: str) -> list[Obj]:
         return [o for (k, _), o in sorted(self.objects.items()) if k == kind]
 
@@ -77,10 +100,12 @@ class FakeApi:
         at = parts.index("namespaces") + 2  # .../namespaces/<ns>/<kind>[/<name>[/<sub>]]
         kind, rest = parts[at], parts[at + 1 :]
         name, sub = [*rest, None, None][:2]
+        if self.before_request is not None:
+            await self.before_request(request.method, kind, name)
         body = await request.json() if request.can_read_body else {}
         if request.method == "GET":
             self.reads.append(kind)
-        if request.method in ("POST", "PATCH"):
+        if request.method in ("POST", "PATCH", "DELETE"):
             named = name or str((body.get("metadata") or {}).get("name", ""))
             write = Write(request.method, f"{kind}/{sub}" if sub else kind, named, body)
             refused = await self._record(write)
@@ -90,6 +115,8 @@ class FakeApi:
             return self._create(kind, body)
         if request.method == "PATCH":
             return self._patch(kind, str(name), sub, body)
+        if request.method == "DELETE":
+            return self._delete(kind, str(name))
         return self._get(kind, name, sub)
 
     async def _record(self, write: Write) -> web.Response | None:
@@ -103,7 +130,8 @@ class FakeApi:
     def _create(self, kind: str, body: Obj) -> web.Response:
         if (kind, body["metadata"]["name"]) in self.objects:
             return status(409, "AlreadyExists")
-        return web.json_response(self.put(kind, copy.deepcopy(body)), status=201)
+        created = self._changed("ADDED", kind, self.put(kind, copy.deepcopy(body)))
+        return web.json_response(created, status=201)
 
     def _patch(self, kind: str, name: str, sub: str | None, body: Obj) -> web.Response:
         found = self.objects.get((kind, name))
@@ -113,7 +141,11 @@ class FakeApi:
         if expected is not None and expected != found["metadata"]["resourceVersion"]:
             return status(409, "Conflict")  # A precondition, as the API server checks it.
         patched = merge(found, body if sub is None else {"status": body.get("status")})
-        return web.json_response(self.put(kind, patched))
+        return web.json_response(self._changed("MODIFIED", kind, self.put(kind, patched)))
+
+    def _delete(self, kind: str, name: str) -> web.Response:
+        found = self.remove(kind, name)
+        return status(404, "NotFound") if found is None else web.json_response(found)
 
     def _get(self, kind: str, name: str | None, sub: str | None) -> web.StreamResponse:
         if sub == "log":
