@@ -1,8 +1,10 @@
 """Closing: a job's end and what its chain did next, written where people look.
 
-:func:`close` writes a job's end status (phase, reason, result, ...) and its
-``status.next`` entry, in one patch when both are due, then revokes the job's token,
-updates the team anchor, counts it and raises a Warning Event for a failure.  The
+:func:`close` revokes an ending job's token and raises its Event (a failure's Warning,
+a stop's or a skip's), then writes its end status (phase, reason, result, ...) and its
+``status.next`` entry, in one patch when both are due, then updates the team anchor and
+counts it.  The token and the Event go first because the patch settles the job: a
+crash after it is never replayed.  The
 ``next`` entry is the marker exactly-once rests on: a job whose ``status.next`` is
 set is decided, so ``engine.hopping`` calls this only after the child exists.
 :func:`complete_chain` marks the chain complete on its last job: once in Redis,
@@ -51,6 +53,9 @@ async def close(
     status = records.merged(end, marker, AgentJobStatus(chain_complete=True) if complete else None)
     if end is not None:
         conditions = (_complete(end), *conditions)
+        # Before the patch that settles the job: a replay after a crash in between finds
+        # it settled and does nothing, so what must not be lost goes first (each is once).
+        await _ending(hop, end)
     if records.fields(status) or conditions:
         await hop.patch(status, *conditions)
     if end is not None:
@@ -67,17 +72,22 @@ def _complete(end: AgentJobStatus) -> Condition:
     )
 
 
-async def _ended(hop: Hop, end: AgentJobStatus) -> None:
-    # A job token dies with its job.
-    await hop.rt.tokens.revoke(hop.namespace, hop.name, hop.uid)
-    await team.job(hop.rt, hop.obj)
+async def _ending(hop: Hop, end: AgentJobStatus) -> None:
+    """The job token's revocation and the end's Event: idempotent, sent before the end
+    is written (an Event is created once per key)."""
+    await hop.rt.tokens.revoke(hop.namespace, hop.name, hop.uid)  # It dies with its job.
     phase, reason, message = end.phase or "", end.reason or "", end.message or ""
-    metrics.JOBS.labels(hop.namespace, hop.job.spec.agent_role, phase).inc()
     if phase == "Failed":
         await events.emit(hop.obj, "Warning", reason, message, key="ended")
     elif phase == "Skipped":
         await events.emit(hop.obj, "Normal", reason, message, key=f"disposition:{reason}")
-    await gating.ended(hop, end)  # Cancelled's Event, its namespace slot (issue 16).
+    await gating.ending(hop, end)  # Cancelled's Event (issue 16).
+
+
+async def _ended(hop: Hop, end: AgentJobStatus) -> None:
+    await team.job(hop.rt, hop.obj)
+    metrics.JOBS.labels(hop.namespace, hop.job.spec.agent_role, end.phase or "").inc()
+    await gating.ended(hop, end)  # The namespace slot it held (issue 16).
 
 
 async def _record_hop(hop: Hop, entry: NextStatus) -> None:

@@ -13,8 +13,8 @@ built, under the job's lock, in this order:
 5. its chain's budget: the launch is counted; over budget it ends ``Cancelled``,
    reason ``BudgetExceeded`` (``budgeting.at_launch``).
 
-``ended`` runs in ``closing`` once per recorded end: a cancelled job's Event and
-metric, and the namespace slot it held.
+``ending`` runs in ``closing`` just before an end is recorded: a cancelled job's Event
+and metric; ``ended`` just after: the namespace slot it held.
 """
 
 from __future__ import annotations
@@ -53,10 +53,15 @@ def stop_fields(request: stops.StopRequest) -> Obj:
     return fields
 
 
-async def ended(hop: Hop, end: AgentJobStatus) -> None:
-    """A job's end was recorded (``closing``): idempotent, it may run again on a replay."""
+async def ending(hop: Hop, end: AgentJobStatus) -> None:
+    """A job's end is about to be recorded (``closing``): a cancelled job's Event, and
+    its count, once (the Event is created once; a replay finds it)."""
     if end.phase == "Cancelled":
         reason, message = end.reason or "", end.message or ""
-        await events.emit(hop.obj, "Normal", reason, message, key="stopped")
-        metrics.STOPS.labels(hop.namespace, reason).inc()
+        if await events.emit(hop.obj, "Normal", reason, message, key="stopped"):
+            metrics.STOPS.labels(hop.namespace, reason).inc()
+
+
+async def ended(hop: Hop, end: AgentJobStatus) -> None:
+    """A job's end was recorded (``closing``): idempotent, it may run again on a replay."""
     await admitting.job_ended(hop.rt, hop.obj)

@@ -401,6 +401,15 @@ async def check(api: FakeApi, rt: Runtime, before: dict[str, float]) -> str:
     assert status.get("chainComplete") is True, status
     assert chain.complete and chain.outcome == "stopped" and chain.last_job == "p", chain
     assert events["Stopped"] == events["ChainComplete"] == 1, events
+    # Both Events exist before the patch that settles the job: a crash right after it
+    # (never replayed: the job is settled) cannot lose them.
+    order = [
+        (w.method, w.kind, (w.body.get("reason") or (w.body.get("status") or {}).get("phase")))
+        for w in api.writes
+    ]
+    settled = order.index(("PATCH", "agentjobs/status", "Cancelled"))
+    assert ("POST", "events", "Stopped") in order[:settled], order
+    assert ("POST", "events", "ChainComplete") in order[:settled], order
     assert counted == {"stops": 1, "stopped_chains": 1, "succeeded": 0, "cancelled": 1}
     return "Cancelled"
 
