@@ -8,13 +8,15 @@ processes: one replica is stopped with SIGTERM while the other serves, started a
 (the new pod) and seen ready, then the same for the other one, leader or not.
 
 Every delivery sent meanwhile must be answered 2xx (GitHub does not redeliver a refused
-one by itself) and yield exactly its AgentJob.  Without the drain (``/readyz`` 503 while
+one by itself) and yield exactly its AgentJob; afterwards the job API answers on both
+replicas, the follower as the leader.  Without the drain (``/readyz`` 503 while
 the listeners stay open) a delivery routed in the second after the SIGTERM meets a
 closed port.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.error
@@ -110,7 +112,29 @@ def run_rolling(info: ClusterInfo, namespace: str, *, drain: float) -> RollingRe
             done.set()
             sender.join()
         _count(kc, answered, report)
+        _read_from_each(ops, kc, report)
     return report
+
+
+def _read_from_each(
+    ops: list[operating.OperatorProcess], kc: chaos._Cluster, report: RollingReport
+) -> None:
+    """The job API answers on the leader and on the follower alike."""
+    jobs = kc.agentjobs()
+    if not jobs:
+        return
+    name = jobs[0]["metadata"]["name"]
+    for op in ops:
+        url = f"{op.url}/api/jobs/{kc.namespace}/{name}"
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {op.admin_token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                body = json.load(resp)
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            report.problems.append(f"the job API on {op.name} ({op.role()}): {exc}")
+            continue
+        if body.get("id") != name:
+            report.problems.append(f"the job API on {op.name} answered {body!r:.200}")
 
 
 def _replace(op: operating.OperatorProcess, endpoints: Endpoints) -> None:
