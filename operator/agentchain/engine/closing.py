@@ -65,7 +65,7 @@ async def close(
 
 
 def _complete(end: AgentJobStatus) -> Condition:
-    """``Complete``: True for a job that succeeded (or was Skipped), False for a failure."""
+    """``Complete``: True unless the job Failed (Succeeded, Skipped, Cancelled)."""
     status: ConditionStatus = "False" if end.phase == "Failed" else "True"
     return Condition(
         type=COMPLETE, status=status, reason=end.reason or "", message=end.message or ""

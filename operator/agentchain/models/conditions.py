@@ -24,8 +24,9 @@ GITHUB_WRITE_BACK = "GitHubWriteBack"
 """AiAgent: whether its chains' last GitHub write-back went through (False: the cause as
 reason, e.g. ``NotInstalled``); absent until one of its chains is written back."""
 COMPLETE = "Complete"
-"""AgentJob: set when it ends; True when it Succeeded (or was Skipped), False when it
-Failed, with the status' reason and message."""
+"""AgentJob: set when it ends; True when it Succeeded, was Skipped or was Cancelled (it
+ended without failing: a stop, a supersession or a budget), False when it Failed, with
+the status' reason and message."""
 DEPENDENCIES_READY = "DependenciesReady"
 """AgentJob with ``dependsOn``: False while it waits (or on a cycle), True once every
 dependency ended and it was launched."""
