@@ -11,7 +11,9 @@ Aspects covered:
 - ``POST /api/chains/{ns}/{id}/stop`` stops the chain's running job and its chain;
 - a stop sent at the instant the job ends (many jobs, stops at staggered offsets around
   the end) always resolves to exactly one outcome: Succeeded with its one child and no
-  ``Stopped`` Event, or Cancelled with no child; never both, never neither.
+  ``Stopped`` Event, or Cancelled with no child; never both, never neither;
+- a stopped agent gets SIGTERM and the grace period its AiAgent names
+  (``terminationGracePeriodSeconds``): its handler runs to the end before the pod goes.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import time
 import urllib.error
 import urllib.request
 from typing import Any
+
+import pytest
 
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
@@ -216,3 +220,54 @@ def test_a_stop_at_the_instant_a_job_ends_has_exactly_one_outcome(
             assert status["next"][0]["action"] == "spawned"
         outcomes[name] = status["phase"]
     print("race outcomes:", outcomes)
+
+
+def _node_log(info: ClusterInfo, namespace: str, job: str) -> str:
+    """What the job's containers printed, from the local node's files (kept after the
+    pod is deleted, which ``kubectl logs`` is not)."""
+    pods = info.workdir / "node" / "pods"
+    return "".join(p.read_text(errors="replace") for p in pods.glob(f"{namespace}_{job}*/*.log"))
+
+
+def _winding_agent(name: str, grace: int, handler_seconds: int) -> Obj:
+    agent = chaining.agent(name)
+    agent["spec"]["terminationGracePeriodSeconds"] = grace
+    agent["spec"]["command"] = [
+        "sh",
+        "-c",
+        f'trap "echo TERM received; sleep {handler_seconds}; echo cleaned up; exit 0" TERM;'
+        " echo started; while :; do sleep 0.1; done",
+    ]
+    return agent
+
+
+def test_a_stopped_agent_gets_sigterm_and_its_grace_period(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    if not info.local:
+        pytest.skip("reads the local node's container logs")
+    chaining.apply(
+        info,
+        namespace,
+        _winding_agent("graceful", grace=20, handler_seconds=2),
+        _winding_agent("hasty", grace=1, handler_seconds=8),
+        chaining.root_job("wind-1", "graceful"),
+        chaining.root_job("cut-1", "hasty"),
+    )
+    for job in ("wind-1", "cut-1"):
+        _wait_phase(info, namespace, job, "Running")
+        operating.wait_until(
+            lambda j=job: "started" in _node_log(info, namespace, j), timeout=60, what=job
+        )
+    for job in ("wind-1", "cut-1"):
+        code, body = _post(operator, f"/api/jobs/{namespace}/{job}/stop", {"reason": "wind down"})
+        assert code == 202, body
+    for job in ("wind-1", "cut-1"):
+        _assert_cancelled_alone(info, namespace, job, "api", "wind down")
+    # Each pod went only once its process exited: after the handler's two seconds for
+    # the graceful agent; at its one second's SIGKILL, mid-handler, for the hasty one.
+    printed = _node_log(info, namespace, "wind-1")
+    assert "TERM received" in printed and "cleaned up" in printed, printed
+    printed = _node_log(info, namespace, "cut-1")
+    assert "TERM received" in printed and "cleaned up" not in printed, printed

@@ -420,6 +420,15 @@ class AiAgentSpec(KubeModel):
         ),
     )
     timeout_seconds: int | None = Field(default=None, ge=1)
+    termination_grace_period_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=3600,
+        description=(
+            "Seconds a stopped job's agent has between SIGTERM and SIGKILL to wind down "
+            "(the pod's terminationGracePeriodSeconds). Unset: Kubernetes' 30."
+        ),
+    )
     backoff_limit: int = Field(
         default=0,
         ge=0,

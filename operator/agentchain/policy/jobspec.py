@@ -224,6 +224,8 @@ def _pod_spec(inputs: JobInputs, settings: Settings) -> dict[str, Any]:
     }
     if account is not None:
         pod_spec["serviceAccountName"] = account
+    if agent.termination_grace_period_seconds is not None:  # A stop's SIGTERM to SIGKILL.
+        pod_spec["terminationGracePeriodSeconds"] = agent.termination_grace_period_seconds
     if inputs.workspace is not None:
         tool = wsjob.tool_of(settings)
         return wsjob.workspace_pod(

@@ -149,6 +149,7 @@ def test_an_agent_s_container_settings_and_overrides() -> None:
         "resources": {"limits": {"cpu": "1"}},
         "serviceAccountName": "agent-sa",
         "timeoutSeconds": 60,
+        "terminationGracePeriodSeconds": 12,
         "securityContext": {"readOnlyRootFilesystem": True, "capabilities": {"drop": ["NET_RAW"]}},
         "podSecurityContext": {"runAsUser": 1000, "fsGroup": 1000},
     }
@@ -156,6 +157,7 @@ def test_an_agent_s_container_settings_and_overrides() -> None:
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert job["spec"]["activeDeadlineSeconds"] == 60
+    assert pod["terminationGracePeriodSeconds"] == 12  # A stop's SIGTERM to SIGKILL.
     assert container["image"] == "example.com/claude:1"
     assert container["command"] == ["claude", "-p", "$(AGENT_PROMPT)"]
     assert container["args"] == ["--model", "$(AGENT_MODEL)"]
