@@ -5,6 +5,8 @@ Aspects covered:
   stranger (association NONE, not an approver) changes nothing, visibly in the
   webhook's answer; the same comment from a listed approver lets it run
   (``approvedBy: github:<login>``) and it succeeds;
+- a ``/agentchain reject`` comment from a stranger changes nothing; from an approver it
+  fails the job unrun (``ApprovalRejected``, who and why in the message);
 - a gate that times out fails the job (``ApprovalTimedOut``) and the chain's failure
   policy applies: its ``on-failure`` step runs;
 - the API rejects (``ApprovalRejected``, nothing runs) and the annotation approves;
@@ -129,6 +131,31 @@ def test_a_comment_approves_only_from_an_allowed_sender(
     assert [j["result"] for j in _mine(carol, namespace)] == ["approved"], carol
     status = _phase_is(info, namespace, name, "Succeeded", "Failed")
     assert status["phase"] == "Succeeded" and status["approvedBy"] == "github:carol", status
+
+
+def test_a_reject_comment_from_an_approver_fails_the_job_unrun(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    gate = {"approvers": ["carol"], "associations": ["OWNER"]}
+    chaining.apply(info, namespace, _agent("vetoed", "--no-context", approval=gate))
+    time.sleep(2.5)  # The webhook's agent listing is refreshed every 2 s.
+    name = _start(operator, namespace, 4111)
+    _phase_is(info, namespace, name, "AwaitingApproval")
+    stranger = _send(
+        operator, _comment(4111, "mallory", "NONE", "/agentchain reject"), "issue_comment"
+    )
+    assert [j["result"] for j in _mine(stranger, namespace)] == ["refused"], stranger
+    carol = _send(
+        operator,
+        _comment(4111, "carol", "CONTRIBUTOR", "/agentchain reject not this one"),
+        "issue_comment",
+    )
+    assert [j["result"] for j in _mine(carol, namespace)] == ["rejected"], carol
+    status = _phase_is(info, namespace, name, "Failed", "Succeeded")
+    assert status["reason"] == "ApprovalRejected", status
+    assert "carol" in status["message"] and "not this one" in status["message"], status
+    assert chaining.batch_jobs(info, namespace, name) == []  # It never ran.
 
 
 def test_an_approval_timeout_applies_the_failure_policy(
