@@ -21,6 +21,9 @@ Aspects covered:
   back-off, a 429 with ``Retry-After`` is counted ``rate_limited`` and pauses the worker
   for that long; neither writes a condition or an Event, and the retry writes the
   comment, after which the condition says ``WrittenBack`` and ``written`` is counted;
+* a rate limit whose answer names no time (a 429, a secondary-limit 403, without
+  ``Retry-After`` or ``X-RateLimit-Remaining: 0``) pauses the worker for a minute, and
+  is neither a missing permission nor a 5xx to retry at once;
 * a transient failure on the last attempt is reported like a permanent one;
 * a job token minted at launch counts ``agentchain_github_job_tokens_total{result=
   "minted"}`` (``reused`` when the launch is replayed, ``revoked`` at the job's end);
@@ -478,3 +481,32 @@ async def test_a_refused_job_token_is_counted_with_an_event(
     assert event["message"].startswith(
         f"The job runs without GITHUB_TOKEN: {NOT_INSTALLED}: The App is not installed there"
     )
+
+
+SECONDARY = (
+    "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [Answer(403, SECONDARY), Answer(429, "Too many requests")],
+    ids=["secondary-403", "429"],
+)
+async def test_a_rate_limit_without_its_headers_waits_a_minute_not_reported(
+    rt: Runtime, api: FakeApi, github: FakeGitHub, answer: Answer
+) -> None:
+    """GitHub: "otherwise, wait for at least one minute before retrying" (no Retry-After,
+    no X-RateLimit-Remaining: 0). Neither a missing permission nor a 5xx to hurry back to."""
+    github.fail["create_comment"] = [answer]
+    counts = Counts()
+    writeback.observe(rt, "MODIFIED", root_job())
+    await until(lambda: counts.moved() != {}, "the rate limit's count")
+    limited_at = dict(github.calls)["create_comment"]
+    assert counts.moved() == {("rate_limited", RATE_LIMITED): 1.0}
+    w = worker(rt)
+    assert w.paused_until == pytest.approx(limited_at + 60, abs=0.5)
+    assert w.due[KEY] == pytest.approx(limited_at + 60, abs=0.5)
+    await asyncio.sleep(0.2)
+    assert failure_events(api) == [] and write_back_condition(api) is None
+    untouched_chain(api)
