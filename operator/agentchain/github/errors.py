@@ -4,7 +4,8 @@
 (also the Event reason and the metric label) and, for rate limits, how long to wait:
 
 - ``RateLimited``: 429, a 403 with a secondary-limit message, or
-  ``X-RateLimit-Remaining: 0``; the engine waits ``retry_after`` and retries;
+  ``X-RateLimit-Remaining: 0``; the engine waits ``retry_after`` (a minute when GitHub's
+  answer names no time) and retries;
 - ``BadAppKey``: 401 on an App (JWT) call, a wrong app id or private key; reported;
 - ``NotInstalled``: 404 on the installation, or a repository the installation cannot
   reach; reported;
@@ -32,6 +33,8 @@ PERMISSION_MISSING = "PermissionMissing"
 NOT_FOUND = "NotFound"
 UNAVAILABLE = "Unavailable"
 PERMANENT = frozenset({BAD_APP_KEY, NOT_INSTALLED, PERMISSION_MISSING})
+NO_HEADER_WAIT_SECONDS = 60.0
+"""A rate limit's wait when GitHub names none (its documentation: at least a minute)."""
 
 
 class GitHubError(Exception):
@@ -89,6 +92,10 @@ def _reason_of(exc: RequestFailed) -> GitHubError:
     said = _github_message(exc)
     where = f"{request.method} {path}: {status} {said}".strip()
     as_app = _as_app(path)
+    if status == 429 or (status == 403 and "secondary rate" in said.lower()):
+        # A limit without Retry-After or X-RateLimit-Remaining: 0 (githubkit raises
+        # RateLimitExceeded only with one): GitHub says wait at least a minute.
+        return GitHubError(RATE_LIMITED, f"rate limited: {where}", NO_HEADER_WAIT_SECONDS)
     if status == 401 and as_app:
         return GitHubError(BAD_APP_KEY, f"GitHub refused the App's JWT (app id or key): {where}")
     if as_app and status == 404:

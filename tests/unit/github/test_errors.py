@@ -2,12 +2,19 @@
 means a bad key or a missing installation, anywhere else it is about the object.
 
 Aspects covered: the App's paths with and without GitHub Enterprise Server's prefix;
-a repository named ``app`` or ``installation`` is a repository, not the App.
+a repository named ``app`` or ``installation`` is a repository, not the App; a rate
+limit without the headers githubkit looks for (a 429, a 403 saying "secondary rate") is
+``RateLimited`` with a minute's wait, not a missing permission or an outage.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import httpx
 import pytest
+from githubkit.exception import RequestFailed
+from githubkit.response import Response
 
 from agentchain.github import errors
 
@@ -42,3 +49,34 @@ def test_the_apps_own_calls(path: str) -> None:
 )
 def test_a_repositorys_calls_are_not_the_apps(path: str) -> None:
     assert not errors._as_app(path)
+
+
+def _failed(status: int, message: str, path: str = "/repos/octo/widgets/issues/1/comments") -> Any:
+    request = httpx.Request("POST", f"https://api.github.com{path}")
+    response = httpx.Response(status, json={"message": message}, request=request)
+    return errors.classify(RequestFailed(Response(response, Any)))
+
+
+SECONDARY = "You have exceeded a secondary rate limit. Please wait a few minutes."
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "path"),
+    [
+        (403, SECONDARY, "/repos/octo/widgets/issues/1/comments"),
+        (403, SECONDARY, "/app/installations/7/access_tokens"),
+        (429, "Too many requests", "/repos/octo/widgets/issues/1/comments"),
+        (429, "Too many requests", "/app/installations/7/access_tokens"),
+    ],
+)
+def test_a_rate_limit_without_its_headers_waits_a_minute(
+    status: int, message: str, path: str
+) -> None:
+    error = _failed(status, message, path)
+    assert (error.reason, error.retry_after) == (errors.RATE_LIMITED, 60.0)
+    assert not error.permanent and error.status == status
+
+
+def test_a_plain_403_is_still_a_missing_permission() -> None:
+    error = _failed(403, "Resource not accessible by integration")
+    assert error.reason == errors.PERMISSION_MISSING and error.permanent
