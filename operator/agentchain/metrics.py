@@ -40,7 +40,7 @@ FAILURE_NOTIFICATIONS = Counter(
 WEBHOOK_DELIVERIES = Counter(
     "agentchain_webhook_deliveries_total",
     "GitHub webhook deliveries by result (accepted, ignored, duplicate, invalid, "
-    "unauthorized, too_large, timeout, busy, unavailable).",
+    "unauthorized, too_large, timeout, busy, unavailable, unreplicated).",
     ["result"],
 )
 WEBHOOK_JOBS = Counter(

@@ -210,6 +210,21 @@ class Settings(BaseSettings):
     leader_election_retry_seconds: float = Field(
         2.0, gt=0, description="Period of renewals, and of a follower's attempts."
     )
+    webhook_min_replicas: int = Field(
+        0,
+        ge=0,
+        le=16,
+        description="Redis replicas that must confirm a delivery's queued jobs (Redis WAIT)"
+        " before the webhook answers 202; fewer within the timeout answers 503, so a"
+        " delivery answered 202 survives a failover. 0: answer once the primary has it.",
+    )
+    webhook_replica_timeout_ms: int = Field(
+        1000,
+        ge=1,
+        le=4000,
+        description="How long the webhook waits for those replicas (milliseconds; within"
+        " the 5 s a delivery's queueing may take).",
+    )
     shutdown_drain_seconds: float = Field(
         5.0,
         ge=0,

@@ -100,6 +100,12 @@ def test_operator_url_names_every_sentinel_and_no_password() -> None:
     assert env["AGENTCHAIN_REDIS_PASSWORD_FILE"] == "/etc/agentchain/redis/redis-password"
 
 
+def test_with_sentinels_a_delivery_waits_for_a_replica() -> None:
+    assert _env(charting.render(SENTINEL))["AGENTCHAIN_WEBHOOK_MIN_REPLICAS"] == "1"
+    single = _env(charting.render())
+    assert single["AGENTCHAIN_WEBHOOK_MIN_REPLICAS"] == "0"  # No replica to wait for.
+
+
 def test_sentinel_login_takes_the_separate_password() -> None:
     login = connecting._sentinel_login
     assert login({"username": "default"}, "pw") == {"username": "default", "password": "pw"}

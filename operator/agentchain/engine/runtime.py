@@ -118,7 +118,12 @@ class Runtime:
                 max_entries=settings.store_quota_entries,
                 max_bytes=settings.store_quota_bytes,
             ),
-            deliveries=DeliveryLog(client, operator_keys),
+            deliveries=DeliveryLog(
+                client,
+                operator_keys,
+                min_replicas=settings.webhook_min_replicas,
+                replica_timeout_ms=settings.webhook_replica_timeout_ms,
+            ),
         )
 
     async def close(self) -> None:

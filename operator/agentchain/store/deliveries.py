@@ -213,11 +213,37 @@ class LeasedJob:
         return QueuedJob(self.namespace, self.raw_name.decode("utf-8"), json.loads(body))
 
 
-class DeliveryLog:
-    """First-caller-wins claims of webhook deliveries, and queueing their jobs."""
+class NotReplicated(Exception):
+    """The delivery's jobs are queued on the primary, but fewer replicas than asked
+    confirmed them in time: a failover now could lose them."""
 
-    def __init__(self, redis: Redis, operator_keys: OperatorKeys) -> None:
+    def __init__(self, acked: int, wanted: int) -> None:
+        super().__init__(f"{acked} of {wanted} Redis replica(s) confirmed the queued jobs")
+        self.acked = acked
+        self.wanted = wanted
+
+
+class DeliveryLog:
+    """First-caller-wins claims of webhook deliveries, and queueing their jobs.
+
+    With ``min_replicas``, each batch's pipeline ends with ``WAIT``: Redis counts the
+    replicas that have every write made on that connection, so it has to be the
+    batch's own connection, not a later command's.  A first claim that fewer replicas
+    confirmed raises :class:`NotReplicated` (the webhook answers 503); its record stays
+    on the primary, so a redelivery is recognised.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        operator_keys: OperatorKeys,
+        *,
+        min_replicas: int = 0,
+        replica_timeout_ms: int = 1000,
+    ) -> None:
         self._redis = redis
+        self._min_replicas = min_replicas
+        self._replica_timeout_ms = replica_timeout_ms
         self._subkey = operator_keys.subkeys(signing.QUEUE_PURPOSE)[0]
         self._accept = redis.register_script(_ACCEPT)
         self._pending: list[_Call] = []
@@ -261,9 +287,11 @@ class DeliveryLog:
         elif len(self._pending) == 1:
             # On the next loop turn: every accept made in this one joins the batch.
             asyncio.get_running_loop().call_soon(self._flush)
-        previous = await future
+        previous, acked = await future
         if isinstance(previous, bytes):
             return False, _decode(previous)
+        if acked < self._min_replicas:
+            raise NotReplicated(acked, self._min_replicas)
         return True, names
 
     def _flush(self) -> None:
@@ -275,7 +303,8 @@ class DeliveryLog:
 
     async def _send(self, batch: list[_Call]) -> None:
         try:
-            results = await self._execute(batch)
+            answers, acked = await self._execute(batch)
+            results: list[Any] = [(answer, acked) for answer in answers]
         except Exception as exc:  # Redis down: every caller of the batch learns it.
             results = [exc] * len(batch)
         except BaseException:
@@ -285,27 +314,37 @@ class DeliveryLog:
         for (_, _, future), result in zip(batch, results, strict=True):
             if future.done():  # Its caller gave up (timeout, disconnect).
                 continue
-            if isinstance(result, Exception):
-                future.set_exception(result)
+            answer = result if isinstance(result, Exception) else result[0]
+            if isinstance(answer, Exception):
+                future.set_exception(answer)
             else:
                 future.set_result(result)
 
-    async def _execute(self, batch: list[_Call]) -> list[Any]:
+    async def _execute(self, batch: list[_Call]) -> tuple[list[Any], int]:
+        """Each call's answer, and how many replicas confirmed them (the fewest of the
+        passes; without ``min_replicas`` nobody asks: 0)."""
         results: list[Any] = [None] * len(batch)
+        acked: int | None = None
         todo = list(range(len(batch)))
         for _ in range(2):  # A second pass only if Redis forgot the script (restart, flush).
             async with self._redis.pipeline(transaction=False) as pipe:
                 for i in todo:
                     script_keys, args, _ = batch[i]
                     pipe.evalsha(self._accept.sha, len(script_keys), *script_keys, *args)
+                if self._min_replicas:
+                    pipe.wait(self._min_replicas, self._replica_timeout_ms)
                 answers = await pipe.execute(raise_on_error=False)
+            if self._min_replicas:
+                waited = answers.pop()
+                count = waited if isinstance(waited, int) else 0
+                acked = count if acked is None else min(acked, count)
             for i, answer in zip(todo, answers, strict=True):
                 results[i] = answer
             todo = [i for i in todo if isinstance(results[i], NoScriptError)]
             if not todo:
                 break
             await self._redis.script_load(_ACCEPT)
-        return results
+        return results, acked or 0
 
     async def get(self, delivery_id: str) -> list[str] | None:
         """The job keys recorded for a delivery id, None when it is not (or no longer) known."""

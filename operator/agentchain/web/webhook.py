@@ -67,7 +67,7 @@ from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.policy import chains, naming
 from agentchain.policy.matching import Ignored, Match, event_for, event_from_payload, match_event
 from agentchain.store.admission import AdmissionStore
-from agentchain.store.deliveries import QueuedJob
+from agentchain.store.deliveries import NotReplicated, QueuedJob
 from agentchain.web import bodies, commands, flowhooks, intake, listing
 from agentchain.web.dispatch import Dispatcher
 from agentchain.web.requests import loads_unicode
@@ -218,6 +218,16 @@ class GithubWebhook:
                 first, recorded = await self.rt.deliveries.accept(
                     delivery.delivery_id, delivery.body_sha256, planned
                 )
+        except NotReplicated as exc:
+            # Queued on the primary only: a failover now could lose it, so no 202; a
+            # redelivery finds the record and creates nothing twice.
+            metrics.WEBHOOK_DELIVERIES.labels(result="unreplicated").inc()
+            log.warning("webhook delivery %s refused: %s", delivery.delivery_id, exc)
+            raise ApiError(
+                503,
+                "store not replicated",
+                f"{exc} in time; redeliver it later (it is recognised, nothing is created twice).",
+            ) from exc
         except (RedisError, TimeoutError) as exc:
             # Nothing is queued unless Redis said so: refuse, and GitHub can redeliver.
             metrics.WEBHOOK_DELIVERIES.labels(result="unavailable").inc()

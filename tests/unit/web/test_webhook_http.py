@@ -15,7 +15,8 @@ the AiAgent listing and the AgentJob create are replaced by in-memory fakes):
 * the queue: a matched delivery → 202 with the job ``created`` (newly accepted) before
   any AgentJob exists, then the dispatcher creates it and empties the queue; a
   redelivery → ``duplicate``, queued again, found existing; 40 deliveries list the
-  AiAgents once; Redis down → 503 and nothing queued;
+  AiAgents once; Redis down → 503 and nothing queued; a delivery no replica confirmed
+  (``webhook_min_replicas``) → 503, its redelivery recognised and its job created once;
 * the dispatcher: a refused job (422) is dropped and counted, once; a transient
   failure (500) is retried after a back-off and then created.
 """
@@ -399,3 +400,22 @@ async def test_a_transient_failure_is_retried_after_a_back_off(
     assert time.monotonic() - started >= 0.8 * dispatch.RETRY_MIN_SECONDS
     assert kube.creates == 2 and len(kube.jobs) == 1
     assert dispatched("retried") == before + 1
+
+
+async def test_a_delivery_no_replica_confirmed_is_503_and_a_redelivery_is_recognised(
+    settings: Settings, kube: FakeKube, redis: Redis
+) -> None:
+    # This Redis has no replica: WAIT gives up after the timeout with none.
+    waiting = settings.model_copy(
+        update={"webhook_min_replicas": 1, "webhook_replica_timeout_ms": 200}
+    )
+    before = delivered("unreplicated")
+    async with serving(build_app(make_runtime(redis, waiting))) as c:
+        response = await c.post(PATH, data=ISSUE, headers=issue_headers())
+        body = await assert_error(response, 503)
+        assert "0 of 1 Redis replica(s) confirmed" in str(body["detail"])
+        again = await c.post(PATH, data=ISSUE, headers=issue_headers())
+        assert again.status == 202 and (await again.json())["duplicate"] is True
+        await eventually(drained(redis))
+    assert delivered("unreplicated") == before + 1
+    assert kube.creates == 1  # Queued on the primary all the same, and created once.
