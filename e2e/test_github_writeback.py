@@ -151,6 +151,8 @@ def test_pull_request_chain_has_a_check_run(
         "--no-context",
         "--say",
         "LGTM @octocat, fixes #1",
+        "--sleep",
+        "4",  # Long enough for a write-back while it runs (0.5 s coalescing here).
         github="pull_request.opened",
     )
     with app_operator(operator, info, namespace, installed) as op:
@@ -170,6 +172,18 @@ def test_pull_request_chain_has_a_check_run(
         assert (run.external_id or "").startswith(f"agentchain:{namespace}/")
         assert run.output is not None and "LGTM" in str(run.output["summary"])
         assert len(installed.github.requests("checks/create", status=201)) == 1
+        # queued -> in_progress -> completed, in that order, edited in place (states may
+        # be skipped: write-back is coalesced, and a pending pod may start within it).
+        sent = [
+            str((x.body or {}).get("status"))
+            for x in installed.github.requests("checks/create", status=201)
+            + installed.github.requests("checks/update", status=200)
+            if (x.body or {}).get("status")
+        ]
+        shown = [status for i, status in enumerate(sent) if i == 0 or status != sent[i - 1]]
+        assert shown[-1] == "completed" and "in_progress" in shown, sent
+        order = ["queued", "in_progress", "completed"]
+        assert shown == sorted(shown, key=order.index), sent
 
 
 def test_operator_killed_after_creating_the_comment(
