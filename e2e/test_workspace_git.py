@@ -11,12 +11,13 @@ Aspects covered:
   uncommitted and untracked files; hostile file names (control characters, bidi
   overrides, thousands of files, long names) stay one bounded, escaped line;
 - publish pushes once: a rerun is ``already`` with no second push; a later commit is a
-  fast-forward; HEAD at the base publishes nothing; someone else's branch is refused
-  and left alone, also when it appears between the publisher's look and its push (the
-  lease), while a racing fast-forward to our ancestor is built on; a shallow checkout
-  publishes; a publisher killed after its push landed finds it and pushes nothing more;
-  a token without ``contents: write`` is denied with a clear error; an
-  unreachable server is transient (exit 75);
+  fast-forward; HEAD at the base publishes nothing; a publish overtaken by a later one
+  of the same workspace (its branch at a descendant of our HEAD) is ``already``;
+  someone else's branch is refused and left alone, also when it appears between the
+  publisher's look and its push (the lease), while a racing fast-forward to our
+  ancestor is built on; a shallow checkout publishes; a publisher killed after its push
+  landed finds it and pushes nothing more; a token without ``contents: write`` is denied
+  with a clear error; an unreachable server is transient (exit 75);
 - an agent running as another user of the pod's group can commit in the checkout;
 - the token is never written under the workspace (``.git/config``, the remote URL);
 - what the agent writes into ``.git/config`` (an fsmonitor command, a filter driver)
@@ -284,6 +285,17 @@ def test_publish_pushes_once_and_a_rerun_is_a_no_op(s: Setup) -> None:
     assert s.publish().out["outcome"] == "pushed"
     assert s.pushes() == [head, later]
     assert s.git.resolve(FULL_NAME, BRANCH) == later
+
+
+def test_a_publish_overtaken_by_a_later_one_of_the_workspace_is_already_done(s: Setup) -> None:
+    s.prepare("--branch", BRANCH)
+    step = _commit_fix(s)
+    later = _commit_fix(s, "WOBBLE = None\n")
+    assert s.publish().out["outcome"] == "pushed"  # The chain's final publish, first.
+    agent_git(s.repo, "reset", "-q", "--hard", step)  # The step's publish read HEAD here.
+    overtaken = s.publish()
+    assert overtaken.code == 0 and overtaken.out["outcome"] == "already", overtaken
+    assert s.pushes() == [later] and s.git.resolve(FULL_NAME, BRANCH) == later
 
 
 def test_a_shallow_checkout_publishes(s: Setup) -> None:

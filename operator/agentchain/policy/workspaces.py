@@ -346,7 +346,9 @@ class Push:
 
 @dataclass(frozen=True)
 class Already:
-    """The branch already holds ``head``: a publish that crashed after pushing, or a rerun."""
+    """The branch already holds ``head``: a publish that crashed after pushing, or a rerun;
+    or a later publish of the same workspace pushed a descendant of it first (a step's
+    publish that the chain's final one overtook, ``publishAfterStep``)."""
 
 
 @dataclass(frozen=True)
@@ -359,15 +361,19 @@ class Refuse:
 PublishStep = Push | Already | Refuse
 
 
-def publish_step(head: str, remote: str | None, remote_is_ancestor: bool) -> PublishStep:
-    """What to do about the branch at ``remote`` (None: absent) given our ``head``.
+def publish_step(
+    head: str, remote: str | None, remote_is_ancestor: bool, head_is_ancestor: bool = False
+) -> PublishStep:
+    """What to do about the branch at ``remote`` (None: absent) given our ``head``
+    (``head_is_ancestor``: the branch's commit, one of the workspace's own, has ``head``
+    in its history).
 
     Never a rewrite: the only push is a creation or a fast-forward, and its lease is
     the commit just seen, so a writer that moved the branch since makes it fail.
     """
     if remote is None:
         return Push(expected="")
-    if remote == head:
+    if remote == head or head_is_ancestor:
         return Already()
     if remote_is_ancestor:
         return Push(expected=remote)

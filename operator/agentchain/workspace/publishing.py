@@ -6,8 +6,10 @@ that crashed after pushing (or a rerun) is done; if it holds an ancestor of ours
 does not exist, we push with ``--force-with-lease=<branch>:<what we saw>`` (empty:
 must not exist), so a writer that moved the branch in between makes the push fail
 rather than be overwritten, and we look again; anything else is someone else's
-branch and is refused. A push is therefore always a creation or a fast-forward: no
-history is ever rewritten. The decision is ``policy.workspaces.publish_step``.
+branch and is refused, unless it is a commit of this very workspace that descends from
+ours (a later publish of the same chain landed first: ``already``). A push is therefore
+always a creation or a fast-forward: no history is ever rewritten. The decision is
+``policy.workspaces.publish_step``.
 
 Git runs on the sealed copy of the agent's repository (``sealing.py``), so nothing the
 agent wrote into ``.git/`` runs in this container, which holds the push token.
@@ -50,7 +52,10 @@ def publish(layout: Layout, url: str, branch: str, env: Mapping[str, str]) -> Ou
                 return _failed(listed, done)
             remote = _listed_sha(listed, ref)
             ancestor = remote is not None and _is_ancestor(sealed, env, remote, head)
-            step = workspaces.publish_step(head, remote, ancestor)
+            # Ours already, further on: the branch's commit is in this workspace (a later
+            # publish of it landed first) and descends from our HEAD.
+            ahead = remote is not None and not ancestor and _is_ancestor(sealed, env, head, remote)
+            step = workspaces.publish_step(head, remote, ancestor, ahead)
             if isinstance(step, workspaces.Already):
                 return Outcome(workspaces.EXIT_OK, {"outcome": "already", **done})
             if isinstance(step, workspaces.Refuse):
@@ -84,11 +89,13 @@ def _listed_sha(listed: gitting.Result, ref: str) -> str | None:
     return None
 
 
-def _is_ancestor(sealed: Path, env: Mapping[str, str], remote: str, head: str) -> bool:
+def _is_ancestor(sealed: Path, env: Mapping[str, str], older: str, newer: str) -> bool:
     # A commit we do not have cannot be an ancestor of ours: every ancestor is here
-    # (down to the shallow boundary, past which we refuse rather than guess).
+    # (down to the shallow boundary, past which we refuse rather than guess); nor can
+    # one we do not have descend from ours, as far as we know: someone else's, refused.
     git = ["--git-dir", str(sealed)]
-    if gitting.run([*git, "cat-file", "-e", f"{remote}^{{commit}}"], env, check=False).code:
-        return False
-    return gitting.run([*git, "merge-base", "--is-ancestor", remote, head], env,
+    for sha in (older, newer):
+        if gitting.run([*git, "cat-file", "-e", f"{sha}^{{commit}}"], env, check=False).code:
+            return False
+    return gitting.run([*git, "merge-base", "--is-ancestor", older, newer], env,
                        check=False).code == 0  # fmt: skip

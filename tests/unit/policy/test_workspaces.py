@@ -310,9 +310,14 @@ def test_publish_step(remote: str | None, ancestor: bool, step: ws.PublishStep) 
     assert ws.publish_step(SHA_A, remote, ancestor) == step
 
 
-@given(st.sampled_from([None, SHA_A, SHA_B]), st.booleans())
-def test_publishing_never_rewrites(remote: str | None, ancestor: bool) -> None:
-    step = ws.publish_step(SHA_A, remote, ancestor)
+def test_a_branch_ahead_of_us_in_our_own_history_is_already_published() -> None:
+    assert ws.publish_step(SHA_A, SHA_B, False, head_is_ancestor=True) == ws.Already()
+    assert ws.publish_step(SHA_A, SHA_B, False, head_is_ancestor=False) == ws.Refuse(SHA_B)
+
+
+@given(st.sampled_from([None, SHA_A, SHA_B]), st.booleans(), st.booleans())
+def test_publishing_never_rewrites(remote: str | None, ancestor: bool, ahead: bool) -> None:
+    step = ws.publish_step(SHA_A, remote, ancestor, ahead)
     if isinstance(step, ws.Push):
         # Only onto nothing or an ancestor, and the lease is exactly what was seen.
         assert remote is None or ancestor
