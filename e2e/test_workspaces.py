@@ -18,6 +18,11 @@ Aspects covered:
   AgentJob says ``WorkspacePublished=True``;
 * the chain's volume is one claim, owned by the root AgentJob; deleting the completed
   chain's root AgentJob deletes its volume;
+* the developer asking ``publishAfterStep``: its step's publish Job (owned by its
+  AgentJob) pushes its commit while the chain goes on (the reviewer, waiting for the
+  branch, sees it there before it commits), the chain's end then fast-forwards the branch
+  to the reviewer's commit (two pushes, the second from the first's commit), one pull
+  request, ``WorkspacePublished=True`` on the developer's AgentJob and on the root;
 * the operator SIGKILLed right after creating the publish Job (crashpoint
   ``workspace-publish-created``), and, for a second chain, right after creating the pull
   request (``workspace-pull-created``): each chain's branch got exactly one push and has
@@ -228,6 +233,81 @@ def test_seed_chain_shares_one_workspace_and_publishes_one_pull_request(
             timeout=60,
             what="the volume deleted with its chain",
         )
+
+
+REVIEWER_AFTER_PUBLISH = (
+    'cd "$AGENT_WORKSPACE_REPO" && branch=$(git rev-parse --abbrev-ref HEAD) && '
+    "for i in $(seq 90); do "
+    'git ls-remote --exit-code origin "refs/heads/$branch" >/dev/null 2>&1 && break; sleep 1; '
+    'done; echo "SEEN $(git ls-remote origin "refs/heads/$branch" | cut -f1)" && '
+    "echo 'Looks good.' > REVIEW.md && git add REVIEW.md && "
+    "git -c user.name=Reviewer -c user.email=rev@example.com commit -qm 'Review notes' && "
+    "echo 'Reviewed.'"
+)
+
+
+def test_a_step_that_asks_publishes_before_the_chain_ends_then_the_end_fast_forwards(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    """The developer asks ``publishAfterStep``: its commit is on the branch while the
+    chain goes on (the reviewer, which waits for the branch and commits after, sees it
+    there), then the chain's end fast-forwards the branch to the reviewer's commit; one
+    pull request; the developer's AgentJob and the root each say WorkspacePublished."""
+    info = cluster_info
+    agents = seed_agents()
+    agents[1]["spec"]["workspace"] = {"publishAfterStep": True}
+    agents[2]["spec"]["command"] = ["sh", "-c", REVIEWER_AFTER_PUBLISH]
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        _apply(info, namespace, agents)
+        _deliver(op, repo)
+        triage, developer, reviewer = chain_jobs(info, namespace)
+        assert [j["status"]["phase"] for j in (triage, developer, reviewer)] == ["Succeeded"] * 3
+        chain_id = triage["status"]["chainId"]
+        branch = f"agentchain/{chain_id}"
+
+        def published(job: Obj) -> Obj | None:
+            got = operating.get_json(info, "agentjob", job["metadata"]["name"], "-n", namespace)
+            return _condition(got, "WorkspacePublished")
+
+        for job in (developer, triage):
+            operating.wait_until(
+                functools.partial(published, job), timeout=90, what="WorkspacePublished"
+            )
+            condition = published(job)
+            assert condition is not None and condition["status"] == "True", condition
+            assert "Pull request #" in condition["message"], condition
+
+        bare = git_server.bare_path(REPOSITORY)
+        fix = subprocess.run(
+            ["git", "--git-dir", str(bare), "rev-parse", f"{branch}~1"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        assert git_server_log(git_server, branch)[:2] == ["Review notes", "Fix the typo"]
+        ref = f"refs/heads/{branch}"
+        updates = [
+            u for p in git_server.pushes if p.status == 200 for u in p.updates if u.ref == ref
+        ]
+        assert [u.new for u in updates] == [fix, git_server.resolve(REPOSITORY, branch)]
+        assert updates[1].old == fix  # The chain's end: a fast-forward of the step's push.
+        # The reviewer ran after the step's push had landed: the chain did not wait for it.
+        assert f"SEEN {fix}" in agent_log(info, namespace, reviewer)
+
+        (pull,) = repo.github.pulls(REPOSITORY)
+        assert pull.head == branch
+        assert len(repo.github.requests("pulls/create", status=201)) == 1
+        selector = f"labrats.work/workspace={chain_id}"
+        jobs = operating.get_json(info, "jobs", "-l", selector, "-n", namespace)["items"]
+        owners = {j["metadata"]["name"]: j["metadata"]["ownerReferences"][0]["name"] for j in jobs}
+        step = next(n for n in owners if n != f"agentchain-publish-{chain_id}")
+        assert owners == {
+            f"agentchain-publish-{chain_id}": triage["metadata"]["name"],
+            step: developer["metadata"]["name"],
+        }
+        assert step.startswith(f"agentchain-publish-{chain_id}-") and len(step) <= 63
 
 
 def _claim_deleted(info: ClusterInfo, namespace: str, claim: str) -> bool:

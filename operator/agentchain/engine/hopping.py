@@ -18,7 +18,10 @@ to bottom, a hop is:
 4. **launch** the child: its batch Job and Secret, or why it does not run.
 5. **close** the parent: end status and ``status.next``, the marker, last.  Then
    ``Stop``/``End`` complete the chain, publishing or releasing its workspace
-   (``publishing``, issue 18) before the patch that settles it.
+   (``publishing``, issue 18) before the patch that settles it.  A chain that goes on
+   (``Spawn``, ``Skip``) after a job whose AiAgent asks (``publishAfterStep``) starts
+   that step's publish Job before step 3, so before the marker too: a replay creates
+   it again under its one name (AlreadyExists).
 
 A child that ends without running (a Skipped or refused record, or a failed start)
 is recorded after its parent's close and the loop in :func:`_chain_on` moves on to
@@ -280,6 +283,8 @@ async def _continue(
 ) -> Hop | None:
     """Spawn and launch the child, then close the parent; the child when it ended."""
     entry = _entry(decision)
+    if not isinstance(decision, chains.Refuse):  # The chain goes on: a step may publish.
+        await publishing.after_step(hop)
     await held.take(hop.namespace, decision.child.name)
     child = await spawning.spawn(hop, decision, output)
     faults.crashpoint("child-created")

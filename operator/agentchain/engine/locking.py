@@ -7,7 +7,9 @@ name) makes them take turns; across processes and restarts, deterministic names
 and AlreadyExists keep things exactly-once.
 
 Only ``engine.hopping`` takes these locks, always a parent's before its child's, so
-two hops can never wait for each other.  A hop holds its child's lock from before
+two hops can never wait for each other.  (``engine.publishing`` also takes one of a key
+no AgentJob can have, ``pull-request/<chain id>``, around a chain's pull request, with
+no other lock held and nothing taken under it.)  A hop holds its child's lock from before
 creating it to the end of launching it, so the child's own watch event waits and
 then finds it started.  A run of Skipped or refused records is walked hand over
 hand (:class:`Held`): at most a parent's and its child's lock at once, however

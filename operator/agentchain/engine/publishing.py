@@ -34,6 +34,17 @@ names the pull request and a Normal Event says so; a root AgentJob that is gone 
 the entry.  A retry looks the pull request up by its head too, so one whose create
 answered a timeout after GitHub made it is found, not made twice.  Deleting a chain's
 root AgentJob deletes its volume and publish Job at once (ownerReferences).
+
+**After a step** (``publishAfterStep``): :func:`after_step` runs in the hop of a job of
+such an agent that succeeded when the chain goes on, before the child is spawned and
+before the marker, and creates ``agentchain-publish-<chain id>-<digest of the step>``
+(:func:`wsjob.step_publish_job_name`), owned by and labelled with the step's AgentJob:
+a replay creates it again under its one name.  Nothing waits for it.  Its end, in
+:func:`on_job` (told apart by its name), is reported on the step's AgentJob as above and
+opens or updates the same pull request, recorded once per publish Job
+(``published:<Job name>``); it neither records ``published`` nor releases the volume.
+The pull request is looked up and created under a per-chain lock (:data:`PULL_LOCK`), so
+a step's publish and the chain's final one ending together never open two.
 """
 
 from __future__ import annotations
@@ -44,13 +55,14 @@ import time
 from typing import Any
 
 from agentchain import faults, models
-from agentchain.engine import githubtokens, records, workspacing
+from agentchain.engine import catalog, githubtokens, records, workspacing
 from agentchain.engine.githubapp import side_of
 from agentchain.engine.hops import Hop, Obj
 from agentchain.engine.runtime import Runtime
 from agentchain.github.errors import NOT_FOUND, RATE_LIMITED, GitHubError
 from agentchain.kube import errors, events, resources, workloads
 from agentchain.models.agentjob import AgentJobStatus
+from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import WORKSPACE_PUBLISHED, Condition, Reason
 from agentchain.policy import jobspec, naming, wschanges, wsjob
 from agentchain.policy.githubscope import Scope
@@ -60,6 +72,10 @@ PUBLISH_LOG_BYTES = 8 * 1024
 SUCCEEDED = ("Succeeded", "Skipped")
 PULL_BACKOFF_CAP_SECONDS = 600.0
 PULL_GIVE_UP_SECONDS = 24 * 3600.0
+PULL_LOCK = "pull-request/"
+"""The per-chain lock (``Locks``, a key no AgentJob name can be) around its pull request."""
+STEP_NOTE = "published:"
+"""The chain's workspace record's field for one step's publish: ``published:<Job name>``."""
 """A pull request GitHub kept failing to open for a day is given up, and reported."""
 
 
@@ -82,26 +98,51 @@ async def release(rt: Runtime, namespace: str, chain: wsjob.ChainWorkspace) -> N
     await workspacing.store(rt).release_at(namespace, chain.chain_id, when)
 
 
-async def _start(hop: Hop, chain: wsjob.ChainWorkspace) -> None:
-    """The publish Job and the Secret it names (the push token), each created once.
+async def after_step(hop: Hop) -> None:
+    """``hop``'s job ended and its chain goes on (a child spawned or skipped): when its
+    AiAgent asks (``publishAfterStep``), publish the workspace as it is now, in a batch
+    Job of the step's own (:func:`wsjob.step_publish_job_name`, owned by the step's
+    AgentJob), created once.  Nothing waits for it and the volume stays: the chain goes
+    on, and its end publishes again (a fast-forward of the same branch)."""
+    role = hop.job.spec.agent_role
+    found = catalog.by_trigger(hop.rt.agents.cached(hop.namespace), role)
+    declared = found.spec.workspace if isinstance(found, AiAgent) else None
+    if declared is None or not declared.publish_after_step:
+        return  # Most hops: no Redis read.
+    chain_id = records.position(hop.obj).chain_id
+    chain = await workspacing.chain_workspace(hop.rt, hop.namespace, chain_id)
+    if chain is None or not wsjob.publishes_after_step(chain, declared, hop.job.status.phase):
+        return
+    name = wsjob.step_publish_job_name(chain.chain_id, hop.name)
+    await _create(hop, chain, hop.obj, name)
+    faults.crashpoint("workspace-step-publish-created")
 
-    The Secret first, so the pod never starts without its credential; a replay whose Job
-    exists already ensures the Secret that Job names (the new one goes with the root)."""
+
+async def _start(hop: Hop, chain: wsjob.ChainWorkspace) -> None:
+    """The chain's final publish Job, owned by its root AgentJob."""
     root = await workspacing.root_of(hop)
     if root is None:
         return  # The chain's records are gone, and its volume with them.
-    owner = records.owner_reference(root)
-    name = wsjob.publish_job_name(chain.chain_id)
+    await _create(hop, chain, root, wsjob.publish_job_name(chain.chain_id))
+    faults.crashpoint("workspace-publish-created")
+
+
+async def _create(hop: Hop, chain: wsjob.ChainWorkspace, owner_obj: Obj, name: str) -> None:
+    """Publish Job ``name`` and the Secret it names (the push token), each created once,
+    owned by and labelled with AgentJob ``owner_obj`` (whose condition reports it).
+
+    The Secret first, so the pod never starts without its credential; a replay whose Job
+    exists already ensures the Secret that Job names (the new one goes with the owner)."""
+    owner = records.owner_reference(owner_obj)
     secret = naming.job_secret_name(name, secrets.token_hex(naming.SECRET_NONCE_BYTES))
     settings = hop.rt.settings
     tool = wsjob.tool_of(settings)
     security = (jobspec.DEFAULT_POD_SECURITY_CONTEXT, jobspec.DEFAULT_SECURITY_CONTEXT)
-    body = wsjob.publish_job(hop.namespace, chain, secret, owner, tool, security)
-    body["metadata"]["labels"][models.AGENTJOB_LABEL] = root["metadata"]["name"]  # Watched.
-    data = wsjob.token_data(await _push_token(hop, chain))
+    body = wsjob.publish_job(hop.namespace, chain, secret, owner, tool, security, name)
+    body["metadata"]["labels"][models.AGENTJOB_LABEL] = owner_obj["metadata"]["name"]  # Watched.
+    data = wsjob.token_data(await _push_token(hop, chain, name))
     await workloads.ensure_secret(hop.namespace, secret, data, owner)
     job, created = await workloads.create_job(hop.namespace, body)
-    faults.crashpoint("workspace-publish-created")
     named = _secret_of(job) if job is not None and not created else None
     if named is not None and named != secret:
         await workloads.ensure_secret(hop.namespace, named, data, owner)
@@ -116,7 +157,7 @@ def _secret_of(job: Obj) -> str | None:
     return None
 
 
-async def _push_token(hop: Hop, chain: wsjob.ChainWorkspace) -> str:
+async def _push_token(hop: Hop, chain: wsjob.ChainWorkspace, publisher: str) -> str:
     """A token with ``contents: write`` on the chain's GitHub repository ("": none)."""
     side = side_of(hop.rt)
     event = hop.job.spec.event
@@ -135,9 +176,8 @@ async def _push_token(hop: Hop, chain: wsjob.ChainWorkspace) -> str:
             key="ws-push",
         )
         return ""
-    # Recorded under the publish Job's name, not the job's (revoked when it ends): revoked
-    # when publishing ended (``on_job``).
-    publisher = wsjob.publish_job_name(chain.chain_id)
+    # Recorded under the publish Job's name, not the job's: revoked when publishing
+    # ended (``on_job``).
     expires = minted.expires_at.timestamp()
     await side.tokens.record(hop.namespace, publisher, minted.token, expires)
     return minted.token
@@ -151,29 +191,74 @@ def _ended(job: Obj) -> str | None:
 
 
 async def on_job(rt: Runtime, job: Obj) -> None:
-    """A publish Job changed: once it ended, record the outcome, the pull request, and
-    queue the volume's deletion."""
+    """A publish Job changed: once it ended, record the outcome and the pull request;
+    the chain's final one then queues the volume's deletion, a step's leaves it."""
     meta = job["metadata"]
-    namespace, ended = meta["namespace"], _ended(job)
+    ended = _ended(job)
     labels = meta.get("labels") or {}
-    root_name, chain_id = labels.get(models.AGENTJOB_LABEL), labels.get(wsjob.WORKSPACE_LABEL)
-    if ended is None or not root_name or not chain_id:
+    owner, chain_id = labels.get(models.AGENTJOB_LABEL), labels.get(wsjob.WORKSPACE_LABEL)
+    if ended is None or not owner or not chain_id:
         return
+    chain = await workspacing.chain_workspace(rt, meta["namespace"], chain_id)
+    if chain is None:
+        return
+    if meta.get("name") == wsjob.publish_job_name(chain.chain_id):
+        await _chain_published(rt, job, chain, ended)
+    elif wsjob.is_step_publish(str(meta.get("name")), chain.chain_id, owner):
+        await _step_published(rt, job, chain, ended)
+
+
+async def _chain_published(rt: Runtime, job: Obj, chain: wsjob.ChainWorkspace, ended: str) -> None:
+    """The chain's final publish ended: reported on the root, recorded once per chain
+    (``published``), the volume released."""
+    meta = job["metadata"]
+    namespace, chain_id = meta["namespace"], chain.chain_id
     store = workspacing.store(rt)
-    chain = await workspacing.chain_workspace(rt, namespace, chain_id)
-    if chain is None or await store.noted(namespace, chain_id, "published") is not None:
+    if await store.noted(namespace, chain_id, "published") is not None:
         return
-    root = await resources.get(namespace, resources.AGENTJOBS, root_name)
-    if root is None or meta.get("name") != wsjob.publish_job_name(chain.chain_id):
-        return
-    outcome = await _outcome(namespace, meta["name"]) or ("pushed" if ended == "Complete" else None)
-    condition = await _settle(rt, root, chain, ended, outcome)
-    await rt.writes.patch(root, AgentJobStatus(), condition)
+    outcome = await _report(rt, job, chain, ended)
+    if outcome is None:
+        return  # The root is gone.
     await release(rt, namespace, chain)  # Before the record that makes a replay a no-op.
-    await store.note(namespace, chain_id, "published", outcome or "failed")
+    await store.note(namespace, chain_id, "published", outcome)
+    await _revoke(rt, namespace, meta["name"])
+
+
+async def _step_published(rt: Runtime, job: Obj, chain: wsjob.ChainWorkspace, ended: str) -> None:
+    """A step's publish ended: reported on the step's AgentJob, recorded once per publish
+    Job (``published:<Job name>``); the volume stays (the chain goes on)."""
+    meta = job["metadata"]
+    namespace, field = meta["namespace"], f"{STEP_NOTE}{meta['name']}"
+    store = workspacing.store(rt)
+    if await store.noted(namespace, chain.chain_id, field) is not None:
+        return
+    outcome = await _report(rt, job, chain, ended)
+    if outcome is None:
+        return  # The step's AgentJob is gone.
+    await store.note(namespace, chain.chain_id, field, outcome)
+    await _revoke(rt, namespace, meta["name"])
+
+
+async def _report(rt: Runtime, job: Obj, chain: wsjob.ChainWorkspace, ended: str) -> str | None:
+    """The publish's outcome ("failed": none reported), written as the condition (and
+    Event, and pull request) of the AgentJob it reports on; None when that one is gone."""
+    meta = job["metadata"]
+    name = meta["name"]
+    owner = await resources.get(
+        meta["namespace"], resources.AGENTJOBS, meta["labels"][models.AGENTJOB_LABEL]
+    )
+    if owner is None:
+        return None
+    outcome = await _outcome(meta["namespace"], name) or ("pushed" if ended == "Complete" else None)
+    condition = await _settle(rt, owner, chain, ended, outcome, name)
+    await rt.writes.patch(owner, AgentJobStatus(), condition)
+    return outcome or "failed"
+
+
+async def _revoke(rt: Runtime, namespace: str, publisher: str) -> None:
     side = side_of(rt)
     if side is not None:  # The push token: no use any more.
-        await githubtokens.revoke(side, namespace, meta["name"])
+        await githubtokens.revoke(side, namespace, publisher)
 
 
 async def _outcome(namespace: str, job_name: str) -> str | None:
@@ -191,39 +276,51 @@ async def _outcome(namespace: str, job_name: str) -> str | None:
 
 
 async def _settle(
-    rt: Runtime, root: Obj, chain: wsjob.ChainWorkspace, ended: str, outcome: str | None
+    rt: Runtime,
+    root: Obj,
+    chain: wsjob.ChainWorkspace,
+    ended: str,
+    outcome: str | None,
+    publisher: str,
 ) -> Condition:
-    """The root's ``WorkspacePublished`` condition (and Event, and pull request)."""
-    if ended == "Complete" and outcome in ("pushed", "already", "unchanged"):
-        message = _pushed(chain, outcome)
-        pulled = await _pull_request(rt, root, chain) if outcome != "unchanged" else None
-        if isinstance(pulled, GitHubError):
-            if _ends(pulled):
-                return await _pull_failed(root, message, pulled, 1)
-            now = time.time()
-            meta = root["metadata"]
-            pending = {
-                "root": meta["name"],
-                "uid": meta.get("uid"),
-                "outcome": outcome,
-                "attempts": 1,
-                "since": now,
-            }
-            wait = await _pull_later(rt, meta["namespace"], chain.chain_id, pending, pulled, now)
-            message += (
-                f" Pull request pending: GitHub failed ({pulled.reason}: {pulled}); "
-                f"tried again in {wait:.0f} s, then less and less often, until it is open "
-                "or GitHub refuses it for good."
-            )
-        elif pulled is not None:
-            message += f" Pull request #{pulled}."
-        await events.emit(root, "Normal", Reason.WORKSPACE_PUBLISHED, message, key="ws-published")
-        return Condition(
-            type=WORKSPACE_PUBLISHED,
-            status="True",
-            reason=Reason.WORKSPACE_PUBLISHED,
-            message=message,
+    """The ``WorkspacePublished`` condition (and Event, and pull request) of ``root``,
+    the AgentJob that publish Job ``publisher`` reports on (the chain's root, or a
+    step's own AgentJob)."""
+    key = "ws-published" if publisher == wsjob.publish_job_name(chain.chain_id) else "ws-step"
+    if ended != "Complete" or outcome not in ("pushed", "already", "unchanged"):
+        return await _not_published(root, chain, outcome, publisher, key)
+    message = _pushed(chain, outcome)
+    pulled = await _pull_request(rt, root, chain) if outcome != "unchanged" else None
+    if isinstance(pulled, GitHubError):
+        if _ends(pulled):
+            return await _pull_failed(root, message, pulled, 1)
+        now = time.time()
+        meta = root["metadata"]
+        pending = {
+            "root": meta["name"],
+            "uid": meta.get("uid"),
+            "outcome": outcome,
+            "attempts": 1,
+            "since": now,
+        }
+        wait = await _pull_later(rt, meta["namespace"], chain.chain_id, pending, pulled, now)
+        message += (
+            f" Pull request pending: GitHub failed ({pulled.reason}: {pulled}); "
+            f"tried again in {wait:.0f} s, then less and less often, until it is open "
+            "or GitHub refuses it for good."
         )
+    elif pulled is not None:
+        message += f" Pull request #{pulled}."
+    await events.emit(root, "Normal", Reason.WORKSPACE_PUBLISHED, message, key=key)
+    return Condition(
+        type=WORKSPACE_PUBLISHED, status="True", reason=Reason.WORKSPACE_PUBLISHED, message=message
+    )
+
+
+async def _not_published(
+    root: Obj, chain: wsjob.ChainWorkspace, outcome: str | None, publisher: str, key: str
+) -> Condition:
+    """The condition and Warning Event of a publish that pushed nothing."""
     if outcome == "refused":
         reason = Reason.WORKSPACE_PUSH_REFUSED
         message = (
@@ -234,9 +331,9 @@ async def _settle(
         reason = Reason.WORKSPACE_PUBLISH_FAILED
         message = (
             f"Publishing to {chain.branch} failed ({outcome or 'no outcome reported'}); "
-            f"see the log of batch Job {wsjob.publish_job_name(chain.chain_id)}."
+            f"see the log of batch Job {publisher}."
         )
-    await events.emit(root, "Warning", reason, message, key="ws-published")
+    await events.emit(root, "Warning", reason, message, key=key)
     return Condition(type=WORKSPACE_PUBLISHED, status="False", reason=reason, message=message)
 
 
@@ -260,25 +357,27 @@ async def _pull_request(
     record = await rt.chains.get(root["metadata"]["namespace"], chain.chain_id)
     steps = [(str(h.get("agent")), str(h.get("phase"))) for h in (record.hops if record else [])]
     body = wschanges.pull_body(chain.chain_id, chain.branch, issue, steps)
-    try:
-        number = await side.app.find_pull(scope, chain.branch)
-        if number is None:
-            base = await side.app.default_branch(scope)
-            title = wschanges.pull_title(chain.chain_id, issue)
-            number = await side.app.create_pull(
-                scope, title=title, branch=chain.branch, base=base, body=body
-            )
-            faults.crashpoint("workspace-pull-created")
-        else:
-            await side.app.update_pull(scope, number, body)
-    except GitHubError as exc:
-        log.warning("pull request for chain %s: %s", chain.chain_id, exc)
-        if exc.status == 401:
-            side.app.forget(scope)  # A token GitHub no longer takes: the next try mints one.
-        return exc
-    await workspacing.store(rt).note(
-        root["metadata"]["namespace"], chain.chain_id, "pr", str(number)
-    )
+    namespace = root["metadata"]["namespace"]
+    # One at a time per chain: a step's publish and the chain's final one (or a retry)
+    # ending together must not both find no pull request and both create one.
+    async with rt.locks.lock(namespace, f"{PULL_LOCK}{chain.chain_id}"):
+        try:
+            number = await side.app.find_pull(scope, chain.branch)
+            if number is None:
+                base = await side.app.default_branch(scope)
+                title = wschanges.pull_title(chain.chain_id, issue)
+                number = await side.app.create_pull(
+                    scope, title=title, branch=chain.branch, base=base, body=body
+                )
+                faults.crashpoint("workspace-pull-created")
+            else:
+                await side.app.update_pull(scope, number, body)
+        except GitHubError as exc:
+            log.warning("pull request for chain %s: %s", chain.chain_id, exc)
+            if exc.status == 401:
+                side.app.forget(scope)  # A token GitHub no longer takes: the next mints one.
+            return exc
+    await workspacing.store(rt).note(namespace, chain.chain_id, "pr", str(number))
     return number
 
 

@@ -331,6 +331,14 @@ class Workspace(KubeModel):
             "branch and (with a GitHub App) open or update one pull request."
         ),
     )
+    publish_after_step: bool = Field(
+        default=False,
+        description=(
+            "When a job of this agent succeeds and the chain goes on, push the workspace's "
+            "commits so far to branch (and open or update the pull request) without "
+            "waiting for it; the chain's workspace must have publish: true."
+        ),
+    )
     branch: str | None = Field(
         default=None,
         max_length=200,

@@ -122,6 +122,12 @@ def job_secret_name(job_name: str, nonce: str) -> str:
     return f"{prefix}-{nonce}"
 
 
+def digest_name(source: str, domain: str, *parts: str) -> str:
+    """``<slug of source>-<digest of (domain, parts)>``, a DNS label: the name of an
+    object identified by ``parts``, led by the readable ``source`` (trimmed to fit)."""
+    return _readable(source, _digest(domain, *parts))
+
+
 def label_value(text: str) -> str:
     """``text`` itself when it is a valid label value, else a readable slug plus digest."""
     if is_label_value(text):

@@ -40,6 +40,10 @@ keep one in every namespace): mounted into the containers that talk to the host
 named to git as ``http.sslCAInfo`` and to the workspace commands as ``SSL_CERT_FILE``.
 It is optional in the pod: a missing one fails the clone with git's own message
 (``WorkspacePrepareFailed``) instead of leaving the pod waiting for its volume.
+
+**Publishing** is a batch Job of the operator's image (:func:`publish_job`): the chain's
+final one (:func:`publish_job_name`), and one per step whose agent asks
+``publishAfterStep`` (:func:`step_publish_job_name`, :func:`publishes_after_step`).
 """
 
 from __future__ import annotations
@@ -193,6 +197,34 @@ def publish_job_name(chain_id: str) -> str:
     """The one batch Job that publishes the chain's workspace."""
     name = f"{PUBLISH_PREFIX}{chain_id}"
     return name if naming.is_dns_label(name) else naming.label_value(name).lower()
+
+
+def step_publish_job_name(chain_id: str, job_name: str) -> str:
+    """The batch Job that publishes the chain's workspace after AgentJob ``job_name``'s
+    step (``publishAfterStep``): ``agentchain-publish-<chain id>-<short digest>``, one per
+    step, never the chain's final one (:func:`publish_job_name`), at most 63 characters."""
+    return naming.digest_name(f"{PUBLISH_PREFIX}{chain_id}", "publish-step", chain_id, job_name)
+
+
+def is_step_publish(job_name: str, chain_id: str, step: str) -> bool:
+    """Whether batch Job ``job_name`` is the step publish of AgentJob ``step``."""
+    return job_name == step_publish_job_name(chain_id, step)
+
+
+def publishes_after_step(
+    chain: ChainWorkspace | None, declared: Workspace | None, phase: str | None
+) -> bool:
+    """Whether a job whose AiAgent declares ``declared`` and that ended ``phase``, its
+    chain going on, publishes the chain's workspace now: the agent asks
+    (``publishAfterStep``), the job succeeded (it ran: not Skipped) and the chain's
+    workspace is published at all (``publish: true``)."""
+    return (
+        chain is not None
+        and chain.publish
+        and declared is not None
+        and declared.publish_after_step
+        and phase == "Succeeded"
+    )
 
 
 def repository_url(repository: str, git_url: str) -> tuple[str, str | None]:
@@ -413,9 +445,11 @@ def publish_job(
     owner: Mapping[str, Any],
     tool: Tool,
     security: tuple[Mapping[str, Any], Mapping[str, Any]],
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """The one batch Job that pushes the chain's commits to its branch
-    (:func:`publish_job_name`; its token in ``secret``)."""
+    """A batch Job that pushes the chain's commits to its branch: the chain's final one
+    (:func:`publish_job_name`), or ``name`` (a step's, :func:`step_publish_job_name`);
+    its token in ``secret``."""
     pod_security, container_security = security
     container = tool_container(PUBLISH, publish_args(chain), tool, container_security)
     container = tool.with_ca(container)
@@ -427,7 +461,7 @@ def publish_job(
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
-            "name": publish_job_name(chain.chain_id),
+            "name": name or publish_job_name(chain.chain_id),
             "namespace": namespace,
             "labels": labels,
             "ownerReferences": [dict(owner)],

@@ -14,6 +14,11 @@ Aspects covered:
   only; the agent gets ``AGENT_GIT_TOKEN`` exactly for ``contents: write``; the report
   never gets any; the agent's prompt volume still carries the prompt alone;
 - the publish Job: its one container has the push credential and the volume;
+- a step's publish Job (``publishAfterStep``): its name is a DNS label derived from the
+  chain and the step (one per step, never the chain's final one's, within 63 characters
+  for the longest chain id), recognised as that step's and no other's; its body is the
+  final one's under that name; it is made exactly when the agent asks, the job
+  succeeded (not Skipped nor Failed) and the chain's workspace has ``publish: true``;
 - a private CA (``workspace_ca_configmap``): mounted into exactly the containers that talk
   to the git host (prepare, publish, the agent for its own git), named to git and to the
   workspace commands, optional in the pod; nothing of it without the setting.
@@ -321,3 +326,56 @@ def test_a_private_ca_reaches_the_publish_job() -> None:
     (container,) = pod["containers"]
     assert _ca_of(container) == (True, wsjob.CA_FILE, None)
     assert [v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v] == ["corp-ca"]
+
+
+def test_a_steps_publish_job_is_named_from_the_chain_and_the_step() -> None:
+    name = wsjob.step_publish_job_name("c0ffee", "developer-0123456789ab")
+    assert name.startswith("agentchain-publish-c0ffee-") and naming.is_dns_label(name)
+    assert name == wsjob.step_publish_job_name("c0ffee", "developer-0123456789ab")
+    others = {
+        wsjob.publish_job_name("c0ffee"),
+        wsjob.step_publish_job_name("c0ffee", "reviewer-0123456789ab"),
+        wsjob.step_publish_job_name("c0ffef", "developer-0123456789ab"),
+    }
+    assert name not in others and len(others) == 3
+    longest = "f" * naming.MAX_CHAIN_ID_LENGTH
+    for step in ("a", "x" * 253):
+        long_name = wsjob.step_publish_job_name(longest, step)
+        assert naming.is_dns_label(long_name) and long_name.startswith("agentchain-publish-fff")
+    assert wsjob.is_step_publish(name, "c0ffee", "developer-0123456789ab")
+    assert not wsjob.is_step_publish(name, "c0ffee", "reviewer-0123456789ab")
+    assert not wsjob.is_step_publish(wsjob.publish_job_name("c0ffee"), "c0ffee", "developer")
+
+
+def test_a_steps_publish_job_is_the_final_ones_under_its_own_name() -> None:
+    chain = _chain(publish=True)
+    owner = {"kind": "AgentJob", "name": "dev", "uid": "u2"}
+    security = (jobspec.DEFAULT_POD_SECURITY_CONTEXT, jobspec.DEFAULT_SECURITY_CONTEXT)
+    tool = wsjob.Tool("operator:1", ["agentchain"])
+    final = wsjob.publish_job("team-a", chain, "pub-secret", owner, tool, security)
+    name = wsjob.step_publish_job_name(chain.chain_id, "dev")
+    step = wsjob.publish_job("team-a", chain, "pub-secret", owner, tool, security, name)
+    assert step["metadata"]["name"] == name
+    assert {**step, "metadata": {**step["metadata"], "name": final["metadata"]["name"]}} == final
+    assert step["metadata"]["labels"][wsjob.WORKSPACE_LABEL] == "c0ffee"
+
+
+@pytest.mark.parametrize(
+    ("publish", "after_step", "phase", "expected"),
+    [
+        (True, True, "Succeeded", True),
+        (False, True, "Succeeded", False),
+        (True, False, "Succeeded", False),
+        (True, True, "Failed", False),
+        (True, True, "Skipped", False),
+        (True, True, None, False),
+    ],
+)
+def test_a_step_publishes_when_its_agent_asks_and_it_succeeded(
+    publish: bool, after_step: bool, phase: str | None, expected: bool
+) -> None:
+    chain = _chain(publish=publish)
+    declared = Workspace.model_validate({"publishAfterStep": after_step})
+    assert wsjob.publishes_after_step(chain, declared, phase) is expected
+    assert wsjob.publishes_after_step(None, declared, phase) is False
+    assert wsjob.publishes_after_step(chain, None, phase) is False
