@@ -70,13 +70,11 @@ from agentchain.policy.githubscope import Scope
 log = logging.getLogger(__name__)
 PUBLISH_LOG_BYTES = 8 * 1024
 SUCCEEDED = ("Succeeded", "Skipped")
-PULL_BACKOFF_CAP_SECONDS = 600.0
-PULL_GIVE_UP_SECONDS = 24 * 3600.0
+PULL_GIVE_UP_SECONDS = wschanges.PULL_GIVE_UP_SECONDS
 PULL_LOCK = "pull-request/"
 """The per-chain lock (``Locks``, a key no AgentJob name can be) around its pull request."""
 STEP_NOTE = "published:"
 """The chain's workspace record's field for one step's publish: ``published:<Job name>``."""
-"""A pull request GitHub kept failing to open for a day is given up, and reported."""
 
 
 async def chain_complete(hop: Hop, action: str) -> None:
@@ -292,8 +290,6 @@ async def _settle(
     message = _pushed(chain, outcome)
     pulled = await _pull_request(rt, root, chain) if outcome != "unchanged" else None
     if isinstance(pulled, GitHubError):
-        if _ends(pulled):
-            return await _pull_failed(root, message, pulled, 1)
         now = time.time()
         meta = root["metadata"]
         pending = {
@@ -304,6 +300,8 @@ async def _settle(
             "since": now,
         }
         wait = await _pull_later(rt, meta["namespace"], chain.chain_id, pending, pulled, now)
+        if wait is None:
+            return await _pull_failed(root, message, pulled, 1)
         message += (
             f" Pull request pending: GitHub failed ({pulled.reason}: {pulled}); "
             f"tried again in {wait:.0f} s, then less and less often, until it is open "
@@ -395,16 +393,19 @@ async def _pull_later(
     pending: dict[str, Any],
     exc: GitHubError,
     now: float,
-) -> float:
-    """Record the pull request as pending, due after GitHub's ``Retry-After`` when it
-    gave one, else after a back-off that doubles from the resync period up to
-    :data:`PULL_BACKOFF_CAP_SECONDS`; the wait."""
-    if exc.retry_after is not None:
-        wait = max(1.0, exc.retry_after)
-    else:
-        first = float(rt.settings.resync_seconds)
-        wait = min(PULL_BACKOFF_CAP_SECONDS, first * 2 ** (int(pending["attempts"]) - 1))
-    await workspacing.store(rt).pull_pending(namespace, chain_id, pending, now + wait)
+) -> float | None:
+    """Record the pull request as pending for another try (``wschanges.pull_retry_wait``);
+    the wait, or None when it is given up (nothing recorded)."""
+    wait = wschanges.pull_retry_wait(
+        final=_ends(exc),
+        retry_after=exc.retry_after,
+        first_wait=float(rt.settings.resync_seconds),
+        attempts=int(pending["attempts"]),
+        since=float(pending["since"]),
+        now=now,
+    )
+    if wait is not None:
+        await workspacing.store(rt).pull_pending(namespace, chain_id, pending, now + wait)
     return wait
 
 
@@ -467,9 +468,8 @@ async def _retry_pull(rt: Runtime, namespace: str, chain_id: str, now: float) ->
     pulled = await _pull_request(rt, root, chain)
     attempts = int(pending["attempts"]) + 1
     if isinstance(pulled, GitHubError):
-        if not _ends(pulled) and now - float(pending["since"]) < PULL_GIVE_UP_SECONDS:
-            pending["attempts"] = attempts
-            await _pull_later(rt, namespace, chain_id, pending, pulled, now)
+        pending["attempts"] = attempts
+        if await _pull_later(rt, namespace, chain_id, pending, pulled, now) is not None:
             return pulled
         condition = await _pull_failed(root, pushed, pulled, attempts)
     else:

@@ -139,6 +139,32 @@ def pull_title(chain_id: str, issue: int | None) -> str:
     return f"agentchain: chain {chain_id}" + (f" for #{issue}" if issue else "")
 
 
+PULL_BACKOFF_CAP_SECONDS = 600.0
+PULL_GIVE_UP_SECONDS = 24 * 3600.0
+"""A pull request GitHub kept failing to open for a day is given up, and reported."""
+
+
+def pull_retry_wait(
+    *,
+    final: bool,
+    retry_after: float | None,
+    first_wait: float,
+    attempts: int,
+    since: float,
+    now: float,
+) -> float | None:
+    """Seconds until a pull request GitHub failed to open is tried again, or None to give
+    it up: the failure is ``final`` (trying again cannot help), or GitHub has failed for
+    :data:`PULL_GIVE_UP_SECONDS` since the first try.  GitHub's ``retry_after`` when it
+    gave one, else a back-off doubling from ``first_wait`` (after ``attempts`` tries) up
+    to :data:`PULL_BACKOFF_CAP_SECONDS`."""
+    if final or now - since >= PULL_GIVE_UP_SECONDS:
+        return None
+    if retry_after is not None:
+        return max(1.0, retry_after)
+    return min(PULL_BACKOFF_CAP_SECONDS, first_wait * 2.0 ** (attempts - 1))
+
+
 def pull_body(chain_id: str, branch: str, issue: int | None, steps: list[tuple[str, str]]) -> str:
     """The pull request's body: the issue it closes and the chain's steps (agent, phase).
 

@@ -97,3 +97,23 @@ def test_pull_body_links_the_issue_and_lists_the_steps_only() -> None:
     assert "| 2 | `developer` | Succeeded |" in body
     assert "Closes" not in wschanges.pull_body("c0ffee", "agentchain/c0ffee", None, steps)
     assert wschanges.pull_title("c0ffee", 7) == "agentchain: chain c0ffee for #7"
+
+
+def test_a_failed_pull_request_waits_retry_after_else_doubles_up_to_a_cap_then_gives_up() -> None:
+    def wait(**changed: object) -> float | None:
+        given: dict[str, object] = {
+            "final": False,
+            "retry_after": None,
+            "first_wait": 30.0,
+            "attempts": 1,
+            "since": 0.0,
+            "now": 0.0,
+        }
+        return wschanges.pull_retry_wait(**{**given, **changed})  # type: ignore[arg-type]
+
+    assert [wait(attempts=n) for n in (1, 2, 3, 5, 6, 20)] == [30, 60, 120, 480, 600, 600]
+    assert wait(retry_after=7.0, attempts=9) == 7.0  # GitHub said when.
+    assert wait(retry_after=0.0) == 1.0
+    assert wait(final=True) is None  # Trying again cannot help.
+    day = wschanges.PULL_GIVE_UP_SECONDS
+    assert wait(now=day - 1) == 30 and wait(now=day) is None
