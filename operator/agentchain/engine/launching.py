@@ -141,7 +141,7 @@ def _refusal(hop: Hop, agent: AiAgent | Ambiguous | None, init: AgentJobStatus |
 
 async def _chain_status(hop: Hop) -> AgentJobStatus:
     """The chain fields, for the job's first status write (with the Job's name)."""
-    pos = records.position(hop.obj)
+    pos = records.position(hop.obj, hop.rt.operator_keys)
     job = hop.job
     if models.CHAIN_ID not in (hop.obj["metadata"].get("annotations") or {}):
         # A root job: its chain metadata goes on the object too, so that
@@ -171,7 +171,7 @@ async def _build(
 ) -> tuple[Obj, str]:
     """The batch Job of ``attempt`` (owned by the AgentJob) and its prompt; raises
     PromptRenderError (PromptTooLarge when the prompt cannot be delivered)."""
-    job, pos = hop.job, records.position(hop.obj)
+    job, pos = hop.job, records.position(hop.obj, hop.rt.operator_keys)
     prompt = await prompting.build(hop.rt, hop.obj, job, agent, pos, deps, attempt=attempt)
     jobspec.check_prompt(prompt)
     job_name = naming.attempt_job_name(hop.name, attempt)
@@ -299,7 +299,7 @@ async def _ensure_secret(
     secret = jobspec.secret_name_of(job)
     if secret is None:
         return  # Not a Job built by this version: it reads no Secret.
-    chain_id = records.position(hop.obj).chain_id
+    chain_id = records.position(hop.obj, hop.rt.operator_keys).chain_id
     ttl = hop.rt.settings.job_token_ttl_seconds
     token = await hop.rt.tokens.issue(hop.namespace, hop.name, hop.uid, chain_id, ttl)
     owner = records.owner_reference(hop.obj)

@@ -38,7 +38,7 @@ from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, GitHubWriteBack
 from agentchain.policy import progress
 from agentchain.policy.githubscope import NoScope, Target, writeback_target
-from agentchain.store import keys
+from agentchain.store import keys, seals
 
 Obj = dict[str, Any]
 Result = Literal["written", "unchanged", "skipped"]
@@ -69,6 +69,9 @@ async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed 
         label_selector=f"{models.CHAIN_ID}={chain_id}",
         limit=MAX_CHAIN_OBJECTS,
     )
+    # Only jobs the operator placed in the chain: a hand-made AgentJob carrying the
+    # chain's label is no step of it and never reaches GitHub.
+    items = [i for i in items if seals.sealed(side.rt.operator_keys, i)]
     if not items:
         return None
     jobs = [

@@ -22,3 +22,6 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 # "refused:<reason>", and the decision's message.
 DISPOSITION = f"{GROUP}/disposition"
 DISPOSITION_MESSAGE = f"{GROUP}/disposition-message"
+# The operator's seal over what an AgentJob claims that grants something: its GitHub
+# event, origin and chain position (``policy.provenance``). Only the operator can make it.
+SEAL = f"{GROUP}/seal"
