@@ -17,7 +17,7 @@ from agentchain.engine import catalog, records
 from agentchain.engine.hops import Hop
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
-from agentchain.policy import chains, provenance
+from agentchain.policy import chains
 from agentchain.policy.agents import Ambiguous
 from agentchain.policy.outcomes import REFUSAL_REASONS, outcome, trigger_step
 
@@ -81,11 +81,7 @@ def _finished(hop: Hop, agents: list[catalog.Entry]) -> chains.Finished:
     )
     step = None
     if isinstance(agent, AiAgent) and not refused:
-        step = trigger_step(
-            agent.spec,
-            provenance.trusted_origin(job.spec.origin, hop.sealed),
-            hop.github_event,
-        )
+        step = trigger_step(agent.spec, job.spec.origin, job.spec.event)
     return chains.Finished(
         name=obj["metadata"]["name"],
         agent=role,

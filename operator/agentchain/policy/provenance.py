@@ -7,8 +7,11 @@ there proves where it came from. Two claims grant something:
   an App installation, and so job tokens, the workspace's clone and push, the pull
   request and the chain's comment;
 - the **chain position** (the ``chain-id``/``-depth``/``-path``/``parent-job``
-  annotations, and ``spec.origin``): membership of a chain is access to its workspace
-  and its write-back.
+  annotations): membership of a chain is access to its workspace and its write-back.
+
+The rest of the spec is the creator's to choose and grants nothing: the prompt, and
+``origin`` (which of its agent's triggers' ``next`` the job follows, both written by the
+agent's author).
 
 The operator therefore seals both when it writes them (the webhook for a delivery's
 root, the job API for manual runs and delegations, the hop for a chain's child, a
@@ -65,11 +68,9 @@ def sealed_parts(
 ) -> tuple[bytes, ...]:
     """Everything one AgentJob's seal covers, in a fixed order."""
     event = spec.get("event")
-    origin = spec.get("origin")
     return (
         namespace.encode(),
         name.encode(),
-        str(origin or "manual").encode(),
         canonical_event(event if isinstance(event, Mapping) else None),
         *(annotations.get(key, "").encode() for key in POSITION_KEYS),
     )
@@ -84,12 +85,6 @@ def trusted_event(event: JobEvent | None, sealed: bool) -> JobEvent | None:
     """The event GitHub access may be derived from: the job's own when the operator
     sealed it, none otherwise (a hand-written event is an ordinary run's data)."""
     return event if sealed else None
-
-
-def trusted_origin(origin: str, sealed: bool) -> str:
-    """Where the job came from as far as its chain is concerned: what the operator
-    sealed, else a manual run (which follows its agent's manual trigger)."""
-    return origin if sealed else "manual"
 
 
 def handed_on(event: JobEvent | None, sealed: bool) -> JobEvent | None:
