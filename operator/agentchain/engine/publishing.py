@@ -64,7 +64,7 @@ from agentchain.kube import errors, events, resources, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import WORKSPACE_PUBLISHED, Condition, Reason
-from agentchain.policy import jobspec, naming, provenance, wschanges, wsjob
+from agentchain.policy import chains, jobspec, naming, provenance, wschanges, wsjob
 from agentchain.policy.githubscope import Scope
 from agentchain.store import seals
 
@@ -80,7 +80,10 @@ STEP_NOTE = "published:"
 
 async def chain_complete(hop: Hop, action: str) -> None:
     """The chain of ``hop``'s job completes here (``action``: its last ``next``)."""
-    chain_id = records.position(hop.obj, hop.rt.operator_keys).chain_id
+    try:
+        chain_id = records.position(hop.obj, hop.rt.operator_keys).chain_id
+    except chains.ChainMetadataError:
+        return  # In no chain the operator knows of: no workspace to publish or release.
     chain = await workspacing.chain_workspace(hop.rt, hop.namespace, chain_id)
     if chain is None:
         return
