@@ -66,7 +66,7 @@ async def secret_data(rt: Runtime, obj: Obj) -> dict[str, str]:
     job = AgentJob.model_validate({"spec": obj.get("spec") or {}})
     agent = await rt.agents.by_trigger(namespace, job.spec.agent_role)
     access = agent.spec.github if isinstance(agent, AiAgent) else None
-    event = provenance.trusted_event(job.spec.event, seals.sealed(rt.operator_keys, obj))
+    event = provenance.trusted_event(job.spec.event, seals.vouched(rt.operator_keys, obj))
     scope = job_scope(access, event)
     if scope is None:
         return {}

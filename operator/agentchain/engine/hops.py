@@ -53,15 +53,15 @@ class Hop:
         return records.parse(self.obj)
 
     @property
-    def sealed(self) -> bool:
-        """Whether the operator sealed the job's event, origin and chain position."""
-        return seals.sealed(self.rt.operator_keys, self.obj)
+    def vouched(self) -> bool:
+        """Whether the operator vouches for the job's event (its event seal)."""
+        return seals.vouched(self.rt.operator_keys, self.obj)
 
     @property
     def github_event(self) -> JobEvent | None:
         """The event GitHub access and the workspace may be derived from: the job's
         own under the operator's seal, none for one written by hand."""
-        return provenance.trusted_event(self.job.spec.event, self.sealed)
+        return provenance.trusted_event(self.job.spec.event, self.vouched)
 
     async def patch(self, status: AgentJobStatus, *conditions: Condition) -> None:
         await self.rt.writes.patch(self.obj, status, *conditions)

@@ -42,6 +42,7 @@ from agentchain.policy import ownership as policy_ownership
 from agentchain.policy.agents import Ambiguous
 from agentchain.policy.jobspec import JobInputs, build_job
 from agentchain.policy.prompts import PromptRenderError
+from agentchain.store import seals
 
 log = logging.getLogger(__name__)
 
@@ -145,13 +146,17 @@ async def _chain_status(hop: Hop) -> AgentJobStatus:
     job = hop.job
     if models.CHAIN_ID not in (hop.obj["metadata"].get("annotations") or {}):
         # A root job: its chain metadata goes on the object too, so that
-        # `kubectl get agentjobs -l labrats.work/chain-id=<id>` lists it.
+        # `kubectl get agentjobs -l labrats.work/chain-id=<id>` lists it, under the
+        # position seal only: the operator places it, but vouches for no hand-made event.
+        annotations = chains.position_annotations(pos, None)
+        keys = hop.rt.operator_keys
+        annotations[models.SEAL] = seals.position_seal(keys, hop.namespace, hop.name, annotations)
         patched = await resources.patch_metadata(
             hop.namespace,
             resources.AGENTJOBS,
             hop.name,
             labels=chains.position_labels(pos, job.spec.agent_role),
-            annotations=chains.position_annotations(pos, None),
+            annotations=annotations,
         )
         hop.rt.writes.wrote(patched)
     accepted = AgentJobStatus(

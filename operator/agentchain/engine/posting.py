@@ -71,7 +71,7 @@ async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed 
     )
     # Only jobs the operator placed in the chain: a hand-made AgentJob carrying the
     # chain's label is no step of it and never reaches GitHub.
-    items = [i for i in items if seals.sealed(side.rt.operator_keys, i)]
+    items = [i for i in items if seals.placed(side.rt.operator_keys, i)]
     if not items:
         return None
     jobs = [

@@ -95,7 +95,7 @@ async def _chain_results(
             namespace, resources.AGENTJOBS, label_selector=selector
         )
         items.update(
-            (i["metadata"]["name"], i) for i in listed if seals.sealed(rt.operator_keys, i)
+            (i["metadata"]["name"], i) for i in listed if seals.placed(rt.operator_keys, i)
         )
     ended = [i for i in items.values() if (i.get("status") or {}).get("phase") in TERMINAL_PHASES]
     # Chain order: creationTimestamp has one-second resolution, so a fast parent and its

@@ -350,7 +350,7 @@ async def _pull_request(
     None (no App, or not a GitHub repository: no pull request to open)."""
     side = side_of(rt)
     event = provenance.trusted_event(
-        records.parse(root).spec.event, seals.sealed(rt.operator_keys, root)
+        records.parse(root).spec.event, seals.vouched(rt.operator_keys, root)
     )
     if side is None or chain.github is None or event is None or event.installation_id is None:
         return None

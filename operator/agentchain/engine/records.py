@@ -56,7 +56,7 @@ def position(obj: Obj, keys: OperatorKeys) -> chains.ChainPosition:
     meta = obj["metadata"]
     annotations = meta.get("annotations") or {}
     found = chains.position_from_annotations(annotations)
-    if provenance.claims_position(annotations) and not seals.sealed(keys, obj):
+    if provenance.claims_position(annotations) and not seals.placed(keys, obj):
         raise chains.ChainMetadataError(provenance.UNSEALED_POSITION)
     if found is not None:
         return found

@@ -35,7 +35,7 @@ async def spawn(hop: Hop, decision: childspec.Child, output: Output | None) -> C
     agents = hop.rt.agents.cached(hop.namespace)
     block = await _context_for(hop, decision.child, agents, output)
     parent = hop.job.spec
-    parent = parent.model_copy(update={"event": provenance.handed_on(parent.event, hop.sealed)})
+    parent = parent.model_copy(update={"event": provenance.handed_on(parent.event, hop.vouched)})
     body = seals.seal(
         hop.rt.operator_keys, childspec.build_child(hop.namespace, parent, decision, block)
     )

@@ -13,12 +13,15 @@ The rest of the spec is the creator's to choose and grants nothing: the prompt, 
 ``origin`` (which of its agent's triggers' ``next`` the job follows, both written by the
 agent's author).
 
-The operator therefore seals both when it writes them (the webhook for a delivery's
-root, the job API for manual runs and delegations, the hop for a chain's child, a
-``/agentchain retry``) with an HMAC under the operator key, bound to the job's
-namespace and name, and checks the seal before it derives anything from them. This
-module is the pure half: the exact bytes a seal covers (:func:`sealed_parts`) and what
-an unsealed claim still counts for. The key and the MAC live in ``store.seals``.
+The operator therefore seals each when it writes it, with an HMAC under the operator
+key bound to the job's namespace and name, and checks the seal before it derives
+anything from it. There are two seals because the two are vouched for apart: the
+operator writes the chain position of every job it runs, a hand-made root's included
+(it roots a chain of its own), but vouches for an event only when it made the job
+from a signed delivery or from a job whose event it vouched for (the webhook's roots,
+a chain's children, delegations, a ``/agentchain retry``). This module is the pure
+half: the exact bytes each seal covers and what an unsealed claim still counts for.
+The key and the MAC live in ``store.seals``.
 
 An unsealed event is data only (an ordinary run: the prompt may use it, nothing on
 GitHub is derived from it); unsealed chain annotations are refused, because reading
@@ -63,17 +66,21 @@ def canonical_event(event: Mapping[str, Any] | None) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def sealed_parts(
-    namespace: str, name: str, spec: Mapping[str, Any], annotations: Mapping[str, str]
-) -> tuple[bytes, ...]:
-    """Everything one AgentJob's seal covers, in a fixed order."""
-    event = spec.get("event")
+def position_parts(namespace: str, name: str, annotations: Mapping[str, str]) -> tuple[bytes, ...]:
+    """What the position seal (``labrats.work/seal``) covers, in a fixed order."""
     return (
+        b"position",
         namespace.encode(),
         name.encode(),
-        canonical_event(event if isinstance(event, Mapping) else None),
         *(annotations.get(key, "").encode() for key in POSITION_KEYS),
     )
+
+
+def event_parts(namespace: str, name: str, spec: Mapping[str, Any]) -> tuple[bytes, ...]:
+    """What the event seal (``labrats.work/event-seal``) covers, in a fixed order."""
+    event = spec.get("event")
+    canonical = canonical_event(event if isinstance(event, Mapping) else None)
+    return (b"event", namespace.encode(), name.encode(), canonical)
 
 
 def claims_position(annotations: Mapping[str, str]) -> bool:

@@ -131,8 +131,7 @@ async def _delegate(
     )
     # The caller's event counts (sender policy, what the delegated job may derive) only
     # under the operator's seal, as everywhere (policy.provenance).
-    sealed = seals.sealed(rt.operator_keys, caller_obj)
-    event = provenance.handed_on(caller.spec.event, sealed)
+    event = provenance.handed_on(caller.spec.event, seals.vouched(rt.operator_keys, caller_obj))
     source, target = caller.spec.agent_role, req.agent_role
     try:
         snapshot = extend_delegation(caller.spec.delegation, source, target)

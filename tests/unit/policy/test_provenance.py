@@ -1,10 +1,13 @@
-"""What an AgentJob's seal covers and what an unsealed claim still counts for
-(``agentchain.policy.provenance``), with the MAC itself (``agentchain.store.seals``).
+"""What an AgentJob's seals cover and what an unsealed claim still counts for
+(``agentchain.policy.provenance``), with the MACs themselves (``agentchain.store.seals``).
 
 Aspects covered:
-- the sealed parts: every field of the event, each position annotation and the job's
-  namespace and name change the seal; defaults the API server fills in, the origin,
-  and other annotations or labels, do not;
+- the sealed parts: every field of the event breaks the event seal and only it; each
+  position annotation breaks the position seal and only it; the job's namespace and
+  name break both; defaults the API server fills in, the origin, and other annotations
+  or labels, break neither; one seal never verifies as the other;
+- a position sealed alone (a hand-made root the operator adopts) is placed but its
+  event is not vouched for;
 - the seal round-trips through the API's JSON, verifies under any configured key (key
   rotation), and not under another operator's key or another purpose's sub-key;
 - a copied seal does not verify on another job, nor after the event or the chain
@@ -57,9 +60,13 @@ def _sealed(body: dict[str, Any] | None = None) -> dict[str, Any]:
     return seals.seal(KEYS, body if body is not None else _body())
 
 
+def _both(obj: dict[str, Any]) -> tuple[bool, bool]:
+    return seals.placed(KEYS, obj), seals.vouched(KEYS, obj)
+
+
 def test_a_sealed_job_verifies_after_a_round_trip_through_json() -> None:
     obj = json.loads(json.dumps(_sealed()))
-    assert seals.sealed(KEYS, obj)
+    assert _both(obj) == (True, True)
 
 
 def test_defaults_filled_in_by_the_api_server_change_nothing() -> None:
@@ -69,7 +76,7 @@ def test_defaults_filled_in_by_the_api_server_change_nothing() -> None:
     obj["spec"]["memoryScope"] = "dependencies"
     obj["metadata"]["annotations"]["unrelated"] = "x"
     obj["metadata"]["labels"]["more"] = "y"
-    assert seals.sealed(KEYS, obj)
+    assert _both(obj) == (True, True)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +96,7 @@ def test_defaults_filled_in_by_the_api_server_change_nothing() -> None:
 def test_every_event_field_is_sealed(field: str, value: object) -> None:
     obj = _sealed()
     obj["spec"]["event"][field] = value
-    assert not seals.sealed(KEYS, obj)
+    assert _both(obj) == (True, False)
 
 
 @pytest.mark.parametrize(
@@ -104,62 +111,83 @@ def test_every_event_field_is_sealed(field: str, value: object) -> None:
 def test_every_position_annotation_is_sealed(annotation: str, value: str) -> None:
     obj = _sealed()
     obj["metadata"]["annotations"][annotation] = value
-    assert not seals.sealed(KEYS, obj)
+    assert _both(obj) == (False, True)
 
 
 def test_namespace_and_name_are_sealed_and_the_origin_is_not() -> None:
     obj = _sealed()
     obj["spec"]["origin"] = "chain"
-    assert seals.sealed(KEYS, obj)
+    assert _both(obj) == (True, True)
     for field, value in (("namespace", "team-b"), ("name", "triage-2")):
         obj = _sealed()
         obj["metadata"][field] = value
-        assert not seals.sealed(KEYS, obj)
+        assert _both(obj) == (False, False)
 
 
 def test_a_seal_copied_onto_another_job_does_not_verify() -> None:
-    seal = _sealed()["metadata"]["annotations"][models.SEAL]
+    made = _sealed()["metadata"]["annotations"]
     forged = _body(JobEvent(source="github", repository="other-org/private", installation_id=42))
-    forged["metadata"]["annotations"][models.SEAL] = seal
-    assert not seals.sealed(KEYS, forged)
+    forged["metadata"]["name"] = "intruder"
+    forged["metadata"]["annotations"].update({k: made[k] for k in (models.SEAL, models.EVENT_SEAL)})
+    assert _both(forged) == (False, False)
 
 
 def test_missing_empty_or_foreign_seals_never_verify() -> None:
     obj = _body()
-    assert not seals.sealed(KEYS, obj)
+    assert _both(obj) == (False, False)
     obj["metadata"]["annotations"][models.SEAL] = ""
-    assert not seals.sealed(KEYS, obj)
+    obj["metadata"]["annotations"][models.EVENT_SEAL] = ""
+    assert _both(obj) == (False, False)
     other = seals.seal(OperatorKeys(["someone-elses-key"]), _body())
-    assert not seals.sealed(KEYS, other)
+    assert _both(other) == (False, False)
+
+
+def test_one_seal_never_verifies_as_the_other() -> None:
+    obj = _sealed()
+    annotations = obj["metadata"]["annotations"]
+    annotations[models.SEAL], annotations[models.EVENT_SEAL] = (
+        annotations[models.EVENT_SEAL],
+        annotations[models.SEAL],
+    )
+    assert _both(obj) == (False, False)
+
+
+def test_an_adopted_root_is_placed_but_its_event_is_not_vouched_for() -> None:
+    obj = _body()
+    annotations = obj["metadata"]["annotations"]
+    annotations[models.SEAL] = seals.position_seal(KEYS, "team-a", "triage-1", annotations)
+    assert _both(obj) == (True, False)
 
 
 def test_another_purposes_mac_over_the_same_parts_is_no_seal() -> None:
     obj = _body()
-    parts = provenance.sealed_parts(
-        "team-a", "triage-1", obj["spec"], obj["metadata"]["annotations"]
-    )
+    annotations = obj["metadata"]["annotations"]
     token_key = KEYS.subkeys(signing.TOKEN_PURPOSE)[0]
-    obj["metadata"]["annotations"][models.SEAL] = signing.mac(token_key, *parts)
-    assert not seals.sealed(KEYS, obj)
+    position = provenance.position_parts("team-a", "triage-1", annotations)
+    event = provenance.event_parts("team-a", "triage-1", obj["spec"])
+    annotations[models.SEAL] = signing.mac(token_key, *position)
+    annotations[models.EVENT_SEAL] = signing.mac(token_key, *event)
+    assert _both(obj) == (False, False)
 
 
 def test_every_configured_key_verifies_and_the_first_seals() -> None:
     rotated = OperatorKeys(["new-key", "operator-key-one"])
-    assert seals.sealed(rotated, _sealed())
-    assert seals.sealed(KEYS, seals.seal(OperatorKeys(["operator-key-one", "old"]), _body()))
+    assert seals.placed(rotated, _sealed()) and seals.vouched(rotated, _sealed())
+    made = seals.seal(OperatorKeys(["operator-key-one", "old"]), _body())
+    assert _both(made) == (True, True)
 
 
 def test_resealing_replaces_a_stale_seal() -> None:
     obj = _sealed()
     obj["spec"]["event"]["number"] = 9
-    assert seals.sealed(KEYS, seals.seal(KEYS, obj))
+    assert _both(seals.seal(KEYS, obj)) == (True, True)
 
 
 def test_an_unreadable_event_is_never_covered_by_a_seal() -> None:
     obj = _sealed()
     obj["spec"]["event"] = {"number": "not a number"}
     assert provenance.canonical_event(obj["spec"]["event"]) == provenance.UNREADABLE
-    assert not seals.sealed(KEYS, obj)
+    assert _both(obj) == (True, False)
 
 
 @given(st.dictionaries(st.sampled_from(provenance.POSITION_KEYS), st.text(max_size=8)))
@@ -217,5 +245,5 @@ def test_without_an_event_a_declared_repository_is_resolved_as_before() -> None:
 def test_the_body_is_not_changed_by_verifying() -> None:
     obj = _sealed()
     before = copy.deepcopy(obj)
-    seals.sealed(KEYS, obj)
+    _both(obj)
     assert obj == before
