@@ -3,7 +3,7 @@
 Aspects covered:
 - dependsOn: C waits for A and B and gets exactly their results, nothing of D's;
 - a job without dependencies gets no prior context;
-- memoryScope: all — a coordinator attached to a two-job chain gets every result of that
+- memoryScope: all — a coordinator that depends on a two-job chain gets every result of that
   chain under `### <title> (by <agent>)` headings, and nothing of another chain;
 - a parent's `## Downstream Directives` section is handed on instead of its raw output;
 - a missing completion marker fails an exit-0 job with CompletionMarkerMissing.
@@ -11,10 +11,8 @@ Aspects covered:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from agentchain import models
 from agentchain.policy import naming
 from agentchain.policy.prompts import CHAIN_RESULTS_HEADING
 from e2e import chaining, operating
@@ -127,21 +125,11 @@ def test_memory_scope_all_gets_every_result_of_its_chain(
     fixer = naming.child_name("scout-1", "fixer")
     assert _wait_phase(info, namespace, "outsider-1", {"Succeeded"})["chainId"] != chain_id
     # Only an AgentJob written by hand can ask for memoryScope: all (a chain step cannot),
-    # so the coordinator joins the chain through its position annotations, as the third
-    # job, and waits for the other two with dependsOn.
-    path = ["scout", "fixer", "coordinator"]
+    # and only the operator places a job in a chain: the coordinator reaches the chain
+    # through its dependencies, and memoryScope: all covers their chains.
     coordinator = _job(
         "coord-1", "coordinator", type="synthesis", memoryScope="all", dependsOn=["scout-1", fixer]
     )
-    coordinator["metadata"]["labels"] = {
-        models.CHAIN_ID: chain_id,
-        models.AGENT_ROLE: "coordinator",
-    }
-    coordinator["metadata"]["annotations"] = {
-        models.CHAIN_ID: chain_id,
-        models.CHAIN_DEPTH: "2",
-        models.CHAIN_PATH: json.dumps(path),
-    }
     chaining.apply(info, namespace, coordinator)
     assert _wait_phase(info, namespace, "coord-1", {"Succeeded", "Failed"})["phase"] == "Succeeded"
     assert _status(info, namespace, fixer)["chainId"] == chain_id

@@ -36,17 +36,19 @@ async def _budget(rt: Runtime, namespace: str, trigger: str) -> Budget | None:
 
 async def budget_of(rt: Runtime, obj: Obj) -> Budget | None:
     """The budget of the chain ``obj`` is in: its first agent's."""
-    return await _budget(rt, obj["metadata"]["namespace"], records.position(obj).path[0])
+    return await _budget(
+        rt, obj["metadata"]["namespace"], records.position(obj, rt.operator_keys).path[0]
+    )
 
 
 def agent_of(obj: Obj) -> str:
-    """The trigger name of the job's own agent (its chain path ends with it)."""
-    return records.position(obj).path[-1]
+    """The trigger name of the job's own agent."""
+    return str((obj.get("spec") or {}).get("agentRole", ""))
 
 
 async def limits_of(rt: Runtime, obj: Obj, usage: Usage) -> list[budgets.Limit]:
     """The budgets the job ``obj`` is held to, over ``usage``: its chain's and its agent's."""
-    path = records.position(obj).path
+    path = records.position(obj, rt.operator_keys).path
     chain_budget = await budget_of(rt, obj)
     first = path[-1] == path[0]
     own = None if first else await _budget(rt, obj["metadata"]["namespace"], path[-1])

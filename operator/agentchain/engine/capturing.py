@@ -123,7 +123,7 @@ def verdict(hop: Hop, captured: Captured, agent: AiAgent | None) -> Retry | Ends
     if hop.job.status.chain_id is None:
         # Killed between creating the batch Job and the status write that names it.
         launched = AgentJobStatus(job_name=naming.batch_job_name(hop.name))
-        chain = records.chain_fields(hop.obj, records.position(hop.obj))
+        chain = records.chain_fields(hop.obj, records.position(hop.obj, hop.rt.operator_keys))
         status = records.merged(status, chain, launched)
     if output.text is not None:
         result, truncated, size = result_excerpt(output.text)

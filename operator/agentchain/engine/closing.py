@@ -94,7 +94,7 @@ async def _record_hop(hop: Hop, entry: NextStatus) -> None:
     job = hop.job
     await hop.rt.chains.record_hop(
         hop.namespace,
-        records.position(hop.obj).chain_id,
+        records.position(hop.obj, hop.rt.operator_keys).chain_id,
         job_name=hop.name,
         agent=job.spec.agent_role,
         phase=job.status.phase or "",
@@ -109,7 +109,7 @@ async def complete_chain(hop: Hop, action: str, message: str) -> Condition:
     job's ``ChainComplete`` condition is the caller's to write, with
     ``chainComplete`` (``close(..., complete=True)``)."""
     job = hop.job
-    chain_id = records.position(hop.obj).chain_id
+    chain_id = records.position(hop.obj, hop.rt.operator_keys).chain_id
     result = _chain_outcome(action, job.status.phase or "", job.status.reason or "")
     if await hop.rt.chains.mark_complete(hop.namespace, chain_id, result, hop.name):
         metrics.CHAIN_OUTCOMES.labels(hop.namespace, result).inc()

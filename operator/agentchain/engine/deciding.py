@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from agentchain.engine import catalog, records
-from agentchain.engine.hops import Hop, Obj
+from agentchain.engine.hops import Hop
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
 from agentchain.policy import chains
@@ -48,7 +48,7 @@ async def decide(hop: Hop) -> chains.Decision | Broken:
 
 def _decide(hop: Hop, agents: list[catalog.Entry]) -> chains.Decision:
     limits = chains.Limits(max_jobs=hop.rt.settings.max_chain_jobs)
-    return chains.next_step(_finished(hop.obj, agents), _infos(agents), limits)
+    return chains.next_step(_finished(hop, agents), _infos(agents), limits)
 
 
 def _needs_confirmation(decision: chains.Decision, hop: Hop, agents: list[catalog.Entry]) -> bool:
@@ -71,7 +71,8 @@ def _infos(agents: list[catalog.Entry]) -> dict[str, chains.AgentInfo]:
     return infos
 
 
-def _finished(obj: Obj, agents: list[catalog.Entry]) -> chains.Finished:
+def _finished(hop: Hop, agents: list[catalog.Entry]) -> chains.Finished:
+    obj = hop.obj
     job = records.parse(obj)
     role = job.spec.agent_role
     agent = catalog.by_trigger(agents, role)
@@ -84,7 +85,7 @@ def _finished(obj: Obj, agents: list[catalog.Entry]) -> chains.Finished:
     return chains.Finished(
         name=obj["metadata"]["name"],
         agent=role,
-        position=records.position(obj),
+        position=records.position(obj, hop.rt.operator_keys),
         outcome=outcome(job.status),  # type: ignore[arg-type]
         step=step,
         refused=refused,

@@ -39,7 +39,9 @@ from agentchain.github.errors import GitHubError
 from agentchain.kube import events
 from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import AiAgent
+from agentchain.policy import provenance
 from agentchain.policy.githubscope import TOKEN_SECRET_KEY, NoScope, Scope, job_scope
+from agentchain.store import seals
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -64,7 +66,8 @@ async def secret_data(rt: Runtime, obj: Obj) -> dict[str, str]:
     job = AgentJob.model_validate({"spec": obj.get("spec") or {}})
     agent = await rt.agents.by_trigger(namespace, job.spec.agent_role)
     access = agent.spec.github if isinstance(agent, AiAgent) else None
-    scope = job_scope(access, job.spec.event)
+    event = provenance.trusted_event(job.spec.event, seals.vouched(rt.operator_keys, obj))
+    scope = job_scope(access, event)
     if scope is None:
         return {}
     side = side_of(rt)

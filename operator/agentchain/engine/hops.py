@@ -14,8 +14,10 @@ from typing import Any
 
 from agentchain.engine import records
 from agentchain.engine.runtime import Runtime
-from agentchain.models.agentjob import AgentJob, AgentJobStatus, EndPhase
+from agentchain.models.agentjob import AgentJob, AgentJobStatus, EndPhase, JobEvent
 from agentchain.models.conditions import Condition
+from agentchain.policy import provenance
+from agentchain.store import seals
 
 Obj = dict[str, Any]
 
@@ -49,6 +51,17 @@ class Hop:
     @property
     def job(self) -> AgentJob:
         return records.parse(self.obj)
+
+    @property
+    def vouched(self) -> bool:
+        """Whether the operator vouches for the job's event (its event seal)."""
+        return seals.vouched(self.rt.operator_keys, self.obj)
+
+    @property
+    def github_event(self) -> JobEvent | None:
+        """The event GitHub access and the workspace may be derived from: the job's
+        own under the operator's seal, none for one written by hand."""
+        return provenance.trusted_event(self.job.spec.event, self.vouched)
 
     async def patch(self, status: AgentJobStatus, *conditions: Condition) -> None:
         await self.rt.writes.patch(self.obj, status, *conditions)

@@ -42,6 +42,7 @@ from agentchain.policy import ownership as policy_ownership
 from agentchain.policy.agents import Ambiguous
 from agentchain.policy.jobspec import JobInputs, build_job
 from agentchain.policy.prompts import PromptRenderError
+from agentchain.store import seals
 
 log = logging.getLogger(__name__)
 
@@ -141,17 +142,21 @@ def _refusal(hop: Hop, agent: AiAgent | Ambiguous | None, init: AgentJobStatus |
 
 async def _chain_status(hop: Hop) -> AgentJobStatus:
     """The chain fields, for the job's first status write (with the Job's name)."""
-    pos = records.position(hop.obj)
+    pos = records.position(hop.obj, hop.rt.operator_keys)
     job = hop.job
     if models.CHAIN_ID not in (hop.obj["metadata"].get("annotations") or {}):
         # A root job: its chain metadata goes on the object too, so that
-        # `kubectl get agentjobs -l labrats.work/chain-id=<id>` lists it.
+        # `kubectl get agentjobs -l labrats.work/chain-id=<id>` lists it, under the
+        # position seal only: the operator places it, but vouches for no hand-made event.
+        annotations = chains.position_annotations(pos, None)
+        keys = hop.rt.operator_keys
+        annotations[models.SEAL] = seals.position_seal(keys, hop.namespace, hop.name, annotations)
         patched = await resources.patch_metadata(
             hop.namespace,
             resources.AGENTJOBS,
             hop.name,
             labels=chains.position_labels(pos, job.spec.agent_role),
-            annotations=chains.position_annotations(pos, None),
+            annotations=annotations,
         )
         hop.rt.writes.wrote(patched)
     accepted = AgentJobStatus(
@@ -171,7 +176,7 @@ async def _build(
 ) -> tuple[Obj, str]:
     """The batch Job of ``attempt`` (owned by the AgentJob) and its prompt; raises
     PromptRenderError (PromptTooLarge when the prompt cannot be delivered)."""
-    job, pos = hop.job, records.position(hop.obj)
+    job, pos = hop.job, records.position(hop.obj, hop.rt.operator_keys)
     prompt = await prompting.build(hop.rt, hop.obj, job, agent, pos, deps, attempt=attempt)
     jobspec.check_prompt(prompt)
     job_name = naming.attempt_job_name(hop.name, attempt)
@@ -299,7 +304,7 @@ async def _ensure_secret(
     secret = jobspec.secret_name_of(job)
     if secret is None:
         return  # Not a Job built by this version: it reads no Secret.
-    chain_id = records.position(hop.obj).chain_id
+    chain_id = records.position(hop.obj, hop.rt.operator_keys).chain_id
     ttl = hop.rt.settings.job_token_ttl_seconds
     token = await hop.rt.tokens.issue(hop.namespace, hop.name, hop.uid, chain_id, ttl)
     owner = records.owner_reference(hop.obj)

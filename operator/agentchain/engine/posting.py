@@ -36,9 +36,9 @@ from agentchain.github.errors import UNAVAILABLE, GitHubError
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, GitHubWriteBack
-from agentchain.policy import progress
+from agentchain.policy import progress, provenance
 from agentchain.policy.githubscope import NoScope, Target, writeback_target
-from agentchain.store import keys
+from agentchain.store import keys, seals
 
 Obj = dict[str, Any]
 Result = Literal["written", "unchanged", "skipped"]
@@ -56,6 +56,8 @@ class Listed:
     handoff_heading: str
     agent: Obj | None = None
     """The root job's AiAgent (None when it is gone or its triggerName is ambiguous)."""
+    vouched: bool = False
+    """Whether the operator vouches for the root job's event (``store.seals``)."""
 
 
 def digest(text: str) -> str:
@@ -69,6 +71,9 @@ async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed 
         label_selector=f"{models.CHAIN_ID}={chain_id}",
         limit=MAX_CHAIN_OBJECTS,
     )
+    # Only jobs the operator placed in the chain: a hand-made AgentJob carrying the
+    # chain's label is no step of it and never reaches GitHub.
+    items = [i for i in items if seals.placed(side.rt.operator_keys, i)]
     if not items:
         return None
     jobs = [
@@ -90,12 +95,14 @@ async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed 
     access = spec.github if spec is not None else None
     heading = spec.handoff_heading if spec is not None else DEFAULT_HANDOFF_HEADING
     write_back = access.write_back if access else GitHubWriteBack()
-    return Listed(jobs, root, write_back, heading, agent_obj)
+    vouched = seals.vouched(side.rt.operator_keys, root)
+    return Listed(jobs, root, write_back, heading, agent_obj, vouched)
 
 
 def target_of(listed: Listed) -> Target | NoScope:
     root = AgentJob.model_validate({"spec": listed.root.get("spec") or {}})
-    return writeback_target(root.spec.event, check_run=listed.write_back.check_run)
+    event = provenance.trusted_event(root.spec.event, listed.vouched)
+    return writeback_target(event, check_run=listed.write_back.check_run)
 
 
 async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result, Obj | None]:

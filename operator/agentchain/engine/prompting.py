@@ -22,6 +22,7 @@ from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
 from agentchain.policy import chains, context, prompts
 from agentchain.policy.prompts import DependencyResult
+from agentchain.store import seals
 
 __all__ = ["DependencyResult", "DependencyState", "build", "dependencies"]
 
@@ -69,12 +70,34 @@ def _result_of(found: records.Obj) -> DependencyResult:
     )
 
 
-async def _chain_results(obj: records.Obj, pos: chains.ChainPosition) -> list[DependencyResult]:
-    """memoryScope: all — every ended job of the chain except this one."""
+async def _chain_results(
+    rt: Runtime, obj: records.Obj, job: AgentJob, pos: chains.ChainPosition
+) -> list[DependencyResult]:
+    """memoryScope: all — every ended job of the job's own chain and of its dependencies'
+    chains, except this one.
+
+    The dependencies' chains are how a hand-made coordinator reaches the chains it
+    synthesises: only the operator places a job in a chain (``policy.provenance``), and
+    for the same reason only jobs it placed there count (a hand-made AgentJob carrying
+    a chain's label is none of its steps).
+    """
     namespace, name = records.name_of(obj)
-    selector = f"{models.CHAIN_ID}={pos.chain_id}"
-    items, _ = await resources.list_objects(namespace, resources.AGENTJOBS, label_selector=selector)
-    ended = [i for i in items if (i.get("status") or {}).get("phase") in TERMINAL_PHASES]
+    chain_ids = [pos.chain_id]
+    for dep in job.spec.depends_on:
+        found = await resources.get(namespace, resources.AGENTJOBS, dep)
+        chain = ((found or {}).get("status") or {}).get("chainId")
+        if isinstance(chain, str) and chain not in chain_ids:
+            chain_ids.append(chain)
+    items: dict[str, records.Obj] = {}
+    for chain in chain_ids:
+        selector = f"{models.CHAIN_ID}={chain}"
+        listed, _ = await resources.list_objects(
+            namespace, resources.AGENTJOBS, label_selector=selector
+        )
+        items.update(
+            (i["metadata"]["name"], i) for i in listed if seals.placed(rt.operator_keys, i)
+        )
+    ended = [i for i in items.values() if (i.get("status") or {}).get("phase") in TERMINAL_PHASES]
     # Chain order: creationTimestamp has one-second resolution, so a fast parent and its
     # child often tie on it; the depth (set before a job runs) does not.
     ended.sort(key=_chain_order)
@@ -156,7 +179,7 @@ async def build(
         agent.spec.prompt_template, job.spec.event, agent=agent.spec.trigger_name
     )
     if job.spec.memory_scope == "all":
-        deps = await _chain_results(obj, pos)
+        deps = await _chain_results(rt, obj, job, pos)
     dependency_text = ""
     if deps:
         full = await _full_outputs(rt, namespace, deps)

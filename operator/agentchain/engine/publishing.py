@@ -64,8 +64,9 @@ from agentchain.kube import errors, events, resources, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import WORKSPACE_PUBLISHED, Condition, Reason
-from agentchain.policy import jobspec, naming, wschanges, wsjob
+from agentchain.policy import chains, jobspec, naming, provenance, wschanges, wsjob
 from agentchain.policy.githubscope import Scope
+from agentchain.store import seals
 
 log = logging.getLogger(__name__)
 PUBLISH_LOG_BYTES = 8 * 1024
@@ -79,7 +80,10 @@ STEP_NOTE = "published:"
 
 async def chain_complete(hop: Hop, action: str) -> None:
     """The chain of ``hop``'s job completes here (``action``: its last ``next``)."""
-    chain_id = records.position(hop.obj).chain_id
+    try:
+        chain_id = records.position(hop.obj, hop.rt.operator_keys).chain_id
+    except chains.ChainMetadataError:
+        return  # In no chain the operator knows of: no workspace to publish or release.
     chain = await workspacing.chain_workspace(hop.rt, hop.namespace, chain_id)
     if chain is None:
         return
@@ -107,7 +111,7 @@ async def after_step(hop: Hop) -> None:
     declared = found.spec.workspace if isinstance(found, AiAgent) else None
     if declared is None or not declared.publish_after_step:
         return  # Most hops: no Redis read.
-    chain_id = records.position(hop.obj).chain_id
+    chain_id = records.position(hop.obj, hop.rt.operator_keys).chain_id
     chain = await workspacing.chain_workspace(hop.rt, hop.namespace, chain_id)
     if chain is None or not wsjob.publishes_after_step(chain, declared, hop.job.status.phase):
         return
@@ -158,7 +162,7 @@ def _secret_of(job: Obj) -> str | None:
 async def _push_token(hop: Hop, chain: wsjob.ChainWorkspace, publisher: str) -> str:
     """A token with ``contents: write`` on the chain's GitHub repository ("": none)."""
     side = side_of(hop.rt)
-    event = hop.job.spec.event
+    event = hop.github_event
     if chain.github is None or side is None or event is None or event.installation_id is None:
         return ""
     try:
@@ -345,7 +349,9 @@ async def _pull_request(
     """Open or update the chain's one pull request: its number, GitHub's failure, or
     None (no App, or not a GitHub repository: no pull request to open)."""
     side = side_of(rt)
-    event = records.parse(root).spec.event
+    event = provenance.trusted_event(
+        records.parse(root).spec.event, seals.vouched(rt.operator_keys, root)
+    )
     if side is None or chain.github is None or event is None or event.installation_id is None:
         return None
     scope = Scope(

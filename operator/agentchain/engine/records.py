@@ -21,7 +21,9 @@ from agentchain import models
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJob, AgentJobStatus
 from agentchain.models.conditions import Condition, set_condition
-from agentchain.policy import chains, naming
+from agentchain.policy import chains, naming, provenance
+from agentchain.store import seals
+from agentchain.store.signing import OperatorKeys
 
 Obj = dict[str, Any]
 DISPOSITION = models.DISPOSITION
@@ -44,10 +46,18 @@ def parse(obj: Obj) -> AgentJob:
     )
 
 
-def position(obj: Obj) -> chains.ChainPosition:
-    """The job's place in its chain: from its annotations, or a new chain rooted here."""
+def position(obj: Obj, keys: OperatorKeys) -> chains.ChainPosition:
+    """The job's place in its chain: from its annotations, or a new chain rooted here.
+
+    Annotations count only under the operator's seal (``policy.provenance``): claimed
+    by hand they raise ``ChainMetadataError``, as unreadable ones do, rather than
+    being read as a fresh root that would reset the limits they carry.
+    """
     meta = obj["metadata"]
-    found = chains.position_from_annotations(meta.get("annotations") or {})
+    annotations = meta.get("annotations") or {}
+    found = chains.position_from_annotations(annotations)
+    if provenance.claims_position(annotations) and not seals.placed(keys, obj):
+        raise chains.ChainMetadataError(provenance.UNSEALED_POSITION)
     if found is not None:
         return found
     agent = (obj.get("spec") or {}).get("agentRole", "")

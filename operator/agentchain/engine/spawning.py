@@ -18,7 +18,8 @@ from agentchain.engine.hops import Hop, Obj, Output
 from agentchain.kube import events, resources
 from agentchain.models.aiagent import AiAgent, ContextWindow
 from agentchain.models.conditions import Reason
-from agentchain.policy import chains, childspec, context
+from agentchain.policy import chains, childspec, context, provenance
+from agentchain.store import seals
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,11 @@ async def spawn(hop: Hop, decision: childspec.Child, output: Output | None) -> C
     """Create ``decision``'s child of ``hop``'s job (``output``: the job's, if at hand)."""
     agents = hop.rt.agents.cached(hop.namespace)
     block = await _context_for(hop, decision.child, agents, output)
-    body = childspec.build_child(hop.namespace, hop.job.spec, decision, block)
+    parent = hop.job.spec
+    parent = parent.model_copy(update={"event": provenance.handed_on(parent.event, hop.vouched)})
+    body = seals.seal(
+        hop.rt.operator_keys, childspec.build_child(hop.namespace, parent, decision, block)
+    )
     obj, created = await resources.create(hop.namespace, resources.AGENTJOBS, body)
     if created:
         await _count(hop, decision)

@@ -22,16 +22,16 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 
-def _position(obj: Obj) -> chains.ChainPosition | None:
+def _position(rt: Runtime, obj: Obj) -> chains.ChainPosition | None:
     try:
-        return records.position(obj)
+        return records.position(obj, rt.operator_keys)
     except chains.ChainMetadataError:
         return None  # No chain to keep an anchor for; the job's status says why.
 
 
 async def job(rt: Runtime, obj: Obj) -> None:
     """The job's current phase, from the status the engine just wrote."""
-    pos = _position(obj)
+    pos = _position(rt, obj)
     if pos is None:
         return
     namespace, name = records.name_of(obj)
@@ -56,7 +56,7 @@ async def job(rt: Runtime, obj: Obj) -> None:
 
 async def hop(rt: Runtime, obj: Obj, entry: Obj) -> None:
     """What the chain did after ``obj``: a ``status.next`` entry."""
-    pos = _position(obj)
+    pos = _position(rt, obj)
     if pos is None:
         return
     namespace, name = records.name_of(obj)
@@ -80,7 +80,7 @@ async def hop(rt: Runtime, obj: Obj, entry: Obj) -> None:
 
 
 async def complete(rt: Runtime, obj: Obj, outcome: str) -> None:
-    pos = _position(obj)
+    pos = _position(rt, obj)
     if pos is None:
         return
     namespace, name = records.name_of(obj)

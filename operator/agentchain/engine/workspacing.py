@@ -60,13 +60,15 @@ async def chain_workspace(
 
 async def mount(hop: Hop, agent: AiAgent) -> wsjob.Mounting | Refused | None:
     """How ``hop``'s job mounts its chain's workspace, its volume ensured; None: none."""
-    chain_id = records.position(hop.obj).chain_id
+    chain_id = records.position(hop.obj, hop.rt.operator_keys).chain_id
     chain = await chain_workspace(hop.rt, hop.namespace, chain_id)
     if chain is None:
         if agent.spec.workspace is None:
             return None
         git_url = hop.rt.settings.github_git_url
-        resolved = wsjob.resolve(agent.spec.workspace, hop.job.spec.event, chain_id, git_url)
+        resolved = wsjob.resolve(
+            agent.spec.workspace, hop.github_event, chain_id, git_url, agent.spec.repositories
+        )
         if isinstance(resolved, wsjob.NoWorkspace):
             message = f"No workspace: {resolved.reason}."
             return Refused(Reason.WORKSPACE_UNAVAILABLE, message)
@@ -130,7 +132,7 @@ async def git_secret_data(hop: Hop, mounting: wsjob.Mounting | None) -> dict[str
 
 async def _clone_token(hop: Hop, repository: str, permissions: dict[str, str]) -> str:
     side = side_of(hop.rt)
-    event = hop.job.spec.event
+    event = hop.github_event
     if side is None or event is None or event.installation_id is None:
         return ""
     scope = Scope(event.installation_id, repository, permissions)

@@ -22,3 +22,7 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 # "refused:<reason>", and the decision's message.
 DISPOSITION = f"{GROUP}/disposition"
 DISPOSITION_MESSAGE = f"{GROUP}/disposition-message"
+# The operator's seals over what an AgentJob claims that grants something
+# (``policy.provenance``): its place in a chain, and its GitHub event.
+SEAL = f"{GROUP}/seal"
+EVENT_SEAL = f"{GROUP}/event-seal"

@@ -75,7 +75,13 @@ class AgentJobSpec(KubeModel):
     event: JobEvent | None = None
     origin: Origin = "manual"
     depends_on: list[str] = Field(default_factory=list, description="AgentJob names to wait for.")
-    memory_scope: MemoryScope = "dependencies"
+    memory_scope: MemoryScope = Field(
+        default="dependencies",
+        description=(
+            "dependencies: the results of dependsOn only; all: every ended job of this "
+            "job's chain and of its dependencies' chains (a coordinator's synthesis)."
+        ),
+    )
     chain_context: str | None = Field(
         default=None, description="The <chain-context> block the operator built for this child."
     )

@@ -49,14 +49,14 @@ final one (:func:`publish_job_name`), and one per step whose agent asks
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from agentchain import models
 from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import AiAgentSpec, Workspace
-from agentchain.policy import naming
+from agentchain.policy import naming, repositories
 from agentchain.settings import Settings
 
 WORKSPACE_VOLUME = "agentchain-workspace"
@@ -244,9 +244,19 @@ def default_ref(event: JobEvent | None) -> str | None:
 
 
 def resolve(
-    declared: Workspace, event: JobEvent | None, chain_id: str, git_url: str
+    declared: Workspace,
+    event: JobEvent | None,
+    chain_id: str,
+    git_url: str,
+    served: Sequence[str] = (),
 ) -> ChainWorkspace | NoWorkspace:
-    """The chain's workspace as ``declared`` on its first agent that has one."""
+    """The chain's workspace as ``declared`` on its first agent that has one.
+
+    ``event`` is the one the operator vouches for (``policy.provenance``); ``served``
+    the AiAgent's ``repositories``. A GitHub repository other than the event's is
+    cloned with the event's App installation, so it must be one the agent serves:
+    otherwise an agent author could reach any repository that installation covers.
+    """
     repository = declared.repository or (event.repository if event else None)
     if not repository:
         return NoWorkspace(
@@ -254,6 +264,13 @@ def resolve(
             "chain has none"
         )
     url, github = repository_url(repository, git_url)
+    if github is not None and event is not None and event.installation_id is not None:
+        own = (event.repository or "").lower() == github.lower()
+        if not own and not repositories.repository_bound(served, github):
+            return NoWorkspace(
+                f"workspace.repository {github} is neither the repository of the event "
+                "that started the chain nor one the AiAgent's repositories lists"
+            )
     return ChainWorkspace(
         chain_id=chain_id,
         claim_name=claim_name(chain_id),

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 TOKEN_PURPOSE = b"agentchain/job-token/v1"
 QUEUE_PURPOSE = b"agentchain/webhook-queue/v1"
+JOB_SEAL_PURPOSE = b"agentchain/agentjob-seal/v1"
 
 
 class OperatorKeys:

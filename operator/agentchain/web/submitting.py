@@ -29,11 +29,13 @@ from typing import Any
 from aiohttp import web
 
 from agentchain.kube import resources
-from agentchain.models.agentjob import AgentJob, AgentJobSpec
+from agentchain.models.agentjob import AgentJob, AgentJobSpec, JobEvent
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
-from agentchain.policy import agents, chains, concurrency, naming
+from agentchain.policy import agents, chains, concurrency, naming, provenance
 from agentchain.policy.delegation import DelegationRefused, check_caller, extend_delegation
+from agentchain.store import seals
+from agentchain.store.signing import OperatorKeys
 from agentchain.web import api, auth, bodies, listing, waiting
 from agentchain.web.requests import parse_body, parse_query, read_json, validate
 from agentchain.web.responses import ApiError, json_response
@@ -50,7 +52,10 @@ async def post_job(request: web.Request) -> web.Response:
     # The wait's slot is taken before anything is created: a refusal creates nothing.
     with waits.slot(principal) if wait else contextlib.nullcontext():
         if isinstance(principal, auth.Admin):
-            obj, created = await _manual(principal, await parse_body(AdminJobRequest, request))
+            keys = request.app[api.RUNTIME_KEY].operator_keys
+            obj, created = await _manual(
+                keys, principal, await parse_body(AdminJobRequest, request)
+            )
         else:
             obj, created = await _delegate(request, principal, await _delegation(request))
         terminal = waiting.terminal(obj)
@@ -88,15 +93,19 @@ async def _require_agent(namespace: str, agent: str) -> tuple[AiAgentSpec, list[
     return found.spec, [c.spec for _, c in candidates]
 
 
-def _check_caller(caller: AgentJob, target: AiAgentSpec, team: list[AiAgentSpec]) -> None:
+def _check_caller(
+    caller: str, event: JobEvent | None, target: AiAgentSpec, team: list[AiAgentSpec]
+) -> None:
     """403 when the target does not accept delegations from the caller's agent."""
     try:
-        check_caller(caller.spec.agent_role, target, team, caller.spec.event)
+        check_caller(caller, target, team, event)
     except DelegationRefused as exc:
         raise ApiError(403, "forbidden", exc.message, reason=exc.reason) from exc
 
 
-async def _manual(principal: auth.Admin, req: AdminJobRequest) -> tuple[Obj, bool]:
+async def _manual(
+    keys: OperatorKeys, principal: auth.Admin, req: AdminJobRequest
+) -> tuple[Obj, bool]:
     auth.require_namespace(principal, req.namespace)
     await _require_agent(req.namespace, req.agent_role)
     name = req.name or naming.root_job_name(req.agent_role, f"api/{uuid.uuid4().hex}")
@@ -104,9 +113,9 @@ async def _manual(principal: auth.Admin, req: AdminJobRequest) -> tuple[Obj, boo
     spec = AgentJobSpec(agent_role=req.agent_role, type=req.type, prompt=req.prompt, origin="api")
     position = chains.root_position(chain_id, req.agent_role)
     body = bodies.agentjob_body(req.namespace, name, spec, position, None)
-    if req.concurrency_group:  # Issue 16: the engine admits it into this group.
+    if req.concurrency_group:  # The engine admits it into this group.
         body["metadata"]["annotations"][concurrency.GROUP] = req.concurrency_group
-    return await resources.create(req.namespace, resources.AGENTJOBS, body)
+    return await resources.create(req.namespace, resources.AGENTJOBS, seals.seal(keys, body))
 
 
 async def _delegate(
@@ -120,6 +129,9 @@ async def _delegate(
     caller = AgentJob.model_validate(
         {"spec": caller_obj.get("spec") or {}, "status": caller_obj.get("status") or {}}
     )
+    # The caller's event counts (sender policy, what the delegated job may derive) only
+    # under the operator's seal, as everywhere (policy.provenance).
+    event = provenance.handed_on(caller.spec.event, seals.vouched(rt.operator_keys, caller_obj))
     source, target = caller.spec.agent_role, req.agent_role
     try:
         snapshot = extend_delegation(caller.spec.delegation, source, target)
@@ -136,18 +148,20 @@ async def _delegate(
             reason="MaxChainDepthExceeded",
         )
     target_spec, team = await _require_agent(scope.tenant, target)
-    _check_caller(caller, target_spec, team)
+    _check_caller(caller.spec.agent_role, event, target_spec, team)
     spec = AgentJobSpec(
         agent_role=target,
         type=req.type,
         prompt=req.text,
-        event=caller.spec.event,
+        event=event,
         origin="delegation",
         delegation=list(snapshot),
     )
     name = naming.root_job_name(target, f"delegation/{scope.job_name}")
     body = bodies.agentjob_body(scope.tenant, name, spec, position, scope.job_name)
-    return await resources.create(scope.tenant, resources.AGENTJOBS, body)
+    return await resources.create(
+        scope.tenant, resources.AGENTJOBS, seals.seal(rt.operator_keys, body)
+    )
 
 
 def _position(obj: Obj, chain_id: str, agent: str) -> chains.ChainPosition:

@@ -66,8 +66,10 @@ from agentchain.engine.runtime import Runtime
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.policy import chains, naming
 from agentchain.policy.matching import Ignored, Match, event_for, event_from_payload, match_event
+from agentchain.store import seals
 from agentchain.store.admission import AdmissionStore
 from agentchain.store.deliveries import NotReplicated, QueuedJob
+from agentchain.store.signing import OperatorKeys
 from agentchain.web import bodies, commands, flowhooks, intake, listing
 from agentchain.web.dispatch import Dispatcher
 from agentchain.web.requests import loads_unicode
@@ -289,6 +291,7 @@ class GithubWebhook:
         self, delivery: Delivery
     ) -> tuple[list[Planned], list[dict[str, str]], list[flowhooks.Early]]:
         grouped = await self.agents.get()
+        keys = self.rt.operator_keys
         event = event_from_payload(
             delivery.event,
             delivery.payload,
@@ -302,19 +305,22 @@ class GithubWebhook:
             matches, refused = match_event(
                 delivery.event, delivery.action, delivery.payload, grouped[namespace]
             )
-            mine = [_planned(namespace, m, delivery, event) for m in matches]
+            mine = [_planned(keys, namespace, m, delivery, event) for m in matches]
             early.extend(flowhooks.stamp(mine, flowhooks.specs_of(grouped[namespace])))
             planned.extend(mine)
             ignored.extend(_ignored(namespace, i) for i in refused)
         return planned, ignored, early
 
 
-def _planned(namespace: str, match: Match, delivery: Delivery, event: JobEvent) -> Planned:
+def _planned(
+    keys: OperatorKeys, namespace: str, match: Match, delivery: Delivery, event: JobEvent
+) -> Planned:
     seed = f"{delivery.hook_id}/{delivery.delivery_id}"
     name = naming.root_job_name(match.agent, seed)
     position = chains.root_position(naming.chain_id_for(f"{seed}/{match.agent}"), match.agent)
     spec = AgentJobSpec(agent_role=match.agent, event=event_for(event, match), origin="github")
-    body = bodies.agentjob_body(namespace, name, spec, position, None)
+    # Sealed: only the webhook vouches for a GitHub event (policy.provenance).
+    body = seals.seal(keys, bodies.agentjob_body(namespace, name, spec, position, None))
     return Planned(namespace, name, body, match.agent)
 
 

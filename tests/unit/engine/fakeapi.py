@@ -25,6 +25,9 @@ from typing import Any
 
 from aiohttp import web
 
+from agentchain.store import seals
+from agentchain.store.signing import OperatorKeys
+
 Obj = dict[str, Any]
 LOG = b"the parent's report\n"
 
@@ -154,3 +157,12 @@ class FakeApi:
             return web.json_response({"items": self.of(kind), "metadata": {}})
         found = self.objects.get((kind, name))
         return status(404, "NotFound") if found is None else web.json_response(found)
+
+
+OPERATOR_KEY = "k" * 64
+"""The operator key of the engine tests' settings."""
+
+
+def sealed(obj: Obj, key: str = OPERATOR_KEY) -> Obj:
+    """``obj``, an AgentJob, as the operator writes one: under its seal (``store.seals``)."""
+    return seals.seal(OperatorKeys([key]), obj)

@@ -22,7 +22,7 @@ from agentchain.engine.runtime import Runtime
 from agentchain.models.agentjob import AgentJobSpec
 from agentchain.policy import chains, naming, stops
 from agentchain.web import bodies
-from tests.unit.engine.fakeapi import FakeApi, Obj
+from tests.unit.engine.fakeapi import FakeApi, Obj, sealed
 from tests.unit.engine.test_hop_write_order import NS, SETTINGS, agent, api, kubeconfig
 
 __all__ = ["api", "kubeconfig"]  # Fixtures.
@@ -33,7 +33,7 @@ def root_job(api: FakeApi, name: str, trigger: str = "writer", **annotations: st
     position = chains.root_position(naming.chain_id_for(f"{NS}/{name}"), trigger)
     body = bodies.agentjob_body(NS, name, spec, position, None)
     body["metadata"]["annotations"].update(annotations)
-    return api.put("agentjobs", body)
+    return api.put("agentjobs", sealed(body))
 
 
 def sample(name: str, **labels: str) -> float:

@@ -33,11 +33,11 @@ from agentchain.engine.hops import Exit
 from agentchain.engine.runtime import Runtime
 from agentchain.kube import clients, errors
 from agentchain.settings import Settings
-from tests.unit.engine.fakeapi import FakeApi, Obj, Write
+from tests.unit.engine.fakeapi import OPERATOR_KEY, FakeApi, Obj, Write, sealed
 from tests.unit.kube.test_clients import write_kubeconfig
 
 NS = "team-a"
-SETTINGS = Settings(operator_key=("k" * 64,), api_url="http://agentchain.test:8080")
+SETTINGS = Settings(operator_key=(OPERATOR_KEY,), api_url="http://agentchain.test:8080")
 EXIT = Exit(attempt=1, exit_code=0, pod="p-pod", batch_uid="job-uid")
 TIMESTAMPS = {"completionTime", "startTime", "lastTransitionTime"}
 
@@ -80,7 +80,7 @@ def seed(api: FakeApi) -> None:
             "podName": "p-pod",
         },
     }
-    api.put("agentjobs", parent)
+    api.put("agentjobs", sealed(parent))
 
 
 @pytest.fixture

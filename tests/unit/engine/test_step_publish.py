@@ -42,7 +42,7 @@ from agentchain.models.aiagent import Workspace
 from agentchain.policy import wsjob
 from agentchain.policy.githubscope import Scope
 from tests.unit.engine import test_workspace_pulls as pulls
-from tests.unit.engine.fakeapi import FakeApi, Obj
+from tests.unit.engine.fakeapi import FakeApi, Obj, sealed
 from tests.unit.engine.test_hop_write_order import NS, SETTINGS, api, hop, kubeconfig, seed
 
 __all__ = ["api", "kubeconfig"]  # Fixtures.
@@ -165,7 +165,7 @@ STEP_PUBLISH = wsjob.step_publish_job_name(pulls.CHAIN, STEP)
 def step_job(api: FakeApi) -> Obj:
     step = copy.deepcopy(pulls.root_job())
     step["metadata"]["name"] = STEP
-    api.put("agentjobs", step)
+    api.put("agentjobs", sealed(step))
     return step
 
 

@@ -44,7 +44,7 @@ from agentchain.models.conditions import Reason
 from agentchain.policy import wsjob
 from agentchain.policy.githubscope import Scope
 from agentchain.store.github import JobTokens, WriteBackRecords
-from tests.unit.engine.fakeapi import FakeApi, Obj
+from tests.unit.engine.fakeapi import FakeApi, Obj, sealed
 from tests.unit.engine.test_hop_write_order import NS, SETTINGS, agent, api, kubeconfig
 
 __all__ = ["api", "kubeconfig"]  # Fixtures.
@@ -130,7 +130,7 @@ async def rt(api: FakeApi, redis: Redis, github: FakeGitHub) -> Runtime:
     tokens = JobTokens(redis, runtime.operator_keys)
     runtime.github = GitHubSide(runtime, app, WriteBackRecords(redis), tokens)
     runtime.agents.observe(agent("coder"))  # The sweep visits namespaces with agents.
-    api.put("agentjobs", root_job())
+    api.put("agentjobs", sealed(root_job()))
     chain = wsjob.resolve(Workspace(repository=REPO, publish=True), None, CHAIN, "https://gh")
     assert isinstance(chain, wsjob.ChainWorkspace)
     await workspacing.store(runtime).claim(NS, CHAIN, chain.to_record())

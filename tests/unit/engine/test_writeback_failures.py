@@ -55,7 +55,7 @@ from agentchain.github.errors import (
     UNAVAILABLE,
 )
 from agentchain.settings import Settings
-from tests.unit.engine.fakeapi import FakeApi, Obj
+from tests.unit.engine.fakeapi import FakeApi, Obj, sealed
 from tests.unit.engine.test_hop_write_order import NS, SETTINGS, agent, api, kubeconfig
 from tests.unit.engine.test_writeback import _pem
 
@@ -216,7 +216,7 @@ async def rt(api: FakeApi, redis: Redis, github: FakeGitHub) -> AsyncIterator[Ru
     triage = agent(AGENT)
     triage["spec"]["github"] = {"permissions": {"issues": "write"}}
     api.put("aiagents", triage)
-    api.put("agentjobs", root_job())
+    api.put("agentjobs", sealed(root_job()))
     yield runtime
     await githubapp.close(runtime)
 

@@ -29,7 +29,7 @@ from agentchain import models
 from agentchain.engine.runtime import Runtime
 from agentchain.settings import Settings
 from agentchain.web import openapi, serializers
-from tests.unit.engine.fakeapi import FakeApi, Obj
+from tests.unit.engine.fakeapi import OPERATOR_KEY, FakeApi, Obj, sealed
 from tests.unit.engine.test_hop_write_order import agent, api, kubeconfig
 from tests.unit.web.conftest import ADMIN_TOKEN, WEBHOOK_SECRET, Client
 
@@ -56,19 +56,21 @@ def job(name: str, path: list[str], **status: Any) -> Obj:
         models.CHAIN_DEPTH: str(len(path) - 1),
         models.CHAIN_PATH: json.dumps(path),
     }
-    return {
-        "apiVersion": "labrats.work/v1alpha1",
-        "kind": "AgentJob",
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "creationTimestamp": f"2026-01-01T00:00:0{len(path)}Z",
-            "labels": {models.CHAIN_ID: CHAIN},
-            "annotations": annotations,
-        },
-        "spec": {"agentRole": path[-1], "prompt": "go"},
-        "status": {"chainId": CHAIN, "chainDepth": len(path) - 1, "chainPath": path, **status},
-    }
+    return sealed(
+        {
+            "apiVersion": "labrats.work/v1alpha1",
+            "kind": "AgentJob",
+            "metadata": {
+                "name": name,
+                "namespace": NS,
+                "creationTimestamp": f"2026-01-01T00:00:0{len(path)}Z",
+                "labels": {models.CHAIN_ID: CHAIN},
+                "annotations": annotations,
+            },
+            "spec": {"agentRole": path[-1], "prompt": "go"},
+            "status": {"chainId": CHAIN, "chainDepth": len(path) - 1, "chainPath": path, **status},
+        }
+    )
 
 
 def flow(view: Obj) -> Obj:
@@ -183,7 +185,10 @@ def settings() -> Settings:
     """The web conftest's settings, serving one namespace (the fake API server answers
     namespaced paths only)."""
     return Settings(
-        webhook_secrets=(WEBHOOK_SECRET,), admin_tokens=(ADMIN_TOKEN,), namespaces=(NS,)
+        webhook_secrets=(WEBHOOK_SECRET,),
+        admin_tokens=(ADMIN_TOKEN,),
+        namespaces=(NS,),
+        operator_key=(OPERATOR_KEY,),
     )
 
 

@@ -1,0 +1,135 @@
+"""Who can create AgentJobs borrows nothing: on the real control plane, with the GitHub
+stand-in and an App installation that really covers the repository.
+
+Aspects covered:
+* an AgentJob written by hand with a complete GitHub ``spec.event`` (the installation,
+  the repository, an issue number) for an agent that declares ``issues``/``contents:
+  write`` runs as an ordinary run: no installation token is minted, its Secret has no
+  ``github-token``, nothing is written on the issue, and the Warning Event says the job
+  was not started by a GitHub event; the same agent started by a signed delivery does
+  get its token (so the refusal is the seal's doing, not a broken App);
+* an AgentJob written by hand with a real chain member's complete chain annotations,
+  seal included, is refused ``InvalidChainMetadata`` (the seal is bound to the job it
+  was made for) and joins nothing: no chain id, no workspace, no batch Job.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from agentchain import models
+from e2e import chaining, delivering, operating
+from e2e.controlplane.cluster import ClusterInfo
+from e2e.github import GitHubStandIn
+from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_operator, install
+
+Obj = dict[str, Any]
+TIMEOUT = 120.0
+
+
+def _agent(trigger: str) -> Obj:
+    agent = chaining.agent(trigger, "--say", "done")
+    # A github trigger (for the signed delivery) and the manual one (for hand-made runs).
+    agent["spec"]["eventTriggers"] = [
+        {"source": "github", "events": ["issues.opened"]},
+        {"source": "manual"},
+    ]
+    agent["spec"]["github"] = {"permissions": {"issues": "write", "contents": "write"}}
+    return agent
+
+
+def _ended(info: ClusterInfo, namespace: str, name: str) -> Obj:
+    found: list[Obj] = []
+
+    def ended() -> bool:
+        obj = operating.get_json(info, "agentjob", name, "-n", namespace)
+        found[:] = [obj]
+        return (obj.get("status") or {}).get("phase") in {"Succeeded", "Failed", "Cancelled"}
+
+    operating.wait_until(ended, timeout=TIMEOUT, what=f"{name} to end")
+    return found[0]
+
+
+def _mints(github: GitHubStandIn) -> int:
+    return len(github.requests("apps/create-installation-access-token", status=201))
+
+
+def test_a_hand_written_github_event_borrows_no_app_access(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    github: GitHubStandIn,
+    tmp_path: Path,
+) -> None:
+    info = cluster_info
+    installed: Installed = install(github, tmp_path)
+    forged_event = {
+        "source": "github",
+        "name": "issues",
+        "action": "opened",
+        "repository": REPOSITORY,
+        "installationId": installed.installation.id,
+        "number": ISSUE,
+        "subject": "issue",
+        "title": "borrowed",
+    }
+    forged = {
+        "apiVersion": chaining.API_VERSION,
+        "kind": "AgentJob",
+        "metadata": {"name": "forged"},
+        "spec": {"agentRole": "tok", "origin": "github", "event": forged_event},
+    }
+    with app_operator(operator, info, namespace, installed) as op:
+        chaining.apply(info, namespace, _agent("tok"))
+        before = _mints(github)
+        chaining.apply(info, namespace, forged)
+        job = _ended(info, namespace, "forged")
+        assert job["status"]["phase"] == "Succeeded", job["status"]
+        assert "github-token" not in chaining.job_secret(info, namespace, job)
+        assert _mints(github) == before
+        assert not github.requests("issues/create-comment")
+        warnings = [
+            e
+            for e in chaining.events_for(info, namespace, "forged")
+            if e.get("reason") == "GitHubTokenUnavailable"
+        ]
+        assert warnings and "not started by a GitHub event" in warnings[0]["message"], warnings
+
+        # The same agent, started by the webhook from a signed delivery, is given a token.
+        payload = app_delivery("issues", "opened", installed.installation.id)
+        status, answer = delivering.send(op, *delivering.signed(op.webhook_secret, payload))
+        assert status == 202 and len(answer["jobs"]) == 1, answer
+        sealed = _ended(info, namespace, answer["jobs"][0]["name"])
+        assert sealed["status"]["phase"] == "Succeeded", sealed["status"]
+        assert _mints(github) > before
+
+
+def test_a_copied_chain_membership_is_refused(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    chaining.apply(
+        info,
+        namespace,
+        chaining.agent("lead", "--say", "lead", next_=chaining.step("member")),
+        chaining.agent("member", "--say", "member"),
+        chaining.agent("intruder", "--say", "intruder"),
+        chaining.root_job("lead-1", "lead"),
+    )
+    jobs = chaining.wait_chain(info, namespace, "lead-1", 2)
+    member = next(j for j in jobs if j["spec"]["agentRole"] == "member")
+    annotations = member["metadata"]["annotations"]
+    assert models.SEAL in annotations
+    joiner = chaining.root_job("joiner", "intruder")
+    joiner["metadata"]["labels"] = copy.deepcopy(member["metadata"]["labels"])
+    joiner["metadata"]["annotations"] = {
+        k: v for k, v in annotations.items() if k.startswith(models.GROUP)
+    }
+    chaining.apply(info, namespace, joiner)
+    status = _ended(info, namespace, "joiner")["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidChainMetadata"), status
+    assert "not written by the operator" in status["message"]
+    assert status.get("chainId") is None and status.get("jobName") is None
+    assert status.get("workspace") is None
