@@ -37,13 +37,14 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from agentchain.policy import storetrust
 from agentchain.store import keys, signing
 from agentchain.store.signing import OperatorKeys
 
 # Tokens are 43 characters; anything far longer is not ours and is not worth hashing.
 _MAX_PRESENTED_TOKEN_CHARS = 256
 
-# KEYS[1] token digest key; ARGV = tenant, job, chain, ttl seconds, uid. Writes the
+# KEYS[1] token digest key; ARGV = tenant, job, chain, ttl seconds, uid, trust. Writes the
 # scope unless the token is live (kept as is, given its uid if it was recorded without
 # one: the digest is of the token derived from that uid) or revoked (stays dead);
 # answers 0 when revoked.
@@ -52,9 +53,11 @@ local revoked = redis.call('HGET', KEYS[1], 'revoked')
 if revoked then return 0 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('HSETNX', KEYS[1], 'uid', ARGV[5])
+  redis.call('HSETNX', KEYS[1], 'trust', ARGV[6])
   return 1
 end
 redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'job', ARGV[2], 'chain', ARGV[3], 'uid', ARGV[5])
+redis.call('HSET', KEYS[1], 'trust', ARGV[6])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
 """
@@ -82,6 +85,8 @@ class TokenScope:
     chain_id: str
     uid: str
     """The AgentJob incarnation, proven by the token itself."""
+    trust: str = storetrust.TRUSTED
+    """The trust mark of what the job writes to the store (``policy/storetrust.py``)."""
 
 
 def token_digest(token: str) -> str:
@@ -105,9 +110,18 @@ class TokenStore:
         self._revoke = redis.register_script(_REVOKE)
 
     async def issue(
-        self, tenant: str, job_name: str, uid: str, chain_id: str, ttl_seconds: int
+        self,
+        tenant: str,
+        job_name: str,
+        uid: str,
+        chain_id: str,
+        ttl_seconds: int,
+        *,
+        trust: str = storetrust.TRUSTED,
     ) -> str:
         """The job's token, its digest recorded in Redis; the same token on every call.
+
+        ``trust`` is the mark its store entries get (``storetrust.mark_of`` its event).
 
         Raises :class:`TokenRevokedError` once the token was revoked: the job ended (or
         was deleted), and no replay may hand its token out again.
@@ -119,7 +133,8 @@ class TokenStore:
         ttl = min(ttl_seconds, keys.JOB_TOKEN_MAX_TTL_SECONDS)
         token = derive_token(self._subkeys[0], tenant, job_name, uid)
         live = await self._issue(
-            keys=[keys.job_token(token_digest(token))], args=[tenant, job_name, chain_id, ttl, uid]
+            keys=[keys.job_token(token_digest(token))],
+            args=[tenant, job_name, chain_id, ttl, uid, trust],
         )
         if not int(live):
             raise TokenRevokedError(f"the token of {tenant}/{job_name} ({uid}) was revoked")
@@ -136,11 +151,12 @@ class TokenStore:
             tenant, job = fields[b"tenant"].decode("utf-8"), fields[b"job"].decode("utf-8")
             chain = fields[b"chain"].decode("utf-8")
             uid = fields[b"uid"].decode("utf-8")
+            trust = fields[b"trust"].decode("utf-8")
         except (KeyError, UnicodeDecodeError):
             return None  # Not a record this code wrote (or one from before uids).
         if not self._derived(token, tenant, job, uid):
             return None  # Written into Redis for a token the operator never derived.
-        return TokenScope(tenant=tenant, job_name=job, chain_id=chain, uid=uid)
+        return TokenScope(tenant=tenant, job_name=job, chain_id=chain, uid=uid, trust=trust)
 
     def _derived(self, token: str, tenant: str, job_name: str, uid: str) -> bool:
         """Whether ``token`` is the one some configured key derives for this job (constant
