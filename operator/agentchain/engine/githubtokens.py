@@ -13,14 +13,18 @@ Warning Event ``GitHubTokenUnavailable`` on the AgentJob says why.
 
 **Refresh** (:func:`refresh`, ``POST /api/github/token`` with the job token): a new
 token for the scope recorded at launch, never one from the request; an agent cannot
-widen it, and another job's token cannot ask for it (the scope is looked up by the
-caller's own job and uid).  At most :data:`MAX_TOKENS_PER_JOB` per job, so a looping
+widen it, and another job's token cannot ask for it: the scope is looked up by the
+caller's own job and uid (the uid its job token proves), and sealed with the operator
+key over all three (``store/github.py``), so neither an AgentJob created again under
+the same name nor whoever can write Redis refreshes a scope that is not theirs.
+At most :data:`MAX_TOKENS_PER_JOB` per job, so a looping
 agent cannot spend the App's rate limit on tokens.
 
 **End** (:func:`revoke`, from the write-back worker when the job's phase is terminal or
 it is deleted): every token recorded for the job is taken from Redis and revoked at
-GitHub.  A refresh racing the end re-checks that its caller's job token is still alive
-after recording the new token, and revokes it itself if not.
+GitHub, and the incarnation's scope record is dropped.  A refresh racing the end
+re-checks that its caller's job token is still alive after recording the new token,
+and revokes it itself if not.
 """
 
 from __future__ import annotations
@@ -90,11 +94,11 @@ async def secret_data(rt: Runtime, obj: Obj) -> dict[str, str]:
 
 async def _token(side: GitHubSide, namespace: str, name: str, uid: str, scope: Scope) -> str:
     live = await side.tokens.live(namespace, name)
-    recorded = await side.tokens.scope(namespace, name)
-    if live is not None and recorded is not None and recorded.get("uid") == uid:
+    recorded = await side.tokens.scope(namespace, name, uid)
+    if live is not None and recorded is not None:
         metrics.GITHUB_JOB_TOKENS.labels("reused").inc()
         return live
-    await side.tokens.set_scope(namespace, name, {"uid": uid, **scope.to_record()})
+    await side.tokens.set_scope(namespace, name, uid, scope.to_record())
     minted = await _mint(side, namespace, name, scope)
     metrics.GITHUB_JOB_TOKENS.labels("minted").inc()
     return minted.token
@@ -128,13 +132,14 @@ def _recorded_scope(record: dict[str, Any]) -> Scope:
     )
 
 
-async def refresh(rt: Runtime, namespace: str, name: str, uid: str | None) -> Minted:
-    """A fresh token with the scope recorded at the job's launch; raises Refused."""
+async def refresh(rt: Runtime, namespace: str, name: str, uid: str) -> Minted:
+    """A fresh token with the scope recorded at the launch of incarnation ``uid`` of the
+    job; raises Refused."""
     side = side_of(rt)
     if side is None:
         raise Refused(404, NO_APP)
-    record = await side.tokens.scope(namespace, name)
-    if record is None or (uid is not None and record.get("uid") != uid):
+    record = await side.tokens.scope(namespace, name, uid)
+    if record is None:
         raise Refused(404, "This job has no GitHub token: its AiAgent declares no permissions.")
     if await side.tokens.count(namespace, name) >= MAX_TOKENS_PER_JOB:
         # Each token lives an hour: a job needs one an hour, not one per request.
@@ -145,10 +150,13 @@ async def refresh(rt: Runtime, namespace: str, name: str, uid: str | None) -> Mi
     return minted
 
 
-async def revoke(side: GitHubSide, namespace: str, name: str) -> None:
-    """Revoke every token minted for the job (best effort: each lives an hour at most)."""
+async def revoke(side: GitHubSide, namespace: str, name: str, uid: str | None = None) -> None:
+    """Revoke every token minted for the job (best effort: each lives an hour at most);
+    with ``uid``, that incarnation's scope goes too, so nothing refreshes it any more."""
     try:
         tokens = await side.tokens.take(namespace, name)
+        if uid:
+            await side.tokens.drop_scope(namespace, name, uid)
     except RedisError as exc:
         log.warning("GitHub tokens of %s/%s not revoked: %r", namespace, name, exc)
         return
@@ -160,8 +168,8 @@ async def revoke(side: GitHubSide, namespace: str, name: str) -> None:
             log.warning("a GitHub token of %s/%s not revoked: %s", namespace, name, exc)
 
 
-async def scope_record(rt: Runtime, namespace: str, name: str) -> dict[str, Any]:
+async def scope_record(rt: Runtime, namespace: str, name: str, uid: str) -> dict[str, Any]:
     """The job's recorded scope (repository, permissions), {} when it has none."""
     side = side_of(rt)
-    record = await side.tokens.scope(namespace, name) if side is not None else None
+    record = await side.tokens.scope(namespace, name, uid) if side is not None else None
     return record or {}

@@ -37,7 +37,7 @@ from agentchain.kube import events, resources, terminating, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import DEPENDENCIES_READY, Condition, Reason
-from agentchain.policy import chains, dependencies, jobspec, naming, wsjob
+from agentchain.policy import chains, dependencies, jobspec, naming, storetrust, wsjob
 from agentchain.policy import ownership as policy_ownership
 from agentchain.policy.agents import Ambiguous
 from agentchain.policy.jobspec import JobInputs, build_job
@@ -306,7 +306,8 @@ async def _ensure_secret(
         return  # Not a Job built by this version: it reads no Secret.
     chain_id = records.position(hop.obj, hop.rt.operator_keys).chain_id
     ttl = hop.rt.settings.job_token_ttl_seconds
-    token = await hop.rt.tokens.issue(hop.namespace, hop.name, hop.uid, chain_id, ttl)
+    trust = storetrust.mark_of(hop.job.spec.event)  # Whose word its store entries are.
+    token = await hop.rt.tokens.issue(hop.namespace, hop.name, hop.uid, chain_id, ttl, trust=trust)
     owner = records.owner_reference(hop.obj)
     data = jobspec.secret_data(prompt, token)
     data.update(await githubtokens.secret_data(hop.rt, hop.obj))  # Issue 17: GITHUB_TOKEN.

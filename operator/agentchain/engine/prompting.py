@@ -20,7 +20,7 @@ from agentchain.kube import resources, workloads
 from agentchain.models.agentjob import TERMINAL_PHASES, AgentJob
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
-from agentchain.policy import chains, context, prompts
+from agentchain.policy import chains, context, prompts, storetrust
 from agentchain.policy.prompts import DependencyResult
 from agentchain.store import seals
 
@@ -148,13 +148,16 @@ async def _learnings(
 
 
 async def _store(rt: Runtime, namespace: str, agent: AiAgent) -> str:
+    """The store section: the entries of the namespaces the agent reads, each one's value
+    only if the agent's sender policy admits its writer (``policy/storetrust.py``)."""
     access = agent.spec.context_store
     if access is None or not access.read_namespaces:
         return ""  # Default deny: no store entries unless the AiAgent names namespaces.
+    policy = agent.spec.sender_policy
     sections: dict[str, list[tuple[str, str]]] = {}
     for store_ns in access.read_namespaces:
         entries = await rt.contexts.recent(namespace, store_ns, access.max_entries)
-        sections[store_ns] = [(e.key, e.value) for e in entries]
+        sections[store_ns] = [(e.key, storetrust.shown(e.value, e.trust, policy)) for e in entries]
     return prompts.store_section(sections)
 
 

@@ -33,6 +33,7 @@ from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
 from agentchain.policy import wsjob
 from agentchain.policy.githubscope import Scope
+from agentchain.store import keys, sealing
 from agentchain.store.workspaces import WorkspaceStore
 
 log = logging.getLogger(__name__)
@@ -48,14 +49,29 @@ class Refused:
 
 
 def store(rt: Runtime) -> WorkspaceStore:
-    return WorkspaceStore(rt.redis)
+    return WorkspaceStore(rt.redis, rt.operator_keys)
 
 
 async def chain_workspace(
     rt: Runtime, namespace: str, chain_id: str
 ) -> wsjob.ChainWorkspace | None:
+    """The chain's workspace as recorded, None when it has none (or none that is sound:
+    its seal opened, so only a bug of ours can fail :func:`wsjob.checked_record`)."""
     recorded = await store(rt).spec(namespace, chain_id)
-    return wsjob.ChainWorkspace.from_record(recorded) if recorded is not None else None
+    if recorded is None:
+        return None
+    return _checked(rt, namespace, chain_id, recorded)
+
+
+def _checked(
+    rt: Runtime, namespace: str, chain_id: str, recorded: dict[str, object]
+) -> wsjob.ChainWorkspace | None:
+    checked = wsjob.checked_record(recorded, chain_id, rt.settings.github_git_url)
+    if isinstance(checked, wsjob.NoWorkspace):
+        key = keys.chain_workspace(namespace, chain_id)
+        sealing.refused("chain workspace", key, checked.reason)
+        return None
+    return checked
 
 
 async def mount(hop: Hop, agent: AiAgent) -> wsjob.Mounting | Refused | None:
@@ -73,7 +89,10 @@ async def mount(hop: Hop, agent: AiAgent) -> wsjob.Mounting | Refused | None:
             message = f"No workspace: {resolved.reason}."
             return Refused(Reason.WORKSPACE_UNAVAILABLE, message)
         recorded = await store(hop.rt).claim(hop.namespace, chain_id, resolved.to_record())
-        chain = wsjob.ChainWorkspace.from_record(recorded)
+        chain = _checked(hop.rt, hop.namespace, chain_id, recorded)
+        if chain is None:
+            message = "No workspace: the chain's recorded workspace is not sound (see the log)."
+            return Refused(Reason.WORKSPACE_UNAVAILABLE, message)
     refused = await _ensure_claim(hop, chain)
     return refused or wsjob.mounting(chain, agent.spec)
 

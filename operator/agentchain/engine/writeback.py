@@ -77,7 +77,7 @@ def observe(rt: Runtime, event_type: str | None, obj: Obj) -> None:
     namespace, name = meta.get("namespace", ""), meta.get("name", "")
     if event_type == "DELETED" or status.get("phase") in TERMINAL_PHASES:
         if _tokens_may_live(status):
-            worker.revoke(namespace, name)
+            worker.revoke(namespace, name, str(meta.get("uid") or ""))
     if event_type == "DELETED":
         return
     chain = status.get("chainId") or (meta.get("labels") or {}).get(models.CHAIN_ID)
@@ -126,8 +126,8 @@ class Worker:
         self._ensure_loop()
         self._wake.set()
 
-    def revoke(self, namespace: str, name: str) -> None:
-        self._spawn(githubtokens.revoke(self.side, namespace, name))
+    def revoke(self, namespace: str, name: str, uid: str = "") -> None:
+        self._spawn(githubtokens.revoke(self.side, namespace, name, uid or None))
 
     def _spawn(self, work: Any) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(work)

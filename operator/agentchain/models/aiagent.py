@@ -108,7 +108,11 @@ class DelegationPolicy(KubeModel):
 
 class ContextStoreAccess(KubeModel):
     read_namespaces: list[str] = Field(
-        default_factory=list, description="Store namespaces whose entries go in the prompt."
+        default_factory=list,
+        description=(
+            "Store namespaces whose entries go in the prompt; an entry written by a chain "
+            "whose GitHub sender this agent's senderPolicy does not admit is withheld."
+        ),
     )
     max_entries: int = Field(default=10, ge=0, le=100)
 

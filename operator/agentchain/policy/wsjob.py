@@ -55,7 +55,13 @@ from typing import Any
 
 from agentchain import models
 from agentchain.models.agentjob import JobEvent
-from agentchain.models.aiagent import AiAgentSpec, Workspace
+from agentchain.models.aiagent import (
+    BRANCH_PATTERN,
+    DNS_SUBDOMAIN_PATTERN,
+    REF_PATTERN,
+    AiAgentSpec,
+    Workspace,
+)
 from agentchain.policy import naming, repositories
 from agentchain.settings import Settings
 
@@ -284,6 +290,57 @@ def resolve(
         keep_for_seconds=duration_seconds(declared.keep_for),
         credentials_secret=declared.credentials_secret,
     )
+
+
+_SOUND: dict[str, type | tuple[type, ...]] = {
+    "chain_id": str,
+    "claim_name": str,
+    "repository": str,
+    "github": (str, type(None)),
+    "ref": (str, type(None)),
+    "size": str,
+    "storage_class_name": (str, type(None)),
+    "publish": bool,
+    "branch": str,
+    "keep_for_seconds": int,
+    "credentials_secret": (str, type(None)),
+}
+_HTTPS_URL = re.compile(r"^https://[!-~]+$")
+
+
+def checked_record(
+    record: Mapping[str, Any], chain_id: str, git_url: str
+) -> ChainWorkspace | NoWorkspace:
+    """The workspace recorded for chain ``chain_id``, if it is one :func:`resolve` could
+    have made there: about this chain, its volume's derived name, a GitHub repository
+    at ``git_url`` (so a push credential never goes to another host), and every value in
+    the shape the AiAgent's schema allows; else why not."""
+    for field, kind in _SOUND.items():
+        if not isinstance(record.get(field), kind):
+            return NoWorkspace(f"its {field} is missing or of the wrong type")
+    chain = ChainWorkspace.from_record(record)
+    problem = _record_problem(chain, chain_id, git_url)
+    return NoWorkspace(problem) if problem else chain
+
+
+def _record_problem(chain: ChainWorkspace, chain_id: str, git_url: str) -> str | None:
+    if chain.chain_id != chain_id or chain.claim_name != claim_name(chain_id):
+        return "it is about another chain"
+    if chain.github is not None:
+        if not _OWNER_NAME.match(chain.github):
+            return "its GitHub repository is not owner/name"
+        if chain.repository != repository_url(chain.github, git_url)[0]:
+            return "its repository URL is not its GitHub repository's at the operator's git URL"
+    elif not _HTTPS_URL.match(chain.repository):
+        return "its repository is not an https:// URL"
+    if not re.match(BRANCH_PATTERN, chain.branch):
+        return "its branch is not a branch name"
+    if chain.ref is not None and not re.match(REF_PATTERN, chain.ref):
+        return "its ref is not a ref"
+    secret = chain.credentials_secret
+    if secret is not None and not re.match(DNS_SUBDOMAIN_PATTERN, secret):
+        return "its credentials Secret is not a Secret name"
+    return None
 
 
 def mounting(chain: ChainWorkspace, agent: AiAgentSpec) -> Mounting:

@@ -47,6 +47,7 @@ MAX_VALUE_BYTES = 256 * 1024
 MAX_NAMESPACE_BYTES = 128
 MAX_TENANT_BYTES = 253
 MAX_WRITER_BYTES = 253
+MAX_TRUST_BYTES = 128  # A GitHub login (39) and an association (22), with their labels.
 # Upper bound for one recent()/list_prefix() answer; the API paginates beyond it.
 MAX_LIST = 1000
 
@@ -116,10 +117,17 @@ class ContextStore:
         *,
         writer: str,
         ttl_seconds: float | None,
+        trust: str | None = None,
     ) -> Entry:
-        """Create or replace; keeps ``created``, sets the new expiry or removes the old."""
+        """Create or replace; keeps ``created``, sets the new expiry or removes the old.
+
+        ``trust`` is the writer's trust mark (``policy/storetrust.py``), stored with the
+        writer's name."""
         entry_key = self._entry_key(tenant, namespace, key)
-        raw_writer = _check_size("writer", writer, MAX_WRITER_BYTES)
+        _check_size("writer", writer, MAX_WRITER_BYTES)
+        if trust is not None:
+            _check_size("trust mark", trust, MAX_TRUST_BYTES)
+        raw_writer = entries.stored_writer(writer, trust)
         body = raw_writer + _check_value(value)
         ttl = "" if ttl_seconds is None else str(_ttl_ms(ttl_seconds))
         try:
@@ -144,6 +152,7 @@ class ContextStore:
             created=int(created) / 1e6,
             updated=int(updated) / 1e6,
             expires_at=entries.expires_from_ms(expires),
+            trust=trust,
         )
 
     async def write_and_extend(
@@ -155,10 +164,11 @@ class ContextStore:
         *,
         writer: str,
         ttl_seconds: float = keys.DEFAULT_CONTEXT_TTL_SECONDS,
+        trust: str | None = None,
     ) -> Entry:
         """Seed 000's ``setWithExtension``: write and push the expiry forward."""
         return await self.upsert(
-            tenant, namespace, key, value, writer=writer, ttl_seconds=ttl_seconds
+            tenant, namespace, key, value, writer=writer, ttl_seconds=ttl_seconds, trust=trust
         )
 
     async def get(self, tenant: str, namespace: str, key: str) -> Entry | None:

@@ -7,6 +7,9 @@ string is a fixed-width ASCII header followed by the writer and the value::
 
     CCCCCCCCCCCCCCCC UUUUUUUUUUUUUUUU EEEEEEEEEEEEE <len(writer)>\\n<writer><value>
 
+``<writer>`` is the writer's name, then, for an entry written since entries carry one,
+:data:`TRUST_SEPARATOR` and the writer's trust mark (``policy/storetrust.py``: whose
+word the entry is, which decides the prompts it may reach); the API shows the name.
 ``C``/``U`` are created/updated in µs since the epoch (16 digits), ``E`` the expiry in ms
 (13 digits, all zeros = never). Fixed widths (good until the year 2286) let a script
 rewrite the expiry in place with ``SETRANGE`` (touch extends without rewriting the
@@ -38,6 +41,9 @@ _CREATED = slice(0, 16)
 _UPDATED = slice(17, 33)
 _EXPIRES = slice(34, 47)
 _WRITER_LEN_AT = 48
+TRUST_SEPARATOR = "\x1f"
+"""Between the writer's name and its trust mark: no Kubernetes name, GitHub login or
+author association holds it."""
 
 # The tally score of an entry without expiry (year 9999, in ms).
 NEVER = 253402300799000
@@ -170,6 +176,8 @@ class Entry:
     created: float
     updated: float
     expires_at: float | None
+    trust: str | None = None
+    """The writer's trust mark; None for an entry written before entries carried one."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -197,16 +205,25 @@ def expires_from_ms(raw: bytes | str) -> float | None:
     return millis / 1e3 if millis else None
 
 
+def stored_writer(writer: str, trust: str | None) -> bytes:
+    """The writer as stored: its name, then its trust mark if it has one."""
+    return (writer if trust is None else f"{writer}{TRUST_SEPARATOR}{trust}").encode("utf-8")
+
+
 def decode(namespace: str, key: str, blob: bytes) -> Entry:
     """Parse a stored string (see the module docstring for the layout)."""
     newline = blob.index(b"\n", _WRITER_LEN_AT)
     writer_end = newline + 1 + int(blob[_WRITER_LEN_AT:newline])
+    writer, separated, trust = (
+        blob[newline + 1 : writer_end].decode("utf-8").partition(TRUST_SEPARATOR)
+    )
     return Entry(
         namespace=namespace,
         key=key,
         value=blob[writer_end:].decode("utf-8"),
-        writer=blob[newline + 1 : writer_end].decode("utf-8"),
+        writer=writer,
         created=int(blob[_CREATED]) / 1e6,
         updated=int(blob[_UPDATED]) / 1e6,
         expires_at=expires_from_ms(blob[_EXPIRES]),
+        trust=trust if separated else None,
     )

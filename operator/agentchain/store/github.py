@@ -8,6 +8,9 @@ looks for its marked comment on the issue before creating one, so a crash betwee
 create and :meth:`WriteBackRecords.set_id` still finds the same comment.
 
 **Job tokens** (:class:`JobTokens`): the scope fixed at launch (``github:job-scope:``),
+sealed with the operator key over the job's namespace, name and uid (``sealing.py``),
+so whoever can write Redis can neither choose a job's repository or permissions nor
+hand one incarnation's scope to another of the same name (dropped at the job's end);
 and every installation token minted for the job (``github:job-tokens:``), *sealed*:
 AES-GCM under a sub-key of the operator key, bound to the job, so Redis alone never
 yields a usable GitHub token.  They are kept only to be revoked at the job's end:
@@ -21,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -30,9 +34,11 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from redis.asyncio import Redis
 
-from agentchain.store import keys
+from agentchain.store import keys, sealing, signing
 from agentchain.store.signing import OperatorKeys
 
+_OWNER_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_LEVELS = frozenset({"read", "write"})
 SEAL_PURPOSE = b"agentchain/github-token/v1"
 REUSE_MARGIN_SECONDS = 30 * 60
 """A recorded token with less life left than this is not handed to a new attempt."""
@@ -111,6 +117,7 @@ class WriteBackRecords:
 class JobTokens:
     def __init__(self, redis: Redis, operator_keys: OperatorKeys) -> None:
         self._redis = redis
+        self._operator_keys = operator_keys
         self._keys = operator_keys.subkeys(SEAL_PURPOSE)
 
     # -- sealing ----------------------------------------------------------------------
@@ -130,14 +137,50 @@ class JobTokens:
         return None
 
     # -- scope ------------------------------------------------------------------------
-    async def set_scope(self, namespace: str, job: str, record: dict[str, Any]) -> None:
+    async def set_scope(self, namespace: str, job: str, uid: str, record: dict[str, Any]) -> None:
+        """Record the scope of incarnation ``uid`` of the job (sealed, bound to all three)."""
+        payload = json.dumps({**record, "uid": uid}, sort_keys=True)
+        subject = [namespace, job, uid]
+        sealed = sealing.seal(self._operator_keys, signing.GITHUB_SCOPE_PURPOSE, subject, payload)
         key = keys.github_job_scope(namespace, job)
-        await self._redis.set(key, json.dumps(record), ex=keys.GITHUB_JOB_TTL_SECONDS)
+        await self._redis.set(key, sealed, ex=keys.GITHUB_JOB_TTL_SECONDS)
 
-    async def scope(self, namespace: str, job: str) -> dict[str, Any] | None:
-        raw = await self._redis.get(keys.github_job_scope(namespace, job))
-        value = json.loads(raw) if raw else None
-        return value if isinstance(value, dict) else None
+    async def scope(self, namespace: str, job: str, uid: str) -> dict[str, Any] | None:
+        """The scope recorded for incarnation ``uid`` of the job; None when there is none,
+        it is another incarnation's, or it does not open (forged, altered, unsealed)."""
+        key = keys.github_job_scope(namespace, job)
+        raw = await self._redis.get(key)
+        if raw is None:
+            return None
+        subject = [namespace, job, uid]
+        purpose = signing.GITHUB_SCOPE_PURPOSE
+        payload = sealing.open_sealed(self._operator_keys, purpose, subject, bytes(raw))
+        if payload is None:
+            if not self._other_incarnation(namespace, job, bytes(raw)):
+                sealing.refused("GitHub job scope", key, "its seal does not match")
+            return None
+        record = json.loads(payload)
+        return record if _sound_scope(record, uid) else None
+
+    def _other_incarnation(self, namespace: str, job: str, raw: bytes) -> bool:
+        """Whether ``raw`` is the genuine scope of another incarnation of the job (one
+        deleted and created again): expected, so not worth a warning."""
+        try:
+            uid = json.loads(raw[sealing.MAC_CHARS :])["uid"]
+        except (ValueError, TypeError, KeyError):
+            return False
+        subject = [namespace, job, str(uid)]
+        purpose = signing.GITHUB_SCOPE_PURPOSE
+        return sealing.open_sealed(self._operator_keys, purpose, subject, raw) is not None
+
+    async def drop_scope(self, namespace: str, job: str, uid: str) -> None:
+        """Forget the scope of incarnation ``uid`` (its end): nothing can be refreshed for
+        it any more.  Another incarnation's (the job created again meanwhile) stays."""
+        key = keys.github_job_scope(namespace, job)
+        raw = await self._redis.get(key)
+        if raw is None or await self.scope(namespace, job, uid) is None:
+            return
+        await self._redis.eval(_RELEASE, 1, key, raw)  # type: ignore[misc]
 
     # -- tokens -----------------------------------------------------------------------
     async def record(self, namespace: str, job: str, token: str, expires_at: float) -> None:
@@ -180,3 +223,20 @@ class JobTokens:
             raw, _ = await pipe.execute()
         now = time.time()
         return [t for t, expires in await self._entries(namespace, job, raw) if expires > now]
+
+
+def _sound_scope(record: object, uid: str) -> bool:
+    """Whether a scope that opened is one ``githubscope.Scope.to_record`` makes: a
+    positive installation, an ``owner/name`` repository, read or write permissions."""
+    if not isinstance(record, dict) or record.get("uid") != uid:
+        return False
+    installation, repository = record.get("installation"), record.get("repository")
+    permissions = record.get("permissions")
+    return (
+        isinstance(installation, int)
+        and installation > 0
+        and isinstance(repository, str)
+        and bool(_OWNER_NAME.match(repository))
+        and isinstance(permissions, dict)
+        and all(isinstance(k, str) and v in _LEVELS for k, v in permissions.items())
+    )

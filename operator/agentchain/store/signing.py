@@ -20,6 +20,9 @@ from collections.abc import Sequence
 TOKEN_PURPOSE = b"agentchain/job-token/v1"
 QUEUE_PURPOSE = b"agentchain/webhook-queue/v1"
 JOB_SEAL_PURPOSE = b"agentchain/agentjob-seal/v1"
+SESSION_RECORD_PURPOSE = b"agentchain/dashboard-session-record/v1"
+WORKSPACE_PURPOSE = b"agentchain/chain-workspace/v1"
+GITHUB_SCOPE_PURPOSE = b"agentchain/github-job-scope/v1"
 
 
 class OperatorKeys:

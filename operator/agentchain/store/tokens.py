@@ -2,7 +2,7 @@
 
 A token is *derived*, not drawn: ``base64url(HMAC-SHA256(key, namespace, name, uid))``
 under the operator key (``signing.py``, from a Secret). Redis holds only
-``token:<sha256(token)>`` → hash (tenant, job, chain), expiring after at most
+``token:<sha256(token)>`` → hash (tenant, job, chain, uid), expiring after at most
 :data:`~agentchain.store.keys.JOB_TOKEN_MAX_TTL_SECONDS`. So:
 
 * **Redis never holds a usable token.** Whoever reads Redis (a dump, ``MONITOR``, a pod
@@ -13,6 +13,11 @@ under the operator key (``signing.py``, from a Secret). Redis holds only
   the Secret it creates is identical.
 * **A new incarnation gets a new token.** The uid is part of the derivation: a job
   deleted and re-created under the same name never inherits the old job's token.
+* **Redis cannot vouch for a token.** :meth:`TokenStore.resolve` derives the token
+  again from the record's tenant, job and uid and compares: a record someone wrote
+  straight into Redis for a token of their own choosing resolves to nothing, and the
+  uid a resolved token carries is proven (GitHub token refresh is bound to it). A
+  record without a uid (written before uids were recorded) resolves to nothing either.
 * **Revoking leaves a tombstone.** :meth:`TokenStore.revoke` replaces the hash with
   ``revoked`` for the token's maximum life, so a late replay that issues again (the
   derivation gives the same token) cannot bring a revoked token back.
@@ -27,23 +32,32 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
+from agentchain.policy import storetrust
 from agentchain.store import keys, signing
 from agentchain.store.signing import OperatorKeys
 
 # Tokens are 43 characters; anything far longer is not ours and is not worth hashing.
 _MAX_PRESENTED_TOKEN_CHARS = 256
 
-# KEYS[1] token digest key; ARGV = tenant, job, chain, ttl seconds. Writes the scope
-# unless the token is live (kept as is) or revoked (stays dead); answers 0 when revoked.
+# KEYS[1] token digest key; ARGV = tenant, job, chain, ttl seconds, uid, trust. Writes the
+# scope unless the token is live (kept as is, given its uid if it was recorded without
+# one: the digest is of the token derived from that uid) or revoked (stays dead);
+# answers 0 when revoked.
 _ISSUE = """
 local revoked = redis.call('HGET', KEYS[1], 'revoked')
 if revoked then return 0 end
-if redis.call('EXISTS', KEYS[1]) == 1 then return 1 end
-redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'job', ARGV[2], 'chain', ARGV[3])
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSETNX', KEYS[1], 'uid', ARGV[5])
+  redis.call('HSETNX', KEYS[1], 'trust', ARGV[6])
+  return 1
+end
+redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'job', ARGV[2], 'chain', ARGV[3], 'uid', ARGV[5])
+redis.call('HSET', KEYS[1], 'trust', ARGV[6])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
 """
@@ -69,6 +83,10 @@ class TokenScope:
     tenant: str
     job_name: str
     chain_id: str
+    uid: str
+    """The AgentJob incarnation, proven by the token itself."""
+    trust: str = storetrust.TRUSTED
+    """The trust mark of what the job writes to the store (``policy/storetrust.py``)."""
 
 
 def token_digest(token: str) -> str:
@@ -92,9 +110,18 @@ class TokenStore:
         self._revoke = redis.register_script(_REVOKE)
 
     async def issue(
-        self, tenant: str, job_name: str, uid: str, chain_id: str, ttl_seconds: int
+        self,
+        tenant: str,
+        job_name: str,
+        uid: str,
+        chain_id: str,
+        ttl_seconds: int,
+        *,
+        trust: str = storetrust.TRUSTED,
     ) -> str:
         """The job's token, its digest recorded in Redis; the same token on every call.
+
+        ``trust`` is the mark its store entries get (``storetrust.mark_of`` its event).
 
         Raises :class:`TokenRevokedError` once the token was revoked: the job ended (or
         was deleted), and no replay may hand its token out again.
@@ -106,7 +133,8 @@ class TokenStore:
         ttl = min(ttl_seconds, keys.JOB_TOKEN_MAX_TTL_SECONDS)
         token = derive_token(self._subkeys[0], tenant, job_name, uid)
         live = await self._issue(
-            keys=[keys.job_token(token_digest(token))], args=[tenant, job_name, chain_id, ttl]
+            keys=[keys.job_token(token_digest(token))],
+            args=[tenant, job_name, chain_id, ttl, uid, trust],
         )
         if not int(live):
             raise TokenRevokedError(f"the token of {tenant}/{job_name} ({uid}) was revoked")
@@ -119,11 +147,24 @@ class TokenStore:
         fields = await self._redis.hgetall(keys.job_token(token_digest(token)))  # type: ignore[misc]
         if not fields or b"revoked" in fields:
             return None
-        return TokenScope(
-            tenant=fields[b"tenant"].decode("utf-8"),
-            job_name=fields[b"job"].decode("utf-8"),
-            chain_id=fields[b"chain"].decode("utf-8"),
-        )
+        try:
+            tenant, job = fields[b"tenant"].decode("utf-8"), fields[b"job"].decode("utf-8")
+            chain = fields[b"chain"].decode("utf-8")
+            uid = fields[b"uid"].decode("utf-8")
+            trust = fields[b"trust"].decode("utf-8")
+        except (KeyError, UnicodeDecodeError):
+            return None  # Not a record this code wrote (or one from before uids).
+        if not self._derived(token, tenant, job, uid):
+            return None  # Written into Redis for a token the operator never derived.
+        return TokenScope(tenant=tenant, job_name=job, chain_id=chain, uid=uid, trust=trust)
+
+    def _derived(self, token: str, tenant: str, job_name: str, uid: str) -> bool:
+        """Whether ``token`` is the one some configured key derives for this job (constant
+        time, every key tried)."""
+        ok = False
+        for key in self._subkeys:
+            ok |= hmac.compare_digest(derive_token(key, tenant, job_name, uid), token)
+        return ok
 
     async def revoke(self, tenant: str, job_name: str, uid: str) -> None:
         """Kill the job's token for good (job ended or deleted); idempotent."""

@@ -4,7 +4,10 @@ it, and when its volume is due for deletion.
 * ``spec`` is set once per chain (``HSETNX``) by its first job whose AiAgent declares a
   workspace; every later job of the chain reads it, so they all mount the same claim,
   and an AgentJob's own fields (writable by whoever may create AgentJobs) never decide
-  which repository or credential a pod gets;
+  which repository or credential a pod gets.  It is sealed (``sealing.py``: an HMAC
+  under the operator key over the namespace, the chain id and the spec), so whoever can
+  write Redis cannot choose them either: a spec that does not open for its chain is
+  treated as absent (and replaced by the chain's next claim), never mounted;
 * ``published`` and ``pr`` record the end of publishing once (a restart that sees the
   publish Job again does nothing more);
 * the release queue (a sorted set per tenant, score = when) holds the chains whose
@@ -25,30 +28,63 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from agentchain.store import keys
+from agentchain.store import keys, sealing, signing
+from agentchain.store.signing import OperatorKeys
+
+SPEC_FIELD = "spec"
+# KEYS[1] the chain's hash; ARGV[1] the spec value found not to open. Removes it only if
+# it is still that value, so a genuine spec written meanwhile is never removed.
+_DROP_UNSEALED = """
+if redis.call('HGET', KEYS[1], 'spec') == ARGV[1] then
+  return redis.call('HDEL', KEYS[1], 'spec')
+end
+return 0
+"""
 
 
 class WorkspaceStore:
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, operator_keys: OperatorKeys) -> None:
         self._redis = redis
+        self._keys = operator_keys
+
+    def _seal(self, tenant: str, chain_id: str, spec: dict[str, Any]) -> str:
+        payload = json.dumps(spec, sort_keys=True)
+        return sealing.seal(self._keys, signing.WORKSPACE_PURPOSE, [tenant, chain_id], payload)
+
+    def _open(self, tenant: str, chain_id: str, raw: bytes) -> dict[str, Any] | None:
+        """The spec sealed for this chain, or None (logged once)."""
+        subject = [tenant, chain_id]
+        payload = sealing.open_sealed(self._keys, signing.WORKSPACE_PURPOSE, subject, raw)
+        found = json.loads(payload) if payload is not None else None
+        if not isinstance(found, dict):
+            key = keys.chain_workspace(tenant, chain_id)
+            sealing.refused("chain workspace", key, "its seal does not match this chain")
+            return None
+        return found
 
     async def claim(self, tenant: str, chain_id: str, spec: dict[str, Any]) -> dict[str, Any]:
-        """The chain's workspace: ``spec`` if it is the first, else the one recorded."""
+        """The chain's workspace: ``spec`` if it is the first, else the one recorded.
+
+        A recorded spec that does not open (forged, copied from another chain, or
+        written before specs were sealed) is removed and the claim made again."""
         key = keys.chain_workspace(tenant, chain_id)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.hsetnx(key, "spec", json.dumps(spec, sort_keys=True))
-            pipe.hget(key, "spec")
-            pipe.expire(key, keys.CHAIN_TTL_SECONDS)
-            _, raw, _ = await pipe.execute()
-        recorded: dict[str, Any] = json.loads(raw)
-        return recorded
+        sealed = self._seal(tenant, chain_id, spec)
+        for _ in range(3):  # Each pass removes one bad value; a third is not expected.
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hsetnx(key, SPEC_FIELD, sealed)
+                pipe.hget(key, SPEC_FIELD)
+                pipe.expire(key, keys.CHAIN_TTL_SECONDS)
+                _, raw, _ = await pipe.execute()
+            recorded = self._open(tenant, chain_id, bytes(raw))
+            if recorded is not None:
+                return recorded
+            await self._redis.eval(_DROP_UNSEALED, 1, key, raw)  # type: ignore[misc]
+        raise RuntimeError(f"the workspace record of chain {tenant}/{chain_id} keeps changing")
 
     async def spec(self, tenant: str, chain_id: str) -> dict[str, Any] | None:
-        raw = await self._redis.hget(keys.chain_workspace(tenant, chain_id), "spec")  # type: ignore[misc]
-        if raw is None:
-            return None
-        found: dict[str, Any] = json.loads(raw)
-        return found
+        """The chain's recorded workspace; None when it has none that opens."""
+        raw = await self._redis.hget(keys.chain_workspace(tenant, chain_id), SPEC_FIELD)  # type: ignore[misc]
+        return None if raw is None else self._open(tenant, chain_id, bytes(raw))
 
     async def note(self, tenant: str, chain_id: str, field: str, value: str) -> bool:
         """Record ``field`` once; True for the caller that recorded it."""

@@ -26,6 +26,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from agentchain.engine.runtime import Runtime
+from agentchain.policy import storetrust
 from agentchain.store.tokens import TokenScope
 from agentchain.web.responses import ApiError, Handler
 
@@ -150,3 +151,11 @@ def writer_for(principal: Principal) -> str:
     if isinstance(principal, JobCaller):
         return principal.scope.job_name
     return "admin"
+
+
+def trust_for(principal: Principal) -> str:
+    """The trust mark a store write gets (``policy/storetrust.py``): the job's, fixed at
+    its launch from its chain's event, or an admin's."""
+    if isinstance(principal, JobCaller):
+        return principal.scope.trust
+    return storetrust.TRUSTED

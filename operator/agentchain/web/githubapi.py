@@ -4,7 +4,9 @@ Installation tokens live one hour; a job that runs longer asks here with its own
 token (``AGENT_TOKEN``) and gets a new one for the scope recorded when it was
 launched: the event's repository and its AiAgent's declared permissions
 (``engine/githubtokens.py``).  Nothing in the request can change that scope, and only
-a job's own token may ask (an admin token is refused: it is no job's).  The token is
+a job's own token may ask (an admin token is refused: it is no job's), for its own
+incarnation: an AgentJob deleted and created again under the same name has a new uid
+and refreshes nothing of the old one's.  The token is
 revoked with the job's others when the job ends.
 
 Answers: 200 ``{token, expiresAt, repository, permissions}``; 403 for an admin token;
@@ -34,7 +36,7 @@ async def fresh_token(request: web.Request) -> web.Response:
         raise ApiError(403, "forbidden", "Only a job's own token may ask for its GitHub token.")
     scope = principal.scope
     try:
-        minted = await githubtokens.refresh(rt, scope.tenant, scope.job_name, None)
+        minted = await githubtokens.refresh(rt, scope.tenant, scope.job_name, scope.uid)
     except githubtokens.Refused as refused:
         raise ApiError(refused.status, "no github token", refused.message) from None
     except GitHubError as exc:
@@ -45,9 +47,9 @@ async def fresh_token(request: web.Request) -> web.Response:
         # The job ended while the token was minted: its end revoked the others already.
         side = side_of(rt)
         if side is not None:
-            await githubtokens.revoke(side, scope.tenant, scope.job_name)
+            await githubtokens.revoke(side, scope.tenant, scope.job_name, scope.uid)
         raise ApiError(401, "unauthorized", "The job ended; its tokens are revoked.")
-    record = await githubtokens.scope_record(rt, scope.tenant, scope.job_name)
+    record = await githubtokens.scope_record(rt, scope.tenant, scope.job_name, scope.uid)
     return json_response(
         {
             "token": minted.token,

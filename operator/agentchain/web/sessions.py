@@ -180,7 +180,7 @@ async def whoami(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application, rt: Runtime) -> None:
-    app[SESSIONS_KEY] = SessionStore(rt.redis)
+    app[SESSIONS_KEY] = SessionStore(rt.redis, rt.operator_keys)
     app.router.add_post("/ui/login", login)
     app.router.add_post("/ui/api/logout", logout)
     app.router.add_get("/ui/api/session", whoami)

@@ -3,6 +3,8 @@
 Tenancy is taken from the token, never from the request: a job token acts in
 its own Kubernetes namespace (the store's tenant) and is recorded as the
 writer; an admin names the tenant with ``?tenant=`` and writes as ``admin``.
+Each entry also records its writer's trust mark (``policy/storetrust.py``), which
+decides the agents' prompts it may reach; reading through the API ignores it.
 ``{namespace}`` in the path is the *store* namespace of seed 000
 (``performance``, ``memory:coder``...), not a Kubernetes one.
 
@@ -83,16 +85,16 @@ async def put_entry(request: web.Request) -> web.Response:
     tenant = auth.tenant_for(principal, parse_query(TenantQuery, request).tenant)
     body = await parse_body(StoreWrite, request)
     namespace, key = request.match_info["namespace"], request.match_info["key"]
-    writer = auth.writer_for(principal)
+    writer, trust = auth.writer_for(principal), auth.trust_for(principal)
     try:
         if body.persistent or body.ttl_seconds is not None:
             ttl = None if body.persistent else body.ttl_seconds
             entry = await rt.contexts.upsert(
-                tenant, namespace, key, body.value, writer=writer, ttl_seconds=ttl
+                tenant, namespace, key, body.value, writer=writer, ttl_seconds=ttl, trust=trust
             )
         else:
             entry = await rt.contexts.write_and_extend(
-                tenant, namespace, key, body.value, writer=writer
+                tenant, namespace, key, body.value, writer=writer, trust=trust
             )
     except StoreError as exc:
         raise store_error(exc) from exc

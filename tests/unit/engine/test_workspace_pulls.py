@@ -131,7 +131,8 @@ async def rt(api: FakeApi, redis: Redis, github: FakeGitHub) -> Runtime:
     runtime.github = GitHubSide(runtime, app, WriteBackRecords(redis), tokens)
     runtime.agents.observe(agent("coder"))  # The sweep visits namespaces with agents.
     api.put("agentjobs", sealed(root_job()))
-    chain = wsjob.resolve(Workspace(repository=REPO, publish=True), None, CHAIN, "https://gh")
+    declared = Workspace(repository=REPO, publish=True)
+    chain = wsjob.resolve(declared, None, CHAIN, SETTINGS.github_git_url)
     assert isinstance(chain, wsjob.ChainWorkspace)
     await workspacing.store(runtime).claim(NS, CHAIN, chain.to_record())
     return runtime

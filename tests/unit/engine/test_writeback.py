@@ -157,10 +157,10 @@ async def test_permanent_failures_are_not_retried(rt: Runtime, recorder: Recorde
 async def test_ended_jobs_revoke_their_tokens(
     rt: Runtime, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    revoked: list[str] = []
+    revoked: list[tuple[str, str | None]] = []
 
-    async def revoke(side: Any, namespace: str, name: str) -> None:
-        revoked.append(name)
+    async def revoke(side: Any, namespace: str, name: str, uid: str | None = None) -> None:
+        revoked.append((name, uid))  # The uid: that incarnation's scope is dropped.
 
     monkeypatch.setattr(githubtokens, "revoke", revoke)
     writeback.observe(rt, "MODIFIED", job("a", "Succeeded"))
@@ -169,4 +169,4 @@ async def test_ended_jobs_revoke_their_tokens(
     writeback.observe(rt, "DELETED", job("c", "Running"))
     writeback.observe(rt, "MODIFIED", job("d", "Running"))
     await _settle(0.1)
-    assert revoked == ["job-a", "job-c"]
+    assert revoked == [("job-a", "u"), ("job-c", "u")]

@@ -5,6 +5,10 @@ Aspects covered:
   URL, a full URL as is), the ref (declared; a pull request's head; none for an issue),
   the default branch ``agentchain/<chain id>``, keepFor in seconds; no repository at all
   is a NoWorkspace with a reason; the record round-trips;
+- a record read back is checked: one resolve made passes; one about another chain,
+  whose GitHub repository is cloned from another host, whose values are not in the
+  schema's shape (branch, ref, credentials Secret, repository) or of the wrong type is
+  refused with the reason;
 - names: the claim and the publish Job are DNS labels derived from the chain id alone;
 - the claim: size, class, owner (the root AgentJob), chain labels;
 - the pod layout: prepare and agent as init containers, the report as the one
@@ -51,6 +55,36 @@ def _chain(**over: Any) -> wsjob.ChainWorkspace:
     resolved = wsjob.resolve(declared, ISSUE, "c0ffee", GIT)
     assert isinstance(resolved, wsjob.ChainWorkspace)
     return resolved
+
+
+def test_a_record_resolve_made_is_sound() -> None:
+    for chain in (
+        _chain(),
+        _chain(repository="https://other.example/x.git", credentialsSecret="s"),
+    ):
+        assert wsjob.checked_record(chain.to_record(), "c0ffee", GIT) == chain
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"chain_id": "c1"}, "about another chain"),
+        ({"claim_name": "agentchain-ws-c1"}, "about another chain"),
+        ({"repository": "https://evil.example/octo/app.git"}, "not its GitHub repository's"),
+        ({"github": "octo/app/../x"}, "not owner/name"),
+        ({"github": None, "repository": "file:///etc"}, "not an https:// URL"),
+        ({"branch": "-f"}, "not a branch name"),
+        ({"branch": ""}, "not a branch name"),
+        ({"ref": "--upload-pack=x"}, "not a ref"),
+        ({"credentials_secret": "Other_Secret"}, "not a Secret name"),
+        ({"publish": "yes"}, "publish is missing or of the wrong type"),
+        ({"repository": None}, "repository is missing or of the wrong type"),
+    ],
+)
+def test_a_record_read_back_is_refused_unless_sound(change: dict[str, Any], reason: str) -> None:
+    record = {**_chain().to_record(), **change}
+    refused = wsjob.checked_record(record, "c0ffee", GIT)
+    assert isinstance(refused, wsjob.NoWorkspace) and reason in refused.reason
 
 
 def test_resolve_defaults_to_the_events_repository_and_default_branch() -> None:

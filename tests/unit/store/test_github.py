@@ -67,10 +67,3 @@ async def test_only_long_lived_tokens_are_reused(redis: Redis) -> None:
     assert await tokens.live("ns", "j") == "ghs_long"
     await tokens.record("ns", "j", "ghs_dead", time.time() - 1)
     assert sorted(await tokens.take("ns", "j")) == ["ghs_long", "ghs_short"]
-
-
-async def test_scope_record(redis: Redis) -> None:
-    tokens = JobTokens(redis, OperatorKeys(["k1"]))
-    assert await tokens.scope("ns", "j") is None
-    await tokens.set_scope("ns", "j", {"uid": "u", "repository": "a/b"})
-    assert await tokens.scope("ns", "j") == {"uid": "u", "repository": "a/b"}

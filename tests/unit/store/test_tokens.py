@@ -35,7 +35,7 @@ def tokens(redis: Redis) -> TokenStore:
 async def test_token_resolves_to_its_scope(tokens: TokenStore) -> None:
     token = await tokens.issue("team-a", "job-1", "uid-1", "chain-9", 3600)
     assert len(token) == 43 and token.replace("-", "").replace("_", "").isalnum()
-    assert await tokens.resolve(token) == TokenScope("team-a", "job-1", "chain-9")
+    assert await tokens.resolve(token) == TokenScope("team-a", "job-1", "chain-9", "uid-1")
 
 
 async def test_issue_is_idempotent_across_calls_and_restarts(
@@ -134,7 +134,8 @@ async def test_revoke_also_kills_a_token_issued_before_the_upgrade(
         keys.job_token(token_digest(old)), mapping={"tenant": "t", "job": "j", "chain": "c"}
     )  # type: ignore[misc]
     await redis.set(keys.legacy_job_token_by_job("t", "j"), old, ex=60)
-    assert await tokens.resolve(old) is not None
-    await tokens.revoke("t", "j", "uid")
+    # No uid, so nothing proves the operator made it: it resolves to nothing already.
     assert await tokens.resolve(old) is None
+    await tokens.revoke("t", "j", "uid")
+    assert await redis.hget(keys.job_token(token_digest(old)), "revoked") == b"1"  # type: ignore[misc]
     assert await redis.exists(keys.legacy_job_token_by_job("t", "j")) == 0

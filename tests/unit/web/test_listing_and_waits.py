@@ -54,7 +54,7 @@ def test_a_selector_never_carries_a_comma_or_equals_from_the_query() -> None:
 
 
 def job(name: str) -> auth.JobCaller:
-    return auth.JobCaller(TokenScope(tenant="ns", job_name=name, chain_id="c"))
+    return auth.JobCaller(TokenScope(tenant="ns", job_name=name, chain_id="c", uid="u"))
 
 
 def hold(waits: waiting.Waits, principal: auth.Principal, n: int) -> contextlib.ExitStack:
