@@ -2,7 +2,7 @@
 
 A token is *derived*, not drawn: ``base64url(HMAC-SHA256(key, namespace, name, uid))``
 under the operator key (``signing.py``, from a Secret). Redis holds only
-``token:<sha256(token)>`` → hash (tenant, job, chain), expiring after at most
+``token:<sha256(token)>`` → hash (tenant, job, chain, uid), expiring after at most
 :data:`~agentchain.store.keys.JOB_TOKEN_MAX_TTL_SECONDS`. So:
 
 * **Redis never holds a usable token.** Whoever reads Redis (a dump, ``MONITOR``, a pod
@@ -37,13 +37,13 @@ from agentchain.store.signing import OperatorKeys
 # Tokens are 43 characters; anything far longer is not ours and is not worth hashing.
 _MAX_PRESENTED_TOKEN_CHARS = 256
 
-# KEYS[1] token digest key; ARGV = tenant, job, chain, ttl seconds. Writes the scope
+# KEYS[1] token digest key; ARGV = tenant, job, chain, ttl seconds, uid. Writes the scope
 # unless the token is live (kept as is) or revoked (stays dead); answers 0 when revoked.
 _ISSUE = """
 local revoked = redis.call('HGET', KEYS[1], 'revoked')
 if revoked then return 0 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 1 end
-redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'job', ARGV[2], 'chain', ARGV[3])
+redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'job', ARGV[2], 'chain', ARGV[3], 'uid', ARGV[5])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
 """
@@ -69,6 +69,10 @@ class TokenScope:
     tenant: str
     job_name: str
     chain_id: str
+    uid: str = ""
+    """The AgentJob incarnation the token was issued to ("" for a token issued before
+    the uid was recorded): what the job writes through it (its anchor) is that
+    object's, not the next one's of the same name."""
 
 
 def token_digest(token: str) -> str:
@@ -106,7 +110,7 @@ class TokenStore:
         ttl = min(ttl_seconds, keys.JOB_TOKEN_MAX_TTL_SECONDS)
         token = derive_token(self._subkeys[0], tenant, job_name, uid)
         live = await self._issue(
-            keys=[keys.job_token(token_digest(token))], args=[tenant, job_name, chain_id, ttl]
+            keys=[keys.job_token(token_digest(token))], args=[tenant, job_name, chain_id, ttl, uid]
         )
         if not int(live):
             raise TokenRevokedError(f"the token of {tenant}/{job_name} ({uid}) was revoked")
@@ -123,6 +127,7 @@ class TokenStore:
             tenant=fields[b"tenant"].decode("utf-8"),
             job_name=fields[b"job"].decode("utf-8"),
             chain_id=fields[b"chain"].decode("utf-8"),
+            uid=fields.get(b"uid", b"").decode("utf-8"),
         )
 
     async def revoke(self, tenant: str, job_name: str, uid: str) -> None:

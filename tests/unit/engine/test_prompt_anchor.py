@@ -37,14 +37,14 @@ async def _prompt(rt: Runtime, attempt: int) -> str:
 
 @pytest.mark.redis
 async def test_a_first_attempt_ignores_an_anchor_under_its_name(rt: Runtime) -> None:
-    await rt.anchors.put_job_anchor(NS, "job-1", ANCHOR)
+    await rt.anchors.put_job_anchor(NS, "job-1", "uid-1", ANCHOR)
     assert await _prompt(rt, 1) == "the task"
 
 
 @pytest.mark.redis
 @pytest.mark.parametrize("attempt", [2, 3])
 async def test_a_retried_attempt_carries_the_anchor(rt: Runtime, attempt: int) -> None:
-    await rt.anchors.put_job_anchor(NS, "job-1", ANCHOR)
+    await rt.anchors.put_job_anchor(NS, "job-1", "uid-1", ANCHOR)
     prompt = await _prompt(rt, attempt)
     assert ANCHOR_HEADING in prompt and "found it" in prompt
     assert prompt.endswith("the task")

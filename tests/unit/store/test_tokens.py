@@ -1,7 +1,7 @@
 """Job tokens against a real Redis (SPEC §7, issue 14).
 
 Aspects covered:
-- issue gives a URL-safe token that resolves to its (tenant, job, chain) scope;
+- issue gives a URL-safe token that resolves to its (tenant, job, chain, uid) scope;
 - issue is idempotent per AgentJob incarnation (same token on every call, concurrently
   too, and from a fresh store: an operator restart), distinct across jobs, tenants and
   uids (a job re-created under the same name gets a new token), and differs per key;
@@ -35,7 +35,7 @@ def tokens(redis: Redis) -> TokenStore:
 async def test_token_resolves_to_its_scope(tokens: TokenStore) -> None:
     token = await tokens.issue("team-a", "job-1", "uid-1", "chain-9", 3600)
     assert len(token) == 43 and token.replace("-", "").replace("_", "").isalnum()
-    assert await tokens.resolve(token) == TokenScope("team-a", "job-1", "chain-9")
+    assert await tokens.resolve(token) == TokenScope("team-a", "job-1", "chain-9", "uid-1")
 
 
 async def test_issue_is_idempotent_across_calls_and_restarts(
