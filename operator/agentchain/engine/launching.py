@@ -225,11 +225,20 @@ async def _create(
 ) -> Launched:
     """Create the batch Job and its Secret, then record the launch on the status."""
     job_name = body["metadata"]["name"]
-    # Side by side: a pod whose Secret is not there yet waits for it
-    # (CreateContainerConfigError), and the token and its Secret are two small writes.
-    _, (existing, created) = await asyncio.gather(
-        _ensure_secret(hop, body, prompt, mounting), workloads.create_job(hop.namespace, body)
-    )
+    if mounting is not None:
+        # The Secret first: ``workspace-prepare`` reads its clone token through
+        # *optional* references to it (a job without a token clones anonymously), and
+        # an optional reference does not wait for a Secret that is not there yet, so a
+        # pod that started before it cloned a private repository without its token.
+        await _ensure_secret(hop, body, prompt, mounting)
+        existing, created = await workloads.create_job(hop.namespace, body)
+    else:
+        # Side by side: a pod whose Secret is not there yet waits for it (its references
+        # are required: CreateContainerConfigError), and the token and its Secret are
+        # two small writes.
+        _, (existing, created) = await asyncio.gather(
+            _ensure_secret(hop, body, prompt, mounting), workloads.create_job(hop.namespace, body)
+        )
     if existing is not None:
         # Indexed from the answer: its pod's first event needs no Job read even when
         # it beats the Job's own watch event (``ownership.controlling_job``).
