@@ -120,6 +120,11 @@ async def on_pod(rt: Runtime, pod: Obj) -> None:
     await hopping.finish(rt, meta["namespace"], owner, ref.uid, exit)
 
 
+def _controlled_by(pod: Obj, job_uid: str) -> bool:
+    ref = policy_ownership.controller_job(pod)
+    return ref is not None and ref.uid == job_uid
+
+
 def _owner_uid(job: Obj) -> str:
     owner = policy_ownership.controller_agentjob(job)
     return owner.uid if owner is not None else ""
@@ -190,7 +195,8 @@ async def _exit_of(job: Obj, ended: str) -> Exit:
     attempt, uid, owner = attempt_of(job), meta["uid"], _owner_uid(job)
     deadline = ended == Reason.DEADLINE_EXCEEDED
     pods = await workloads.list_pods(meta["namespace"], f"job-name={meta['name']}")
-    pods = [p for p in pods if deadline or terminated_state(p)]
+    # Only this Job's: an earlier Job of the same name may still have pods being deleted.
+    pods = [p for p in pods if _controlled_by(p, uid) and (deadline or terminated_state(p))]
     pods.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
     if pods and deadline:
         killed = str(pods[-1]["metadata"]["name"])
