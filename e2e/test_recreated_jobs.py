@@ -7,7 +7,8 @@ its own uid, must end from its own container.
 Aspects covered:
 - ``same-name`` runs an agent that prints FIRST RUN and exits 0; deleted and created
   again for an agent that prints SECOND RUN and exits 7, the new object ends Failed
-  with exit code 7, its result and its ``/output`` say SECOND RUN, never FIRST RUN;
+  with exit code 7, its result and its ``/output`` say SECOND RUN, never FIRST RUN, and
+  a Warning Event about the new object (its uid) says why;
 - the same after the whole namespace is deleted and created again.
 """
 
@@ -83,6 +84,10 @@ def test_a_recreated_agentjob_ends_from_its_own_run(
     second_uid, second = _run(info, namespace, "second")
     assert second_uid != first_uid
     _assert_second_run(operator, namespace, second)
+    events = chaining.events_for(info, namespace, NAME)
+    assert any(
+        e["involvedObject"].get("uid") == second_uid and e["type"] == "Warning" for e in events
+    ), events
 
 
 def _wait_namespace_gone(core: kubernetes.client.CoreV1Api, name: str) -> None:
