@@ -32,6 +32,7 @@ from e2e.webharness import (
     Client,
     agent_manifest,
     apply,
+    job_uid,
     kube,
     served,
     served_internal,
@@ -214,7 +215,8 @@ async def test_output_and_dashboard(kube: ClusterInfo, seeded: str) -> None:
         path = f"/api/jobs/{seeded}/out/output"
         missing = await client.get(path, headers=ADMIN)
         assert missing.status == 404 and (await missing.json())["reason"] == "NotCaptured"
-        await rt.outputs.put(seeded, "out", b"line one\n<script>alert(1)</script>\n")
+        uid = await job_uid(seeded, "out")
+        await rt.outputs.put(seeded, "out", uid, b"line one\n<script>alert(1)</script>\n")
         captured = await get(client, path, ADMIN)
         assert captured["output"].startswith("line one") and captured["truncated"] is False
         async with served_internal(rt) as dashboard:

@@ -60,6 +60,7 @@ from e2e.webharness import (
     agent_manifest,
     agentjobs,
     apply,
+    job_uid,
     kube,
     served,
     served_internal,
@@ -201,8 +202,9 @@ async def setup_targets(client: Client, rt: Runtime, namespace: str) -> dict[str
     ghost = await rt.tokens.issue(namespace, "ghost", "uid-ghost", "chain-of-ghost", 600)
     revoked = await rt.tokens.issue(namespace, "gone", "uid-gone", "chain-of-gone", 600)
     await rt.tokens.revoke(namespace, "gone", "uid-gone")
-    await rt.outputs.put(namespace, "fuzz", b"fuzz output\n")
-    await rt.anchors.put_job_anchor(namespace, "fuzz", {"task": "fuzz"})
+    uid = await job_uid(namespace, "fuzz")
+    await rt.outputs.put(namespace, "fuzz", uid, b"fuzz output\n")
+    await rt.anchors.put_job_anchor(namespace, "fuzz", uid, {"task": "fuzz"})
     await rt.contexts.upsert(namespace, "notes", "k", "v", writer="admin", ttl_seconds=600)
     return {"chain": chain, "tokens": [token, ghost, revoked]}
 

@@ -7,6 +7,10 @@ Aspects covered:
 - prepare clones once (the base is the default branch's commit) and then does nothing,
   even without a usable token; a pull request's head is checked out by commit id;
 - a clone that did not finish (killed init container) is removed and made again;
+- the clone is made outside the volume: config and attributes written into the staging
+  path while the clone is under way (a filter driver) never run, and prepare run from
+  inside a repository whose config redirects the server (``url.insteadOf``) clones from
+  the real one;
 - report after an edit and a commit names the file, says committed, counts commits,
   uncommitted and untracked files; hostile file names (control characters, bidi
   overrides, thousands of files, long names) stay one bounded, escaped line;
@@ -68,7 +72,13 @@ class Setup:
         path.write_text(self.w.token(permissions) + "\n")
         return path
 
-    def run(self, *args: str, token: Path | None = None, user: list[str] | None = None) -> Run:
+    def run(
+        self,
+        *args: str,
+        token: Path | None = None,
+        user: list[str] | None = None,
+        cwd: Path | None = None,
+    ) -> Run:
         env = {
             **os.environ,
             "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}",
@@ -84,6 +94,7 @@ class Setup:
             text=True,
             timeout=120,
             check=False,
+            cwd=cwd,
         )
         lines = done.stdout.splitlines()
         assert len(lines) == 1, (done.stdout, done.stderr)
@@ -170,6 +181,44 @@ def test_a_half_done_clone_is_started_over(s: Setup) -> None:
     assert not (s.workspace / ".agentchain" / "staging").exists()
     assert (s.repo / "src" / "widget.py").exists()
     assert agent_git(s.repo, "status", "--porcelain") == ""
+
+
+def test_config_written_into_the_volume_during_the_clone_never_runs(
+    s: Setup, tmp_path: Path
+) -> None:
+    pwned = tmp_path / "pwned"
+    staging_git = s.workspace / ".agentchain" / "staging" / ".git"
+
+    def plant(service: str, full_name: str, tail: str) -> None:
+        # A job of the chain writing into the volume while the objects are fetched.
+        if tail != "git-upload-pack":
+            return
+        (staging_git / "info").mkdir(parents=True, exist_ok=True)
+        with (staging_git / "config").open("a") as config:
+            config.write(f'[filter "evil"]\n\tsmudge = "touch {pwned}; cat"\n')
+        (staging_git / "info" / "attributes").write_text("* filter=evil\n")
+
+    s.git.before_request = plant
+    try:
+        done = s.prepare()
+    finally:
+        s.git.before_request = None
+    assert done.code == 0 and done.out["outcome"] == "cloned", done
+    assert not pwned.exists()
+    assert "evil" not in (s.repo / ".git" / "config").read_text()
+    assert not (s.workspace / ".agentchain" / "staging").exists()
+    assert (s.repo / "src" / "widget.py").read_text() == "WOBBLE = True\n"
+
+
+def test_the_config_of_a_repository_around_prepare_is_ignored(s: Setup, tmp_path: Path) -> None:
+    around = tmp_path / "around"
+    subprocess.run(["git", "init", "-q", str(around)], check=True, capture_output=True)
+    # Port 9 (discard): a redirected clone fails; an unredirected one reaches the server.
+    redirect = ["git", "-C", str(around), "config", "url.http://127.0.0.1:9/.insteadOf", s.git.url]
+    subprocess.run(redirect, check=True, capture_output=True)
+    token = s.token_file({"contents": "read"})
+    done = s.run("prepare", "--repository", FULL_NAME, token=token, cwd=around)
+    assert done.code == 0 and done.out["outcome"] == "cloned", done
 
 
 def test_a_pull_request_head_is_checked_out_by_commit(s: Setup, tmp_path: Path) -> None:

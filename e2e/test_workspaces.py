@@ -42,6 +42,8 @@ Aspects covered:
   ``agentchain/<chain id>`` gets exactly one push (by that token) holding the commit,
   ``WorkspacePublished=True`` and no pull request; the host's private CA reaches the
   clone, the agents' git and the publish only through ``workspace_ca_configmap``;
+* six chains at once on a private repository of the App's installation all clone it with
+  their job's token (none goes anonymous: the Secret exists before the pod);
 * a repository that cannot be cloned ends the job ``WorkspacePrepareFailed`` (message,
   Event) and its agent container never starts.
 
@@ -679,3 +681,48 @@ def test_a_workspace_that_cannot_be_cloned_fails_the_job_visibly(
             and e["involvedObject"]["name"] == "read-missing"
             for e in events
         ), [e["reason"] for e in events]
+
+
+PRIVATE_CHAINS = 6
+
+
+def test_a_private_repository_clones_with_each_jobs_token_every_time(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    """Six chains at once on a private repository of the App's installation: every
+    ``workspace-prepare`` clones with its job's token (the Secret holding it exists
+    before the pod), none goes anonymous ("could not read Username")."""
+    info = cluster_info
+    git_server.create_repo(PRIVATE, {"README.md": "Hello Wrold\n"})
+    assert repo.github.state.repos[PRIVATE.lower()].private
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        reader = _agent(
+            "private-reader",
+            "ai-private-reader",
+            TRIAGE,
+            workspace={"repository": PRIVATE, "keepFor": "0"},
+            eventTriggers=[{"source": "github", "events": ["issues.opened"]}],
+        )
+        _apply(info, namespace, [reader])
+        for number in range(PRIVATE_CHAINS):
+            _deliver(op, repo, f"-private-{number}")
+        jobs: list[Obj] = []
+
+        def ended() -> bool:
+            nonlocal jobs
+            jobs = operating.get_json(info, "agentjobs", "-n", namespace)["items"]
+            return len(jobs) == PRIVATE_CHAINS and all(
+                (j.get("status") or {}).get("chainComplete") for j in jobs
+            )
+
+        operating.wait_until(ended, timeout=TIMEOUT, what="every private chain to end")
+        outcomes = {
+            j["metadata"]["name"]: (j["status"]["phase"], j["status"].get("message")) for j in jobs
+        }
+        assert all(phase == "Succeeded" for phase, _ in outcomes.values()), outcomes
+        for job in jobs:
+            assert "Hello Wrold" in agent_log(info, namespace, job)

@@ -31,7 +31,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from agentchain.engine.runtime import Runtime
-from agentchain.kube import clients
+from agentchain.kube import clients, resources
 from agentchain.settings import Settings
 from agentchain.store.deliveries import JobQueue
 from agentchain.web import server
@@ -102,6 +102,14 @@ def agentjobs(kube: ClusterInfo, namespace: str) -> list[dict[str, Any]]:
     out = kube.kubectl("-n", namespace, "get", "agentjobs", "-o", "json").stdout
     items: list[dict[str, Any]] = json.loads(out)["items"]
     return [i for i in items if (i.get("spec") or {}).get("origin") != "chain"]
+
+
+async def job_uid(namespace: str, name: str) -> str:
+    """The uid of AgentJob ``name``: what one run recorded (its output, its anchor) is
+    keyed by it. Inside :func:`served`, whose client reads the test cluster."""
+    obj = await resources.get(namespace, resources.AGENTJOBS, name)
+    assert obj is not None, f"no AgentJob {namespace}/{name}"
+    return str(obj["metadata"]["uid"])
 
 
 @contextlib.asynccontextmanager

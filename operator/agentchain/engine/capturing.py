@@ -61,7 +61,7 @@ async def capture(hop: Hop, exit: Exit) -> Captured:
     # Side by side: the log read is the hop's one round trip here, and wasted only on
     # a replay (the capture is stored already).
     stored, read, workspace = await asyncio.gather(
-        hop.rt.outputs.get_capture(hop.namespace, hop.name),
+        hop.rt.outputs.get_capture(hop.namespace, hop.name, hop.uid),
         _read_output(hop.namespace, exit.pod),
         _read_report(hop, exit),
     )
@@ -85,7 +85,7 @@ async def capture(hop: Hop, exit: Exit) -> Captured:
     )
     record, lost = _record(capture, read, exit.lost)
     record = dataclasses.replace(record, workspace=workspace)
-    await hop.rt.outputs.write(hop.namespace, hop.name, record)
+    await hop.rt.outputs.write(hop.namespace, hop.name, hop.uid, record)
     text = record.text if record.unavailable_reason is None else None
     return Captured(exit, Output(text, lost, workspace), first=True)
 
@@ -171,7 +171,7 @@ def _record(
 
 
 async def _stored_output(hop: Hop) -> Output:
-    record = await hop.rt.outputs.get(hop.namespace, hop.name)
+    record = await hop.rt.outputs.get(hop.namespace, hop.name, hop.uid)
     if record is None:  # Expired between two reads: a week after the capture.
         return Output(None, "The output expired before the job's end was recorded.")
     if record.unavailable_reason is not None:

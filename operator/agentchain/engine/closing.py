@@ -25,6 +25,7 @@ from agentchain.models.conditions import (
     ConditionStatus,
     Reason,
 )
+from agentchain.policy import chains
 from agentchain.policy.outcomes import REFUSAL_REASONS
 
 
@@ -91,10 +92,14 @@ async def _ended(hop: Hop, end: AgentJobStatus) -> None:
 
 
 async def _record_hop(hop: Hop, entry: NextStatus) -> None:
+    try:
+        chain_id = records.position(hop.obj, hop.rt.operator_keys).chain_id
+    except chains.ChainMetadataError:
+        return  # No chain to record the hop in; the job's status says why.
     job = hop.job
     await hop.rt.chains.record_hop(
         hop.namespace,
-        records.position(hop.obj, hop.rt.operator_keys).chain_id,
+        chain_id,
         job_name=hop.name,
         agent=job.spec.agent_role,
         phase=job.status.phase or "",

@@ -3,8 +3,14 @@
 The watches are the hop's trigger.  A pod whose agent container ``terminated``
 ends its attempt (``hopping.finish`` with the exit code and the pod to read output
 from); a batch Job with a final condition ends it too when its pod event was
-missed, or says why no output is left (``DeadlineExceeded``, pod gone).  A running
-pod marks its AgentJob ``Running``.
+missed, or says why no output is left (pod gone).  A running pod marks its AgentJob
+``Running``.
+
+A deadline is the Job controller's to enforce: it marks the Job (``FailureTarget``,
+reason ``DeadlineExceeded``, then ``Failed`` once the pods are gone) and deletes the
+pod, whose own events are then no one's to act on.  The attempt ends at the first of
+those marks, from the pod being deleted: its output (what the agent printed until
+then) is read while the pod is still there, not after, when nothing is left.
 
 Only the operator's own pods speak for a job, whatever labels a pod carries
 (``engine.ownership``).  A batch Job whose end this process already recorded is
@@ -114,6 +120,11 @@ async def on_pod(rt: Runtime, pod: Obj) -> None:
     await hopping.finish(rt, meta["namespace"], owner, ref.uid, exit)
 
 
+def _controlled_by(pod: Obj, job_uid: str) -> bool:
+    ref = policy_ownership.controller_job(pod)
+    return ref is not None and ref.uid == job_uid
+
+
 def _owner_uid(job: Obj) -> str:
     owner = policy_ownership.controller_agentjob(job)
     return owner.uid if owner is not None else ""
@@ -143,14 +154,19 @@ async def _mark_running(rt: Runtime, namespace: str, name: str, pod_name: str) -
 
 
 def _job_ended(job: Obj) -> str | None:
-    """'Complete' or the failure reason once the batch Job has a final condition."""
+    """'Complete' or the failure reason once the batch Job has a final condition, or
+    ``DeadlineExceeded`` as soon as the Job controller decided it (``FailureTarget``):
+    its pod is still there to read output from, and will not be for long."""
     for cond in (job.get("status") or {}).get("conditions") or []:
         if cond.get("status") != "True":
             continue
-        if cond.get("type") == "Complete":
+        kind, reason = cond.get("type"), cond.get("reason")
+        if kind == "Complete":
             return "Complete"
-        if cond.get("type") == "Failed":
-            return str(cond.get("reason") or "Failed")
+        if kind == "Failed":
+            return str(reason or "Failed")
+        if kind == "FailureTarget" and reason == Reason.DEADLINE_EXCEEDED:
+            return Reason.DEADLINE_EXCEEDED
     return None
 
 
@@ -173,16 +189,19 @@ async def on_job(rt: Runtime, job: Obj) -> None:
 
 
 async def _exit_of(job: Obj, ended: str) -> Exit:
-    """How the Job's attempt ended: its newest terminated pod's exit, else why none."""
+    """How the Job's attempt ended: its newest terminated pod's exit, else why none; a
+    deadline's, from its newest pod, being deleted (its output is read from there)."""
     meta = job["metadata"]
     attempt, uid, owner = attempt_of(job), meta["uid"], _owner_uid(job)
-    if ended != "DeadlineExceeded":
-        selector = f"job-name={meta['name']}"
-        pods = await workloads.list_pods(meta["namespace"], selector)
-        pods = [p for p in pods if terminated_state(p)]
-        pods.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
-        if pods:
-            return _pod_exit(pods[-1], terminated_state(pods[-1]) or {}, attempt, uid, owner)
+    deadline = ended == Reason.DEADLINE_EXCEEDED
+    pods = await workloads.list_pods(meta["namespace"], f"job-name={meta['name']}")
+    # Only this Job's: an earlier Job of the same name may still have pods being deleted.
+    pods = [p for p in pods if _controlled_by(p, uid) and (deadline or terminated_state(p))]
+    pods.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
+    if pods and deadline:
+        killed = str(pods[-1]["metadata"]["name"])
+        return Exit(attempt, None, killed, True, batch_uid=uid, owner_uid=owner)
+    if pods:
+        return _pod_exit(pods[-1], terminated_state(pods[-1]) or {}, attempt, uid, owner)
     lost = f"The batch Job ended ({ended}) and no pod was left to read output from."
-    deadline = ended == "DeadlineExceeded"
     return Exit(attempt, None, None, deadline, lost, batch_uid=uid, owner_uid=owner)

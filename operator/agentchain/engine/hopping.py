@@ -231,7 +231,9 @@ async def _step(
         case deciding.Broken(message=message):
             reason = Reason.INVALID_CHAIN_METADATA
             entry = NextStatus(action="none", reason=reason, message=message)
-            await publishing.chain_complete(hop, "broken")  # Never published: released.
+            # The patch that settles the job comes first and alone: no chain can be read
+            # to publish, release or record a hop in, and anything raising before it
+            # would leave the job unsettled, failing again at every resync.
             await closing.close(hop, end, entry, complete=True)
             return None
         case chains.Stop() | chains.End():

@@ -33,7 +33,7 @@ from agentchain.engine import (
     workspacing,
 )
 from agentchain.engine.hops import Ended, Hop, Obj
-from agentchain.kube import events, resources, terminating, workloads
+from agentchain.kube import errors, events, resources, terminating, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import DEPENDENCIES_READY, Condition, Reason
@@ -230,11 +230,22 @@ async def _create(
 ) -> Launched:
     """Create the batch Job and its Secret, then record the launch on the status."""
     job_name = body["metadata"]["name"]
-    # Side by side: a pod whose Secret is not there yet waits for it
-    # (CreateContainerConfigError), and the token and its Secret are two small writes.
-    _, (existing, created) = await asyncio.gather(
-        _ensure_secret(hop, body, prompt, mounting), workloads.create_job(hop.namespace, body)
-    )
+    if mounting is not None:
+        # The Secret first: ``workspace-prepare`` reads its clone token through
+        # *optional* references to it (a job without a token clones anonymously), and
+        # an optional reference does not wait for a Secret that is not there yet, so a
+        # pod that started before it cloned a private repository without its token.
+        await _ensure_secret(hop, body, prompt, mounting)
+        existing, created = await workloads.create_job(hop.namespace, body)
+    else:
+        # Side by side: a pod whose Secret is not there yet waits for it (its references
+        # are required: CreateContainerConfigError), and the token and its Secret are
+        # two small writes.
+        _, (existing, created) = await asyncio.gather(
+            _ensure_secret(hop, body, prompt, mounting), workloads.create_job(hop.namespace, body)
+        )
+    if existing is not None and not created and _earlier_incarnation(hop, existing):
+        existing, created = await _replace_earlier(hop, body)
     if existing is not None:
         # Indexed from the answer: its pod's first event needs no Job read even when
         # it beats the Job's own watch event (``ownership.controlling_job``).
@@ -256,6 +267,28 @@ async def _create(
             "Created batch Job %s/%s (attempt %d) for %s", hop.namespace, job_name, attempt, trigger
         )
     return Launched(job_name)
+
+
+def _earlier_incarnation(hop: Hop, existing: Obj) -> bool:
+    """Whether ``existing`` is the batch Job of an earlier AgentJob of this name (deleted,
+    then created again) that the garbage collector has not removed yet."""
+    owner = policy_ownership.controller_agentjob(existing)
+    return owner is not None and owner.name == hop.name and owner.uid != hop.uid
+
+
+async def _replace_earlier(hop: Hop, body: Obj) -> tuple[Obj | None, bool]:
+    """Delete the earlier object's Job and create this job's.  Its owner is gone (a name
+    has one AgentJob at a time), so it is garbage already; left there, this job would
+    be recorded as launched into it and then end when the collector removes it.  Still
+    there after the delete (being deleted): the launch fails, and is tried again."""
+    name = body["metadata"]["name"]
+    log.info("%s/%s: deleting batch Job %s of an earlier AgentJob", hop.namespace, hop.name, name)
+    await terminating.delete_job(hop.namespace, name)
+    existing, created = await workloads.create_job(hop.namespace, body)
+    if existing is not None and not created and _earlier_incarnation(hop, existing):
+        message = f"batch Job {name} of an earlier AgentJob {hop.name} is still being deleted"
+        raise errors.Conflict(409, "Conflict", message)
+    return existing, created
 
 
 def _launched(hop: Hop, job_name: str, attempt: int, retry: str | None) -> AgentJobStatus:
@@ -319,8 +352,8 @@ async def _reuse(
     hop: Hop, existing: Obj, built: Obj, prompt: str, mounting: wsjob.Mounting | None
 ) -> None:
     """A Job an earlier (crashed) run created: create the Secret it names (the one
-    just created for ``built`` goes with the AgentJob, unused).  A Job owned by
-    another AgentJob of this name (deleted, created again) is left alone."""
+    just created for ``built`` goes with the AgentJob, unused).  A Job that is not
+    this AgentJob's (someone else's of that name) is left alone."""
     owners = [ref.get("uid") for ref in existing["metadata"].get("ownerReferences") or []]
     if hop.uid not in owners:
         return

@@ -63,6 +63,7 @@ def _result_of(found: records.Obj) -> DependencyResult:
     status = found.get("status") or {}
     return DependencyResult(
         name=found["metadata"]["name"],
+        uid=str(found["metadata"].get("uid") or ""),
         agent=spec.get("agentRole", ""),
         title=spec.get("type") or found["metadata"]["name"],
         phase=status.get("phase", ""),
@@ -117,9 +118,9 @@ async def _full_outputs(
     """Prefer the full captured output over the 4,000-character status excerpt."""
     out = []
     for dep in deps:
-        record = await rt.outputs.get(namespace, dep.name)
+        record = await rt.outputs.get(namespace, dep.name, dep.uid) if dep.uid else None
         text = record.text if record is not None else dep.result
-        out.append(DependencyResult(dep.name, dep.agent, dep.title, dep.phase, text))
+        out.append(DependencyResult(dep.name, dep.agent, dep.title, dep.phase, text, dep.uid))
     return out
 
 
@@ -174,8 +175,9 @@ async def build(
     """The prompt of ``attempt`` of the job.
 
     Only a retried attempt carries the job's anchor (SPEC §6): attempt 1 has not
-    run, so an anchor under its name was written by an earlier AgentJob of the same
-    name (deleted and created again) and is not this job's to resume from.
+    run, so it has written none. The anchor is this object's (keyed by its uid): one
+    an earlier AgentJob of the same name wrote (deleted and created again) is not
+    this job's to resume from.
     """
     namespace, name = records.name_of(obj)
     original = job.spec.prompt or prompts.render_prompt(
@@ -187,7 +189,8 @@ async def build(
     if deps:
         full = await _full_outputs(rt, namespace, deps)
         dependency_text = prompts.dependency_section(full, scope=job.spec.memory_scope)
-    anchor = await rt.anchors.get_job_anchor(namespace, name) if attempt > 1 else None
+    uid = str(obj["metadata"].get("uid") or "")
+    anchor = await rt.anchors.get_job_anchor(namespace, name, uid) if attempt > 1 and uid else None
     # Dependency results can be megabytes of agent output: neutralised in a thread.
     return await asyncio.to_thread(
         functools.partial(

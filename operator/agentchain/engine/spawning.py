@@ -88,7 +88,7 @@ async def _context_for(
 
 
 async def _stored(hop: Hop) -> Output:
-    record = await hop.rt.outputs.get(hop.namespace, hop.name)
+    record = await hop.rt.outputs.get(hop.namespace, hop.name, hop.uid)
     if record is None:
         return Output(None)
     if record.available:

@@ -67,7 +67,8 @@ async def stop(rt: Runtime, obj: Obj) -> str:
         attempt = job.status.attempt or 1
         launched = job.status.job_name is not None
         if launched:
-            won = await _claim(rt, namespace, name, job.status.pod_name, attempt, request)
+            uid = str(fresh["metadata"]["uid"])
+            won = await _claim(rt, (namespace, name, uid), job.status.pod_name, attempt, request)
             if won is not None and won.stop is None:
                 log.info("stop of %s/%s: its end was recorded first", namespace, name)
                 return ENDING
@@ -83,15 +84,16 @@ async def stop(rt: Runtime, obj: Obj) -> str:
 
 async def _claim(
     rt: Runtime,
-    namespace: str,
-    name: str,
+    job: tuple[str, str, str],
     pod: str | None,
     attempt: int,
     request: stops.StopRequest,
 ) -> Capture | None:
-    """Claim the attempt's ending for the stop (None: won), with the output until now."""
+    """Claim the ending of the attempt of ``job`` (namespace, name, uid) for the stop
+    (None: won), with the output until now."""
+    namespace, name, uid = job
     record = await _stopped_record(namespace, pod, attempt, request)
-    return await StopStore(rt.redis).claim(namespace, name, record)
+    return await StopStore(rt.redis).claim(namespace, name, uid, record)
 
 
 async def _stopped_record(

@@ -2,7 +2,9 @@
 
 An Event's name is derived from the object and a caller-chosen key, so an
 operator that crashes after emitting and replays the transition gets
-``AlreadyExists`` instead of a duplicate Event: "visibly, once".
+``AlreadyExists`` instead of a duplicate Event: "visibly, once".  The object is its
+uid, not only its name: an object deleted and created again under the same name
+(its Events may outlive it by an hour) gets Events of its own.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ EventType = Literal["Normal", "Warning"]
 COMPONENT = "agentchain-operator"
 
 
-def event_name(obj_name: str, key: str) -> str:
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+def event_name(obj_name: str, key: str, uid: str = "") -> str:
+    """``<object name>.<digest of the key and the object's uid>``."""
+    seed = f"{uid}\0{key}" if uid else key
+    digest = hashlib.sha256(seed.encode()).hexdigest()[:16]
     return f"{obj_name[:200]}.{digest}"
 
 
@@ -32,7 +36,10 @@ async def emit(
     body = {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": event_name(meta["name"], key), "namespace": meta["namespace"]},
+        "metadata": {
+            "name": event_name(meta["name"], key, str(meta.get("uid") or "")),
+            "namespace": meta["namespace"],
+        },
         "involvedObject": {
             "apiVersion": obj.get("apiVersion"),
             "kind": obj.get("kind"),

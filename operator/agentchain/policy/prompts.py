@@ -175,6 +175,8 @@ class DependencyResult:
     title: str
     phase: str
     result: str | None
+    uid: str = ""
+    """The job's uid: its captured output is that object's (``store/outputs.py``)."""
 
 
 def dependency_section(

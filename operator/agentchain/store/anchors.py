@@ -85,15 +85,19 @@ class AnchorStore:
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
 
-    async def put_job_anchor(self, tenant: str, job_name: str, anchor: dict[str, Any]) -> int:
-        """Replace the job's anchor; returns its serialized size in bytes."""
+    async def put_job_anchor(
+        self, tenant: str, job_name: str, uid: str, anchor: dict[str, Any]
+    ) -> int:
+        """Replace the anchor of the job (``uid``: that object, not its name's next
+        one); returns its serialized size in bytes."""
         raw = serialize(validate_job_anchor(anchor))
         _check_size("job anchor", raw, JOB_ANCHOR_MAX_BYTES)
-        await self._redis.set(keys.job_anchor(tenant, job_name), raw, ex=keys.ANCHOR_TTL_SECONDS)
+        key = keys.job_anchor(tenant, job_name, uid)
+        await self._redis.set(key, raw, ex=keys.ANCHOR_TTL_SECONDS)
         return len(raw)
 
-    async def get_job_anchor(self, tenant: str, job_name: str) -> dict[str, Any] | None:
-        return await self._get(keys.job_anchor(tenant, job_name))
+    async def get_job_anchor(self, tenant: str, job_name: str, uid: str) -> dict[str, Any] | None:
+        return await self._get(keys.job_anchor(tenant, job_name, uid))
 
     async def get_team_anchor(self, tenant: str, chain_id: str) -> dict[str, Any] | None:
         return await self._get(keys.team_anchor(tenant, chain_id))

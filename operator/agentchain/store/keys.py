@@ -13,6 +13,15 @@ inside an encoded component, the mapping from component tuples to key names is
 injective: tenant ``a:b`` with key ``c`` can never produce the same Redis key as tenant
 ``a`` with key ``b:c``. Builders take ``str`` and return ``str``; redis-py encodes them
 as UTF-8.
+
+A name is not an identity: an AgentJob deleted and created again under the same name,
+or in a namespace deleted and created again, is another object with another uid. A
+record that describes one run of one object (its captured output and ending, which
+stops claim too; its anchor) therefore embeds the object's uid as well, and a builder
+of such a key refuses an empty one. Records keyed by a chain id need nothing more: a
+root's chain id is derived from its uid (``policy/naming.chain_id_for``), and its
+descendants inherit it. Deterministic names of the objects the operator creates stay
+what exactly-once rests on; only what one run *recorded* is bound to the uid.
 """
 
 from __future__ import annotations
@@ -39,7 +48,10 @@ CONTEXT_SIZES_PREFIX = ROOT_PREFIX + "ctx:sizes:"
 DEFAULT_CONTEXT_TTL_SECONDS = 90 * 24 * 3600
 
 # --- captured job output (SPEC §2) ------------------------------------------------------
-# Hash per job: the captured container output (bounded) and its metadata.
+# Hash per AgentJob incarnation (tenant, name, uid): the captured container output
+# (bounded), and how the attempt ended, which a stop claims too. Keyed by the uid because
+# it describes one run: an AgentJob deleted and created again under the same name (or in
+# a namespace deleted and created again) is a new run that must not read the old ending.
 OUTPUT_PREFIX = ROOT_PREFIX + "output:"
 # A week: long enough to debug a chain after the fact, short enough to bound memory.
 OUTPUT_TTL_SECONDS = 7 * 24 * 3600
@@ -103,7 +115,8 @@ WEBHOOK_QUEUE_NAMESPACES = ROOT_PREFIX + "webhook:namespaces"
 WEBHOOK_QUEUE_TTL_SECONDS = DELIVERY_TTL_SECONDS
 
 # --- anchors (SPEC §6, seed 004) --------------------------------------------------------
-# String per job: compact JSON job anchor, written only through that job's token.
+# String per AgentJob incarnation (tenant, name, uid): compact JSON job anchor, written
+# only through that job's token; a later AgentJob of the same name does not resume from it.
 JOB_ANCHOR_PREFIX = ROOT_PREFIX + "anchor:job:"
 # String per chain: compact JSON team anchor, kept by the operator.
 TEAM_ANCHOR_PREFIX = ROOT_PREFIX + "anchor:team:"
@@ -181,6 +194,14 @@ def _join(prefix: str, *components: str) -> str:
     return prefix + ":".join(encode(c) for c in components)
 
 
+def _uid(uid: str) -> str:
+    """The uid component of a record about one object: never empty, so that a caller
+    that lost the uid fails loudly instead of sharing one record between incarnations."""
+    if not uid:
+        raise ValueError("a record of one AgentJob run needs the AgentJob's uid")
+    return uid
+
+
 def context_entry(tenant: str, namespace: str, key: str) -> str:
     return _join(CONTEXT_ENTRY_PREFIX, tenant, namespace, key)
 
@@ -205,8 +226,8 @@ def context_sizes(tenant: str) -> str:
     return _join(CONTEXT_SIZES_PREFIX, tenant)
 
 
-def output(tenant: str, job_name: str) -> str:
-    return _join(OUTPUT_PREFIX, tenant, job_name)
+def output(tenant: str, job_name: str, uid: str) -> str:
+    return _join(OUTPUT_PREFIX, tenant, job_name, _uid(uid))
 
 
 def chain_meta(tenant: str, chain_id: str) -> str:
@@ -261,8 +282,8 @@ def webhook_queue_body(namespace: str) -> str:
     return _join(WEBHOOK_QUEUE_BODY_PREFIX, namespace)
 
 
-def job_anchor(tenant: str, job_name: str) -> str:
-    return _join(JOB_ANCHOR_PREFIX, tenant, job_name)
+def job_anchor(tenant: str, job_name: str, uid: str) -> str:
+    return _join(JOB_ANCHOR_PREFIX, tenant, job_name, _uid(uid))
 
 
 def team_anchor(tenant: str, chain_id: str) -> str:

@@ -15,6 +15,10 @@ operator's memory. Bounds:
 When output could not be captured at all (pod gone, log endpoint failing), the caller
 records that with :meth:`OutputStore.put_unavailable`, so readers see a reason instead of
 an empty string.
+
+Records are per AgentJob *incarnation* (namespace, name, uid; ``keys.output``): a job
+deleted and created again under the same name starts with no capture, so it can never
+end with the previous object's output and exit code.
 """
 
 from __future__ import annotations
@@ -138,7 +142,7 @@ def unavailable(reason: str, *, capture: Capture | None = None) -> OutputRecord:
 
 
 class OutputStore:
-    """Captured outputs, one hash per (tenant, job), expiring after a week."""
+    """Captured outputs, one hash per (tenant, job, uid), expiring after a week."""
 
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
@@ -147,6 +151,7 @@ class OutputStore:
         self,
         tenant: str,
         job_name: str,
+        uid: str,
         output: bytes,
         *,
         full_size: int | None = None,
@@ -155,20 +160,26 @@ class OutputStore:
         """Store a capture; ``full_size`` says how big the output was when ``output``
         is already only its tail (a log read with a byte limit)."""
         record = captured(output, full_size=full_size, capture=capture)
-        await self.write(tenant, job_name, record)
+        await self.write(tenant, job_name, uid, record)
         return record
 
     async def put_unavailable(
-        self, tenant: str, job_name: str, reason: str, *, capture: Capture | None = None
+        self,
+        tenant: str,
+        job_name: str,
+        uid: str,
+        reason: str,
+        *,
+        capture: Capture | None = None,
     ) -> OutputRecord:
         """Record that the output could not be captured, and why."""
         record = unavailable(reason, capture=capture)
-        await self.write(tenant, job_name, record)
+        await self.write(tenant, job_name, uid, record)
         return record
 
-    async def write(self, tenant: str, job_name: str, record: OutputRecord) -> None:
+    async def write(self, tenant: str, job_name: str, uid: str, record: OutputRecord) -> None:
         """Store a record made by :func:`captured` or :func:`unavailable`."""
-        key = keys.output(tenant, job_name)
+        key = keys.output(tenant, job_name, uid)
         mapping = fields(record)
         async with self._redis.pipeline(transaction=True) as pipe:
             # Replace the whole hash so no field of an older capture survives.
@@ -177,13 +188,14 @@ class OutputStore:
             pipe.expire(key, keys.OUTPUT_TTL_SECONDS)
             await pipe.execute()
 
-    async def get_capture(self, tenant: str, job_name: str) -> Capture | None:
+    async def get_capture(self, tenant: str, job_name: str, uid: str) -> Capture | None:
         """Only the stored ending: the output may be a megabyte."""
-        raw = await self._redis.hget(keys.output(tenant, job_name), "capture")  # type: ignore[misc]
+        key = keys.output(tenant, job_name, uid)
+        raw = await self._redis.hget(key, "capture")  # type: ignore[misc]
         return _capture(raw)
 
-    async def get(self, tenant: str, job_name: str) -> OutputRecord | None:
-        fields = await self._redis.hgetall(keys.output(tenant, job_name))  # type: ignore[misc]
+    async def get(self, tenant: str, job_name: str, uid: str) -> OutputRecord | None:
+        fields = await self._redis.hgetall(keys.output(tenant, job_name, uid))  # type: ignore[misc]
         if not fields:
             return None
         return OutputRecord(

@@ -47,7 +47,9 @@ class StopStore:
         self._redis = redis
         self._claim = redis.register_script(_CLAIM)
 
-    async def claim(self, tenant: str, job_name: str, record: OutputRecord) -> Capture | None:
+    async def claim(
+        self, tenant: str, job_name: str, uid: str, record: OutputRecord
+    ) -> Capture | None:
         """Record ``record`` (whose capture carries the stop) as the attempt's ending
         unless one is recorded already: None when the stop won, else the ending that did
         (a natural end, or an earlier stop of the same attempt)."""
@@ -56,7 +58,7 @@ class StopStore:
         for name, value in fields(record).items():
             pairs.extend((name, value))
         won = await self._claim(
-            keys=[keys.output(tenant, job_name)],
+            keys=[keys.output(tenant, job_name, uid)],
             args=[record.capture.attempt, keys.OUTPUT_TTL_SECONDS, *pairs],
         )
         return parse_capture(won) if won else None

@@ -169,6 +169,12 @@ async def load_job(principal: auth.Principal, namespace: str, name: str) -> Obj:
     return obj
 
 
+def uid_of(obj: Obj) -> str:
+    """The AgentJob's uid: what it recorded of its run (output, anchor) is keyed by it,
+    so an earlier object of the same name is never shown as this one."""
+    return str(obj["metadata"].get("uid") or "")
+
+
 async def get_job(request: web.Request) -> web.Response:
     info = request.match_info
     obj = await load_job(auth.principal_of(request), info["namespace"], info["name"])
@@ -204,8 +210,8 @@ async def get_job_by_name(request: web.Request) -> web.Response:
 async def get_output(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME_KEY]
     namespace, name = request.match_info["namespace"], request.match_info["name"]
-    await load_job(auth.principal_of(request), namespace, name)
-    record = await rt.outputs.get(namespace, name)
+    obj = await load_job(auth.principal_of(request), namespace, name)
+    record = await rt.outputs.get(namespace, name, uid_of(obj))
     if record is None:
         raise ApiError(
             404,

@@ -145,8 +145,8 @@ async def job_detail(request: web.Request) -> web.Response:
     chain_id = serializers.chain_id_of(obj)
     record, output, anchor, team, events = await asyncio.gather(
         rt.chains.get(namespace, chain_id) if chain_id else _none(),
-        rt.outputs.get(namespace, name),
-        rt.anchors.get_job_anchor(namespace, name),
+        rt.outputs.get(namespace, name, api.uid_of(obj)),
+        rt.anchors.get_job_anchor(namespace, name, api.uid_of(obj)),
         rt.anchors.get_team_anchor(namespace, chain_id) if chain_id else _none(),
         _events(namespace, name),
     )
@@ -180,8 +180,8 @@ async def job_output(request: web.Request) -> web.Response:
     """The full captured output as plain text (the page links here)."""
     rt = request.app[api.RUNTIME_KEY]
     namespace, name = request.match_info["namespace"], request.match_info["name"]
-    await api.load_job(auth.principal_of(request), namespace, name)
-    record = await rt.outputs.get(namespace, name)
+    obj = await api.load_job(auth.principal_of(request), namespace, name)
+    record = await rt.outputs.get(namespace, name, api.uid_of(obj))
     summary = jobdetail.output_summary(record)
     if record is None or not summary["available"]:
         raise ApiError(404, "output not available", str(summary.get("reason") or ""))

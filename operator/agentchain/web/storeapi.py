@@ -118,13 +118,14 @@ async def get_job_anchor(request: web.Request) -> web.Response:
     rt = request.app[api.RUNTIME_KEY]
     principal = auth.principal_of(request)
     namespace, name = request.match_info["namespace"], request.match_info["name"]
-    own = isinstance(principal, auth.JobCaller) and (
-        principal.scope.tenant,
-        principal.scope.job_name,
-    ) == (namespace, name)
-    if not own:
-        await api.load_job(principal, namespace, name)  # 403/404 outside the chain.
-    anchor = await rt.anchors.get_job_anchor(namespace, name)
+    scope = principal.scope if isinstance(principal, auth.JobCaller) else None
+    own = scope is not None and (scope.tenant, scope.job_name) == (namespace, name)
+    if scope is not None and own and scope.uid:
+        uid = scope.uid
+    else:
+        # 403/404 outside the chain; the anchor shown is the current object's.
+        uid = api.uid_of(await api.load_job(principal, namespace, name))
+    anchor = await rt.anchors.get_job_anchor(namespace, name, uid)
     if anchor is None:
         raise ApiError(404, "anchor not found", f"AgentJob {name} has written no anchor.")
     return json_response({"id": name, "namespace": namespace, "anchor": anchor})
@@ -133,12 +134,16 @@ async def get_job_anchor(request: web.Request) -> web.Response:
 async def put_job_anchor(request: web.Request) -> web.Response:
     rt = request.app[api.RUNTIME_KEY]
     namespace, name = request.match_info["namespace"], request.match_info["name"]
-    auth.require_job(auth.principal_of(request), namespace, name)
+    principal = auth.principal_of(request)
+    scope = auth.require_job(principal, namespace, name)
     anchor = await read_json(request)
     if not isinstance(anchor, dict):
         raise ApiError(422, "invalid anchor", "An anchor is a JSON object.")
+    # The anchor belongs to the object the token was issued to; a token issued before
+    # tokens recorded it stands for the current object of its name.
+    uid = scope.uid or api.uid_of(await api.load_job(principal, namespace, name))
     try:
-        size = await rt.anchors.put_job_anchor(namespace, name, anchor)
+        size = await rt.anchors.put_job_anchor(namespace, name, uid, anchor)
     except StoreError as exc:
         raise store_error(exc) from exc
     return json_response({"id": name, "namespace": namespace, "size": size, "anchor": anchor})

@@ -1,7 +1,11 @@
 """Running git: argv lists, a clean environment, bounded output, a deadline.
 
 Every command starts from an environment built here, not the pod's: no ``GIT_*``
-variable of the caller reaches git, the user's global config is ``/dev/null``, git
+variable of the caller reaches git, neither the system's config nor the user's global
+one is read, and git runs from ``/``, so a command that names no repository (``git
+ls-remote <url>``) never picks up the config of a repository around the working
+directory (a workspace's, which its agents write); the commands that do name one run in
+a repository of ours (``preparing.py``, ``sealing.py``), never in the agents'. Git
 never prompts (``GIT_TERMINAL_PROMPT=0``: a missing credential fails at once), and
 messages are in English (``LC_ALL=C``) so failures can be classified. Proxies and
 the trusted CAs (``SSL_CERT_FILE``/``SSL_CERT_DIR``, also given to git as
@@ -33,6 +37,8 @@ TIMEOUT_SECONDS = 1800.0
 OUTPUT_MAX_BYTES = 64 * 1024
 ERROR_MAX_BYTES = 4096
 CHUNK_BYTES = 64 * 1024
+NEUTRAL_DIRECTORY = "/"
+"""git's working directory: no repository is found from it, so none's config is read."""
 
 _PASSED = ("PATH", "HOME", "TZ", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY",
            "HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR")  # fmt: skip
@@ -77,7 +83,7 @@ def environment(
     """The environment of a git command: clean, non-interactive, ``config`` applied."""
     env = {name: os.environ[name] for name in _PASSED if name in os.environ}
     env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_GLOBAL": "/dev/null",
-                "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})  # fmt: skip
+                "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})  # fmt: skip
     pairs = [*BASE_CONFIG, *_trust(env), *config]
     env["GIT_CONFIG_COUNT"] = str(len(pairs))
     for number, (key, value) in enumerate(pairs):
@@ -108,7 +114,7 @@ def run(
         try:
             code = subprocess.run(
                 argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                timeout=timeout, check=False,
+                timeout=timeout, check=False, cwd=NEUTRAL_DIRECTORY,
             ).returncode  # fmt: skip
         except subprocess.TimeoutExpired:
             code, timed_out = -1, True
@@ -134,7 +140,12 @@ def stream(
     with (
         tempfile.TemporaryFile() as err,
         subprocess.Popen(
-            argv, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err
+            argv,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=NEUTRAL_DIRECTORY,
         ) as process,
     ):
         assert process.stdout is not None

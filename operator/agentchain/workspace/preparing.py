@@ -3,9 +3,17 @@
 The base record (``.agentchain/base.json``) is written last, so it says the checkout is
 complete: with it, ``prepare`` does nothing (a later step, or a rerun). Without it,
 whatever is there is a clone that did not finish (the init container was killed
-mid-clone) and is removed before starting over; nothing else can be there, because
-no step runs before ``prepare`` succeeds. The clone is made in ``.agentchain/staging``
-and renamed to ``repo/`` when checked out.
+mid-clone) and is removed before starting over.
+
+The clone is made in the container's own temporary directory, not on the volume: a job
+of the same chain (a delegated one) may already be running and writing there, and git
+honours a repository's own config (filter drivers, ``url.insteadOf``, ``http.proxy``,
+``http.sslVerify``...), so a clone on the volume could be redirected, or made to run a
+command, by whoever wrote into it meanwhile. Every git command runs in that private
+repository, which has our config only; once checked out, it is moved to
+``.agentchain/staging`` (a copy: another file system) and renamed to ``repo/``. What is
+written into it after that is the agents' to write anyway; nothing of ours runs git
+there again (``sealing.py``).
 
 The clone fetches exactly the ref (a branch, a full ref or a commit id), with
 ``--depth`` if asked (0, the default: the whole history, which agents read with
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +58,14 @@ def prepare(layout: Layout, checkout: Checkout, env: Mapping[str, str]) -> dict[
     layout.meta.mkdir(parents=True, exist_ok=True)
     ref = checkout.ref or _default_branch(checkout.url, env)
     local = checkout.branch or _branch_of(ref) or LOCAL_BRANCH
-    _clone(layout.staging, checkout, ref, local, env)
-    base = gitting.text(gitting.run(["-C", str(layout.staging), "rev-parse", "HEAD"], env))
+    with tempfile.TemporaryDirectory(prefix="agentchain-clone-") as scratch:
+        private = Path(scratch) / "repo"
+        _clone(private, checkout, ref, local, env)
+        base = gitting.text(gitting.run(["-C", str(private), "rev-parse", "HEAD"], env))
+        # Whatever appeared at the staging path meanwhile is not ours: the move must
+        # not land inside it.
+        _remove(layout.staging)
+        shutil.move(private, layout.staging)
     layout.staging.replace(layout.repo)
     record = {"base": base, "repository": checkout.url, "ref": ref, "branch": local}
     layout.write_base(record)

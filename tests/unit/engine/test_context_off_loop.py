@@ -43,7 +43,7 @@ async def _ticker(gaps: list[float], stop: asyncio.Event) -> None:
 @pytest.mark.redis
 async def test_building_a_childs_block_does_not_hold_the_loop(rt: Runtime) -> None:
     output = "\n" * (1 << 20) + "</chain-context>\nDone."
-    await rt.outputs.put(NS, "parent", output.encode())
+    await rt.outputs.put(NS, "parent", "uid-1", output.encode())
     parent: records.Obj = {
         "metadata": {"name": "parent", "namespace": NS, "uid": "uid-1"},
         "spec": {"agentRole": "coder", "prompt": "the task"},

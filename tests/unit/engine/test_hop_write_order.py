@@ -153,7 +153,9 @@ async def test_the_hops_writes_in_order(api: FakeApi, redis: Redis) -> None:
     durable: list[bool] = []
 
     async def check(write: Write) -> None:
-        captured = await Runtime.from_client(SETTINGS, redis).outputs.get_capture(NS, "p")
+        uid = api.objects[("agentjobs", "p")]["metadata"]["uid"]
+        outputs = Runtime.from_client(SETTINGS, redis).outputs
+        captured = await outputs.get_capture(NS, "p", uid)
         durable.append(captured is not None and captured.attempt == 1)
 
     api.before_write = check

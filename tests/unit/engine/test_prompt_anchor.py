@@ -1,7 +1,8 @@
 """Only a retried attempt's prompt carries the job's anchor (SPEC §6), on a real Redis.
 
-Attempt 1 has never run: an anchor stored under its name was written by an earlier
-AgentJob of that name (deleted and created again), and must not reach the new job.
+Attempt 1 has never run, so it has no anchor to resume from. An anchor is the
+object's (its uid): one an earlier AgentJob of the same name wrote (deleted and created
+again) reaches no attempt of the new job.
 """
 
 from __future__ import annotations
@@ -37,14 +38,14 @@ async def _prompt(rt: Runtime, attempt: int) -> str:
 
 @pytest.mark.redis
 async def test_a_first_attempt_ignores_an_anchor_under_its_name(rt: Runtime) -> None:
-    await rt.anchors.put_job_anchor(NS, "job-1", ANCHOR)
+    await rt.anchors.put_job_anchor(NS, "job-1", "uid-1", ANCHOR)
     assert await _prompt(rt, 1) == "the task"
 
 
 @pytest.mark.redis
 @pytest.mark.parametrize("attempt", [2, 3])
 async def test_a_retried_attempt_carries_the_anchor(rt: Runtime, attempt: int) -> None:
-    await rt.anchors.put_job_anchor(NS, "job-1", ANCHOR)
+    await rt.anchors.put_job_anchor(NS, "job-1", "uid-1", ANCHOR)
     prompt = await _prompt(rt, attempt)
     assert ANCHOR_HEADING in prompt and "found it" in prompt
     assert prompt.endswith("the task")
@@ -52,4 +53,10 @@ async def test_a_retried_attempt_carries_the_anchor(rt: Runtime, attempt: int) -
 
 @pytest.mark.redis
 async def test_a_retry_without_an_anchor_gets_the_plain_prompt(rt: Runtime) -> None:
+    assert await _prompt(rt, 2) == "the task"
+
+
+@pytest.mark.redis
+async def test_a_retry_ignores_the_anchor_of_an_earlier_object_of_its_name(rt: Runtime) -> None:
+    await rt.anchors.put_job_anchor(NS, "job-1", "uid-of-the-deleted-one", ANCHOR)
     assert await _prompt(rt, 2) == "the task"

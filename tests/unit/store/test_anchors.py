@@ -26,6 +26,7 @@ from agentchain.store.errors import AnchorTooLargeError, InvalidAnchorError, Val
 pytestmark = pytest.mark.redis
 
 T = "team-a"
+UID = "uid-1"
 ANCHOR: dict[str, Any] = {
     "task": "Fix auth bypass in gateway/auth.py",
     "status": "in_progress",
@@ -49,25 +50,25 @@ def _sized(size: int) -> dict[str, Any]:
 
 
 async def test_job_anchor_round_trips_compactly(anchors: AnchorStore, redis: Redis) -> None:
-    size = await anchors.put_job_anchor(T, "job-1", ANCHOR)
+    size = await anchors.put_job_anchor(T, "job-1", UID, ANCHOR)
     assert size == len(json.dumps(ANCHOR, separators=(",", ":")).encode())
-    assert await anchors.get_job_anchor(T, "job-1") == ANCHOR
-    ttl = await redis.ttl(keys.job_anchor(T, "job-1"))
+    assert await anchors.get_job_anchor(T, "job-1", UID) == ANCHOR
+    ttl = await redis.ttl(keys.job_anchor(T, "job-1", UID))
     assert keys.ANCHOR_TTL_SECONDS - 5 < ttl <= keys.ANCHOR_TTL_SECONDS
 
 
 async def test_job_anchor_limit_is_exact(anchors: AnchorStore) -> None:
-    assert await anchors.put_job_anchor(T, "job", _sized(JOB_ANCHOR_MAX_BYTES)) == 2048
+    assert await anchors.put_job_anchor(T, "job", UID, _sized(JOB_ANCHOR_MAX_BYTES)) == 2048
     with pytest.raises(AnchorTooLargeError, match="2049 bytes, over the limit of 2048") as info:
-        await anchors.put_job_anchor(T, "job", _sized(JOB_ANCHOR_MAX_BYTES + 1))
+        await anchors.put_job_anchor(T, "job", UID, _sized(JOB_ANCHOR_MAX_BYTES + 1))
     assert (info.value.size, info.value.limit) == (2049, 2048)
     assert isinstance(info.value, ValueTooLargeError)
-    assert await anchors.get_job_anchor(T, "job") == _sized(JOB_ANCHOR_MAX_BYTES)
+    assert await anchors.get_job_anchor(T, "job", UID) == _sized(JOB_ANCHOR_MAX_BYTES)
 
 
 async def test_size_counts_utf8_bytes(anchors: AnchorStore) -> None:
     with pytest.raises(AnchorTooLargeError):
-        await anchors.put_job_anchor(T, "job", {"task": "é" * 1100})
+        await anchors.put_job_anchor(T, "job", UID, {"task": "é" * 1100})
 
 
 @pytest.mark.parametrize(
@@ -85,8 +86,8 @@ async def test_malformed_job_anchors_are_refused(
     anchors: AnchorStore, anchor: Any, message: str
 ) -> None:
     with pytest.raises(InvalidAnchorError, match=message):
-        await anchors.put_job_anchor(T, "job", anchor)
-    assert await anchors.get_job_anchor(T, "job") is None
+        await anchors.put_job_anchor(T, "job", UID, anchor)
+    assert await anchors.get_job_anchor(T, "job", UID) is None
 
 
 async def test_team_anchor_starts_empty(anchors: AnchorStore) -> None:
@@ -120,7 +121,14 @@ async def test_concurrent_team_anchor_mutations_lose_nothing(anchors: AnchorStor
 
 
 async def test_anchors_are_per_tenant(anchors: AnchorStore) -> None:
-    await anchors.put_job_anchor("team-a", "job", ANCHOR)
+    await anchors.put_job_anchor("team-a", "job", UID, ANCHOR)
     await anchors.update_team_anchor("team-a", "c1", lambda a: {"a": 1})
-    assert await anchors.get_job_anchor("team-b", "job") is None
+    assert await anchors.get_job_anchor("team-b", "job", UID) is None
     assert await anchors.get_team_anchor("team-b", "c1") is None
+
+
+async def test_a_job_anchor_is_its_objects_not_the_next_one_of_the_same_name(
+    anchors: AnchorStore,
+) -> None:
+    await anchors.put_job_anchor(T, "job", "uid-first", ANCHOR)
+    assert await anchors.get_job_anchor(T, "job", "uid-second") is None

@@ -1,7 +1,7 @@
 """Job tokens against a real Redis (SPEC §7, issue 14).
 
 Aspects covered:
-- issue gives a URL-safe token that resolves to its (tenant, job, chain) scope;
+- issue gives a URL-safe token that resolves to its (tenant, job, chain, uid) scope;
 - issue is idempotent per AgentJob incarnation (same token on every call, concurrently
   too, and from a fresh store: an operator restart), distinct across jobs, tenants and
   uids (a job re-created under the same name gets a new token), and differs per key;
