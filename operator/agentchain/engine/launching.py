@@ -145,12 +145,16 @@ async def _chain_status(hop: Hop) -> AgentJobStatus:
     job = hop.job
     if models.CHAIN_ID not in (hop.obj["metadata"].get("annotations") or {}):
         # A root job: its chain metadata goes on the object too, so that
-        # `kubectl get agentjobs -l labrats.work/chain-id=<id>` lists it.
+        # `kubectl get agentjobs -l labrats.work/chain-id=<id>` lists it, and its issue's
+        # label, so that a comment command on that issue finds it.
         patched = await resources.patch_metadata(
             hop.namespace,
             resources.AGENTJOBS,
             hop.name,
-            labels=chains.position_labels(pos, job.spec.agent_role),
+            labels={
+                **chains.position_labels(pos, job.spec.agent_role),
+                **chains.issue_labels(job.spec.event),
+            },
             annotations=chains.position_annotations(pos, None),
         )
         hop.rt.writes.wrote(patched)

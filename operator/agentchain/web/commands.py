@@ -16,7 +16,12 @@ number in their event), in the namespaces the operator serves, as the agents all
   redelivered comment retries once.
 
 Anything else changes nothing: a stranger's command, a bot's, a command with no job
-to act on.  Every command is one log line and counted
+to act on.  Who commented is checked first, against every agent of a namespace: when
+none could let them act, nothing is listed there.  Otherwise the issue's jobs are
+listed by their ``labrats.work/github-issue`` label (stamped at creation from the
+event, ``chains.issue_labels``), a page at a time, and each is judged by its agent.
+A command acts at most once per comment (the webhook claims the comment id first).
+Every command is one log line and counted
 (``agentchain_comment_commands_total{verb, result}``); the answer to the delivery says
 what was done.  What GitHub is told (a reaction, maybe a reply; nothing for a refused
 sender) is decided by ``policy/commandanswers.py`` and sent by
@@ -28,7 +33,7 @@ a GitHub App; otherwise the answer's ``reply`` says there is none
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from agentchain import metrics, models
@@ -43,6 +48,12 @@ from agentchain.web import bodies
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 NO_REPLY = "no reply on GitHub: GitHub write-back is not configured"
+NO_REPLY_AGAIN = "no reply on GitHub: this comment's command already acted"
+DUPLICATE = "duplicate"
+UNAPPLIED = "unavailable"
+# An issue's AgentJobs are listed a page at a time, at most this many pages.
+PAGE_SIZE = 100
+MAX_PAGES = 50
 RETRY_OF = f"{models.GROUP}/retry-of"
 """On a job ``/agentchain retry`` created: the failed job it runs again."""
 
@@ -54,10 +65,41 @@ def _text(payload: Mapping[str, Any], *path: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def parse(event: str, payload: Mapping[str, Any]) -> tuple[approvals.Verb, int] | None:
+    """The delivery's command verb and its comment's id; None: no command to apply.
+
+    A comment without GitHub's numeric id is no command: the id is what makes a command
+    act at most once (``store/commandanswers.applying``).
+    """
+    if event != "issue_comment" or payload.get("action") != "created":
+        return None
+    command = approvals.parse_command(_text(payload, "comment", "body"))
+    comment = payload.get("comment")
+    comment_id = comment.get("id") if isinstance(comment, Mapping) else None
+    if command is None or not isinstance(comment_id, int) or isinstance(comment_id, bool):
+        return None
+    return command.verb, comment_id
+
+
+def duplicate(verb: str, why: str) -> Obj:
+    """The answer for a command that does not act again (its comment already acted)."""
+    metrics.COMMENT_COMMANDS.labels(verb, DUPLICATE).inc()
+    return {"command": verb, "result": DUPLICATE, "why": why, "jobs": [], "reply": NO_REPLY_AGAIN}
+
+
+def unapplied(verb: str, why: str) -> Obj:
+    """The answer for a command that could not be claimed, so did not act."""
+    metrics.COMMENT_COMMANDS.labels(verb, UNAPPLIED).inc()
+    return {"command": verb, "result": UNAPPLIED, "why": why, "jobs": [], "reply": NO_REPLY}
+
+
 async def handle(
     event: str, payload: Mapping[str, Any], agents: Mapping[str, Sequence[Any]]
 ) -> Obj | None:
-    """Apply the delivery's comment command, if it is one; what was done, for the answer."""
+    """Apply the delivery's comment command, if it is one; what was done, for the answer.
+
+    The caller has claimed the comment (``parse``, then ``store/commandanswers.applying``).
+    """
     if event != "issue_comment" or payload.get("action") != "created":
         return None
     command = approvals.parse_command(_text(payload, "comment", "body"))
@@ -73,6 +115,13 @@ async def handle(
     comment_id = str((payload.get("comment") or {}).get("id") or "")
     for namespace in sorted(agents):
         specs = {c.spec.trigger_name: c.spec for c in agents[namespace]}
+        # Who commented is checked before anything is listed: a stranger's command costs
+        # no API server call.  Each job is judged again below, by its own agent.
+        refusal = _sender_refusal(command, specs.values(), login, association, bot)
+        if refusal is not None:
+            refused = {"namespace": namespace, "result": "refused", "why": refusal}
+            results.append({**refused, "sender": True})
+            continue
         jobs = await _jobs_of(namespace, repository, number)
         if command.verb == "retry":
             retried = await _retry(namespace, jobs, specs, login, association, bot, comment_id)
@@ -98,12 +147,56 @@ async def handle(
     return {"command": command.verb, "result": outcome, "jobs": results, "reply": NO_REPLY}
 
 
+def _sender_refusal(
+    command: approvals.Command,
+    specs: Iterable[AiAgentSpec],
+    login: str,
+    association: str,
+    bot: bool,
+) -> str | None:
+    """Why no job in a namespace could let this commenter act (None: some job might).
+
+    Approving needs an agent with an approval gate that lets the commenter approve; stop
+    and retry need a sender policy that admits them, the default one counting too (a job
+    whose agent is gone is judged by it).
+    """
+    who = login or "unknown"
+    if command.verb in ("approve", "reject"):
+        gates = [s.approval for s in specs if s.approval is not None]
+        if not bot and any(approvals.may_approve(g, login, association) for g in gates):
+            return None
+        return f"{who} may not approve any job here"
+    policies = [s.sender_policy or SenderPolicy() for s in specs] + [SenderPolicy()]
+    refusals = [matching.association_refusal(p, association, login, bot=bot) for p in policies]
+    if any(r is None for r in refusals):
+        return None
+    return refusals[0] or f"{who} may not {command.verb} any job here"
+
+
 async def _jobs_of(namespace: str, repository: str, number: object) -> list[Obj]:
-    """The AgentJobs of that issue in ``namespace``."""
-    if not repository or not isinstance(number, int):
+    """The AgentJobs of that issue in ``namespace``: selected by its label, page by page.
+
+    The label narrows the listing; the event in each job's spec decides.
+    """
+    if not repository or not isinstance(number, int) or isinstance(number, bool):
         return []
+    selector = f"{models.GITHUB_ISSUE}={naming.issue_label(repository, number)}"
+    items: list[Obj] = []
+    token: str | None = None
     try:
-        items, _ = await resources.list_objects(namespace, resources.AGENTJOBS)
+        for _ in range(MAX_PAGES):
+            page, token = await resources.list_objects(
+                namespace,
+                resources.AGENTJOBS,
+                label_selector=selector,
+                limit=PAGE_SIZE,
+                continue_token=token,
+            )
+            items.extend(page)
+            if token is None:
+                break
+        else:
+            log.warning("comment command: more than %d AgentJobs of one issue", len(items))
     except errors.KubeError as exc:
         log.warning("comment command: listing AgentJobs in %s failed: %s", namespace, exc)
         return []

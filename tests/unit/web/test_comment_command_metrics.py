@@ -16,8 +16,9 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import AiAgentSpec
-from agentchain.policy import stops
+from agentchain.policy import chains, stops
 from agentchain.policy.matching import AgentCandidate
 from agentchain.web import commands
 from tests.unit.engine.fakeapi import FakeApi, Obj
@@ -36,7 +37,11 @@ def running_job(api: FakeApi, number: int) -> Obj:
         {
             "apiVersion": "labrats.work/v1alpha1",
             "kind": "AgentJob",
-            "metadata": {"name": f"job-{number}", "namespace": NS},
+            "metadata": {
+                "name": f"job-{number}",
+                "namespace": NS,
+                "labels": chains.issue_labels(JobEvent.model_validate(event)),
+            },
             "spec": {"agentRole": "writer", "prompt": "go", "origin": "github", "event": event},
             "status": {"phase": "Running", "reason": "Running"},
         },
