@@ -3,14 +3,15 @@
 Bounds are deliberate: names follow Kubernetes (DNS labels, 63 characters),
 prompts are capped well below the API server's object size limit, and unknown
 body fields are refused (``extra="forbid"``) so a typo is a 422, not a silently
-ignored option.
+ignored option.  Bodies are validated strictly (``requests.validate``): a JSON string is
+never taken for a number or a boolean.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from agentchain.models.aiagent import TRIGGER_NAME_PATTERN
 
@@ -20,6 +21,17 @@ MAX_PAGE = 500
 DEFAULT_PAGE = 50
 MAX_WAIT_SECONDS = 300
 _TEXT = 253
+
+
+def _integral(value: object) -> object:
+    """JSON Schema's integer: a number with no fractional part, ``1.0`` included."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+JsonInteger = Annotated[int, BeforeValidator(_integral)]
+"""An ``int`` field of a JSON body (validated strictly: no string, no boolean)."""
 
 
 class _Strict(BaseModel):
@@ -99,7 +111,7 @@ class StoreQuery(_Strict):
 
 class StoreWrite(_Strict):
     value: str
-    ttl_seconds: int | None = Field(
+    ttl_seconds: JsonInteger | None = Field(
         default=None,
         alias="ttlSeconds",
         ge=1,
@@ -126,5 +138,5 @@ class StopRequest(_Strict):
 class UsageReport(_Strict):
     """What an agent used since its last report (job token): added to its chain's usage."""
 
-    tokens: int = Field(default=0, ge=0, le=10**12, strict=True)
+    tokens: JsonInteger = Field(default=0, ge=0, le=10**12)
     cost: float = Field(default=0.0, ge=0, le=10**9, allow_inf_nan=False, strict=True)
