@@ -68,7 +68,7 @@ from aiohttp import web
 from redis.exceptions import RedisError
 
 from agentchain import metrics
-from agentchain.engine import commandanswers
+from agentchain.engine import collaborators, commandanswers
 from agentchain.engine.runtime import Runtime
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.policy import chains, naming
@@ -299,7 +299,13 @@ class GithubWebhook:
             return commands.unapplied(verb, "the store did not answer; comment again")
         if not acting:
             return commands.duplicate(verb, "this comment's command was already applied")
-        return await commands.handle(delivery.event, delivery.payload, await self.agents.get())
+        login = commands.commenter_login(delivery.payload)
+
+        async def permission() -> str | None:
+            return await collaborators.permission_of(self.rt, delivery.payload, login)
+
+        agents = await self.agents.get()
+        return await commands.handle(delivery.event, delivery.payload, agents, permission)
 
     async def _enqueue_early(self, early: list[flowhooks.Early]) -> None:
         """Concurrency-group queues, in delivery order, before any job exists (flowhooks)."""
