@@ -33,9 +33,11 @@ PATH = "/api/openapi.json"
 VERSION = "0.1.0"
 
 _ERROR = {"$ref": "#/components/responses/Error"}
-# Every job API operation: no valid token (401), outside the token's scope (403), a query
-# parameter or the body invalid (422), Redis or the Kubernetes API not answering (503).
-_API_ERRORS = {code: _ERROR for code in ("401", "403", "422", "503")}
+# Every job API operation: a request the HTTP layer cannot read (400: a request line or
+# header over 8 KiB, or a body cut short), no valid token (401), outside the token's scope
+# (403), a query parameter or the body invalid (422), Redis or the Kubernetes API not
+# answering (503).
+_API_ERRORS = {code: _ERROR for code in ("400", "401", "403", "422", "503")}
 _OBJECT = {"type": "object"}
 _GITHUB_TOKEN = {
     "type": "object",

@@ -35,7 +35,7 @@ from agentchain.models.conditions import Reason
 from agentchain.policy import agents, chains, concurrency, naming
 from agentchain.policy.delegation import DelegationRefused, check_caller, extend_delegation
 from agentchain.web import api, auth, bodies, listing, waiting
-from agentchain.web.requests import parse_body, parse_query, read_json, validate
+from agentchain.web.requests import parse_query, read_json, validate
 from agentchain.web.responses import ApiError, json_response
 from agentchain.web.schemas import AdminJobRequest, DelegationRequest, WaitQuery
 
@@ -50,7 +50,7 @@ async def post_job(request: web.Request) -> web.Response:
     # The wait's slot is taken before anything is created: a refusal creates nothing.
     with waits.slot(principal) if wait else contextlib.nullcontext():
         if isinstance(principal, auth.Admin):
-            obj, created = await _manual(principal, await parse_body(AdminJobRequest, request))
+            obj, created = await _manual(principal, await _manual_run(request))
         else:
             obj, created = await _delegate(request, principal, await _delegation(request))
         terminal = waiting.terminal(obj)
@@ -59,6 +59,24 @@ async def post_job(request: web.Request) -> web.Response:
     [job] = await api.job_views(request.app[api.RUNTIME_KEY], [obj])
     view = {**job, "created": created, "terminal": terminal}
     return json_response(view, status=201 if created else 200)
+
+
+async def _manual_run(request: web.Request) -> AdminJobRequest:
+    data = await read_json(request)
+    if isinstance(data, dict) and "namespace" not in data and _is_delegation(data):
+        # The document's other choice, valid as such: only a job token delegates.
+        raise ApiError(
+            403, "forbidden", "A delegation needs a job token; a manual run names its namespace."
+        )
+    return validate(AdminJobRequest, data)
+
+
+def _is_delegation(data: Obj) -> bool:
+    try:
+        validate(DelegationRequest, data)
+    except ApiError:
+        return False
+    return True
 
 
 async def _delegation(request: web.Request) -> DelegationRequest:

@@ -9,7 +9,11 @@ Aspects covered:
   ``1.5``, ``"1"`` and ``true`` are refused;
 - the document marks the request bodies the handlers need as ``required`` (a stop,
   approval or rejection's is optional), and describes the webhook's headers with the
-  patterns the webhook checks them against.
+  patterns the webhook checks them against;
+- its bounds are JSON Schema's words (``minimum``, not pydantic's ``ge``), and a
+  delegation needs a non-empty prompt or task, as the handler does;
+- with an admin token, a body that is a valid delegation (the document's other choice
+  for ``POST /api/jobs``) is 403, not 422: only a job token delegates.
 """
 
 from __future__ import annotations
@@ -102,3 +106,36 @@ async def test_the_document_marks_required_bodies_and_the_webhooks_headers(
     assert headers["X-GitHub-Event"]["schema"]["pattern"] == webhook._EVENT_NAME.pattern
     assert headers["X-GitHub-Delivery"]["schema"]["pattern"] == webhook._HEADER_VALUE.pattern
     assert headers["X-GitHub-Hook-ID"]["schema"]["pattern"] == webhook._HEADER_VALUE.pattern
+
+
+def _keywords(schema: Any) -> set[str]:
+    if isinstance(schema, dict):
+        found = set(schema)
+        for key, value in schema.items():
+            if key != "properties":
+                found |= _keywords(value)
+            else:
+                found |= {k for v in value.values() for k in _keywords(v)}
+        return found
+    if isinstance(schema, list):
+        return {k for item in schema for k in _keywords(item)}
+    return set()
+
+
+async def test_the_documents_bounds_are_json_schema_words(client: Client) -> None:
+    """Bounds written as pydantic's own ``ge``/``le`` would bind no client or validator."""
+    doc = await (await client.get("/api/openapi.json")).json()
+    assert not {"ge", "le", "gt", "lt"} & _keywords(doc)
+    ttl = doc["components"]["schemas"]["StoreWrite"]["properties"]["ttlSeconds"]
+    assert {"type": "integer", "minimum": 1, "maximum": 315360000} in ttl["anyOf"]
+    delegation = doc["components"]["schemas"]["DelegationRequest"]
+    assert [a["required"] for a in delegation["anyOf"]] == [["prompt"], ["task"]]
+
+
+async def test_an_admin_sending_a_delegation_is_403_and_a_malformed_body_422(
+    client: Client,
+) -> None:
+    delegation = {"agentRole": "ai-triage", "task": "help"}
+    body = await error(await client.post("/api/jobs", json=delegation, headers=ADMIN), 403)
+    assert "job token" in body["detail"]
+    await error(await client.post("/api/jobs", json={"agentRole": "ai-triage"}, headers=ADMIN), 422)
