@@ -5,6 +5,9 @@ Aspects covered:
   stranger (association NONE, not an approver) changes nothing, visibly in the
   webhook's answer; the same comment from a listed approver lets it run
   (``approvedBy: github:<login>``) and it succeeds;
+- without a GitHub App, an agent with the default ``approval: {}`` is approved by the
+  repository's OWNER only (a MEMBER is refused), and that approval, replayed once a
+  second job waits, does not approve it (``duplicate``);
 - a ``/agentchain reject`` comment from a stranger changes nothing; from an approver it
   fails the job unrun (``ApprovalRejected``, who and why in the message);
 - a gate that times out fails the job (``ApprovalTimedOut``) and the chain's failure
@@ -131,6 +134,31 @@ def test_a_comment_approves_only_from_an_allowed_sender(
     assert [j["result"] for j in _mine(carol, namespace)] == ["approved"], carol
     status = _phase_is(info, namespace, name, "Succeeded", "Failed")
     assert status["phase"] == "Succeeded" and status["approvedBy"] == "github:carol", status
+
+
+def test_without_an_app_only_the_owner_approves_by_default_and_once(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    chaining.apply(info, namespace, _agent("plain", "--no-context", approval={}))
+    time.sleep(2.5)  # The webhook's agent listing is refreshed every 2 s.
+    first = _start(operator, namespace, 4121)
+    _phase_is(info, namespace, first, "AwaitingApproval")
+    member = _send(
+        operator, _comment(4121, "mia", "MEMBER", "/agentchain approve"), "issue_comment"
+    )
+    assert [j["result"] for j in _mine(member, namespace)] == ["refused"], member
+    owner = _comment(4121, "alice", "OWNER", "/agentchain approve")
+    body, headers = delivering.signed(operator.webhook_secret, owner, event="issue_comment")
+    code, approved = delivering.send(operator, body, headers)
+    assert code == 200 and [j["result"] for j in _mine(approved, namespace)] == ["approved"]
+    _phase_is(info, namespace, first, "Succeeded")
+    second = _start(operator, namespace, 4121)  # Waits when the approval is replayed.
+    _phase_is(info, namespace, second, "AwaitingApproval")
+    code, replayed = delivering.send(operator, body, headers)
+    assert code == 200 and replayed["command"]["result"] == "duplicate", replayed
+    time.sleep(3)
+    assert _status(info, namespace, second)["phase"] == "AwaitingApproval"
 
 
 def test_a_reject_comment_from_an_approver_fails_the_job_unrun(

@@ -12,7 +12,11 @@ Aspects covered, on one approval gate:
   reaction by the App on that comment; the same delivery redelivered reacts no more
   (one reaction request in all);
 - the owner's command with nothing left to act on gets a ``confused`` reaction and a
-  short reply saying why.
+  short reply saying why;
+- by default (``approval: {}``) GitHub decides who may approve: a MEMBER whose role
+  GitHub reports as read (triage) is refused, one reported as write (maintain)
+  approves, each asked once (``repos/get-collaborator-permission-level``); the same
+  comment delivered again under a new delivery id and body does not act again.
 """
 
 from __future__ import annotations
@@ -151,3 +155,51 @@ def test_commands_are_answered_on_github_but_not_for_strangers(
         assert len(github.requests("reactions/create-for-issue-comment")) == 2
         bot_replies = [c for c in installed.comments() if "changed nothing" in c.body]
         assert bot_replies == [reply]
+
+
+def test_by_default_whoever_github_says_may_write_approves_once(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    github: GitHubStandIn,
+    tmp_path: Path,
+) -> None:
+    info, installed = cluster_info, install(github, tmp_path)
+    github.add_collaborator(REPOSITORY, "rita", "triage")  # GitHub reports it as read.
+    github.add_collaborator(REPOSITORY, "dana", "maintain")  # GitHub reports it as write.
+    agent = chaining.agent("gated", "--no-context", github="issues.labeled")
+    agent["spec"]["approval"] = {}  # The defaults: write permission on the repository.
+    with app_operator(operator, info, namespace, installed) as op:
+        chaining.apply(info, namespace, agent)
+        time.sleep(2.5)  # The webhook's agent listing is refreshed every 2 s.
+        started, _, _ = _send(op, _labeled(installed.installation.id), "issues")
+        [name] = [j["name"] for j in started["jobs"] if j["namespace"] == namespace]
+        operating.wait_until(
+            lambda: _phase(info, namespace, name) == "AwaitingApproval", timeout=90, what="the gate"
+        )
+
+        _, rita = _command(installed, "rita", "MEMBER", "/agentchain approve")
+        refused, _, _ = _send(op, rita, "issue_comment")
+        assert refused["command"]["result"] == "refused", refused
+        asked = github.requests("repos/get-collaborator-permission-level")
+        assert [(r.path, r.status) for r in asked] == [
+            (f"/repos/{REPOSITORY}/collaborators/rita/permission", 200)
+        ]
+
+        dana_id, dana = _command(installed, "dana", "MEMBER", "/agentchain approve")
+        approved, _, _ = _send(op, dana, "issue_comment")
+        assert approved["command"]["result"] == "applied", approved
+        # The same comment again under a new delivery id and body: it does not act twice.
+        again = {**dana, "issue": {**dana["issue"], "title": "Spelling error (edited)"}}
+        duplicate, _, _ = _send(op, again, "issue_comment")
+        assert duplicate["command"]["result"] == "duplicate", duplicate
+        operating.wait_until(
+            lambda: _phase(info, namespace, name) == "Succeeded",
+            timeout=90,
+            what="the approved job",
+        )
+        assert len(github.requests("repos/get-collaborator-permission-level")) == 2
+        operating.wait_until(
+            lambda: _reactions(installed, dana_id), timeout=30, what="the reaction", interval=0.3
+        )
+        assert _reactions(installed, dana_id) == [(BOT, "+1")]

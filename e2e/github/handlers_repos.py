@@ -20,6 +20,12 @@ def get_repo(call: Call) -> Answer:
     return Answer(200, call.render.repository(call.repo("metadata", "read")))
 
 
+@handles("repos/get-collaborator-permission-level")
+def get_collaborator_permission(call: Call) -> Answer:
+    repo = call.repo("metadata", "read")
+    return Answer(200, call.render.collaborator_permission(repo, call.params["username"]))
+
+
 def _issue(call: Call, repo: model.Repo, number: int) -> model.Issue:
     issue = call.state.issues.get((repo.full_name, number))
     if issue is None:

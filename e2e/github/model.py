@@ -93,10 +93,22 @@ class Repo:
     private: bool
     default_branch: str
     created_at: datetime = field(default_factory=now)
+    # Login (lower case) -> role: admin, maintain, write, triage or read.
+    collaborators: dict[str, str] = field(default_factory=dict)
 
     @property
     def full_name(self) -> str:
         return f"{self.owner}/{self.name}"
+
+    def permission_of(self, login: str) -> tuple[str, str]:
+        """GitHub's (permission, role_name) for ``login``: maintain reads as write, triage
+        as read; the owner is admin; anyone else can read a public repository only."""
+        if login.lower() == self.owner.lower():
+            return "admin", "admin"
+        role = self.collaborators.get(login.lower())
+        if role is None:
+            return ("none", "none") if self.private else ("read", "read")
+        return {"maintain": "write", "triage": "read"}.get(role, role), role
 
 
 @dataclass

@@ -61,6 +61,15 @@ class Renderer:
             target[key] = model.iso(value) if isinstance(value, datetime) else value
         return target
 
+    def collaborator_permission(self, repo: model.Repo, login: str) -> dict[str, Any]:
+        permission, role = repo.permission_of(login)
+        user = self.user(login)
+        flags = ("pull", "triage", "push", "maintain", "admin")
+        held = {"none": 0, "read": 1, "triage": 2, "write": 3, "maintain": 4, "admin": 5}[role]
+        user["permissions"] = {flag: i < held for i, flag in enumerate(flags)}
+        user["role_name"] = role
+        return {"permission": permission, "role_name": role, "user": user}
+
     def repository(self, repo: model.Repo, full: bool = True) -> dict[str, Any]:
         body = self._example("full-repository", repo.full_name)
         if not full:

@@ -144,6 +144,11 @@ class GitHubStandIn:
     ) -> model.Repo:
         return self.state.add_repo(full_name, private=private, default_branch=default_branch)
 
+    def add_collaborator(self, full_name: str, login: str, role: str = "write") -> None:
+        """Give ``login`` a role on the repository (admin, maintain, write, triage, read)."""
+        with self.state.lock:
+            self.state.repos[full_name.lower()].collaborators[login.lower()] = role
+
     def add_issue(
         self,
         full_name: str,

@@ -82,7 +82,8 @@ USAGE_COST = Counter(
 COMMENT_COMMANDS = Counter(
     "agentchain_comment_commands_total",
     "/agentchain comment commands, by verb and result (applied; refused: the commenter "
-    "may not; no_job: nothing of that issue to act on).",
+    "may not; no_job: nothing of that issue to act on; duplicate: that comment already "
+    "acted; unavailable: Redis did not answer, nothing acted).",
     ["verb", "result"],
 )
 GITHUB_WRITEBACKS = Counter(

@@ -148,6 +148,8 @@ async def _chain_status(hop: Hop) -> AgentJobStatus:
         # A root job: its chain metadata goes on the object too, so that
         # `kubectl get agentjobs -l labrats.work/chain-id=<id>` lists it, under the
         # position seal only: the operator places it, but vouches for no hand-made event.
+        # Its issue's label only for an event it vouches for, so that a comment command
+        # on that issue finds it.
         annotations = chains.position_annotations(pos, None)
         keys = hop.rt.operator_keys
         annotations[models.SEAL] = seals.position_seal(keys, hop.namespace, hop.name, annotations)
@@ -155,7 +157,10 @@ async def _chain_status(hop: Hop) -> AgentJobStatus:
             hop.namespace,
             resources.AGENTJOBS,
             hop.name,
-            labels=chains.position_labels(pos, job.spec.agent_role),
+            labels={
+                **chains.position_labels(pos, job.spec.agent_role),
+                **chains.issue_labels(hop.github_event),
+            },
             annotations=annotations,
         )
         hop.rt.writes.wrote(patched)

@@ -12,7 +12,9 @@ typed bodies; this module keeps to what the product needs:
   until five minutes before they expire (:meth:`GitHubApp.token_for`);
 - comments and check runs: create, update, and find the one the operator made
   (by its hidden marker and author, or by ``external_id``); reactions on a comment
-  (the answer to a comment command).
+  (the answer to a comment command);
+- a commenter's permission on a repository (``GET /repos/{o}/{r}/collaborators/
+  {user}/permission``), which decides who may approve by a comment.
 
 githubkit's own retries are off (``auto_retry=False``): a rate limit must reach the
 write-back worker, which waits and then sends the *latest* body rather than sleeping
@@ -189,6 +191,26 @@ class GitHubApp:
                 if author == login and (comment.body or "").startswith(marker):
                     return int(comment.id)
         return None
+
+    # -- who may approve ---------------------------------------------------------------
+    async def permission_of(self, scope: Scope, login: str) -> str:
+        """``login``'s permission on ``scope``'s repository: admin, write, read or none.
+
+        GitHub's collaborator permission (maintain counts as write, triage as read); a
+        login GitHub does not know there (404) has none.
+        """
+        gh = self._client(await self.token_for(scope))
+        try:
+            answer = await self._call(
+                lambda: gh.rest.repos.async_get_collaborator_permission_level(
+                    scope.owner, scope.name, login
+                )
+            )
+        except GitHubError as exc:
+            if is_not_found(exc):
+                return "none"
+            raise
+        return str(answer.parsed_data.permission)
 
     # -- pull requests (issue 18: a chain's published workspace) ------------------------
     async def default_branch(self, scope: Scope) -> str:

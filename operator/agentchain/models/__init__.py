@@ -18,6 +18,9 @@ AGENTJOB_LABEL = f"{GROUP}/agentjob"
 # On batch Jobs and their pods: which attempt (1-based) of the AgentJob they run.
 ATTEMPT_LABEL = f"{GROUP}/attempt"
 MANAGED_BY = "app.kubernetes.io/managed-by"
+# On an AgentJob of a GitHub issue or pull request: a digest of its repository and number
+# (``naming.issue_label``), so a comment command lists that issue's jobs by label.
+GITHUB_ISSUE = f"{GROUP}/github-issue"
 # On a child AgentJob that records a decision and never runs: "skipped" or
 # "refused:<reason>", and the decision's message.
 DISPOSITION = f"{GROUP}/disposition"

@@ -251,6 +251,9 @@ class Budget(KubeModel):
     currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
 
 
+RepositoryPermission = Literal["read", "write", "admin", "off"]
+
+
 class Approval(KubeModel):
     """Each job of this agent waits in AwaitingApproval until approved or rejected (the
     job API with an admin token, the labrats.work/approval annotation, or a comment
@@ -261,9 +264,21 @@ class Approval(KubeModel):
         default_factory=list, max_length=100, description="GitHub logins who may approve."
     )
     associations: list[str] = Field(
-        default_factory=lambda: ["OWNER", "MEMBER"],
+        default_factory=list,
         max_length=10,
-        description="Author associations whose comments may approve or reject.",
+        description=(
+            "Author associations whose comments may approve or reject, whatever their "
+            "permission on the repository (MEMBER: any member of the organisation)."
+        ),
+    )
+    repository_permission: RepositoryPermission = Field(
+        default="write",
+        description=(
+            "Commenters with at least this permission on the event's repository may approve "
+            "or reject, as GitHub answers with the App's installation token. Without a "
+            "GitHub App (or when GitHub does not answer) only the repository's OWNER "
+            "counts. off: nobody by permission, only approvers and associations."
+        ),
     )
     timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 24 * 3600)
 

@@ -7,7 +7,10 @@ and its chain's failure policy applies like after any failure.  The decision is 
 AgentJob's annotation ``labrats.work/approval`` (``approved`` or ``rejected``), with
 ``labrats.work/approval-by``: the job API writes them for an admin, ``kubectl annotate``
 for whoever may patch AgentJobs, and the webhook for a comment command from a GitHub
-user the agent allows (``approvers`` by login, or an allowed author association).
+user the agent allows: ``approvers`` by login, an author association listed in
+``associations`` (none by default), or, by default, anyone with ``write`` permission on
+the repository (``repositoryPermission``), as GitHub tells the App; without an App only
+the repository's OWNER.
 
 Comment commands are the first line of an ``issue_comment`` body:
 ``/agentchain stop|retry|approve|reject [reason]``.  Parsing looks at that one line,
@@ -26,6 +29,10 @@ from agentchain.models.conditions import Reason
 APPROVAL = f"{models.GROUP}/approval"
 APPROVAL_BY = f"{models.GROUP}/approval-by"
 APPROVAL_REASON = f"{models.GROUP}/approval-reason"
+OWNER = "OWNER"
+# GitHub's repository permissions as its collaborator-permission answer names them
+# (maintain is reported as write, triage as read), weakest first.
+PERMISSION_RANK = {"none": 0, "read": 1, "write": 2, "admin": 3}
 COMMAND_PREFIX = "/agentchain"
 COMMAND_LINE_MAX_CHARS = 300
 Verb = Literal["stop", "retry", "approve", "reject"]
@@ -85,11 +92,42 @@ def annotations_for(approved: bool, by: str, reason: str = "") -> dict[str, str]
     return out
 
 
-def may_approve(approval: Approval, login: str | None, association: str | None) -> bool:
-    """Whether a GitHub user may approve or reject by a comment."""
+def _listed(approval: Approval, login: str | None, association: str | None) -> bool:
     if login and login.lower() in {a.lower() for a in approval.approvers}:
         return True
     return bool(association) and association in approval.associations
+
+
+def needs_permission(approval: Approval, login: str | None, association: str | None) -> bool:
+    """Whether deciding :func:`may_approve` needs the commenter's repository permission."""
+    if approval.repository_permission == "off" or _listed(approval, login, association):
+        return False
+    return association != OWNER
+
+
+def may_approve(
+    approval: Approval,
+    login: str | None,
+    association: str | None,
+    permission: str | None = None,
+) -> bool:
+    """Whether a GitHub user may approve or reject by a comment.
+
+    By login (``approvers``), by author association (``associations``), or by their
+    ``permission`` on the repository as GitHub reported it (``admin``, ``write``,
+    ``read``, ``none``; None: not known, when the operator is no GitHub App or GitHub did
+    not answer) reaching ``repositoryPermission``.  The repository's OWNER has every
+    permission, so counts without asking; nobody else does when it is not known.
+    """
+    if _listed(approval, login, association):
+        return True
+    wanted = approval.repository_permission
+    if wanted == "off":
+        return False
+    if association == OWNER:
+        return True
+    held = PERMISSION_RANK.get(permission or "none", 0)
+    return held >= PERMISSION_RANK[wanted]
 
 
 @dataclass(frozen=True)

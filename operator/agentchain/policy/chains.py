@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentchain import models
+from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import ChainStep, ContextWindow
 from agentchain.models.conditions import Reason
 from agentchain.policy import naming
@@ -317,6 +318,13 @@ def position_annotations(pos: ChainPosition, parent: str | None) -> dict[str, st
     if parent is not None:
         annotations[models.PARENT_JOB] = parent
     return annotations
+
+
+def issue_labels(event: JobEvent | None) -> dict[str, str]:
+    """The ``labrats.work/github-issue`` label of a job whose event names an issue or PR."""
+    if event is None or not event.repository or event.number is None:
+        return {}
+    return {models.GITHUB_ISSUE: naming.issue_label(event.repository, event.number)}
 
 
 def position_labels(pos: ChainPosition, agent: str) -> dict[str, str]:

@@ -56,7 +56,10 @@ def build_child(
         "metadata": {
             "name": plan.name,
             "namespace": namespace,
-            "labels": chains.position_labels(plan.position, plan.agent),
+            "labels": {
+                **chains.position_labels(plan.position, plan.agent),
+                **chains.issue_labels(parent.event),
+            },
             "annotations": annotations,
         },
         "spec": {k: v for k, v in spec.items() if v is not None},

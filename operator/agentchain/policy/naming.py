@@ -135,6 +135,15 @@ def label_value(text: str) -> str:
     return _readable(text, _digest("label", text))
 
 
+def issue_label(repository: str, number: int) -> str:
+    """The ``labrats.work/github-issue`` label value of a repository's issue or PR.
+
+    A repository name holds ``/``, which no label value may, so the value is a readable
+    slug plus a digest of both, within a label value's 63 characters.
+    """
+    return _readable(f"{repository}-{number}", _digest("issue", repository, str(number)))
+
+
 def _readable(source: str, digest: str, limit: int = MAX_NAME_LENGTH) -> str:
     """``<slug of source>-<digest>``, trimmed so the whole fits in ``limit`` characters."""
     short = digest[:NAME_DIGEST_LENGTH]

@@ -183,6 +183,12 @@ DASHBOARD_SESSION_TTL_SECONDS = 8 * 3600
 # GitHub may redeliver (its deliveries can be redelivered for three days).
 GITHUB_COMMAND_PREFIX = ROOT_PREFIX + "github:command:"
 GITHUB_COMMAND_TTL_SECONDS = DELIVERY_TTL_SECONDS
+# String per GitHub comment id (SET NX) once its /agentchain command was applied, so a
+# comment acts at most once: a replayed delivery, or the same comment delivered again under
+# a new delivery id or with another body, finds it claimed.  Kept as long as a delivery's
+# own record (three days), past which GitHub no longer redelivers.
+GITHUB_COMMAND_APPLIED_PREFIX = ROOT_PREFIX + "github:applied:"
+GITHUB_COMMAND_APPLIED_TTL_SECONDS = DELIVERY_TTL_SECONDS
 
 
 def encode(component: str) -> str:
@@ -348,3 +354,7 @@ def dashboard_session(session_sha256_hex: str) -> str:
 
 def github_command(comment_id: int) -> str:
     return _join(GITHUB_COMMAND_PREFIX, str(comment_id))
+
+
+def github_command_applied(comment_id: int) -> str:
+    return _join(GITHUB_COMMAND_APPLIED_PREFIX, str(comment_id))

@@ -3,7 +3,8 @@
 One builder so every entry point puts chain metadata in the same places: the
 annotations the engine reads the position from (``policy.chains``), and the
 labels that make ``kubectl get agentjobs -l labrats.work/chain-id=<id>`` and the
-API's ``?chainId=`` filter select the chain.
+API's ``?chainId=`` filter select the chain, and the one comment commands select an
+issue's jobs by (``labrats.work/github-issue``, derived from the event).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def agentjob_body(
 ) -> Obj:
     labels = {
         **chains.position_labels(position, spec.agent_role),
+        **chains.issue_labels(spec.event),
         models.MANAGED_BY: MANAGER,
     }
     annotations = chains.position_annotations(position, parent)

@@ -33,9 +33,11 @@ PATH = "/api/openapi.json"
 VERSION = "0.1.0"
 
 _ERROR = {"$ref": "#/components/responses/Error"}
-# Every job API operation: no valid token (401), outside the token's scope (403), a query
-# parameter or the body invalid (422), Redis or the Kubernetes API not answering (503).
-_API_ERRORS = {code: _ERROR for code in ("401", "403", "422", "503")}
+# Every job API operation: a request the HTTP layer cannot read (400: a request line or
+# header over 8 KiB, or a body cut short), no valid token (401), outside the token's scope
+# (403), a query parameter or the body invalid (422), Redis or the Kubernetes API not
+# answering (503).
+_API_ERRORS = {code: _ERROR for code in ("400", "401", "403", "422", "503")}
 _OBJECT = {"type": "object"}
 _GITHUB_TOKEN = {
     "type": "object",
@@ -182,6 +184,39 @@ def _query(model: type[BaseModel]) -> list[dict[str, Any]]:
 
 
 _FORM = {"type": "object", "properties": {"payload": {"type": "string"}}}
+# What GitHub sends with every delivery (web/webhook.py checks them before the body): a
+# missing or malformed event or delivery id is a 400, a missing signature a 401.
+_WEBHOOK_HEADERS = [
+    {
+        **_param(
+            "X-GitHub-Event", "header", {"type": "string", "pattern": r"^[a-z][a-z0-9_]{0,63}$"}
+        ),
+        "required": True,
+        "description": "The event's name (issues, issue_comment, ping, ...).",
+    },
+    {
+        **_param(
+            "X-GitHub-Delivery",
+            "header",
+            {"type": "string", "pattern": r"^[A-Za-z0-9._:-]{1,128}$"},
+        ),
+        "required": True,
+        "description": "The delivery's id; a delivery is deduplicated by it and by its body.",
+    },
+    {
+        **_param(
+            "X-Hub-Signature-256", "header", {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"}
+        ),
+        "required": True,
+        "description": "HMAC-SHA256 of the body under the webhook secret (401 without it).",
+    },
+    {
+        **_param(
+            "X-GitHub-Hook-ID", "header", {"type": "string", "pattern": r"^[A-Za-z0-9._:-]{1,128}$"}
+        ),
+        "description": "The hook's id, part of the AgentJob names.",
+    },
+]
 
 
 def _paths() -> dict[str, Any]:
@@ -191,11 +226,13 @@ def _paths() -> dict[str, Any]:
             "post": {
                 "summary": "GitHub webhook delivery (HMAC-SHA256 signed).",
                 "security": [],
+                "parameters": _WEBHOOK_HEADERS,
                 "requestBody": {
+                    "required": True,
                     "content": {
                         "application/json": {"schema": _OBJECT},
                         "application/x-www-form-urlencoded": {"schema": _FORM},
-                    }
+                    },
                 },
                 "responses": {
                     "200": _json(_OBJECT, "ping, or nothing matched"),
@@ -216,6 +253,7 @@ def _paths() -> dict[str, Any]:
                 "summary": "Manual run (admin token) or delegation (job token).",
                 "parameters": _query(WaitQuery),
                 "requestBody": {
+                    "required": True,
                     "content": {
                         "application/json": {
                             "schema": {
@@ -225,7 +263,7 @@ def _paths() -> dict[str, Any]:
                                 ]
                             }
                         }
-                    }
+                    },
                 },
                 "responses": {
                     "200": _json(_JOB, "the job already existed"),
@@ -300,7 +338,7 @@ def _op(
     }
     op["responses"].update({code: _ERROR for code in extra})
     if body is not None:
-        op["requestBody"] = {"content": {"application/json": {"schema": body}}}
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
         op["responses"]["400"] = _ERROR  # A body cut short (the client closed mid-body).
         op["responses"]["413"] = _ERROR  # Over the body cap, or a store value over its limit.
         op["responses"]["415"] = _ERROR  # A Content-Encoding: bodies are never decompressed.

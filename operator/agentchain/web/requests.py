@@ -77,9 +77,15 @@ async def read_json(request: web.Request) -> Any:
 
 
 def validate(model: type[M], data: Any) -> M:
-    """``data`` (an already-read JSON body) as ``model``, or a 422."""
+    """``data`` (an already-read JSON body) as ``model``, or a 422.
+
+    Strictly: a JSON body has types, so ``"yes"`` is no boolean and ``"60"`` no integer,
+    as the schema in the OpenAPI document says (a query string, all text, is parsed
+    leniently instead).  An integral number such as ``1.0`` is an integer, as JSON
+    Schema counts it (``schemas.JsonInteger``).
+    """
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, strict=True)
     except ValidationError as exc:
         raise _invalid("body", exc) from exc
 

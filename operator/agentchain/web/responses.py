@@ -72,7 +72,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(exc.status, exc.reason, "")
+        response = error_response(exc.status, exc.reason, "")
+        if isinstance(exc, web.HTTPMethodNotAllowed):
+            # RFC 9110: a 405 lists the methods the resource supports.
+            response.headers["Allow"] = ", ".join(sorted(exc.allowed_methods))
+        return response
     except RequestPayloadError:
         # The body stopped decoding mid-read (a gzip or deflate Content-Encoding it does not
         # match, a broken chunk): the client's fault.  Undecodable from the first byte,

@@ -3,14 +3,15 @@
 Bounds are deliberate: names follow Kubernetes (DNS labels, 63 characters),
 prompts are capped well below the API server's object size limit, and unknown
 body fields are refused (``extra="forbid"``) so a typo is a 422, not a silently
-ignored option.
+ignored option.  Bodies are validated strictly (``requests.validate``): a JSON string is
+never taken for a number or a boolean.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from agentchain.models.aiagent import TRIGGER_NAME_PATTERN
 
@@ -20,6 +21,20 @@ MAX_PAGE = 500
 DEFAULT_PAGE = 50
 MAX_WAIT_SECONDS = 300
 _TEXT = 253
+
+
+def _integral(value: object) -> object:
+    """JSON Schema's integer: a number with no fractional part, ``1.0`` included."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+INTEGRAL = BeforeValidator(_integral)
+"""On an ``int`` of a JSON body (validated strictly: no string, no boolean), after its
+bounds: a bound placed after it would reach the OpenAPI document as pydantic's own
+``ge``/``le`` words instead of ``minimum``/``maximum``."""
+MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
 
 
 class _Strict(BaseModel):
@@ -74,6 +89,16 @@ class AdminJobRequest(_Strict):
 class DelegationRequest(_Strict):
     """A delegation (job token): the target agent and its task."""
 
+    # The document says what _one_task enforces: a non-empty prompt or task.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": [field], "properties": {field: {"type": "string", "minLength": 1}}}
+                for field in ("prompt", "task")
+            ]
+        }
+    )
+
     agent_role: str = Field(alias="agentRole", pattern=TRIGGER_NAME_PATTERN, max_length=63)
     prompt: str | None = Field(default=None, max_length=PROMPT_MAX_CHARS)
     task: str | None = Field(default=None, max_length=PROMPT_MAX_CHARS)
@@ -99,11 +124,9 @@ class StoreQuery(_Strict):
 
 class StoreWrite(_Strict):
     value: str
-    ttl_seconds: int | None = Field(
+    ttl_seconds: Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS), INTEGRAL] | None = Field(
         default=None,
         alias="ttlSeconds",
-        ge=1,
-        le=10 * 365 * 24 * 3600,
         description="Expiry; absent means write-and-extend with the 90-day default.",
     )
     persistent: bool = Field(default=False, description="Never expire (ignores ttlSeconds).")
@@ -126,5 +149,5 @@ class StopRequest(_Strict):
 class UsageReport(_Strict):
     """What an agent used since its last report (job token): added to its chain's usage."""
 
-    tokens: int = Field(default=0, ge=0, le=10**12, strict=True)
+    tokens: Annotated[int, Field(ge=0, le=10**12), INTEGRAL] = 0
     cost: float = Field(default=0.0, ge=0, le=10**9, allow_inf_nan=False, strict=True)

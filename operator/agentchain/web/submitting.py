@@ -37,7 +37,7 @@ from agentchain.policy.delegation import DelegationRefused, check_caller, extend
 from agentchain.store import seals
 from agentchain.store.signing import OperatorKeys
 from agentchain.web import api, auth, bodies, listing, waiting
-from agentchain.web.requests import parse_body, parse_query, read_json, validate
+from agentchain.web.requests import parse_query, read_json, validate
 from agentchain.web.responses import ApiError, json_response
 from agentchain.web.schemas import AdminJobRequest, DelegationRequest, WaitQuery
 
@@ -53,9 +53,7 @@ async def post_job(request: web.Request) -> web.Response:
     with waits.slot(principal) if wait else contextlib.nullcontext():
         if isinstance(principal, auth.Admin):
             keys = request.app[api.RUNTIME_KEY].operator_keys
-            obj, created = await _manual(
-                keys, principal, await parse_body(AdminJobRequest, request)
-            )
+            obj, created = await _manual(keys, principal, await _manual_run(request))
         else:
             obj, created = await _delegate(request, principal, await _delegation(request))
         terminal = waiting.terminal(obj)
@@ -64,6 +62,24 @@ async def post_job(request: web.Request) -> web.Response:
     [job] = await api.job_views(request.app[api.RUNTIME_KEY], [obj])
     view = {**job, "created": created, "terminal": terminal}
     return json_response(view, status=201 if created else 200)
+
+
+async def _manual_run(request: web.Request) -> AdminJobRequest:
+    data = await read_json(request)
+    if isinstance(data, dict) and "namespace" not in data and _is_delegation(data):
+        # The document's other choice, valid as such: only a job token delegates.
+        raise ApiError(
+            403, "forbidden", "A delegation needs a job token; a manual run names its namespace."
+        )
+    return validate(AdminJobRequest, data)
+
+
+def _is_delegation(data: Obj) -> bool:
+    try:
+        validate(DelegationRequest, data)
+    except ApiError:
+        return False
+    return True
 
 
 async def _delegation(request: web.Request) -> DelegationRequest:

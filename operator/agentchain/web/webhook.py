@@ -42,6 +42,12 @@ answer, a job's ``created`` means *newly accepted by this delivery*: true for ev
 job of a first delivery, false on a duplicate; the AgentJob itself appears when the
 dispatcher has created it.
 
+A ``/agentchain`` comment command (``commands.py``) acts only after that record is
+claimed, for the first copy of a delivery, and at most once per comment: its comment id
+is claimed in Redis first (``store/commandanswers.applying``, 72 h), so neither a
+replayed delivery nor the same comment under a new delivery id or body acts again on
+whatever job waits by then.  Their answer's ``command.result`` is ``duplicate``.
+
 Secrets, the signature and raw headers are never logged; only the delivery id.
 """
 
@@ -54,6 +60,7 @@ import hashlib
 import logging
 import re
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,11 +68,12 @@ from aiohttp import web
 from redis.exceptions import RedisError
 
 from agentchain import metrics
-from agentchain.engine import commandanswers
+from agentchain.engine import collaborators, commandanswers
 from agentchain.engine.runtime import Runtime
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.policy import chains, naming
 from agentchain.policy.matching import Ignored, Match, event_for, event_from_payload, match_event
+from agentchain.store import commandanswers as answered
 from agentchain.store import seals
 from agentchain.store.admission import AdmissionStore
 from agentchain.store.deliveries import NotReplicated, QueuedJob
@@ -212,9 +220,6 @@ class GithubWebhook:
 
     async def _queue(self, delivery: Delivery) -> web.Response:
         planned, ignored, early = await self._plan(delivery)
-        command = await commands.handle(  # /agentchain comment commands (issue 16).
-            delivery.event, delivery.payload, await self.agents.get()
-        )
         try:
             async with asyncio.timeout(ACCEPT_TIMEOUT_SECONDS):  # No extra task, unlike wait_for.
                 first, recorded = await self.rt.deliveries.accept(
@@ -241,6 +246,9 @@ class GithubWebhook:
             raise ApiError(
                 503, "store unavailable", "Redis did not answer; nothing was queued, retry later."
             ) from exc
+        # A comment command acts only for the first copy of a delivery, and only once per
+        # comment: after the replay check, never before it (see _command).
+        command = await self._command(delivery, first)
         if not first:
             # Only what the first delivery decided, even if agents changed since.
             planned = [p for p in planned if p.key in recorded]
@@ -248,18 +256,7 @@ class GithubWebhook:
             await self._enqueue_early(early)
         if planned and self.dispatcher is not None:
             self.dispatcher.notify()
-        jobs: list[dict[str, Any]] = [
-            {"namespace": p.namespace, "name": p.name, "agent": p.agent, "created": first}
-            for p in planned
-        ]
-        if not first:
-            seen = {p.key for p in planned}
-            for key in recorded:
-                if key not in seen:
-                    namespace, _, name = key.partition("/")
-                    jobs.append(
-                        {"namespace": namespace, "name": name, "agent": None, "created": False}
-                    )
+        jobs = _answered_jobs(planned, recorded, first)
         result = "duplicate" if not first else ("accepted" if jobs else "ignored")
         metrics.WEBHOOK_DELIVERIES.labels(result=result).inc()
         log.info(
@@ -276,9 +273,43 @@ class GithubWebhook:
             "ignored": ignored,
         }
         if command is not None:
-            command["reply"] = commandanswers.answer(self.rt, delivery.payload, command)
+            if command["result"] != commands.DUPLICATE:
+                command["reply"] = commandanswers.answer(self.rt, delivery.payload, command)
             body["command"] = command
         return json_response(body, status=202 if jobs else 200)
+
+    async def _command(self, delivery: Delivery, first: bool) -> dict[str, Any] | None:
+        """Apply the delivery's ``/agentchain`` comment command, at most once per comment.
+
+        A duplicate delivery (replayed, or redelivered by GitHub) applies nothing; nor does
+        a new delivery of a comment whose command already acted (another delivery id,
+        another body): the comment id is claimed in Redis before the command acts.  A
+        claim Redis does not answer applies nothing either, as the delivery itself is
+        already recorded and a redelivery would be a duplicate: the commenter can comment
+        again.
+        """
+        parsed = commands.parse(delivery.event, delivery.payload)
+        if parsed is None:
+            return None
+        verb, comment_id = parsed
+        if not first:
+            return commands.duplicate(verb, "this delivery was already received")
+        try:
+            acting = await answered.applying(self.rt.redis, comment_id)
+        except RedisError as exc:
+            log.warning("comment %d: command not applied, redis: %s", comment_id, exc)
+            return commands.unapplied(verb, "the store did not answer; comment again")
+        if not acting:
+            return commands.duplicate(verb, "this comment's command was already applied")
+        login = commands.commenter_login(delivery.payload)
+
+        async def permission() -> str | None:
+            return await collaborators.permission_of(self.rt, delivery.payload, login)
+
+        agents = await self.agents.get()
+        return await commands.handle(
+            delivery.event, delivery.payload, agents, self.rt.operator_keys, permission
+        )
 
     async def _enqueue_early(self, early: list[flowhooks.Early]) -> None:
         """Concurrency-group queues, in delivery order, before any job exists (flowhooks)."""
@@ -322,6 +353,23 @@ def _planned(
     # Sealed: only the webhook vouches for a GitHub event (policy.provenance).
     body = seals.seal(keys, bodies.agentjob_body(namespace, name, spec, position, None))
     return Planned(namespace, name, body, match.agent)
+
+
+def _answered_jobs(
+    planned: list[Planned], recorded: Sequence[str], first: bool
+) -> list[dict[str, Any]]:
+    """The answer's jobs: what was queued, and on a duplicate what the record names."""
+    jobs: list[dict[str, Any]] = [
+        {"namespace": p.namespace, "name": p.name, "agent": p.agent, "created": first}
+        for p in planned
+    ]
+    if not first:
+        seen = {p.key for p in planned}
+        for key in recorded:
+            if key not in seen:
+                namespace, _, name = key.partition("/")
+                jobs.append({"namespace": namespace, "name": name, "agent": None, "created": False})
+    return jobs
 
 
 def _ignored(namespace: str, ignored: Ignored) -> dict[str, str]:

@@ -2,9 +2,10 @@
 
 It keeps objects in memory under the paths the operator's client uses, answers
 create/get/list/merge-patch/delete like the API server (uid and resourceVersion
-assigned, 409 AlreadyExists, 409 Conflict on a stale ``metadata.resourceVersion``, 404
-NotFound), serves a fixed ``pods/log``, and records every write in order (a delete
-is a write too).
+assigned; a list honours equality and existence label selectors, pages by ``limit``
+and ``continue``, and is recorded with its query in ``lists``; 409 AlreadyExists, 409
+Conflict on a stale ``metadata.resourceVersion``, 404 NotFound), serves a fixed
+``pods/log``, and records every write in order (a delete is a write too).
 ``fail_at`` makes the n-th write fail with a 403 the client does not retry,
 unapplied: the operator's call raises there, as if it had died just before that
 write.  ``before_write`` runs before each write is applied (a test checks what must
@@ -58,11 +59,25 @@ def status(code: int, reason: str) -> web.Response:
     return web.json_response(body, status=code)
 
 
+def selects(term: str, labels: dict[str, str]) -> bool:
+    """One term of a label selector: ``k=v``, ``k==v``, ``k!=v``, ``k`` or ``!k``."""
+    if "!=" in term:
+        key, value = term.split("!=", 1)
+        return labels.get(key.strip()) != value.strip()
+    if "=" in term:
+        key, value = term.replace("==", "=").split("=", 1)
+        return labels.get(key.strip()) == value.strip()
+    if term.startswith("!"):
+        return term[1:].strip() not in labels
+    return term in labels
+
+
 class FakeApi:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str], Obj] = {}
         self.writes: list[Write] = []
         self.reads: list[str] = []  # The kind of every GET (a list or a get).
+        self.lists: list[tuple[str, dict[str, str]]] = []  # Each list: kind, query.
         self.fail_at: int | None = None
         self.before_write: Callable[[Write], Awaitable[None]] | None = None
         self.before_request: Callable[[str, str, str | None], Awaitable[None]] | None = None
@@ -120,7 +135,9 @@ class FakeApi:
             return self._patch(kind, str(name), sub, body)
         if request.method == "DELETE":
             return self._delete(kind, str(name))
-        return self._get(kind, name, sub)
+        if request.method == "GET" and name is None:
+            return self._list(kind, dict(request.query))
+        return self._get(kind, str(name), sub)
 
     async def _record(self, write: Write) -> web.Response | None:
         if self.fail_at is not None and len(self.writes) == self.fail_at:
@@ -150,11 +167,25 @@ class FakeApi:
         found = self.remove(kind, name)
         return status(404, "NotFound") if found is None else web.json_response(found)
 
-    def _get(self, kind: str, name: str | None, sub: str | None) -> web.StreamResponse:
+    def _list(self, kind: str, query: dict[str, str]) -> web.Response:
+        """A list, as the API server pages it: equality label selectors, ``limit``, and a
+        ``continue`` token (here the offset of the next page)."""
+        self.lists.append((kind, query))
+        terms = [t.strip() for t in query.get("labelSelector", "").split(",") if t.strip()]
+        items = [
+            o
+            for o in self.of(kind)
+            if all(selects(term, o["metadata"].get("labels") or {}) for term in terms)
+        ]
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or len(items)
+        page, rest = items[start : start + limit], items[start + limit :]
+        metadata = {"continue": str(start + limit)} if rest else {}
+        return web.json_response({"items": page, "metadata": metadata})
+
+    def _get(self, kind: str, name: str, sub: str | None) -> web.StreamResponse:
         if sub == "log":
             return web.Response(body=LOG)
-        if name is None:
-            return web.json_response({"items": self.of(kind), "metadata": {}})
         found = self.objects.get((kind, name))
         return status(404, "NotFound") if found is None else web.json_response(found)
 

@@ -4,7 +4,9 @@ Aspects covered:
 - the gate: approved or rejected by the annotation (who and why, as one clean line),
   waiting with its deadline, timed out at the deadline, waiting forever without one;
 - who may approve by comment: a listed login (any case) or an allowed association;
-  nobody else;
+  by default (no associations) whoever GitHub says may write to the repository, and,
+  when that is not known, only the OWNER; ``repositoryPermission`` raises or turns it
+  off; GitHub is asked only when nothing else decides; nobody else;
 - command parsing: only ``/agentchain <verb>`` on the first line, verbs exactly, the
   rest a reason; anything else, quoted or later in the body, is no command
   (property-based), in linear time on a huge body.
@@ -70,6 +72,45 @@ def test_who_may_approve_by_comment(
     login: str | None, association: str | None, allowed: bool
 ) -> None:
     assert approvals.may_approve(GATE, login, association) is allowed
+
+
+@pytest.mark.parametrize(
+    ("association", "permission", "allowed"),
+    [
+        ("MEMBER", None, False),  # Any organisation member: not by default.
+        ("MEMBER", "read", False),
+        ("COLLABORATOR", "read", False),
+        ("MEMBER", "write", True),
+        ("CONTRIBUTOR", "write", True),
+        ("NONE", "admin", True),
+        ("NONE", "none", False),
+        ("OWNER", None, True),  # Without an App, or GitHub silent: only the OWNER.
+        ("COLLABORATOR", None, False),
+        ("MEMBER", "maintain", False),  # GitHub reports maintain as write; unknown: none.
+    ],
+)
+def test_by_default_whoever_may_write_to_the_repository_approves(
+    association: str, permission: str | None, allowed: bool
+) -> None:
+    default = Approval()
+    assert default.associations == [] and default.repository_permission == "write"
+    assert approvals.may_approve(default, "dave", association, permission) is allowed
+
+
+def test_the_permission_needed_and_turned_off() -> None:
+    admins = Approval(repository_permission="admin")
+    assert approvals.may_approve(admins, "dave", "MEMBER", "write") is False
+    assert approvals.may_approve(admins, "dave", "MEMBER", "admin") is True
+    off = Approval(approvers=["carol"], associations=["MEMBER"], repository_permission="off")
+    assert approvals.may_approve(off, "dave", "COLLABORATOR", "admin") is False
+    assert approvals.may_approve(off, "dave", "OWNER", None) is False
+    assert approvals.may_approve(off, "dave", "MEMBER", None) is True
+    assert approvals.may_approve(off, "carol", "NONE", None) is True
+    # GitHub is asked only when the lists and the OWNER rule do not already decide.
+    assert approvals.needs_permission(Approval(), "dave", "MEMBER") is True
+    assert approvals.needs_permission(Approval(), "dave", "OWNER") is False
+    assert approvals.needs_permission(Approval(approvers=["dave"]), "dave", "NONE") is False
+    assert approvals.needs_permission(off, "dave", "NONE") is False
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ Aspects covered:
 - a Skipped and a refused child carry their disposition (``skipped`` or
   ``refused:<reason>``) and its message, nothing else differs;
 - a parent without type or event gives a child without them (no nulls);
+- a child of an issue's job carries that issue's `labrats.work/github-issue` label;
 - the body is a pure function: the same inputs give the same body (hypothesis), and
   nothing of the parent's prompt, dependencies or memory scope is inherited.
 """
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 
 from agentchain.models.agentjob import AgentJobSpec
 from agentchain.models.conditions import Reason
-from agentchain.policy import chains, childspec
+from agentchain.policy import chains, childspec, naming
 
 POSITION = chains.ChainPosition(chain_id="c0ffee", depth=1, path=("triage", "developer"))
 PLAN = chains.ChildPlan("fix-1-developer-1a2b3c", "developer", "fix-1", POSITION, "tail", None)
@@ -112,3 +113,15 @@ def test_the_body_is_a_function_of_its_inputs(agent: str, message: str, context:
     assert first["spec"]["chainContext"] == context
     assert first["metadata"]["annotations"]["labrats.work/disposition-message"] == message
     assert not {"prompt", "dependsOn", "memoryScope", "delegation"} & set(first["spec"])
+
+
+def test_a_child_of_an_issue_carries_its_issue_label() -> None:
+    """Comment commands list an issue's jobs by this label, children included."""
+    event = {"source": "github", "repository": "octo/repo", "number": 7}
+    parent = AgentJobSpec.model_validate({"agentRole": "triage", "event": event})
+    spawn = chains.Spawn(PLAN, notify=False, message="")
+    labels = _child(spawn, parent)["metadata"]["labels"]
+    assert labels["labrats.work/github-issue"] == naming.issue_label("octo/repo", 7)
+    other = naming.issue_label("octo/repo", 8), naming.issue_label("octo/other", 7)
+    assert labels["labrats.work/github-issue"] not in other
+    assert "labrats.work/github-issue" not in _child(spawn)["metadata"]["labels"]  # No repo.

@@ -16,16 +16,19 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import AiAgentSpec
-from agentchain.policy import stops
+from agentchain.policy import chains, stops
 from agentchain.policy.matching import AgentCandidate
+from agentchain.store.signing import OperatorKeys
 from agentchain.web import commands
-from tests.unit.engine.fakeapi import FakeApi, Obj
+from tests.unit.engine.fakeapi import OPERATOR_KEY, FakeApi, Obj, sealed
 from tests.unit.engine.test_hop_write_order import NS, api, kubeconfig
 
 __all__ = ["api", "kubeconfig"]  # Fixtures.
 
 REPOSITORY = "octo/repo"
+KEYS = OperatorKeys([OPERATOR_KEY])
 AGENTS = {NS: [AgentCandidate("writer", AiAgentSpec.model_validate({"triggerName": "writer"}))]}
 
 
@@ -33,13 +36,19 @@ def running_job(api: FakeApi, number: int) -> Obj:
     event = {"source": "github", "repository": REPOSITORY, "number": number}
     return api.put(
         "agentjobs",
-        {
-            "apiVersion": "labrats.work/v1alpha1",
-            "kind": "AgentJob",
-            "metadata": {"name": f"job-{number}", "namespace": NS},
-            "spec": {"agentRole": "writer", "prompt": "go", "origin": "github", "event": event},
-            "status": {"phase": "Running", "reason": "Running"},
-        },
+        sealed(
+            {
+                "apiVersion": "labrats.work/v1alpha1",
+                "kind": "AgentJob",
+                "metadata": {
+                    "name": f"job-{number}",
+                    "namespace": NS,
+                    "labels": chains.issue_labels(JobEvent.model_validate(event)),
+                },
+                "spec": {"agentRole": "writer", "prompt": "go", "origin": "github", "event": event},
+                "status": {"phase": "Running", "reason": "Running"},
+            }
+        ),
     )
 
 
@@ -60,7 +69,7 @@ def comment(body: str, number: int, association: str) -> dict[str, Any]:
 
 async def stop(number: int, association: str) -> Obj | None:
     payload = comment("/agentchain stop", number, association)
-    return await commands.handle("issue_comment", payload, AGENTS)
+    return await commands.handle("issue_comment", payload, AGENTS, KEYS)
 
 
 def count(verb: str, result: str) -> float:
@@ -85,7 +94,7 @@ async def test_each_comment_command_counts_once_by_verb_and_result(api: FakeApi)
     assert annotations[stops.STOPPED_BY] == "github:octocat"
 
     nothing = await commands.handle(
-        "issue_comment", comment("/agentchain stop", 8, "OWNER"), AGENTS
+        "issue_comment", comment("/agentchain stop", 8, "OWNER"), AGENTS, KEYS
     )
     assert nothing is not None and nothing["result"] == "no_job"
     assert count("stop", "no_job") == before["no_job"] + 1
