@@ -105,7 +105,7 @@ def _jobs(kubectl: list[str], namespace: str) -> dict[str, str]:
     jobs: dict[str, str] = {}
     for item in json.loads(got.stdout)["items"]:
         status = item.get("status") or {}
-        jobs[f"{status.get('chainDepth', 0)} {item['spec']['agentRole']}"] = status.get("phase")
+        jobs[f"{status.get('chainDepth', 0)} {item['spec']['agentRole']}"] = status.get("phase", "")
     return jobs
 
 
