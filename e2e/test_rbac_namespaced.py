@@ -5,7 +5,9 @@ Aspects covered:
   namespace and nothing cluster-scoped; applied for real, they are all an operator
   serving that namespace needs: a two-agent chain runs to completion (AgentJobs, batch
   Jobs, pods, logs, the token Secret, Events), with no permission error in its log;
-* that operator cannot read anything outside its namespaces (asked as its own account).
+* that operator cannot read anything outside its namespaces (asked as its own account);
+* the chart's admission policies are applied too, so a rule that refused a Job or Secret
+  the operator builds would fail the chain (``test_admission_policy.py`` tests the rules).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 import pytest
 import yaml
 
-from e2e import chaining, charting, operating
+from e2e import admission, chaining, charting, operating
 from e2e.chaining import agent, root_job, step
 from e2e.controlplane.cluster import ClusterInfo
 
@@ -34,6 +36,9 @@ def test_a_chain_runs_under_the_charts_namespaced_roles(
     assert {m["kind"] for m in rbac} == {"ServiceAccount", "Role", "RoleBinding"}
     info.kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(m) for m in rbac))
     account = charting.only(rbac, "ServiceAccount")["metadata"]["name"]
+    policies = [m for m in rendered if m["kind"] in admission.KINDS]
+    assert len(policies) == 4
+    admission.apply(info, policies, namespace, f"system:serviceaccount:{namespace}:{account}")
     kubeconfig = operating.operator_kubeconfig(
         info, info.workdir / f"{namespace}.kubeconfig", account, namespace
     )
@@ -64,4 +69,5 @@ def test_a_chain_runs_under_the_charts_namespaced_roles(
             assert needle not in log, needle
     finally:
         scoped.stop()
+        admission.delete(info, policies)
         operator.start()

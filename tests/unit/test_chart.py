@@ -24,6 +24,9 @@ Aspects covered (issue 7, SPEC §8):
   ServiceMonitor is off by default and renders when enabled;
 * every top-level value in values.yaml is documented by a comment, and a misspelt value
   is refused by values.schema.json rather than ignored;
+* the admission policy: two ValidatingAdmissionPolicies and their Deny bindings, matched
+  on the operator's own ServiceAccount, with the listed Secrets and accounts as CEL lists;
+  a name that is not one refuses to render (e2e/test_admission_policy.py runs them);
 * high availability (issue 20): two replicas by default, rolled one at a time
   (RollingUpdate, maxUnavailable 0), spread by a soft pod anti-affinity unless the
   affinity is given; a PodDisruptionBudget when there is more than one replica; the
@@ -35,6 +38,7 @@ Aspects covered (issue 7, SPEC §8):
 from __future__ import annotations
 
 import base64
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -136,6 +140,48 @@ class TestRbac:
         for sets in ((), ("operator.namespaces={team-a}",)):
             kinds = {m["kind"] for m in charting.render("rbac.create=false", *sets)}
             assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+class TestAdmissionPolicy:
+    KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+    def test_policies_hold_the_operators_account_only(self) -> None:
+        manifests = charting.render("serviceAccount.name=robot")
+        policies = [m for m in manifests if m["kind"] == self.KINDS[0]]
+        bindings = [m for m in manifests if m["kind"] == self.KINDS[1]]
+        assert len(policies) == len(bindings) == 2
+        user = f"system:serviceaccount:{charting.NAMESPACE}:robot"
+        for policy in policies:
+            assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
+            assert policy["spec"]["failurePolicy"] == "Fail"
+            (condition,) = policy["spec"]["matchConditions"]
+            assert condition["expression"] == f"request.userInfo.username == '{user}'"
+        named = {b["spec"]["policyName"] for b in bindings}
+        assert named == {p["metadata"]["name"] for p in policies}
+        assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings)
+
+    def test_listed_secrets_and_accounts_are_cel_lists(self) -> None:
+        manifests = charting.render(
+            "admissionPolicy.agentSecrets={anthropic,git-cred}",
+            "admissionPolicy.agentServiceAccounts={agent}",
+        )
+        jobs = charting.only(manifests, self.KINDS[0], "agentchain-operator-jobs")
+        variables = {v["name"]: v["expression"] for v in jobs["spec"]["variables"]}
+        assert json.loads(variables["agentSecrets"]) == ["anthropic", "git-cred"]
+        assert json.loads(variables["agentServiceAccounts"]) == ["agent"]
+        default = charting.only(charting.render(), self.KINDS[0], "agentchain-operator-jobs")
+        variables = {v["name"]: v["expression"] for v in default["spec"]["variables"]}
+        assert variables["agentSecrets"] == variables["agentServiceAccounts"] == "[]"
+
+    def test_a_name_that_is_not_one_refuses_to_render(self) -> None:
+        result = charting.helm(
+            "template", "x", str(CHART), "--set", "admissionPolicy.agentSecrets={a'b}", check=False
+        )
+        assert result.returncode != 0 and "agentSecrets" in result.stderr
+
+    def test_it_can_be_turned_off(self) -> None:
+        kinds = {m["kind"] for m in charting.render("admissionPolicy.enabled=false")}
+        assert not kinds & set(self.KINDS)
 
 
 def test_chart_crds_equal_generated_crds() -> None:
