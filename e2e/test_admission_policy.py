@@ -2,9 +2,9 @@
 create only the Jobs and Secrets the operator builds.
 
 Aspects covered:
-* ``helm template`` renders two ValidatingAdmissionPolicies and their bindings
-  (admissionregistration.k8s.io/v1), matched on the operator's ServiceAccount alone;
-  applied for real they compile (no type-checking warning);
+* ``helm template`` renders three ValidatingAdmissionPolicies (Jobs, Secrets, Pods) and
+  their bindings (admissionregistration.k8s.io/v1), matched on the operator's
+  ServiceAccount alone; applied for real they compile (no type-checking warning);
 * the Jobs the operator builds pass, as its account: a plain agent, one with an
   ``envFrom`` Secret and a ServiceAccount its AiAgent names (both listed in the values),
   a workspace job (init containers, the claim, the job Secret's git token, a
@@ -68,7 +68,7 @@ def policed(cluster_info: ClusterInfo, namespace: str) -> Iterator[tuple[str, st
         "admissionPolicy.agentSecrets={llm-keys,git-cred}",
         "admissionPolicy.agentServiceAccounts={agent-sa}",
     )
-    assert {m["kind"] for m in policies} == admission.KINDS and len(policies) == 4
+    assert {m["kind"] for m in policies} == admission.KINDS and len(policies) == 6
     info.kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(m) for m in rbac))
     account = charting.only(rbac, "ServiceAccount")["metadata"]["name"]
     user = f"system:serviceaccount:{namespace}:{account}"

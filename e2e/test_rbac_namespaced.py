@@ -40,7 +40,7 @@ def test_a_chain_runs_under_the_charts_namespaced_roles(
     info.kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(m) for m in rbac))
     account = charting.only(rbac, "ServiceAccount")["metadata"]["name"]
     policies = [m for m in rendered if m["kind"] in admission.KINDS]
-    assert len(policies) == 4
+    assert len(policies) == 6
     admission.apply(info, policies, namespace, f"system:serviceaccount:{namespace}:{account}")
     kubeconfig = operating.operator_kubeconfig(
         info, info.workdir / f"{namespace}.kubeconfig", account, namespace

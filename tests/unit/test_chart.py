@@ -24,7 +24,7 @@ Aspects covered (issue 7, SPEC §8):
   ServiceMonitor is off by default and renders when enabled;
 * every top-level value in values.yaml is documented by a comment, and a misspelt value
   is refused by values.schema.json rather than ignored;
-* the admission policy: two ValidatingAdmissionPolicies and their Deny bindings, matched
+* the admission policy: three ValidatingAdmissionPolicies (Jobs, Secrets, Pods) and their Deny bindings, matched
   on the operator's own ServiceAccount, with the listed Secrets and accounts as CEL lists;
   a name that is not one refuses to render (e2e/test_admission_policy.py runs them);
 * high availability (issue 20): two replicas by default, rolled one at a time
@@ -149,7 +149,7 @@ class TestAdmissionPolicy:
         manifests = charting.render("serviceAccount.name=robot")
         policies = [m for m in manifests if m["kind"] == self.KINDS[0]]
         bindings = [m for m in manifests if m["kind"] == self.KINDS[1]]
-        assert len(policies) == len(bindings) == 2
+        assert len(policies) == len(bindings) == 3
         user = f"system:serviceaccount:{charting.NAMESPACE}:robot"
         for policy in policies:
             assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
