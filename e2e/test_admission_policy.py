@@ -167,7 +167,8 @@ def test_the_operators_own_jobs_pass(
 
 
 def _privileged(job: Obj) -> None:
-    _agent_container(job)["securityContext"]["privileged"] = True
+    # The API server itself refuses privileged with allowPrivilegeEscalation: false.
+    _agent_container(job)["securityContext"].update(privileged=True, allowPrivilegeEscalation=True)
 
 
 def _escalation(job: Obj) -> None:
