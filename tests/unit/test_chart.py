@@ -24,9 +24,10 @@ Aspects covered (issue 7, SPEC §8):
   ServiceMonitor is off by default and renders when enabled;
 * every top-level value in values.yaml is documented by a comment, and a misspelt value
   is refused by values.schema.json rather than ignored;
-* the admission policy: three ValidatingAdmissionPolicies (Jobs, Secrets, Pods) and their Deny bindings, matched
-  on the operator's own ServiceAccount, with the listed Secrets and accounts as CEL lists;
-  a name that is not one refuses to render (e2e/test_admission_policy.py runs them);
+* the admission policy: three ValidatingAdmissionPolicies (Jobs, Secrets, Pods) and their
+  Deny bindings, matched on the operator's own ServiceAccount, with the listed Secrets and
+  accounts as CEL lists; a name that is not one refuses to render
+  (e2e/test_admission_policy.py runs them);
 * high availability (issue 20): two replicas by default, rolled one at a time
   (RollingUpdate, maxUnavailable 0), spread by a soft pod anti-affinity unless the
   affinity is given; a PodDisruptionBudget when there is more than one replica; the
