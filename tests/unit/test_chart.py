@@ -41,15 +41,19 @@ from __future__ import annotations
 import base64
 import json
 import re
+import secrets as secrets_
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from e2e import charting, operating
+from hypothesis import given
+from hypothesis import settings as settings_
+from hypothesis import strategies as st
 
 from agentchain import settings
-from agentchain.policy import leadership
+from agentchain.policy import leadership, naming
 
 ROOT = charting.ROOT
 CHART = charting.CHART
@@ -179,6 +183,28 @@ class TestAdmissionPolicy:
             "template", "x", str(CHART), "--set", "admissionPolicy.agentSecrets={a'b}", check=False
         )
         assert result.returncode != 0 and "agentSecrets" in result.stderr
+
+    def test_every_job_secret_name_the_operator_makes_is_its_own_to_the_policy(self) -> None:
+        # The policy knows the operator's job Secrets by their name alone: <the Job's name
+        # cut to 46>-<16 hex digits>, the Job's name starting with the part before them.
+        policies = charting.render()
+        jobs = charting.only(policies, self.KINDS[0], "agentchain-operator-jobs")
+        secrets = charting.only(policies, self.KINDS[0], "agentchain-operator-secrets")
+        rule = jobs["spec"]["validations"][-1]["expression"]
+        found = re.search(r"v\.secret\.secretName\.matches\('([^']+)'\)", rule)
+        assert found is not None, rule
+        pattern = re.compile(found.group(1))
+        assert any(pattern.pattern in v["expression"] for v in secrets["spec"]["validations"])
+
+        @settings_(max_examples=300, deadline=None)
+        @given(st.text(min_size=1, max_size=80), st.integers(1, 12))
+        def check(agentjob: str, attempt: int) -> None:
+            job = naming.attempt_job_name(agentjob, attempt)
+            secret = naming.job_secret_name(job, secrets_.token_hex(naming.SECRET_NONCE_BYTES))
+            assert pattern.fullmatch(secret), secret
+            assert job.startswith(secret[: len(secret) - 17])
+
+        check()
 
     def test_it_can_be_turned_off(self) -> None:
         kinds = {m["kind"] for m in charting.render("admissionPolicy.enabled=false")}
