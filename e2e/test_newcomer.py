@@ -5,7 +5,8 @@ Aspects covered:
   the CRDs and RBAC, runs the operator and prints how to reach it;
 * the admin kubeconfig it prints embeds its certificates, so a copy works elsewhere;
 * ``kubectl apply -f config/samples/`` into one namespace gives a working set: every
-  AiAgent becomes ``Ready=True``;
+  AiAgent becomes ``Ready=True``, and the sample manual run chains as the README says:
+  triage, developer, reviewer, all ``Succeeded``;
 * SIGTERM stops the operator and the cluster and removes the work directory.
 
 This starts a cluster of its own (the command under test is the whole point), so it
@@ -31,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "config" / "samples"
 START_TIMEOUT_SECONDS = 240.0
 READY_TIMEOUT_SECONDS = 60.0
+CHAIN_TIMEOUT_SECONDS = 120.0
+CHAIN = ["ai-triage", "ai-developer", "ai-reviewer"]
 
 
 def _wait_for_line(out: Path, process: subprocess.Popen[bytes], pattern: str) -> str:
@@ -93,6 +96,24 @@ def _ready(kubectl: list[str], namespace: str) -> dict[str, str]:
     return ready
 
 
+def _jobs(kubectl: list[str], namespace: str) -> dict[str, str]:
+    """Each AgentJob's agent (by chain depth) and phase: ``{"0 ai-triage": "Succeeded"}``."""
+    got = subprocess.run(
+        [*kubectl, "get", "agentjobs", "-n", namespace, "-o", "json"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    jobs: dict[str, str] = {}
+    for item in json.loads(got.stdout)["items"]:
+        status = item.get("status") or {}
+        jobs[f"{status.get('chainDepth', 0)} {item['spec']['agentRole']}"] = status.get("phase", "")
+    return jobs
+
+
+def _chain_done(jobs: dict[str, str]) -> bool:
+    expected = {f"{depth} {agent}": "Succeeded" for depth, agent in enumerate(CHAIN)}
+    return jobs == expected
+
+
 def test_up_with_operator_runs_the_samples(
     started: tuple[subprocess.Popen[bytes], str], tmp_path: Path
 ) -> None:
@@ -112,6 +133,13 @@ def test_up_with_operator_runs_the_samples(
         time.sleep(1)
         ready = _ready(kubectl, "samples")
     assert len(ready) >= 5 and set(ready.values()) == {"True"}, ready
+    # The sample's manual run is a chain, not a lone job: triage → developer → reviewer.
+    deadline = time.monotonic() + CHAIN_TIMEOUT_SECONDS
+    jobs = _jobs(kubectl, "samples")
+    while time.monotonic() < deadline and not _chain_done(jobs):
+        time.sleep(1)
+        jobs = _jobs(kubectl, "samples")
+    assert _chain_done(jobs), jobs
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=90) == 0

@@ -5,17 +5,22 @@ Aspects covered:
   namespace and nothing cluster-scoped; applied for real, they are all an operator
   serving that namespace needs: a two-agent chain runs to completion (AgentJobs, batch
   Jobs, pods, logs, the token Secret, Events), with no permission error in its log;
-* that operator cannot read anything outside its namespaces (asked as its own account).
+* that operator cannot read anything outside its namespaces (asked as its own account);
+* the chart's admission policies are applied too, so a rule that refused a Job or Secret
+  the operator builds would fail the chain (``test_admission_policy.py`` tests the rules);
+  an AiAgent naming a Secret the values do not list fails its job ``JobRefused``, with the
+  policy's message.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import yaml
 
-from e2e import chaining, charting, operating
+from e2e import admission, chaining, charting, operating
 from e2e.chaining import agent, root_job, step
 from e2e.controlplane.cluster import ClusterInfo
 
@@ -34,6 +39,9 @@ def test_a_chain_runs_under_the_charts_namespaced_roles(
     assert {m["kind"] for m in rbac} == {"ServiceAccount", "Role", "RoleBinding"}
     info.kubectl("apply", "-f", "-", input="\n---\n".join(yaml.safe_dump(m) for m in rbac))
     account = charting.only(rbac, "ServiceAccount")["metadata"]["name"]
+    policies = [m for m in rendered if m["kind"] in admission.KINDS]
+    assert len(policies) == 6
+    admission.apply(info, policies, namespace, f"system:serviceaccount:{namespace}:{account}")
     kubeconfig = operating.operator_kubeconfig(
         info, info.workdir / f"{namespace}.kubeconfig", account, namespace
     )
@@ -62,6 +70,20 @@ def test_a_chain_runs_under_the_charts_namespaced_roles(
         log = scoped.log_text()
         for needle in ("Forbidden", "Not enough permissions", "Traceback", " 403"):
             assert needle not in log, needle
+        # An AiAgent naming a Secret the chart does not list: its job fails, saying why.
+        leaky = agent("ns-leaky", "--no-context")
+        leaky["spec"]["envFrom"] = [{"secretRef": {"name": "db-root"}}]
+        chaining.apply(info, namespace, leaky, root_job("ns-leaky-root", "ns-leaky"))
+
+        def refused() -> dict[str, Any]:
+            got = operating.get_json(info, "agentjob", "ns-leaky-root", "-n", namespace)
+            status: dict[str, Any] = got.get("status") or {}
+            return status
+
+        operating.wait_until(lambda: refused().get("phase") == "Failed", timeout=60)
+        assert refused()["reason"] == "JobRefused", refused()
+        assert "reference no Secret but their own" in refused()["message"], refused()
     finally:
         scoped.stop()
+        admission.delete(info, policies)
         operator.start()

@@ -24,6 +24,10 @@ Aspects covered (issue 7, SPEC §8):
   ServiceMonitor is off by default and renders when enabled;
 * every top-level value in values.yaml is documented by a comment, and a misspelt value
   is refused by values.schema.json rather than ignored;
+* the admission policy: three ValidatingAdmissionPolicies (Jobs, Secrets, Pods) and their
+  Deny bindings, matched on the operator's own ServiceAccount, with the listed Secrets and
+  accounts as CEL lists; a name that is not one refuses to render
+  (e2e/test_admission_policy.py runs them);
 * high availability (issue 20): two replicas by default, rolled one at a time
   (RollingUpdate, maxUnavailable 0), spread by a soft pod anti-affinity unless the
   affinity is given; a PodDisruptionBudget when there is more than one replica; the
@@ -35,16 +39,21 @@ Aspects covered (issue 7, SPEC §8):
 from __future__ import annotations
 
 import base64
+import json
 import re
+import secrets as secrets_
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from e2e import charting, operating
+from hypothesis import given
+from hypothesis import settings as settings_
+from hypothesis import strategies as st
 
 from agentchain import settings
-from agentchain.policy import leadership
+from agentchain.policy import leadership, naming
 
 ROOT = charting.ROOT
 CHART = charting.CHART
@@ -136,6 +145,70 @@ class TestRbac:
         for sets in ((), ("operator.namespaces={team-a}",)):
             kinds = {m["kind"] for m in charting.render("rbac.create=false", *sets)}
             assert not kinds & {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+
+class TestAdmissionPolicy:
+    KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+    def test_policies_hold_the_operators_account_only(self) -> None:
+        manifests = charting.render("serviceAccount.name=robot")
+        policies = [m for m in manifests if m["kind"] == self.KINDS[0]]
+        bindings = [m for m in manifests if m["kind"] == self.KINDS[1]]
+        assert len(policies) == len(bindings) == 3
+        user = f"system:serviceaccount:{charting.NAMESPACE}:robot"
+        for policy in policies:
+            assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
+            assert policy["spec"]["failurePolicy"] == "Fail"
+            (condition,) = policy["spec"]["matchConditions"]
+            assert condition["expression"] == f"request.userInfo.username == '{user}'"
+        named = {b["spec"]["policyName"] for b in bindings}
+        assert named == {p["metadata"]["name"] for p in policies}
+        assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings)
+
+    def test_listed_secrets_and_accounts_are_cel_lists(self) -> None:
+        manifests = charting.render(
+            "admissionPolicy.agentSecrets={anthropic,git-cred}",
+            "admissionPolicy.agentServiceAccounts={agent}",
+        )
+        jobs = charting.only(manifests, self.KINDS[0], "agentchain-operator-jobs")
+        variables = {v["name"]: v["expression"] for v in jobs["spec"]["variables"]}
+        assert json.loads(variables["agentSecrets"]) == ["anthropic", "git-cred"]
+        assert json.loads(variables["agentServiceAccounts"]) == ["agent"]
+        default = charting.only(charting.render(), self.KINDS[0], "agentchain-operator-jobs")
+        variables = {v["name"]: v["expression"] for v in default["spec"]["variables"]}
+        assert variables["agentSecrets"] == variables["agentServiceAccounts"] == "[]"
+
+    def test_a_name_that_is_not_one_refuses_to_render(self) -> None:
+        result = charting.helm(
+            "template", "x", str(CHART), "--set", "admissionPolicy.agentSecrets={a'b}", check=False
+        )
+        assert result.returncode != 0 and "agentSecrets" in result.stderr
+
+    def test_every_job_secret_name_the_operator_makes_is_its_own_to_the_policy(self) -> None:
+        # The policy knows the operator's job Secrets by their name alone: <the Job's name
+        # cut to 46>-<16 hex digits>, the Job's name starting with the part before them.
+        policies = charting.render()
+        jobs = charting.only(policies, self.KINDS[0], "agentchain-operator-jobs")
+        secrets = charting.only(policies, self.KINDS[0], "agentchain-operator-secrets")
+        rule = jobs["spec"]["validations"][-1]["expression"]
+        found = re.search(r"v\.secret\.secretName\.matches\('([^']+)'\)", rule)
+        assert found is not None, rule
+        pattern = re.compile(found.group(1))
+        assert any(pattern.pattern in v["expression"] for v in secrets["spec"]["validations"])
+
+        @settings_(max_examples=300, deadline=None)
+        @given(st.text(min_size=1, max_size=80), st.integers(1, 12))
+        def check(agentjob: str, attempt: int) -> None:
+            job = naming.attempt_job_name(agentjob, attempt)
+            secret = naming.job_secret_name(job, secrets_.token_hex(naming.SECRET_NONCE_BYTES))
+            assert pattern.fullmatch(secret), secret
+            assert job.startswith(secret[: len(secret) - 17])
+
+        check()
+
+    def test_it_can_be_turned_off(self) -> None:
+        kinds = {m["kind"] for m in charting.render("admissionPolicy.enabled=false")}
+        assert not kinds & set(self.KINDS)
 
 
 def test_chart_crds_equal_generated_crds() -> None:

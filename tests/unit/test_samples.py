@@ -4,6 +4,7 @@ Aspects covered:
 * every sample parses with the models;
 * no sample names a namespace, so ``kubectl apply -n <ns> -f config/samples/`` works;
 * no two AiAgents share a trigger name, and every ``next`` names one of them;
+* the sample manual run chains (triage, developer, reviewer), as the README says;
 * seed 003's own manifests are kept verbatim in a folder of their own.
 """
 
@@ -49,6 +50,21 @@ def test_trigger_names_are_unique_and_every_next_resolves() -> None:
         for trigger in agent.spec.event_triggers:
             if trigger.next is not None:
                 assert trigger.next.agent_trigger_name in triggers, name
+
+
+def test_the_sample_run_is_a_chain() -> None:
+    # The README says the samples show a chain: the manual AgentJob's agent must go on
+    # through its manual trigger's next, and so must every agent it leads to.
+    by_trigger = {a.spec.trigger_name: a for a in _agents().values()}
+    runs = [d for d in _documents() if d["kind"] == "AgentJob"]
+    assert runs
+    for run in runs:
+        path = [run["spec"]["agentRole"]]
+        step = by_trigger[path[-1]].manual_next()
+        while step is not None:
+            path.append(step.agent_trigger_name)
+            step = by_trigger[path[-1]].manual_next()
+        assert len(path) >= 3, path
 
 
 def test_seed_examples_are_kept_verbatim() -> None:

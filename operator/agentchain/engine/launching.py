@@ -46,6 +46,9 @@ from agentchain.store import seals
 
 log = logging.getLogger(__name__)
 
+ADMISSION_DENIED = "denied request"
+"""In the message of a create an admission policy or webhook refused."""
+
 
 @dataclass(frozen=True)
 class Launched:
@@ -99,7 +102,28 @@ async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Lau
     if isinstance(built, Ended):
         return built
     body, prompt, mounting = built
-    return await _create(hop, agent, body, prompt, init, retry, mounting)
+    return await _admitted(hop, agent, body, prompt, init, retry, mounting)
+
+
+async def _admitted(
+    hop: Hop,
+    agent: AiAgent,
+    body: Obj,
+    prompt: str,
+    init: AgentJobStatus | None,
+    retry: str | None,
+    mounting: wsjob.Mounting | None,
+) -> Launched | Ended:
+    """:func:`_create`, or the job's end when admission refuses what it creates."""
+    try:
+        return await _create(hop, agent, body, prompt, init, retry, mounting)
+    except (errors.Forbidden, errors.Invalid) as exc:
+        if ADMISSION_DENIED not in exc.message:
+            raise  # RBAC or a bug of ours: retried, and loud in the log.
+        # An admission policy (the chart's, or the cluster's) refuses the Job or Secret
+        # this AiAgent makes: the same every time, so the job fails saying which rule.
+        message = f"The API server refused the job's batch Job or Secret: {exc.message}"
+        return Ended("Failed", Reason.JOB_REFUSED, message, init)
 
 
 async def _built(

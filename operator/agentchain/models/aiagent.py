@@ -466,7 +466,11 @@ class AiAgentSpec(KubeModel):
         ),
     )
     prompt_template: str | None = Field(
-        default=None, description="Jinja template rendered in a sandbox with the event as data."
+        default=None,
+        description=(
+            "Jinja template rendered in a sandbox with the event as data; variables: event "
+            "(snake_case keys), agent, prompt (docs/prompts.md)."
+        ),
     )
     context_store: ContextStoreAccess | None = None
     learnings: LearningsRef | None = None

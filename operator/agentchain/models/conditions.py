@@ -58,6 +58,7 @@ class Reason:
     DEPENDENCY_CYCLE = "DependencyCycle"
     DEPENDENCIES_ENDED = "DependenciesEnded"
     JOB_CREATED = "JobCreated"
+    JOB_REFUSED = "JobRefused"
     RETRYING = "Retrying"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"

@@ -37,10 +37,12 @@ class GroupRenderError(ValueError):
     """The group template did not render; the message says why."""
 
 
-def render_group(concurrency: Concurrency, event: JobEvent | None, agent: str) -> str:
-    """The group a chain joins: the template rendered over the event, one clean line."""
+def group_variables(event: JobEvent | None, agent: str) -> dict[str, Any]:
+    """What a concurrency ``group`` template sees (docs/prompts.md lists it; a test
+    holds the two together): the event as a prompt template has it, and short names
+    for what groups are usually made of."""
     data: dict[str, Any] = event.model_dump(mode="json") if event is not None else {}
-    variables = {
+    return {
         "event": data or None,
         "repository": data.get("repository") or "",
         "issue": {"number": data.get("number"), "title": data.get("title")},
@@ -48,8 +50,12 @@ def render_group(concurrency: Concurrency, event: JobEvent | None, agent: str) -
         "sender": data.get("sender") or "",
         "agent": agent,
     }
+
+
+def render_group(concurrency: Concurrency, event: JobEvent | None, agent: str) -> str:
+    """The group a chain joins: the template rendered over the event, one clean line."""
     try:
-        rendered = prompts.render_template(concurrency.group, variables)
+        rendered = prompts.render_template(concurrency.group, group_variables(event, agent))
     except prompts.PromptRenderError as exc:
         raise GroupRenderError(str(exc)) from exc
     group = " ".join("".join(c if c.isprintable() else " " for c in rendered).split())

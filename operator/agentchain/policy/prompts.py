@@ -107,9 +107,8 @@ def render_prompt(
         if event is None or event.name is None:
             return fallback
         return default_prompt(event)
-    data = event.model_dump(mode="json") if event is not None else None
     try:
-        rendered = _compiled(template).render(event=data, agent=agent, prompt=fallback)
+        rendered = _compiled(template).render(**template_variables(event, agent, fallback))
     except Exception as exc:  # Any template failure is the user's to fix, never a crash.
         raise PromptRenderError(_describe(exc)) from exc
     size = len(rendered.encode("utf-8", "replace"))
@@ -118,6 +117,14 @@ def render_prompt(
             f"prompt template rendered {size} bytes, more than the {RENDERED_MAX_BYTES} allowed"
         )
     return rendered
+
+
+def template_variables(event: JobEvent | None, agent: str, prompt: str) -> dict[str, Any]:
+    """What a ``promptTemplate`` sees (docs/prompts.md lists it; a test holds the two
+    together): the event as plain data with snake_case keys (None without one), the
+    agent's triggerName and the job's original prompt."""
+    data = event.model_dump(mode="json") if event is not None else None
+    return {"event": data, "agent": agent, "prompt": prompt}
 
 
 def render_template(template: str, variables: Mapping[str, Any]) -> str:

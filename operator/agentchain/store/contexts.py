@@ -118,11 +118,14 @@ class ContextStore:
         writer: str,
         ttl_seconds: float | None,
         trust: str | None = None,
+        extend: bool = False,
     ) -> Entry:
         """Create or replace; keeps ``created``, sets the new expiry or removes the old.
 
         ``trust`` is the writer's trust mark (``policy/storetrust.py``), stored with the
-        writer's name."""
+        writer's name. ``extend``: keep the entry's own expiry when it is later than the
+        new one, and keep an entry without one (``persistent``) without one.
+        """
         entry_key = self._entry_key(tenant, namespace, key)
         _check_size("writer", writer, MAX_WRITER_BYTES)
         if trust is not None:
@@ -133,7 +136,7 @@ class ContextStore:
         try:
             answer = await self._upsert(
                 keys=[entry_key, *self._index_keys(tenant, namespace)],
-                args=[key, body, len(raw_writer), ttl, *self._quota],
+                args=[key, body, len(raw_writer), ttl, *self._quota, "1" if extend else "0"],
             )
         except OutOfMemoryError as exc:
             raise StoreFullError(
@@ -166,9 +169,17 @@ class ContextStore:
         ttl_seconds: float = keys.DEFAULT_CONTEXT_TTL_SECONDS,
         trust: str | None = None,
     ) -> Entry:
-        """Seed 000's ``setWithExtension``: write and push the expiry forward."""
+        """Seed 000's ``setWithExtension``: write and push the expiry forward, never
+        shortening it and never giving a persistent entry one."""
         return await self.upsert(
-            tenant, namespace, key, value, writer=writer, ttl_seconds=ttl_seconds, trust=trust
+            tenant,
+            namespace,
+            key,
+            value,
+            writer=writer,
+            ttl_seconds=ttl_seconds,
+            trust=trust,
+            extend=True,
         )
 
     async def get(self, tenant: str, namespace: str, key: str) -> Entry | None:

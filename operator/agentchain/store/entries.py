@@ -51,9 +51,11 @@ QUOTA_REFUSED = b"quota"
 
 # KEYS = entry, recent, lex, expiry, tenant tally, tenant sizes; ARGV = member,
 # writer .. value, len(writer), ttl ms ('' = none), most entries, most bytes (0 = no
-# limit). SET without PXAT drops any old TTL, so an update never keeps a stale expiry;
-# the body is APPENDed so Lua never builds (and hashes) a copy of the value. Over a
-# limit it answers {'quota', what, in use, limit} and writes nothing.
+# limit), '1' to extend. SET without PXAT drops any old TTL, so an update never keeps a
+# stale expiry; the body is APPENDed so Lua never builds (and hashes) a copy of the
+# value. Extending (a plain write) keeps a later expiry, or none, that a live entry
+# already has: write-and-extend never makes an entry die sooner. Over a limit it
+# answers {'quota', what, in use, limit} and writes nothing.
 UPSERT = """
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -81,6 +83,10 @@ local existed = created ~= ''
 if not existed then created = updated end
 local expires = 0
 if ARGV[4] ~= '' then expires = math.floor(now_us / 1000) + tonumber(ARGV[4]) end
+if existed and ARGV[7] == '1' then
+  local had = tonumber(redis.call('GETRANGE', KEYS[1], 34, 46))
+  if had == 0 or had > expires then expires = had end
+end
 local e = string.format('%013.0f', expires)
 local header = created .. ' ' .. updated .. ' ' .. e .. ' ' .. ARGV[3] .. '\\n'
 if expires > 0 then

@@ -6,7 +6,8 @@ Aspects covered:
   entries are never read, listed or counted as recent, and their index rows are cleaned;
 - recent: newest first, bounded by ``n``, skipping expired entries;
 - list_prefix: literal prefixes (property-based, pattern characters included), key order;
-- touch / write_and_extend / get_and_extend: extend, never shorten, never rewrite;
+- touch / write_and_extend / get_and_extend: extend, never shorten (nor give a persistent
+  entry an expiry), never rewrite;
 - get_json and its clear error; delete; writers and values with any content;
 - size and shape limits with sizes and limits in the message;
 - tenant isolation, including component values that contain the key separator;
@@ -23,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
-from agentchain.store import contexts, keys
+from agentchain.store import contexts, entries, keys
 from agentchain.store.contexts import ContextStore
 from agentchain.store.errors import InvalidKeyError, NotJSONError, ValueTooLargeError
 
@@ -210,6 +211,28 @@ async def test_write_and_extend_defaults_to_ninety_days(store: ContextStore) -> 
     entry = await store.write_and_extend(T, NS, "k", "v", writer="a")
     assert entry.expires_at is not None
     assert abs(entry.expires_at - entry.updated - keys.DEFAULT_CONTEXT_TTL_SECONDS) < 1
+
+
+async def test_write_and_extend_never_shortens_nor_adds_an_expiry(
+    store: ContextStore, redis: Redis
+) -> None:
+    # A plain write over a persistent entry keeps it persistent, in the entry, in Redis's
+    # own TTL and in the tenant's tally; over a later expiry it keeps that one.
+    await store.upsert(T, NS, "forever", "v1", writer="a", ttl_seconds=None)
+    await store.upsert(T, NS, "long", "v1", writer="a", ttl_seconds=10_000_000)
+    long = await store.get(T, NS, "long")
+    forever = await store.write_and_extend(T, NS, "forever", "v2", writer="b", ttl_seconds=60)
+    longer = await store.write_and_extend(T, NS, "long", "v2", writer="b", ttl_seconds=60)
+    assert forever.expires_at is None and forever.value == "v2"
+    assert await store.get(T, NS, "forever") == forever
+    assert await redis.pttl(keys.context_entry(T, NS, "forever")) == -1
+    tally = await redis.zscore(keys.context_tally(T), keys.context_entry(T, NS, "forever"))
+    assert tally == entries.NEVER
+    assert long is not None and longer.expires_at == long.expires_at
+    assert await store.get(T, NS, "long") == longer
+    # An explicit TTL still replaces the expiry (an update never keeps a stale one).
+    replaced = await store.upsert(T, NS, "forever", "v3", writer="b", ttl_seconds=60)
+    assert replaced.expires_at is not None
 
 
 async def test_every_read_through_get_and_extend_extends(store: ContextStore) -> None:
