@@ -192,8 +192,8 @@ def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         """Read one entry of your team's shared store.
 
         The store holds what agents of your Kubernetes namespace learned and chose to
-        share. Returns the entry: `value`, `writer` (the job that wrote it), `created`
-        and `updated` (microseconds since the epoch) and `expiresAt` (milliseconds, or
+        share. Returns the entry: `value`, `writer` (the job that wrote it), and
+        `created`, `updated` and `expiresAt` as Unix times in seconds (`expiresAt` is
         null when it never expires). An absent or expired entry is an 'entry not
         found' error. Reading does not extend the entry's life: store_touch does.
         """
@@ -287,8 +287,8 @@ def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
     ) -> Obj:
         """Read your anchor (or that of another job of your chain).
 
-        Your anchor is your own recovery note: the small JSON object you keep current
-        with anchor_set. Read it after a context reset to find where you were.
+        Your anchor is your own recovery note, which you keep current with anchor_set.
+        Read it after a context reset to find where you were.
         Returns `anchor`; a job that wrote none is an 'anchor not found' error.
         """
         return await api.anchor_get(job_id or None)
@@ -296,22 +296,51 @@ def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
     @server.tool(annotations=_writes(idempotent=True))
     @_refusals_as_tool_errors
     async def anchor_set(
-        anchor: Annotated[
-            dict[str, Any],
-            Field(
-                description='A JSON object of at most 2 KB, e.g. {"goal": "...", '
-                '"done": [...], "next": "...", "decisions": [...]}.'
-            ),
-        ],
+        task: Annotated[str | None, Field(description="What you were asked to do.")] = None,
+        status: Annotated[str | None, Field(description="Where you are, in a few words.")] = None,
+        progress: Annotated[
+            str | list[str] | None,
+            Field(description="What is done: a sentence or a list of steps."),
+        ] = None,
+        decisions: Annotated[
+            list[str] | None, Field(description="Decisions made, and why.")
+        ] = None,
+        waiting_on: Annotated[
+            list[str] | None, Field(description="What you wait for (a delegated job, ...).")
+        ] = None,
+        blocked_by: Annotated[list[str] | None, Field(description="What blocks you.")] = None,
+        files: Annotated[list[str] | None, Field(description="Files you work on.")] = None,
+        key_facts: Annotated[
+            list[str] | None, Field(description="Facts you must not lose.")
+        ] = None,
     ) -> Obj:
-        """Replace your anchor: a short note of your goal, progress and next step.
+        """Replace your anchor: a short note of your task, progress and next step.
 
         Keep it current as you work (after each milestone or decision), so that you,
-        or whoever reads it, can resume after a context reset or compaction. Only your
-        own job may write it; jobs of your chain may read it. It replaces the whole
-        previous anchor. Refused when the object is over 2 KB: keep it a summary.
-        Returns its stored `size`.
+        or whoever reads it, can resume after a context reset or compaction; a retried
+        attempt of your job starts from it. It replaces the whole previous anchor, so
+        pass every field you want kept. Only your own job may write it; jobs of your
+        chain may read it. Refused when it is over 2 KB as compact JSON: keep it a
+        summary. Returns the stored `anchor` and its `size` in bytes.
         """
+        given = {
+            "task": task,
+            "status": status,
+            "progress": progress,
+            "decisions": decisions,
+            "waitingOn": waiting_on,
+            "blockedBy": blocked_by,
+            "files": files,
+            "keyFacts": key_facts,
+        }
+        anchor = {k: v for k, v in given.items() if v is not None}
+        if not anchor:
+            # Unknown arguments are dropped before the call, so a misspelt field would
+            # otherwise replace the anchor with an empty one.
+            raise ToolError(
+                "This anchor names none of its fields (task, status, progress, decisions,"
+                " waiting_on, blocked_by, files, key_facts): nothing was written."
+            )
         return await api.anchor_put(anchor)
 
     @server.tool(annotations=_read_only())
