@@ -27,16 +27,12 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
 import pytest
+from e2e import mcpclient
+from e2e.mcpclient import SOURCE, ok, refused, server
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.types import CallToolResult, TextContent
 
-import agentchain
 from agentchain.engine.runtime import Runtime
 from agentchain.store import anchors
 from tests.unit.web.conftest import Client as HttpClient
@@ -47,8 +43,6 @@ NAMESPACE = "team-a"
 JOB = "ai-coder-1"
 UID = "uid-ai-coder-1"
 CHAIN = "chain-1"
-# The worktree's package, whichever checkout runs the tests.
-SOURCE = str(Path(agentchain.__file__).resolve().parents[1])
 TOOLS = {
     "delegate",
     "job_status",
@@ -66,21 +60,7 @@ DAY = 24 * 3600
 
 
 def pod_env(api_url: str, token: str) -> dict[str, str]:
-    return {
-        "AGENT_API_URL": api_url,
-        "AGENT_TOKEN": token,
-        "AGENT_NAMESPACE": NAMESPACE,
-        "AGENT_JOB": JOB,
-        "AGENT_CHAIN_ID": CHAIN,
-        "PYTHONPATH": SOURCE,
-    }
-
-
-def server(env: Mapping[str, str]) -> Client:
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "agentchain", "mcp"], env=dict(env)
-    )
-    return Client(params, read_timeout_seconds=60)
+    return mcpclient.pod_env(api_url, token, NAMESPACE, JOB, CHAIN)
 
 
 @pytest.fixture
@@ -93,23 +73,6 @@ def job_server(client: HttpClient, token: str) -> Client:
     """The server as the job's pod starts it (entered in the test: anyio's task groups
     must be left in the task that entered them, which a fixture's teardown is not)."""
     return server(pod_env(str(client.make_url("")).rstrip("/"), token))
-
-
-async def ok(mcp: Client, tool: str, **arguments: Any) -> Any:
-    result = await mcp.call_tool(tool, arguments)
-    assert not result.is_error, text_of(result)
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-async def refused(mcp: Client, tool: str, **arguments: Any) -> str:
-    result = await mcp.call_tool(tool, arguments)
-    assert result.is_error, f"{tool} was not refused: {text_of(result)}"
-    return text_of(result)
-
-
-def text_of(result: CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, TextContent))
 
 
 async def test_every_tool_is_listed_with_a_description(job_server: Client) -> None:

@@ -1,0 +1,121 @@
+"""``agentchain mcp``'s delegation and job tools on the real API server and Redis.
+
+The server runs as the agent's CLI starts it (``e2e/mcpclient.py``), with a real
+AgentJob's token, and behind it the job API in-process (the engine is not running:
+the test ends the delegated job itself, as its pod would).  The store and anchor
+tools need no API server and are ``tests/unit/agents/test_mcp_tools.py``.
+
+Aspects covered:
+* delegate with a wait: the call creates the delegated job in the caller's chain
+  and returns when that job ends, with its result; job_status then reads it, and
+  anchor_get reads (the absence of) another job of the chain's anchor;
+* seed 000's refusals arrive as tool errors in the API's words: a loop (the caller
+  itself), a target that does not accept the caller (403 NotAllowedFrom), an
+  unknown agent; and a job of another chain is not the caller's to read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from agentchain.engine.runtime import Runtime
+from e2e.controlplane.cluster import ClusterInfo
+from e2e.mcpclient import ok, pod_env, refused, server
+from e2e.webharness import ADMIN, Client, agent_manifest, apply, kube, served
+
+__all__ = ["kube"]
+
+# The API runs in-process and the test ends the jobs itself; the session operator
+# (which serves every namespace) would run them.
+pytestmark = pytest.mark.usefixtures("operator_paused")
+
+
+@pytest.fixture
+def team(kube: ClusterInfo, namespace: str) -> str:
+    apply(kube, namespace, agent_manifest("lead"))
+    apply(kube, namespace, agent_manifest("helper", delegation={"allowedFrom": ["*"]}))
+    apply(kube, namespace, agent_manifest("guarded", delegation={"allowedFrom": ["outsider"]}))
+    return namespace
+
+
+async def start(client: Client, namespace: str, agent: str, name: str) -> dict[str, Any]:
+    body = {"namespace": namespace, "agentRole": agent, "prompt": "go", "name": name}
+    response = await client.post("/api/jobs", json=body, headers=ADMIN)
+    assert response.status == 201, await response.text()
+    job: dict[str, Any] = await response.json()
+    return job
+
+
+async def job_env(client: Client, rt: Runtime, job: dict[str, Any]) -> dict[str, str]:
+    """The environment the job's pod would get: the API's URL and the job's own token."""
+    ns, name, chain = job["namespace"], job["id"], job["chainId"]
+    token = await rt.tokens.issue(ns, name, f"uid-{name}", chain, 600)
+    return pod_env(str(client.make_url("")).rstrip("/"), token, ns, name, chain)
+
+
+async def end_when_created(kube: ClusterInfo, client: Client, agent: str, result: str) -> str:
+    """Wait for ``agent``'s job to appear, then end it as its pod would have."""
+    while True:
+        listed = await client.get(f"/api/jobs?agentRole={agent}", headers=ADMIN)
+        items = (await listed.json())["items"]
+        if items:
+            break
+        await asyncio.sleep(0.2)
+    name: str = items[0]["id"]
+    status = {"status": {"phase": "Succeeded", "exitCode": 0, "result": result}}
+    await asyncio.to_thread(
+        kube.kubectl,
+        *("-n", items[0]["namespace"], "patch", "agentjob", name, "--subresource=status"),
+        *("--type=merge", "-p", json.dumps(status)),
+    )
+    return name
+
+
+async def test_delegate_waits_for_the_delegated_jobs_result(kube: ClusterInfo, team: str) -> None:
+    async with served(kube, team) as (client, rt):
+        lead = await start(client, team, "lead", "lead-root")
+        async with server(await job_env(client, rt, lead)) as tools:
+            ending = asyncio.create_task(end_when_created(kube, client, "helper", "42 rows"))
+            answer = await ok(
+                tools, "delegate", agent="helper", task="count the rows", wait_seconds=60
+            )
+            child = await ending
+            assert answer["id"] == child and answer["agentRole"] == "helper"
+            assert answer["terminal"] is True and answer["created"] is True
+            assert answer["status"] == "completed" and answer["result"] == "42 rows"
+            assert answer["chainId"] == lead["chainId"]
+            assert answer["parentJobId"] == lead["id"]
+
+            status = await ok(tools, "job_status", job_id=child)
+            assert status["status"] == "completed" and status["result"] == "42 rows"
+            text = await refused(tools, "anchor_get", job_id=child)
+            assert f"anchor not found: AgentJob {child} has written no anchor." in text
+
+            # The same delegation again is the same job, not a second one.
+            again = await ok(tools, "delegate", agent="helper", task="other words")
+            assert again["id"] == child and again["created"] is False
+
+
+async def test_delegation_refusals_are_tool_errors(kube: ClusterInfo, team: str) -> None:
+    async with served(kube, team) as (client, rt):
+        lead = await start(client, team, "lead", "lead-root")
+        other = await start(client, team, "helper", "other-root")
+        async with server(await job_env(client, rt, lead)) as tools:
+            loop = await refused(tools, "delegate", agent="lead", task="me again")
+            assert "Agent 'lead' already in delegation chain" in loop
+            assert "(HTTP 409, reason AlreadyInChain)" in loop, loop
+            guarded = await refused(tools, "delegate", agent="guarded", task="let me in")
+            assert "forbidden: " in guarded and "(HTTP 403, reason NotAllowedFrom)" in guarded
+            unknown = await refused(tools, "delegate", agent="nobody", task="hello?")
+            assert f"unknown agent: No AiAgent with triggerName nobody in namespace {team}" in (
+                unknown
+            )
+            foreign = await refused(tools, "job_status", job_id=other["id"])
+            assert "(HTTP 403)" in foreign, foreign
+        listed = await client.get("/api/jobs", headers=ADMIN)
+        roles = sorted(j["agentRole"] for j in (await listed.json())["items"])
+        assert roles == ["helper", "lead"], "a refused delegation created a job"
