@@ -11,19 +11,26 @@ Aspects covered:
   anchor_get reads (the absence of) another job of the chain's anchor;
 * seed 000's refusals arrive as tool errors in the API's words: a loop (the caller
   itself), a target that does not accept the caller (403 NotAllowedFrom), an
-  unknown agent; and a job of another chain is not the caller's to read.
+  unknown agent; and a job of another chain is not the caller's to read;
+* github_token, from a job the operator really launched (acting as a GitHub App on
+  the GitHub stand-in) with the token its pod got: a fresh installation token of the
+  job's scope, usable at GitHub.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentchain.engine.runtime import Runtime
+from e2e import chaining, delivering, operating
 from e2e.controlplane.cluster import ClusterInfo
+from e2e.github import GitHubStandIn
+from e2e.githubloop import REPOSITORY, app_delivery, app_operator, install
 from e2e.mcpclient import ok, pod_env, refused, server
 from e2e.webharness import ADMIN, Client, agent_manifest, apply, kube, served
 
@@ -31,7 +38,7 @@ __all__ = ["kube"]
 
 # The API runs in-process and the test ends the jobs itself; the session operator
 # (which serves every namespace) would run them.
-pytestmark = pytest.mark.usefixtures("operator_paused")
+in_process = pytest.mark.usefixtures("operator_paused")
 
 
 @pytest.fixture
@@ -75,6 +82,7 @@ async def end_when_created(kube: ClusterInfo, client: Client, agent: str, result
     return name
 
 
+@in_process
 async def test_delegate_waits_for_the_delegated_jobs_result(kube: ClusterInfo, team: str) -> None:
     async with served(kube, team) as (client, rt):
         lead = await start(client, team, "lead", "lead-root")
@@ -100,6 +108,7 @@ async def test_delegate_waits_for_the_delegated_jobs_result(kube: ClusterInfo, t
             assert again["id"] == child and again["created"] is False
 
 
+@in_process
 async def test_delegation_refusals_are_tool_errors(kube: ClusterInfo, team: str) -> None:
     async with served(kube, team) as (client, rt):
         lead = await start(client, team, "lead", "lead-root")
@@ -119,3 +128,42 @@ async def test_delegation_refusals_are_tool_errors(kube: ClusterInfo, team: str)
         listed = await client.get("/api/jobs", headers=ADMIN)
         roles = sorted(j["agentRole"] for j in (await listed.json())["items"])
         assert roles == ["helper", "lead"], "a refused delegation created a job"
+
+
+async def test_github_token_from_a_launched_job(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    github: GitHubStandIn,
+    tmp_path: Path,
+) -> None:
+    installed = install(github, tmp_path)
+    agent = chaining.agent("tok", "--no-context", "--sleep", "30", github="issues.opened")
+    agent["spec"]["github"] = {"writeBack": {"comment": False}, "permissions": {"issues": "write"}}
+    with app_operator(operator, cluster_info, namespace, installed) as op:
+        chaining.apply(cluster_info, namespace, agent)
+        payload = app_delivery("issues", "opened", installed.installation.id)
+        status, answer = delivering.send(op, *delivering.signed(op.webhook_secret, payload))
+        assert status == 202, answer
+        job = launched(cluster_info, namespace)
+        meta = job["metadata"]
+        token = chaining.job_secret(cluster_info, namespace, job)["token"]
+        env = pod_env(op.url, token, namespace, meta["name"], job["status"]["chainId"])
+        async with server(env) as tools:
+            fresh = await ok(tools, "github_token")
+        assert fresh["repository"] == REPOSITORY
+        assert fresh["permissions"] == {"issues": "write"}
+        assert github.token_usable(fresh["token"])
+
+
+def launched(info: ClusterInfo, namespace: str) -> dict[str, Any]:
+    """The delivery's job, once the operator launched it (its Secret holds the token)."""
+    found: list[dict[str, Any]] = []
+
+    def started() -> bool:
+        items = operating.get_json(info, "agentjobs", "-n", namespace)["items"]
+        found[:] = [i for i in items if (i.get("status") or {}).get("jobName")]
+        return bool(found)
+
+    operating.wait_until(started, timeout=120, what="the job to launch")
+    return found[0]
