@@ -12,6 +12,9 @@ Aspects covered:
 * seed 000's refusals arrive as tool errors in the API's words: a loop (the caller
   itself), a target that does not accept the caller (403 NotAllowedFrom), an
   unknown agent; and a job of another chain is not the caller's to read;
+* progress_note: the note becomes the job's own annotation (which the GitHub
+  write-back renders); over 300 characters is the API's 422; the route takes only the
+  job's own token (an admin is 403);
 * github_token, from a job the operator really launched (acting as a GitHub App on
   the GitHub stand-in) with the token its pod got: a fresh installation token of the
   job's scope, usable at GitHub.
@@ -26,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from agentchain import models
 from agentchain.engine.runtime import Runtime
 from e2e import chaining, delivering, operating
 from e2e.controlplane.cluster import ClusterInfo
@@ -128,6 +132,29 @@ async def test_delegation_refusals_are_tool_errors(kube: ClusterInfo, team: str)
         listed = await client.get("/api/jobs", headers=ADMIN)
         roles = sorted(j["agentRole"] for j in (await listed.json())["items"])
         assert roles == ["helper", "lead"], "a refused delegation created a job"
+
+
+@in_process
+async def test_progress_note_is_the_jobs_own_annotation(kube: ClusterInfo, team: str) -> None:
+    async with served(kube, team) as (client, rt):
+        lead = await start(client, team, "lead", "lead-root")
+        async with server(await job_env(client, rt, lead)) as tools:
+            noted = await ok(tools, "progress_note", note="tests pass, now the docs")
+            assert noted == {
+                "id": "lead-root",
+                "namespace": team,
+                "note": "tests pass, now the docs",
+            }
+            long = await refused(tools, "progress_note", note="x" * 301)
+            assert "(HTTP 422)" in long, long
+        got = await asyncio.to_thread(
+            kube.kubectl, "-n", team, "get", "agentjob", "lead-root", "-o", "json"
+        )
+        annotations = json.loads(got.stdout)["metadata"]["annotations"]
+        assert annotations[models.PROGRESS_NOTE] == "tests pass, now the docs"
+        path = f"/api/jobs/{team}/lead-root/progress"
+        admin = await client.put(path, json={"note": "not mine"}, headers=ADMIN)
+        assert admin.status == 403, await admin.text()
 
 
 async def test_github_token_from_a_launched_job(

@@ -52,7 +52,8 @@ INSTRUCTIONS = (
     "agents of your team. These tools reach the operator's job API with your job's own "
     "token: delegate a task to another agent, share knowledge through the team's store, "
     "keep your anchor (a short note of where you are, restored after a context reset) "
-    "current, read the team anchor, and get a fresh GitHub token. An error from a tool is "
+    "current, read the team anchor, show progress on the chain's GitHub comment, and get "
+    "a fresh GitHub token. An error from a tool is "
     "the operator's refusal, in its own words: read it, it says what to change."
 )
 
@@ -355,6 +356,28 @@ def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
 
 
 def _add_github_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, open_world_hint=True))
+    @_refusals_as_tool_errors
+    async def progress_note(
+        note: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description="One short line of plain text, at most 300 characters.",
+            ),
+        ],
+    ) -> Obj:
+        """Show where you are on the chain's GitHub comment, for the people watching it.
+
+        The comment that tracks your chain lists each job's phase; this adds one line
+        for your job, such as "tests pass, now updating the docs". Each note replaces
+        your previous one. It is shown as plain text: Markdown, HTML, links and
+        @mentions are not rendered, so it notifies nobody. It appears only where the
+        chain came from a GitHub issue or pull request. Refused when over 300
+        characters.
+        """
+        return await api.progress_note(note)
+
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, open_world_hint=True))
     @_refusals_as_tool_errors
     async def github_token() -> Obj:

@@ -175,6 +175,11 @@ class JobApi:
         answer: Obj = await self._call("GET", url)
         return answer
 
+    async def progress_note(self, note: str) -> Obj:
+        url = self._url("api", "jobs", self.env.namespace, self.env.job, "progress")
+        answer: Obj = await self._call("PUT", url, body={"note": note})
+        return answer
+
     # GitHub.
 
     async def github_token(self) -> Obj:

@@ -22,3 +22,6 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 # "refused:<reason>", and the decision's message.
 DISPOSITION = f"{GROUP}/disposition"
 DISPOSITION_MESSAGE = f"{GROUP}/disposition-message"
+# On a running AgentJob: the last progress note its agent sent (``PUT .../progress``),
+# shown, escaped, on its chain's GitHub comment.
+PROGRESS_NOTE = f"{GROUP}/progress-note"

@@ -55,6 +55,7 @@ TOOLS = {
     "anchor_set",
     "team_anchor_get",
     "github_token",
+    "progress_note",
 }
 DAY = 24 * 3600
 
