@@ -57,6 +57,14 @@ INSTRUCTIONS = (
     "the operator's refusal, in its own words: read it, it says what to change."
 )
 
+# Hints for the client (a CLI may ask before a write): every write replaces or adds, and
+# repeating one changes nothing more; only the GitHub tools reach beyond the operator.
+READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+GITHUB = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
+
 StoreNamespace = Annotated[
     str,
     Field(
@@ -95,19 +103,6 @@ def _job_view(answer: Mapping[str, Any]) -> Obj:
     return {k: answer[k] for k in JOB_FIELDS if k in answer}
 
 
-def _read_only() -> ToolAnnotations:
-    return ToolAnnotations(read_only_hint=True, open_world_hint=False)
-
-
-def _writes(*, idempotent: bool) -> ToolAnnotations:
-    return ToolAnnotations(
-        read_only_hint=False,
-        destructive_hint=False,
-        idempotent_hint=idempotent,
-        open_world_hint=False,
-    )
-
-
 def build_server(api: toolcalls.JobApi) -> MCPServer:
     server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
     _add_job_tools(server, api)
@@ -118,7 +113,7 @@ def build_server(api: toolcalls.JobApi) -> MCPServer:
 
 
 def _add_job_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
-    @server.tool(annotations=_writes(idempotent=True))
+    @server.tool(annotations=WRITES)
     @_refusals_as_tool_errors
     async def delegate(
         agent: Annotated[
@@ -165,7 +160,7 @@ def _add_job_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         """
         return _job_view(await api.delegate(agent, task, wait_seconds))
 
-    @server.tool(annotations=_read_only())
+    @server.tool(annotations=READS)
     @_refusals_as_tool_errors
     async def job_status(
         job_id: Annotated[
@@ -187,7 +182,7 @@ def _add_job_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
 
 
 def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
-    @server.tool(annotations=_read_only())
+    @server.tool(annotations=READS)
     @_refusals_as_tool_errors
     async def store_get(namespace: StoreNamespace, key: StoreKey) -> Obj:
         """Read one entry of your team's shared store.
@@ -200,7 +195,7 @@ def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         """
         return await api.store_get(namespace, key)
 
-    @server.tool(annotations=_writes(idempotent=True))
+    @server.tool(annotations=WRITES)
     @_refusals_as_tool_errors
     async def store_set(
         namespace: StoreNamespace,
@@ -225,7 +220,7 @@ def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         """
         return await api.store_put(namespace, key, value, ttl_seconds)
 
-    @server.tool(annotations=_writes(idempotent=True))
+    @server.tool(annotations=WRITES)
     @_refusals_as_tool_errors
     async def store_set_and_extend(
         namespace: StoreNamespace, key: StoreKey, value: StoreValue
@@ -239,7 +234,7 @@ def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         """
         return await api.store_put(namespace, key, value)
 
-    @server.tool(annotations=_writes(idempotent=True))
+    @server.tool(annotations=WRITES)
     @_refusals_as_tool_errors
     async def store_touch(namespace: StoreNamespace, key: StoreKey) -> Obj:
         """Read an entry of the shared store and extend its life by 90 days.
@@ -250,7 +245,7 @@ def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         """
         return await api.store_get(namespace, key, extend=True)
 
-    @server.tool(annotations=_read_only())
+    @server.tool(annotations=READS)
     @_refusals_as_tool_errors
     async def store_query(
         namespace: StoreNamespace,
@@ -274,7 +269,7 @@ def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
 
 
 def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
-    @server.tool(annotations=_read_only())
+    @server.tool(annotations=READS)
     @_refusals_as_tool_errors
     async def anchor_get(
         job_id: Annotated[
@@ -294,7 +289,7 @@ def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         """
         return await api.anchor_get(job_id or None)
 
-    @server.tool(annotations=_writes(idempotent=True))
+    @server.tool(annotations=WRITES)
     @_refusals_as_tool_errors
     async def anchor_set(
         task: Annotated[str | None, Field(description="What you were asked to do.")] = None,
@@ -344,7 +339,7 @@ def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
             )
         return await api.anchor_put(anchor)
 
-    @server.tool(annotations=_read_only())
+    @server.tool(annotations=READS)
     @_refusals_as_tool_errors
     async def team_anchor_get() -> Obj:
         """Read your chain's team anchor: what the chain's jobs have done so far.
@@ -356,7 +351,7 @@ def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
 
 
 def _add_github_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, open_world_hint=True))
+    @server.tool(annotations=GITHUB)
     @_refusals_as_tool_errors
     async def progress_note(
         note: Annotated[
@@ -378,7 +373,7 @@ def _add_github_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         """
         return await api.progress_note(note)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, open_world_hint=True))
+    @server.tool(annotations=GITHUB)
     @_refusals_as_tool_errors
     async def github_token() -> Obj:
         """Get a fresh GitHub installation token for your job's repository.
