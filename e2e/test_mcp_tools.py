@@ -15,9 +15,10 @@ Aspects covered:
 * progress_note: the note becomes the job's own annotation (which the GitHub
   write-back renders); over 300 characters is the API's 422; the route takes only the
   job's own token (an admin is 403);
-* github_token, from a job the operator really launched (acting as a GitHub App on
-  the GitHub stand-in) with the token its pod got: a fresh installation token of the
-  job's scope, usable at GitHub.
+* from a job the operator really launched (acting as a GitHub App on the GitHub
+  stand-in), with the token its pod got: github_token gives a fresh installation token
+  of the job's scope, usable at GitHub, and a progress_note appears on the chain's
+  issue comment, escaped (its mention and HTML inert).
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ async def test_progress_note_is_the_jobs_own_annotation(kube: ClusterInfo, team:
         assert admin.status == 403, await admin.text()
 
 
-async def test_github_token_from_a_launched_job(
+async def test_github_token_and_progress_note_from_a_launched_job(
     operator: operating.OperatorProcess,
     cluster_info: ClusterInfo,
     namespace: str,
@@ -166,7 +167,7 @@ async def test_github_token_from_a_launched_job(
 ) -> None:
     installed = install(github, tmp_path)
     agent = chaining.agent("tok", "--no-context", "--sleep", "30", github="issues.opened")
-    agent["spec"]["github"] = {"writeBack": {"comment": False}, "permissions": {"issues": "write"}}
+    agent["spec"]["github"] = {"permissions": {"issues": "write"}}
     with app_operator(operator, cluster_info, namespace, installed) as op:
         chaining.apply(cluster_info, namespace, agent)
         payload = app_delivery("issues", "opened", installed.installation.id)
@@ -178,9 +179,16 @@ async def test_github_token_from_a_launched_job(
         env = pod_env(op.url, token, namespace, meta["name"], job["status"]["chainId"])
         async with server(env) as tools:
             fresh = await ok(tools, "github_token")
+            await ok(tools, "progress_note", note="tests pass, @octocat <b>look</b>")
         assert fresh["repository"] == REPOSITORY
         assert fresh["permissions"] == {"issues": "write"}
         assert github.token_usable(fresh["token"])
+        shown = f"- tok ({meta['name']}): tests pass, @\u200boctocat &lt;b&gt;look&lt;/b&gt;"
+
+        def noted() -> bool:
+            return any(shown in c.body for c in installed.comments())
+
+        operating.wait_until(noted, timeout=60, what="the note on the chain's comment")
 
 
 def launched(info: ClusterInfo, namespace: str) -> dict[str, Any]:
