@@ -4,7 +4,8 @@ One entry point for the one image: ``agentchain run`` is one operator replica (t
 webhook and API always, kopf's engine while it holds the leader Lease: ``replica.py``),
 ``agentchain demo-agent`` the deterministic agent the demo and
 tests run, ``agentchain crds`` regenerates ``crds/`` from the models, ``agentchain
-workspace prepare|report|publish`` the git side of a chain's workspace (in pods).
+workspace prepare|report|publish`` the git side of a chain's workspace (in pods),
+``agentchain mcp`` the job's MCP tools for the agent's CLI (in the agent's pod).
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ def _workspace(args: argparse.Namespace) -> int:
     return commands.main(args)
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from agentchain.agents import mcpserving
+
+    return mcpserving.main()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo-agent"]:
@@ -93,9 +100,14 @@ def main(argv: list[str] | None = None) -> int:
     from agentchain.workspace import commands
 
     commands.add_parser(sub)
+    sub.add_parser(
+        "mcp",
+        help="serve the job's agentchain tools (delegation, store, anchors, GitHub token)"
+        " to the agent's CLI over MCP on stdio (inside an agent's pod)",
+    )
     args = parser.parse_args(argv)
     handlers = {"run": _run, "crds": _crds, "config-reference": _config_reference,
-                "workspace": _workspace}  # fmt: skip
+                "workspace": _workspace, "mcp": _mcp}  # fmt: skip
     return handlers[args.command](args)
 
 

@@ -6,7 +6,8 @@ idempotent and works from recorded state only, so it can be repeated at any time
 showing the chain as it is now:
 
 1. the chain's AgentJobs are listed by their chain-id label and rendered
-   (``policy/progress.py``); the digest of the render is compared with the digest
+   (``policy/progress.py``), with each job's last progress note (an annotation its
+   agent sets through the job API); the digest of the render is compared with the digest
    last written (``store/github.py``): equal means nothing to send;
 2. a recorded comment id is edited in place; without one, the creation is claimed
    (one writer at a time), the issue's comments are searched for the operator's own
@@ -81,6 +82,7 @@ async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed 
             i["metadata"]["name"],
             str(i["metadata"].get("creationTimestamp") or ""),
             AgentJob.model_validate({"spec": i.get("spec") or {}, "status": i.get("status") or {}}),
+            (i["metadata"].get("annotations") or {}).get(models.PROGRESS_NOTE),
         )
         for i in items
     ]

@@ -29,3 +29,6 @@ DISPOSITION_MESSAGE = f"{GROUP}/disposition-message"
 # (``policy.provenance``): its place in a chain, and its GitHub event.
 SEAL = f"{GROUP}/seal"
 EVENT_SEAL = f"{GROUP}/event-seal"
+# On a running AgentJob: the last progress note its agent sent (``PUT .../progress``),
+# shown, escaped, on its chain's GitHub comment.
+PROGRESS_NOTE = f"{GROUP}/progress-note"

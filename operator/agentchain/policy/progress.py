@@ -30,6 +30,8 @@ from agentchain.policy.prompts import extract_handoff
 
 ChainState = Literal["queued", "running", "succeeded", "failed", "stopped"]
 OUTCOME_MAX_CHARS = 4000
+NOTE_MAX_CHARS = 300
+"""A progress note's limit: the API refuses longer ones, the render cuts any that are."""
 MAX_ROWS = 50
 SUMMARY_MAX_CHARS = 60_000
 """GitHub's limit for a Check Run summary is 65,535 characters."""
@@ -56,6 +58,8 @@ class JobRecord:
     name: str
     created: str
     job: AgentJob
+    note: str | None = None
+    """The last progress note its agent sent (the AgentJob's annotation), if any."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class Step:
     phase: str
     started: dt.datetime | None
     ended: dt.datetime | None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,7 @@ def _step(record: JobRecord) -> Step:
         status.phase or "Pending",
         status.start_time,
         status.completion_time,
+        record.note or None,
     )
 
 
@@ -174,6 +180,22 @@ def table(view: ChainView, dashboard_url: str = "") -> str:
     return "\n".join(lines)
 
 
+def notes_section(view: ChainView) -> str:
+    """The agents' progress notes, one line per job that sent one (empty without any).
+
+    A note is the agent's text, so it is data here as everywhere: one escaped line,
+    no Markdown, no HTML, no mention or link, whatever ``allowMentions`` says (that
+    opt-in covers the chain's result, not running commentary).
+    """
+    lines = [
+        f"- {markdown.inline(s.agent, 63)} ({markdown.inline(s.name, 253)}): "
+        f"{markdown.inline(s.note, NOTE_MAX_CHARS)}"
+        for s in view.steps[:MAX_ROWS]
+        if s.note
+    ]
+    return "**Progress notes**\n\n" + "\n".join(lines) if lines else ""
+
+
 def outcome_section(view: ChainView, *, allow_mentions: bool) -> str:
     if not view.done:
         return "_The result appears here when the chain ends._"
@@ -200,10 +222,11 @@ def render_comment(
         marker(view.namespace, view.chain_id),
         title,
         table(view, dashboard_url),
+        notes_section(view),
         outcome_section(view, allow_mentions=allow_mentions),
         "<sub>This comment is kept up to date by agentchain while the chain runs.</sub>",
     ]
-    return "\n\n".join(parts) + "\n"
+    return "\n\n".join(p for p in parts if p) + "\n"
 
 
 @dataclass(frozen=True)

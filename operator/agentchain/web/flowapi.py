@@ -13,7 +13,11 @@ Job tokens may not stop anything, not even their own job: an agent that wants to
 simply exits.  What a job token may do is report its usage
 (``POST /api/jobs/{ns}/{name}/usage``, its own job only): added to its chain's usage in
 Redis, shown on the job (``status.usage``) and in metrics, and checked against the
-chain's budget at once, so a chain is stopped at the first report over it.
+chain's budget at once, so a chain is stopped at the first report over it.  And it
+may leave a progress note (``PUT /api/jobs/{ns}/{name}/progress``, its own job only,
+at most ``NOTE_MAX_CHARS`` characters): kept as an annotation of its AgentJob, whose
+change brings the chain's GitHub comment up to date like any other, where the write-back
+shows it as escaped text (``policy/progress.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentchain import metrics
+from agentchain import metrics, models
 from agentchain.engine import budgeting, records, stoprequests
 from agentchain.kube import resources
 from agentchain.policy import approvals, budgets, stops
@@ -32,7 +36,7 @@ from agentchain.store.usage import UsageStore
 from agentchain.web import api, auth
 from agentchain.web.requests import read_json, validate
 from agentchain.web.responses import ApiError, json_response
-from agentchain.web.schemas import StopRequest, UsageReport
+from agentchain.web.schemas import ProgressNoteRequest, StopRequest, UsageReport
 
 Obj = dict[str, Any]
 STOPPED_BY_API = "api"
@@ -127,9 +131,23 @@ async def report_usage(request: web.Request) -> web.Response:
     return json_response(body)
 
 
+async def put_progress_note(request: web.Request) -> web.Response:
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    auth.require_job(auth.principal_of(request), namespace, name)
+    note = validate(ProgressNoteRequest, await read_json(request)).note
+    annotations = {models.PROGRESS_NOTE: note}
+    patched = await resources.patch_metadata(
+        namespace, resources.AGENTJOBS, name, labels={}, annotations=annotations
+    )
+    if patched is None:
+        raise ApiError(404, "job not found", f"No AgentJob {name} in namespace {namespace}.")
+    return json_response({"id": name, "namespace": namespace, "note": note})
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/jobs/{namespace}/{name}/stop", stop_job)
     app.router.add_post("/api/chains/{namespace}/{chain_id}/stop", stop_chain)
     app.router.add_post("/api/jobs/{namespace}/{name}/usage", report_usage)
+    app.router.add_put("/api/jobs/{namespace}/{name}/progress", put_progress_note)
     app.router.add_post("/api/jobs/{namespace}/{name}/approve", approve_job)
     app.router.add_post("/api/jobs/{namespace}/{name}/reject", reject_job)

@@ -20,6 +20,7 @@ from agentchain.web.schemas import (
     AdminJobRequest,
     DelegationRequest,
     JobQuery,
+    ProgressNoteRequest,
     StopRequest,
     StoreQuery,
     StoreWrite,
@@ -292,6 +293,11 @@ def _paths() -> dict[str, Any]:
         "/api/chains/{namespace}/{chainId}/stop": {"post": _stop([_NS, _CHAIN])},
         "/api/jobs/{namespace}/{name}/approve": {"post": _stop([_NS, _NAME], "Approve")},
         "/api/jobs/{namespace}/{name}/reject": {"post": _stop([_NS, _NAME], "Reject")},
+        "/api/jobs/{namespace}/{name}/progress": {
+            "put": _op(
+                [_NS, _NAME], _OBJECT, body={"$ref": "#/components/schemas/ProgressNoteRequest"}
+            )
+        },
         "/api/jobs/{namespace}/{name}/usage": {
             "post": _op([_NS, _NAME], _OBJECT, body={"$ref": "#/components/schemas/UsageReport"})
         },
@@ -376,6 +382,7 @@ def document() -> dict[str, Any]:
                 "StoreWrite": schema_of(StoreWrite),
                 "StopRequest": schema_of(StopRequest),
                 "UsageReport": schema_of(UsageReport),
+                "ProgressNoteRequest": schema_of(ProgressNoteRequest),
                 "JobAnchor": _job_anchor(),
                 "Error": {
                     "type": "object",

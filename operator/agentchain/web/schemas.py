@@ -14,6 +14,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from agentchain.models.aiagent import TRIGGER_NAME_PATTERN
+from agentchain.policy.progress import NOTE_MAX_CHARS
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 PROMPT_MAX_CHARS = 64 * 1024
@@ -144,6 +145,16 @@ class StopRequest(_Strict):
     """A stop (admin token): why, shown on the job (``Stopped by api: <reason>``)."""
 
     reason: str = Field(default="", max_length=200, description="Why; one line of text.")
+
+
+class ProgressNoteRequest(_Strict):
+    """A running job's progress note (job token, its own job): one line on its chain's comment."""
+
+    note: str = Field(
+        min_length=1,
+        max_length=NOTE_MAX_CHARS,
+        description="Plain text, shown escaped on one line; replaces the job's previous note.",
+    )
 
 
 class UsageReport(_Strict):

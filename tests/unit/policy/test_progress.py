@@ -10,7 +10,9 @@ Aspects covered:
 * a render depends on recorded state only: running steps show their start, not an
   elapsed time, so re-rendering an unchanged chain gives identical text;
 * untrusted text: agent output in a code block by default (mentions, closing keywords
-  and HTML inert), as Markdown with HTML escaped when the agent allows mentions.
+  and HTML inert), as Markdown with HTML escaped when the agent allows mentions;
+* progress notes: one escaped line per job that sent one, below the table, cut at
+  ``NOTE_MAX_CHARS``, inert even when the agent allows mentions; none, no section.
 """
 
 from __future__ import annotations
@@ -130,6 +132,33 @@ class TestComment:
     def test_no_output(self) -> None:
         body = progress.render_comment(view(ended("r", "r", 0, "Failed", 1, chainComplete=True)))
         assert "The last job left no output" in body
+
+
+class TestProgressNotes:
+    def noted(self, note: str) -> progress.JobRecord:
+        record = job("dev", "developer", 1, "Running", startTime=T0.isoformat())
+        return progress.JobRecord(record.name, record.created, record.job, note)
+
+    def test_a_note_is_one_inert_line_below_the_table(self) -> None:
+        note = "tests pass\n## now @octocat <b>fixes #1</b> [x](http://e.vil)"
+        v = view(ended("tri", "triage", 0, "Succeeded", 3), self.noted(note))
+        for allow_mentions in (False, True):
+            body = progress.render_comment(v, allow_mentions=allow_mentions)
+            section = body.split("**Progress notes**\n\n", 1)[1].split("\n\n", 1)[0]
+            assert section == (
+                "- developer (dev): tests pass #\u200b#\u200b now @\u200boctocat "
+                "&lt;b&gt;fixes #\u200b1&lt;/b&gt; \\[x\\](http\\://e.vil)"
+            )
+            assert body.index("| 2 | developer") < body.index("**Progress notes**")
+
+    def test_a_long_note_is_cut(self) -> None:
+        body = progress.render_comment(view(self.noted("n" * (progress.NOTE_MAX_CHARS + 50))))
+        assert "n" * progress.NOTE_MAX_CHARS + "…\n" in body
+        assert "n" * (progress.NOTE_MAX_CHARS + 1) not in body
+
+    def test_without_notes_there_is_no_section(self) -> None:
+        body = progress.render_comment(view(self.noted("")))
+        assert "Progress notes" not in body and "\n\n\n" not in body
 
 
 def test_duration_formats() -> None:

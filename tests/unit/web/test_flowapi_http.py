@@ -7,7 +7,9 @@ Aspects covered:
   JSON) is a 422 before anything is asked to stop;
 - both routes are in the OpenAPI document with their 202 and 409 answers;
 - usage reports: only the job's own token (403 for another job's or an admin's), and a
-  malformed report is a 422 that counts nothing.
+  malformed report is a 422 that counts nothing;
+- progress notes: only the job's own token (403 for another job's or an admin's); an
+  empty, overlong or malformed note is a 422 (all answered before Kubernetes).
 """
 
 from __future__ import annotations
@@ -77,3 +79,24 @@ async def test_a_bad_usage_report_is_422_and_counts_nothing(
 ) -> None:
     await error(await client.post(USAGE, json=body, headers=await job_token(runtime)), 422)
     assert await runtime.redis.keys("agentchain:flow:usage:*") == []
+
+
+NOTE = "/api/jobs/team-a/job-1/progress"
+
+
+async def test_only_the_job_itself_leaves_its_progress_note(
+    client: Client, runtime: Runtime
+) -> None:
+    other = await job_token(runtime, "team-a", "job-2")
+    await error(await client.put(NOTE, json={"note": "hi"}, headers=other), 403)
+    await error(await client.put(NOTE, json={"note": "hi"}, headers=ADMIN), 403)
+    await error(await client.put(NOTE, json={"note": "hi"}), 401)
+
+
+@pytest.mark.parametrize(
+    "body", [{"note": ""}, {"note": "x" * 301}, {"note": 3}, {"text": "hi"}, {"note": "a", "b": 1}]
+)
+async def test_a_bad_progress_note_is_422(
+    client: Client, runtime: Runtime, body: dict[str, object]
+) -> None:
+    await error(await client.put(NOTE, json=body, headers=await job_token(runtime)), 422)
