@@ -4,7 +4,8 @@ One entry point for the one image: ``agentchain run`` is one operator replica (t
 webhook and API always, kopf's engine while it holds the leader Lease: ``replica.py``),
 ``agentchain demo-agent`` the deterministic agent the demo and
 tests run, ``agentchain crds`` regenerates ``crds/`` from the models, ``agentchain
-workspace prepare|report|publish`` the git side of a chain's workspace (in pods).
+workspace prepare|report|publish`` the git side of a chain's workspace (in pods),
+``agentchain agent run`` the runner between an agent's pod and its CLI (in pods).
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ def _demo_agent(rest: list[str]) -> int:
     return demo_agent.main(rest)
 
 
+def _agent(args: argparse.Namespace) -> int:
+    from agentchain.agents import runner
+
+    return runner.main(args)
+
+
 def _workspace(args: argparse.Namespace) -> int:
     from agentchain.workspace import commands
 
@@ -93,9 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     from agentchain.workspace import commands
 
     commands.add_parser(sub)
+    from agentchain.agents import runner
+
+    runner.add_parser(sub)
     args = parser.parse_args(argv)
     handlers = {"run": _run, "crds": _crds, "config-reference": _config_reference,
-                "workspace": _workspace}  # fmt: skip
+                "workspace": _workspace, "agent": _agent}  # fmt: skip
     return handlers[args.command](args)
 
 
