@@ -62,8 +62,8 @@ DEFAULT_MESSAGES = {
 }
 
 
-def text(value: str, **tokens: int) -> Reply:
-    return Reply(text=value, **tokens)
+def text(value: str, input_tokens: int = 100, output_tokens: int = 20) -> Reply:
+    return Reply(text=value, input_tokens=input_tokens, output_tokens=output_tokens)
 
 
 def tool(name: str, arguments: dict[str, Any] | None = None, text: str = "") -> Reply:

@@ -105,7 +105,10 @@ class ModelStandIn:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self._site.stop()
 
@@ -155,15 +158,17 @@ class ModelStandIn:
             given = given or bearer.removeprefix("Bearer ")
         return secrets.compare_digest(given.encode(), self.api_key.encode())
 
-    def _answer(self, request: web.Request, exchange: Exchange, body: Json | None,
-                request_kind: str) -> Answer:  # fmt: skip
+    def _answer(
+        self, request: web.Request, exchange: Exchange, body: Json | None, request_kind: str
+    ) -> Answer:
         """What to send: a 400 for a bad request, a 401 for a bad key, else the script."""
         if body is None:
             return Failure(400, "The request body is not valid JSON.", None)
         found = problems(request_kind, body)
         if found:
-            self._violation(f"request: {request.path}: off the SDK's {request_kind}: "
-                            + "; ".join(found))  # fmt: skip
+            self._violation(
+                f"request: {request.path}: off the SDK's {request_kind}: " + "; ".join(found)
+            )
             return Failure(400, "; ".join(found)[:500], None)
         if not self._authorized(request):
             return Failure(401, "invalid x-api-key", None)
@@ -174,20 +179,29 @@ class ModelStandIn:
         exchange.answer = answer
         return answer
 
-    async def _fail(self, exchange: Exchange, failure: Failure, error_body: Json,
-                    error_kind: str, checked: Json) -> web.Response:  # fmt: skip
+    async def _fail(
+        self, exchange: Exchange, failure: Failure, error_body: Json, error_kind: str, checked: Json
+    ) -> web.Response:
         self._check(error_kind, checked, f"response: {exchange.path} {failure.status}")
         exchange.status, exchange.sent = failure.status, [error_body]
         headers = {} if failure.retry_after is None else {"retry-after": f"{failure.retry_after:g}"}
         return web.json_response(error_body, status=failure.status, headers=headers)
 
-    async def _stream(self, request: web.Request, exchange: Exchange, events: list[Json],
-                      kind: str, line: Callable[[Json], str], end: str = "") -> web.StreamResponse:  # fmt: skip
+    async def _stream(
+        self,
+        request: web.Request,
+        exchange: Exchange,
+        events: list[Json],
+        kind: str,
+        line: Callable[[Json], str],
+        end: str = "",
+    ) -> web.StreamResponse:
         for event in events:
             self._check(kind, event, f"response: {exchange.path} event {event.get('type')}")
         exchange.status, exchange.sent = 200, events
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                               "Cache-Control": "no-cache"})  # fmt: skip
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await response.prepare(request)
         for event in events:
             await response.write(line(event).encode())
@@ -216,9 +230,12 @@ class ModelStandIn:
             return web.json_response(message)
         events = wire.anthropic_events(answer, model, message_id, ids)
         return await self._stream(
-            request, exchange, events, "anthropic.event",
+            request,
+            exchange,
+            events,
+            "anthropic.event",
             lambda e: f"event: {e['type']}\ndata: {json.dumps(e)}\n\n",
-        )  # fmt: skip
+        )
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         exchange, body = await self._begin(request, "responses")
@@ -231,12 +248,16 @@ class ModelStandIn:
             self._violation(f"unimplemented: {exchange.path} without stream")
             return web.json_response(wire.openai_error(Failure(400, "stream only")), status=400)
         response_id = f"resp_{secrets.token_hex(12)}"
-        events = wire.responses_events(answer, str(body.get("model", "")), response_id,
-                                       self._ids(answer, "call_"))  # fmt: skip
+        events = wire.responses_events(
+            answer, str(body.get("model", "")), response_id, self._ids(answer, "call_")
+        )
         return await self._stream(
-            request, exchange, events, "responses.event",
+            request,
+            exchange,
+            events,
+            "responses.event",
             lambda e: f"event: {e['type']}\ndata: {json.dumps(e)}\n\n",
-        )  # fmt: skip
+        )
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         exchange, body = await self._begin(request, "chat")
@@ -256,6 +277,10 @@ class ModelStandIn:
         usage = bool(isinstance(options, dict) and options.get("include_usage"))
         chunks = wire.chat_chunks(answer, model, completion_id, ids, usage)
         return await self._stream(
-            request, exchange, chunks, "chat.chunk",
-            lambda e: f"data: {json.dumps(e)}\n\n", end="data: [DONE]\n\n",
-        )  # fmt: skip
+            request,
+            exchange,
+            chunks,
+            "chat.chunk",
+            lambda e: f"data: {json.dumps(e)}\n\n",
+            end="data: [DONE]\n\n",
+        )

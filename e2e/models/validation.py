@@ -17,6 +17,7 @@ Building an adapter for a large union takes seconds, so each is built once per p
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
 import warnings
 from collections.abc import Iterator
@@ -25,79 +26,25 @@ from typing import Any
 import pydantic
 from pydantic import TypeAdapter
 
-
-def _adapter(kind: str) -> TypeAdapter[Any]:
-    return _adapters()[kind]()
+# kind -> (module, name) of the SDK type it is checked against.
+SDK_TYPES = {
+    "anthropic.request": ("anthropic.types.beta", "MessageCreateParams"),
+    "anthropic.event": ("anthropic.types.beta", "BetaRawMessageStreamEvent"),
+    "anthropic.message": ("anthropic.types.beta", "BetaMessage"),
+    "anthropic.error": ("anthropic.types", "ErrorResponse"),
+    "responses.request": ("openai.types.responses", "ResponseCreateParams"),
+    "responses.event": ("openai.types.responses", "ResponseStreamEvent"),
+    "chat.request": ("openai.types.chat", "CompletionCreateParams"),
+    "chat.chunk": ("openai.types.chat", "ChatCompletionChunk"),
+    "chat.completion": ("openai.types.chat", "ChatCompletion"),
+    "openai.error": ("openai.types.shared", "ErrorObject"),
+}
 
 
 @functools.cache
-def _adapters() -> dict[str, Any]:
-    def lazy(load: Any) -> Any:
-        return functools.cache(lambda: TypeAdapter(load()))
-
-    def anthropic_request() -> Any:
-        from anthropic.types.beta import MessageCreateParams
-
-        return MessageCreateParams
-
-    def anthropic_event() -> Any:
-        from anthropic.types.beta import BetaRawMessageStreamEvent
-
-        return BetaRawMessageStreamEvent
-
-    def anthropic_message() -> Any:
-        from anthropic.types.beta import BetaMessage
-
-        return BetaMessage
-
-    def anthropic_error() -> Any:
-        from anthropic.types import ErrorResponse
-
-        return ErrorResponse
-
-    def responses_request() -> Any:
-        from openai.types.responses import ResponseCreateParams
-
-        return ResponseCreateParams
-
-    def responses_event() -> Any:
-        from openai.types.responses import ResponseStreamEvent
-
-        return ResponseStreamEvent
-
-    def chat_request() -> Any:
-        from openai.types.chat import CompletionCreateParams
-
-        return CompletionCreateParams
-
-    def chat_chunk() -> Any:
-        from openai.types.chat import ChatCompletionChunk
-
-        return ChatCompletionChunk
-
-    def chat_completion() -> Any:
-        from openai.types.chat import ChatCompletion
-
-        return ChatCompletion
-
-    def openai_error() -> Any:
-        from openai.types.shared import ErrorObject
-
-        return ErrorObject
-
-    loaders = {
-        "anthropic.request": anthropic_request,
-        "anthropic.event": anthropic_event,
-        "anthropic.message": anthropic_message,
-        "anthropic.error": anthropic_error,
-        "responses.request": responses_request,
-        "responses.event": responses_event,
-        "chat.request": chat_request,
-        "chat.chunk": chat_chunk,
-        "chat.completion": chat_completion,
-        "openai.error": openai_error,
-    }
-    return {kind: lazy(load) for kind, load in loaders.items()}
+def _adapter(kind: str) -> TypeAdapter[Any]:
+    module, name = SDK_TYPES[kind]
+    return TypeAdapter(getattr(importlib.import_module(module), name))
 
 
 def _materialize(value: Any) -> Any:
@@ -153,8 +100,11 @@ def _relevant(errors: list[Any]) -> list[str]:
     A union of events or blocks fails on every member; only the members that agree on
     the ``type`` tag say what is wrong with the value.
     """
-    tagged_off = {e["loc"][0] for e in errors
-                  if len(e["loc"]) == 2 and e["loc"][1] == "type" and e["type"] == "literal_error"}  # fmt: skip
+    tagged_off = {
+        e["loc"][0]
+        for e in errors
+        if len(e["loc"]) == 2 and e["loc"][1] == "type" and e["type"] == "literal_error"
+    }
     kept = [e for e in errors if not e["loc"] or e["loc"][0] not in tagged_off] or errors
     return [f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in kept]
 
@@ -162,8 +112,7 @@ def _relevant(errors: list[Any]) -> list[str]:
 def problems(kind: str, value: Any) -> list[str]:
     """What is wrong with ``value`` as the SDK type ``kind`` names; empty if it conforms.
 
-    Kinds: ``anthropic.request|event|message|error``, ``responses.request|event``,
-    ``chat.request|chunk|completion``, ``openai.error``.
+    Kinds: the keys of ``SDK_TYPES``.
     """
     with warnings.catch_warnings():
         # The SDKs' TypedDicts that allow extra items warn when pydantic builds them.
@@ -173,7 +122,7 @@ def problems(kind: str, value: Any) -> list[str]:
         kept = _materialize(adapter.validate_python(value))
     except pydantic.ValidationError as error:
         return _relevant(error.errors())[:20]
-    unknown = _extras(kept, "$") if isinstance(kept, pydantic.BaseModel) else _dropped(
-        value, kept, "$"
+    unknown = (
+        _extras(kept, "$") if isinstance(kept, pydantic.BaseModel) else _dropped(value, kept, "$")
     )
     return list(itertools.islice(unknown, 20))

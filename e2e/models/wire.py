@@ -33,8 +33,9 @@ def _anthropic_blocks(reply: Reply, ids: list[str]) -> list[Json]:
     if reply.text:
         blocks.append({"type": "text", "text": reply.text})
     for call, call_id in zip(reply.tool_calls, ids, strict=True):
-        blocks.append({"type": "tool_use", "id": call_id, "name": call.name,
-                       "input": call.arguments})  # fmt: skip
+        blocks.append(
+            {"type": "tool_use", "id": call_id, "name": call.name, "input": call.arguments}
+        )
     return blocks
 
 
@@ -67,8 +68,12 @@ def anthropic_message(reply: Reply, model: str, message_id: str, ids: list[str])
 
 def anthropic_events(reply: Reply, model: str, message_id: str, ids: list[str]) -> list[Json]:
     """The stream of one message: start, each block's start/delta/stop, delta, stop."""
-    start = dict(anthropic_message(reply, model, message_id, ids), content=[],
-                 stop_reason=None, usage=_anthropic_usage(reply, 1))  # fmt: skip
+    start = dict(
+        anthropic_message(reply, model, message_id, ids),
+        content=[],
+        stop_reason=None,
+        usage=_anthropic_usage(reply, 1),
+    )
     events: list[Json] = [{"type": "message_start", "message": start}]
     for index, block in enumerate(_anthropic_blocks(reply, ids)):
         if block["type"] == "text":
@@ -80,11 +85,13 @@ def anthropic_events(reply: Reply, model: str, message_id: str, ids: list[str]) 
         events.append({"type": "content_block_start", "index": index, "content_block": empty})
         events.append({"type": "content_block_delta", "index": index, "delta": delta})
         events.append({"type": "content_block_stop", "index": index})
-    events.append({
-        "type": "message_delta",
-        "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": None},
-        "usage": {"output_tokens": reply.output_tokens},
-    })  # fmt: skip
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": _stop_reason(reply), "stop_sequence": None},
+            "usage": {"output_tokens": reply.output_tokens},
+        }
+    )
     events.append({"type": "message_stop"})
     return events
 
@@ -92,25 +99,41 @@ def anthropic_events(reply: Reply, model: str, message_id: str, ids: list[str]) 
 def _responses_items(reply: Reply, response_id: str, ids: list[str]) -> list[Json]:
     items: list[Json] = []
     if reply.text:
-        items.append({
-            "type": "message", "id": f"msg_{response_id}", "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
-        })  # fmt: skip
+        items.append(
+            {
+                "type": "message",
+                "id": f"msg_{response_id}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+            }
+        )
     for call, call_id in zip(reply.tool_calls, ids, strict=True):
-        items.append({
-            "type": "function_call", "id": f"fc_{call_id}", "call_id": call_id,
-            "name": call.name, "arguments": json.dumps(call.arguments), "status": "completed",
-        })  # fmt: skip
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{call_id}",
+                "call_id": call_id,
+                "name": call.name,
+                "arguments": json.dumps(call.arguments),
+                "status": "completed",
+            }
+        )
     return items
 
 
 def _response(response_id: str, model: str, status: str, output: list[Json]) -> Json:
     return {
-        "id": response_id, "object": "response", "created_at": float(int(time.time())),
-        "model": model, "status": status, "output": output, "parallel_tool_calls": True,
-        "tool_choice": "auto", "tools": [],
-    }  # fmt: skip
+        "id": response_id,
+        "object": "response",
+        "created_at": float(int(time.time())),
+        "model": model,
+        "status": status,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
 
 
 def _item_events(item: Json, index: int) -> list[Json]:
@@ -120,23 +143,28 @@ def _item_events(item: Json, index: int) -> list[Json]:
         where = {"item_id": item["id"], "output_index": index, "content_index": 0}
         part = {"type": "output_text", "text": "", "annotations": []}
         return [
-            {"type": "response.output_item.added", "output_index": index,
-             "item": dict(item, status="in_progress", content=[])},
+            {
+                "type": "response.output_item.added",
+                "output_index": index,
+                "item": dict(item, status="in_progress", content=[]),
+            },
             {"type": "response.content_part.added", **where, "part": part},
             {"type": "response.output_text.delta", **where, "delta": text, "logprobs": []},
             {"type": "response.output_text.done", **where, "text": text, "logprobs": []},
             {"type": "response.content_part.done", **where, "part": dict(part, text=text)},
             {"type": "response.output_item.done", "output_index": index, "item": item},
-        ]  # fmt: skip
+        ]
     where = {"item_id": item["id"], "output_index": index}
     return [
-        {"type": "response.output_item.added", "output_index": index,
-         "item": dict(item, arguments="", status="in_progress")},
+        {
+            "type": "response.output_item.added",
+            "output_index": index,
+            "item": dict(item, arguments="", status="in_progress"),
+        },
         {"type": "response.function_call_arguments.delta", **where, "delta": item["arguments"]},
-        {"type": "response.function_call_arguments.done", **where,
-         "arguments": item["arguments"]},
+        {"type": "response.function_call_arguments.done", **where, "arguments": item["arguments"]},
         {"type": "response.output_item.done", "output_index": index, "item": item},
-    ]  # fmt: skip
+    ]
 
 
 def responses_events(reply: Reply, model: str, response_id: str, ids: list[str]) -> list[Json]:
@@ -161,15 +189,22 @@ def responses_events(reply: Reply, model: str, response_id: str, ids: list[str])
 
 def _chat_calls(reply: Reply, ids: list[str]) -> list[Json]:
     return [
-        {"index": index, "id": call_id, "type": "function",
-         "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+        {
+            "index": index,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        }
         for index, (call, call_id) in enumerate(zip(reply.tool_calls, ids, strict=True))
-    ]  # fmt: skip
+    ]
 
 
 def _chat_usage(reply: Reply) -> Json:
-    return {"prompt_tokens": reply.input_tokens, "completion_tokens": reply.output_tokens,
-            "total_tokens": reply.input_tokens + reply.output_tokens}  # fmt: skip
+    return {
+        "prompt_tokens": reply.input_tokens,
+        "completion_tokens": reply.output_tokens,
+        "total_tokens": reply.input_tokens + reply.output_tokens,
+    }
 
 
 def chat_completion(reply: Reply, model: str, completion_id: str, ids: list[str]) -> Json:
@@ -181,23 +216,32 @@ def chat_completion(reply: Reply, model: str, completion_id: str, ids: list[str]
         ]
     finish = "tool_calls" if reply.tool_calls else "stop"
     return {
-        "id": completion_id, "object": "chat.completion", "created": int(time.time()),
-        "model": model, "usage": _chat_usage(reply),
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "usage": _chat_usage(reply),
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-    }  # fmt: skip
+    }
 
 
 def chat_chunks(
     reply: Reply, model: str, completion_id: str, ids: list[str], with_usage: bool
 ) -> list[Json]:
     """Chat Completions chunks: the role and text, the tool calls, the finish, the usage."""
-    base = {"id": completion_id, "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": model}  # fmt: skip
+    base = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
     deltas: list[Json] = [{"role": "assistant", "content": reply.text}]
     if reply.tool_calls:
         deltas.append({"tool_calls": _chat_calls(reply, ids)})
-    chunks = [dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}])
-              for delta in deltas]  # fmt: skip
+    chunks = [
+        dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}])
+        for delta in deltas
+    ]
     finish = "tool_calls" if reply.tool_calls else "stop"
     chunks.append(dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}]))
     if with_usage:

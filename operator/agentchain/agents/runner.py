@@ -77,8 +77,10 @@ def main(args: argparse.Namespace) -> int:
     except OSError as error:
         return _fail(exits.EXIT_RUNNER_MISCONFIGURED, f"cannot start {settings.cli}: {error}")
     _report_usage(env, result)
-    _say(f"[runner] {settings.runtime}: {result.turns} turns, {result.tokens} tokens, "
-         f"cost {result.cost:g} USD, exit {result.exit_code}")  # fmt: skip
+    _say(
+        f"[runner] {settings.runtime}: {result.turns} turns, {result.tokens} tokens, "
+        f"cost {result.cost:g} USD, exit {result.exit_code}"
+    )
     if result.exit_code != exits.EXIT_OK:
         _say(result.message)
         return result.exit_code
@@ -108,13 +110,21 @@ def _pass_stderr(stderr: IO[str], tail: collections.deque[str]) -> None:
         sys.stderr.flush()
 
 
-def _run(settings: runtimes.Settings, command: runtimes.Command,
-         env: Mapping[str, str]) -> runtimes.Outcome:  # fmt: skip
+def _run(
+    settings: runtimes.Settings, command: runtimes.Command, env: Mapping[str, str]
+) -> runtimes.Outcome:
     """Run the CLI to its end, logging its events; how it ended."""
     child = subprocess.Popen(
-        command.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**env, **command.env}, text=True, encoding="utf-8", errors="replace", bufsize=1,
-    )  # fmt: skip
+        command.argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**env, **command.env},
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        bufsize=1,
+    )
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
     # A stop of the pod (SIGTERM) is the CLI's to handle: it ends, and so does the runner.
     previous = signal.signal(signal.SIGTERM, lambda *_: child.terminate())
@@ -129,8 +139,11 @@ def _run(settings: runtimes.Settings, command: runtimes.Command,
     try:
         for line in child.stdout:
             event = transcript.feed(line)
-            logged = (runtimes.log_line(settings.runtime, event) if event is not None
-                      else runtimes.one_line(line, runtimes.LOG_LINE_MAX_CHARS))  # fmt: skip
+            logged = (
+                runtimes.log_line(settings.runtime, event)
+                if event is not None
+                else runtimes.one_line(line, runtimes.LOG_LINE_MAX_CHARS)
+            )
             if logged:
                 _say(logged)
         returncode = child.wait()
@@ -151,11 +164,12 @@ def _report_usage(env: Mapping[str, str], result: runtimes.Outcome) -> None:
         _say(f"[runner] usage not reported: {', '.join(missing)} unset")
         return
     quote = urllib.parse.quote
-    url = (f"{env['AGENT_API_URL'].rstrip('/')}/api/jobs/{quote(env['AGENT_NAMESPACE'], '')}"
-           f"/{quote(env['AGENT_JOB'], '')}/usage")  # fmt: skip
+    url = (
+        f"{env['AGENT_API_URL'].rstrip('/')}/api/jobs/{quote(env['AGENT_NAMESPACE'], '')}"
+        f"/{quote(env['AGENT_JOB'], '')}/usage"
+    )
     body = json.dumps({"tokens": result.tokens, "cost": result.cost}).encode()
-    headers = {"Authorization": f"Bearer {env['AGENT_TOKEN']}",
-               "Content-Type": "application/json"}  # fmt: skip
+    headers = {"Authorization": f"Bearer {env['AGENT_TOKEN']}", "Content-Type": "application/json"}
     for attempt in range(1, USAGE_ATTEMPTS + 1):
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         try:

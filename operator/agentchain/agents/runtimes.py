@@ -72,7 +72,10 @@ def settings_from(env: Mapping[str, str], prompt: str, runtime: str | None = Non
     effort = env.get("AGENT_EFFORT", "").strip().lower()
     if effort and effort not in EFFORTS:
         raise SettingsError(f"AGENT_EFFORT must be one of {', '.join(EFFORTS)}")
-    tools = tuple(t for t in re.split(r"[,\s]+", env.get(ALLOWED_TOOLS_ENV, "")) if t)
+    # Commas (or lines) separate tools: a pattern may hold spaces ("Bash(git log:*)").
+    tools = tuple(
+        t.strip() for t in re.split(r"[,\n]", env.get(ALLOWED_TOOLS_ENV, "")) if t.strip()
+    )
     return Settings(
         runtime=chosen,
         cli=env.get(CLI_ENV, "").strip() or DEFAULT_CLIS[chosen],
@@ -166,24 +169,30 @@ class Transcript:
 
     def _feed_codex(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
-        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        item = _object(event.get("item"))
         if kind == "item.completed" and item.get("type") == "agent_message":
             self.messages.append(str(item.get("text", "")))
         elif kind == "turn.completed":
             self.turns += 1
-            usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
-            self.tokens += sum(
-                _count(usage.get(key)) for key in ("input_tokens", "output_tokens")
-            )
+            usage = _object(event.get("usage"))
+            self.tokens += sum(_count(usage.get(key)) for key in ("input_tokens", "output_tokens"))
         elif kind == "turn.failed":
-            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+            error = _object(event.get("error"))
             self.errors.append(str(error.get("message", "")))
         elif kind == "error":
             self.errors.append(str(event.get("message", "")))
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` if the CLI sent a JSON object there, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    """A token or turn count the CLI reported; 0 for anything but a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return max(value, 0)
 
 
 def _cost(value: Any) -> float:
@@ -213,11 +222,23 @@ def _status_exit(status: int) -> int:
     return exits.EXIT_MODEL_REQUEST_REJECTED
 
 
-def _failure(code: int, detail: str, **usage: Any) -> Outcome:
+@dataclass(frozen=True)
+class Usage:
+    tokens: int = 0
+    cost: float = 0.0
+    turns: int = 0
+
+
+def _ok(answer: str, usage: Usage) -> Outcome:
+    return Outcome(exits.EXIT_OK, answer, "", usage.tokens, usage.cost, usage.turns)
+
+
+def _failure(code: int, detail: str, usage: Usage | None = None) -> Outcome:
     reason = exits.reason_of_exit(code)
     summary = reason.summary if reason is not None else "the agent failed"
-    return Outcome(code, message=one_line(f"{summary}: {detail}" if detail else summary),
-                   **usage)  # fmt: skip
+    message = one_line(f"{summary}: {detail}" if detail else summary)
+    used = usage or Usage()
+    return Outcome(code, "", message, used.tokens, used.cost, used.turns)
 
 
 def outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
@@ -227,15 +248,19 @@ def outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcom
     return _codex_outcome(transcript, returncode, stderr_tail)
 
 
-def _claude_usage(result: Mapping[str, Any]) -> dict[str, Any]:
-    usage = result.get("usage") if isinstance(result.get("usage"), dict) else {}
-    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
-            "cache_read_input_tokens")  # fmt: skip
-    return {
-        "tokens": sum(_count(usage.get(key)) for key in keys),
-        "cost": _cost(result.get("total_cost_usd")),
-        "turns": _count(result.get("num_turns")),
-    }
+def _claude_usage(result: Mapping[str, Any]) -> Usage:
+    usage = _object(result.get("usage"))
+    keys = (
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    )
+    return Usage(
+        tokens=sum(_count(usage.get(key)) for key in keys),
+        cost=_cost(result.get("total_cost_usd")),
+        turns=_count(result.get("num_turns")),
+    )
 
 
 def _claude_outcome(result: dict[str, Any] | None, returncode: int, stderr_tail: str) -> Outcome:
@@ -245,18 +270,21 @@ def _claude_outcome(result: dict[str, Any] | None, returncode: int, stderr_tail:
         return _failure(exits.EXIT_AGENT_FAILED, f"{detail}: {tail}" if tail else detail)
     usage = _claude_usage(result)
     text = str(result.get("result") or "")
-    errors = result.get("errors") if isinstance(result.get("errors"), list) else []
+    errors = result.get("errors")
+    errors = errors if isinstance(errors, list) else []
     detail = text or "; ".join(str(e) for e in errors)
     status = result.get("api_error_status")
     if result.get("subtype") == "error_max_turns" or result.get("terminal_reason") == "max_turns":
-        return _failure(exits.EXIT_TURN_LIMIT, detail, **usage)
+        return _failure(exits.EXIT_TURN_LIMIT, detail, usage)
     if isinstance(status, int) and not isinstance(status, bool) and status >= 400:
-        return _failure(_status_exit(status), detail, **usage)
+        kind = result.get("api_error_type")
+        said = f"HTTP {status}" + (f" {kind}" if isinstance(kind, str) and kind else "")
+        return _failure(_status_exit(status), f"{said}: {detail}", usage)
     if result.get("terminal_reason") == "api_error":
-        return _failure(exits.EXIT_MODEL_UNAVAILABLE, detail, **usage)
+        return _failure(exits.EXIT_MODEL_UNAVAILABLE, detail, usage)
     if result.get("is_error") or returncode != 0 or not text.strip():
-        return _failure(exits.EXIT_AGENT_FAILED, detail or f"claude exited {returncode}", **usage)
-    return Outcome(exits.EXIT_OK, answer=text, **usage)
+        return _failure(exits.EXIT_AGENT_FAILED, detail or f"claude exited {returncode}", usage)
+    return _ok(text, usage)
 
 
 _STATUS_IN_TEXT = re.compile(r"\b(401|403|429|5\d\d)\b|unauthorized|too many requests", re.I)
@@ -272,17 +300,17 @@ def _status_in(text: str) -> int | None:
 
 
 def _codex_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
-    usage = {"tokens": transcript.tokens, "cost": 0.0, "turns": transcript.turns}
+    usage = Usage(tokens=transcript.tokens, turns=transcript.turns)
     if transcript.errors:
         detail = transcript.errors[-1]
         status = _status_in(detail)
         code = _status_exit(status) if status is not None else exits.EXIT_AGENT_FAILED
-        return _failure(code, detail, **usage)
+        return _failure(code, detail, usage)
     answer = transcript.messages[-1] if transcript.messages else ""
     if returncode != 0 or not answer.strip():
         tail = one_line(stderr_tail, 200)
-        return _failure(exits.EXIT_AGENT_FAILED, f"codex exited {returncode}: {tail}", **usage)
-    return Outcome(exits.EXIT_OK, answer=answer, **usage)
+        return _failure(exits.EXIT_AGENT_FAILED, f"codex exited {returncode}: {tail}", usage)
+    return _ok(answer, usage)
 
 
 def log_line(runtime: str, event: Mapping[str, Any]) -> str | None:
@@ -297,8 +325,7 @@ def log_line(runtime: str, event: Mapping[str, Any]) -> str | None:
 
 
 def _blocks(event: Mapping[str, Any]) -> list[dict[str, Any]]:
-    message = event.get("message") if isinstance(event.get("message"), dict) else {}
-    content = message.get("content")
+    content = _object(event.get("message")).get("content")
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
@@ -318,13 +345,15 @@ def _claude_log(kind: str, event: Mapping[str, Any]) -> str | None:
                 parts.append(f"[tool result] {json.dumps(block.get('content'))}")
         return " | ".join(parts) or None
     if kind == "result":
-        return (f"[result] {event.get('subtype')}, {event.get('num_turns')} turns, "
-                f"cost {event.get('total_cost_usd')} USD")  # fmt: skip
+        return (
+            f"[result] {event.get('subtype')}, {event.get('num_turns')} turns, "
+            f"cost {event.get('total_cost_usd')} USD"
+        )
     return None
 
 
 def _codex_log(kind: str, event: Mapping[str, Any]) -> str | None:
-    item = event.get("item") if isinstance(event.get("item"), dict) else {}
+    item = _object(event.get("item"))
     if kind == "item.completed":
         return f"[{item.get('type', 'item')}] {json.dumps(item)}"
     if kind in ("turn.completed", "turn.failed", "error", "thread.started"):

@@ -1,0 +1,212 @@
+"""The in-pod runner (``agentchain agent run``) driving the real Claude Code CLI.
+
+Host processes, no cluster: the runner runs the pinned ``claude`` binary from npm
+(e2e/setup.sh) pointed at the stand-in model server (``ANTHROPIC_BASE_URL``), and
+reports usage to a small job-API endpoint that checks the body with the operator's own
+``UsageReport`` schema and the job's token. Every request the CLI sends and every answer
+the stand-in gives is checked against the official SDKs' types (``e2e/models``).
+
+Aspects covered:
+- a text answer: stdout is exactly the answer, the transcript is on stderr, the model
+  and turn limit reach the CLI, tokens and cost are reported once with the job's token;
+- a bad key (401), a 429 storm after the CLI's retries, a provider 500 and a turn limit
+  each end with their own exit code and a one-line message as the last line of stderr,
+  nothing on stdout; usage already spent before a turn limit is still reported;
+- an unreachable usage API does not change the outcome of a run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+from aiohttp import web
+
+from agentchain.agents import runner_exits as exits
+from agentchain.web.schemas import UsageReport
+from e2e.github.threaded import ThreadedSite
+from e2e.models import DEFAULT_API_KEY, ModelStandIn, failure, text, tool
+from e2e.models.fixtures import agent_cli
+
+JOB_TOKEN = "job-token-of-triage-1"
+NAMESPACE, JOB = "team-a", "triage-1"
+MODEL = "claude-sonnet-4-5"
+RUN_TIMEOUT_SECONDS = 120
+
+
+class UsageSink:
+    """The job API's usage route as the runner sees it: token, path and body checked."""
+
+    def __init__(self) -> None:
+        self.reports: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        app = web.Application()
+        app.router.add_post("/api/jobs/{namespace}/{name}/usage", self._usage)
+        self._site = ThreadedSite(app, "usage-sink")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._site.port}"
+
+    async def _usage(self, request: web.Request) -> web.Response:
+        where = (request.match_info["namespace"], request.match_info["name"])
+        if request.headers.get("Authorization") != f"Bearer {JOB_TOKEN}" or where != (
+            NAMESPACE,
+            JOB,
+        ):
+            return web.json_response({"error": "forbidden"}, status=403)
+        body = await request.json()
+        try:
+            report = UsageReport.model_validate(body)
+        except pydantic.ValidationError as error:
+            return web.json_response({"error": str(error)}, status=422)
+        with self._lock:
+            self.reports.append(body)
+        job = {"tokens": report.tokens, "cost": report.cost}
+        return web.json_response(
+            {"job": job, "chain": dict(job, attempts=1), "currency": "USD", "budgetExceeded": None}
+        )
+
+    def __enter__(self) -> UsageSink:
+        self._site.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._site.stop()
+
+
+@pytest.fixture
+def usage_sink() -> Iterator[UsageSink]:
+    with UsageSink() as sink:
+        yield sink
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def last_line(self) -> str:
+        return self.stderr.rstrip("\n").rsplit("\n", 1)[-1]
+
+
+def run_agent(tmp_path: Path, models: ModelStandIn, api_url: str, **settings: str) -> Run:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (tmp_path / "prompt").write_text("What is six times seven?\n")
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": models.url,
+        "ANTHROPIC_API_KEY": DEFAULT_API_KEY,
+        "AGENTCHAIN_RUNTIME": "claude-code",
+        "AGENTCHAIN_AGENT_CLI": str(agent_cli("claude-code")),
+        "AGENTCHAIN_MODEL_RETRIES": "0",
+        "AGENT_PROMPT_FILE": str(tmp_path / "prompt"),
+        "AGENT_PROMPT": "(see the file)",
+        "AGENT_MODEL": MODEL,
+        "AGENT_API_URL": api_url,
+        "AGENT_TOKEN": JOB_TOKEN,
+        "AGENT_NAMESPACE": NAMESPACE,
+        "AGENT_JOB": JOB,
+        **settings,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "agentchain", "agent", "run"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=False,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def test_text_answer_is_the_only_stdout_and_usage_is_reported(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.script(text("Six times seven is 42.", input_tokens=1000, output_tokens=200))
+    run = run_agent(tmp_path, model_standin, usage_sink.url, AGENTCHAIN_MAX_TURNS="3")
+    assert (run.code, run.stdout) == (0, "Six times seven is 42.\n"), run.stderr
+    assert "[assistant] Six times seven is 42." in run.stderr
+    [request] = model_standin.exchanges("anthropic")
+    assert request.body["model"] == MODEL and request.query == "beta=true"
+    assert "What is six times seven?" in str(request.body["messages"])
+    # Claude Code prices claude-sonnet-4-5 at $3 / $15 per million input / output tokens.
+    assert usage_sink.reports == [{"tokens": 1200, "cost": pytest.approx(0.006)}]
+
+
+def test_bad_key_ends_with_model_auth_failed(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    run = run_agent(tmp_path, model_standin, usage_sink.url, ANTHROPIC_API_KEY="sk-wrong")
+    assert (run.code, run.stdout) == (exits.EXIT_MODEL_AUTH, ""), run.stderr
+    assert run.last_line.startswith("the model provider refused the credentials: ")
+    assert "HTTP 401 authentication_error: " in run.last_line
+    assert [e.status for e in model_standin.exchanges()] == [401]
+    assert usage_sink.reports == []  # Nothing was used: nothing to report.
+
+
+def test_rate_limit_storm_ends_with_model_rate_limited_after_the_retries(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.always(failure(429, retry_after=0))
+    run = run_agent(tmp_path, model_standin, usage_sink.url, AGENTCHAIN_MODEL_RETRIES="2")
+    assert (run.code, run.stdout) == (exits.EXIT_MODEL_RATE_LIMITED, ""), run.stderr
+    assert run.last_line.startswith(
+        "the model provider kept rate-limiting the agent: HTTP 429 rate_limit_error: "
+    )
+    assert [e.status for e in model_standin.exchanges()] == [429, 429, 429]
+
+
+def test_provider_error_ends_with_model_unavailable(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.always(failure(500, "Internal server error"))
+    run = run_agent(tmp_path, model_standin, usage_sink.url)
+    assert (run.code, run.stdout) == (exits.EXIT_MODEL_UNAVAILABLE, ""), run.stderr
+    assert run.last_line.startswith("the model provider failed or could not be reached: ")
+    assert "HTTP 500 api_error: " in run.last_line
+
+
+def test_turn_limit_ends_with_turn_limit_reached_and_reports_what_it_used(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.script(
+        tool("Bash", {"command": "echo checking", "description": "Check"}),
+        text("never asked for"),
+    )
+    run = run_agent(
+        tmp_path,
+        model_standin,
+        usage_sink.url,
+        AGENTCHAIN_MAX_TURNS="1",
+        AGENTCHAIN_ALLOWED_TOOLS="Bash(echo:*)",
+    )
+    assert (run.code, run.stdout) == (exits.EXIT_TURN_LIMIT, ""), run.stderr
+    assert run.last_line == (
+        "the agent reached its turn limit: Reached maximum number of turns (1)"
+    )
+    assert '[tool call] Bash {"command": "echo checking"' in run.stderr
+    assert len(model_standin.exchanges()) == 1
+    assert usage_sink.reports == [{"tokens": 120, "cost": pytest.approx(0.0006)}]
+
+
+def test_unreachable_usage_api_does_not_change_the_outcome(
+    tmp_path: Path, model_standin: ModelStandIn
+) -> None:
+    model_standin.script(text("Still 42."))
+    run = run_agent(tmp_path, model_standin, "http://127.0.0.1:9")
+    assert (run.code, run.stdout) == (0, "Still 42.\n"), run.stderr
+    assert "[runner] usage not reported after 3 attempts" in run.stderr
