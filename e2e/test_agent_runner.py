@@ -1,4 +1,4 @@
-"""The in-pod runner (``agentchain agent run``) driving the real Claude Code CLI.
+"""The in-pod runner (``agentchain agent run``) driving the real Claude Code and codex CLIs.
 
 Host processes, no cluster: the runner runs the pinned ``claude`` binary from npm
 (e2e/setup.sh) pointed at the stand-in model server (``ANTHROPIC_BASE_URL``), and
@@ -12,7 +12,10 @@ Aspects covered:
 - a bad key (401), a 429 storm after the CLI's retries, a provider 500 and a turn limit
   each end with their own exit code and a one-line message as the last line of stderr,
   nothing on stdout; usage already spent before a turn limit is still reported;
-- an unreachable usage API does not change the outcome of a run.
+- an unreachable usage API does not change the outcome of a run;
+- codex (``codex exec --json``, a provider declared with ``base_url`` and
+  ``wire_api = "responses"``): the answer alone on stdout, its tokens reported (it reports
+  no cost), and a bad key, a 429 storm and a 500 each with their own exit code.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from aiohttp import web
 from agentchain.agents import runner_exits as exits
 from agentchain.web.schemas import UsageReport
 from e2e.github.threaded import ThreadedSite
-from e2e.models import DEFAULT_API_KEY, ModelStandIn, failure, text, tool
+from e2e.models import DEFAULT_API_KEY, Failure, ModelStandIn, failure, text, tool
 from e2e.models.fixtures import agent_cli
 
 JOB_TOKEN = "job-token-of-triage-1"
@@ -100,21 +103,42 @@ class Run:
         return self.stderr.rstrip("\n").rsplit("\n", 1)[-1]
 
 
-def run_agent(tmp_path: Path, models: ModelStandIn, api_url: str, **settings: str) -> Run:
+def _runtime_env(runtime: str, home: Path, models: ModelStandIn) -> dict[str, str]:
+    """How each CLI is pointed at the stand-in: its documented base-URL settings."""
+    if runtime == "codex":
+        (home / ".codex").mkdir(exist_ok=True)
+        return {
+            "CODEX_HOME": str(home / ".codex"),
+            "OPENAI_BASE_URL": f"{models.url}/v1",
+            "OPENAI_API_KEY": DEFAULT_API_KEY,
+            "AGENT_MODEL": "gpt-5",
+        }
+    return {
+        "ANTHROPIC_BASE_URL": models.url,
+        "ANTHROPIC_API_KEY": DEFAULT_API_KEY,
+        "AGENT_MODEL": MODEL,
+    }
+
+
+def run_agent(
+    tmp_path: Path,
+    models: ModelStandIn,
+    api_url: str,
+    runtime: str = "claude-code",
+    **settings: str,
+) -> Run:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     (tmp_path / "prompt").write_text("What is six times seven?\n")
     env = {
         **os.environ,
         "HOME": str(home),
-        "ANTHROPIC_BASE_URL": models.url,
-        "ANTHROPIC_API_KEY": DEFAULT_API_KEY,
-        "AGENTCHAIN_RUNTIME": "claude-code",
-        "AGENTCHAIN_AGENT_CLI": str(agent_cli("claude-code")),
+        **_runtime_env(runtime, home, models),
+        "AGENTCHAIN_RUNTIME": runtime,
+        "AGENTCHAIN_AGENT_CLI": str(agent_cli(runtime)),
         "AGENTCHAIN_MODEL_RETRIES": "0",
         "AGENT_PROMPT_FILE": str(tmp_path / "prompt"),
         "AGENT_PROMPT": "(see the file)",
-        "AGENT_MODEL": MODEL,
         "AGENT_API_URL": api_url,
         "AGENT_TOKEN": JOB_TOKEN,
         "AGENT_NAMESPACE": NAMESPACE,
@@ -210,3 +234,45 @@ def test_unreachable_usage_api_does_not_change_the_outcome(
     run = run_agent(tmp_path, model_standin, "http://127.0.0.1:9")
     assert (run.code, run.stdout) == (0, "Still 42.\n"), run.stderr
     assert "[runner] usage not reported after 3 attempts" in run.stderr
+
+
+def test_codex_text_answer_is_the_only_stdout_and_tokens_are_reported(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.script(text("Forty-two.", input_tokens=300, output_tokens=40))
+    run = run_agent(tmp_path, model_standin, usage_sink.url, "codex")
+    assert (run.code, run.stdout) == (0, "Forty-two.\n"), run.stderr
+    [request] = model_standin.exchanges("responses")
+    assert request.body["model"] == "gpt-5" and request.body["stream"] is True
+    assert "What is six times seven?" in str(request.body["input"])
+    # codex reports tokens but no cost: the budget's tokens still count.
+    assert usage_sink.reports == [{"tokens": 340, "cost": 0.0}]
+
+
+@pytest.mark.parametrize(
+    ("answer", "retries", "code", "requests"),
+    [
+        (None, "0", exits.EXIT_MODEL_AUTH, 1),  # the key is wrong
+        (failure(429, retry_after=0), "1", exits.EXIT_MODEL_RATE_LIMITED, 2),
+        (failure(500), "0", exits.EXIT_MODEL_UNAVAILABLE, 1),
+    ],
+    ids=["401", "429-storm", "500"],
+)
+def test_codex_provider_errors_end_with_their_codes(
+    tmp_path: Path,
+    model_standin: ModelStandIn,
+    usage_sink: UsageSink,
+    answer: Failure | None,
+    retries: str,
+    code: int,
+    requests: int,
+) -> None:
+    model_standin.always(answer)
+    key = {"OPENAI_API_KEY": "sk-wrong"} if answer is None else {}
+    run = run_agent(
+        tmp_path, model_standin, usage_sink.url, "codex", AGENTCHAIN_MODEL_RETRIES=retries, **key
+    )
+    assert (run.code, run.stdout) == (code, ""), run.stderr
+    reason = exits.reason_of_exit(code)
+    assert reason is not None and run.last_line.startswith(f"{reason.summary}: ")
+    assert len(model_standin.exchanges()) == requests

@@ -33,6 +33,8 @@ CLI_ENV = "AGENTCHAIN_AGENT_CLI"
 MAX_TURNS_ENV = "AGENTCHAIN_MAX_TURNS"
 ALLOWED_TOOLS_ENV = "AGENTCHAIN_ALLOWED_TOOLS"
 MODEL_RETRIES_ENV = "AGENTCHAIN_MODEL_RETRIES"
+CODEX_BASE_URL_ENV = "OPENAI_BASE_URL"
+CODEX_PROVIDER = "agentchain"
 
 
 class SettingsError(ValueError):
@@ -51,6 +53,7 @@ class Settings:
     max_turns: int | None = None
     allowed_tools: tuple[str, ...] = ()
     model_retries: int | None = None
+    base_url: str = ""  # codex: an OpenAI-compatible server's URL (OPENAI_BASE_URL)
 
 
 def _positive(env: Mapping[str, str], name: str, minimum: int) -> int | None:
@@ -85,6 +88,7 @@ def settings_from(env: Mapping[str, str], prompt: str, runtime: str | None = Non
         max_turns=_positive(env, MAX_TURNS_ENV, 1),
         allowed_tools=tools,
         model_retries=_positive(env, MODEL_RETRIES_ENV, 0),
+        base_url=env.get(CODEX_BASE_URL_ENV, "").strip() if chosen == CODEX else "",
     )
 
 
@@ -131,8 +135,39 @@ def _codex_command(settings: Settings) -> Command:
         warnings.append(f"{MAX_TURNS_ENV} is ignored: codex exec has no turn limit")
     if settings.allowed_tools:
         warnings.append(f"{ALLOWED_TOOLS_ENV} is ignored: codex exec has no tool allow-list")
+    argv += _codex_provider(settings)
     argv.append("-")  # the prompt, from stdin
     return Command(argv, {}, warnings)
+
+
+def _codex_provider(settings: Settings) -> list[str]:
+    """``-c`` overrides for a model provider at ``base_url`` (Responses API, key from
+    ``OPENAI_API_KEY``), and the retries of ``AGENTCHAIN_MODEL_RETRIES``.
+
+    codex reads ``OPENAI_BASE_URL`` for its built-in provider too, but only a provider of
+    its own takes retry settings, so the runner declares one. Values are JSON strings,
+    which TOML reads as the same basic strings.
+    """
+    if not settings.base_url:
+        return []
+    fields = {
+        "name": CODEX_PROVIDER,
+        "base_url": settings.base_url,
+        "wire_api": "responses",
+        "env_key": "OPENAI_API_KEY",
+    }
+    table = ", ".join(f"{key} = {json.dumps(value)}" for key, value in fields.items())
+    if settings.model_retries is not None:
+        table += (
+            f", request_max_retries = {settings.model_retries}"
+            f", stream_max_retries = {settings.model_retries}"
+        )
+    return [
+        "-c",
+        f"model_provider={json.dumps(CODEX_PROVIDER)}",
+        "-c",
+        f"model_providers.{CODEX_PROVIDER}={{ {table} }}",
+    ]
 
 
 def one_line(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
@@ -287,7 +322,11 @@ def _claude_outcome(result: dict[str, Any] | None, returncode: int, stderr_tail:
     return _ok(text, usage)
 
 
-_STATUS_IN_TEXT = re.compile(r"\b(401|403|429|5\d\d)\b|unauthorized|too many requests", re.I)
+_STATUS_IN_TEXT = re.compile(
+    r"\b(401|403|429|5\d\d)\b|unauthorized|too many requests|high demand", re.I
+)
+# codex words some statuses without their number: a 5xx is "high demand" (codex 0.169).
+_STATUS_WORDS = {"unauthorized": 401, "too many requests": 429, "high demand": 500}
 
 
 def _status_in(text: str) -> int | None:
@@ -296,7 +335,7 @@ def _status_in(text: str) -> int | None:
     if found is None:
         return None
     word = found.group(0).lower()
-    return {"unauthorized": 401, "too many requests": 429}.get(word) or int(word)
+    return _STATUS_WORDS.get(word) or int(word)
 
 
 def _codex_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:

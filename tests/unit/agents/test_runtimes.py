@@ -126,6 +126,24 @@ def test_codex_argv_warns_of_what_it_cannot_do() -> None:
     assert len(command.warnings) == 2
 
 
+def test_codex_argv_declares_a_provider_for_a_base_url() -> None:
+    env = {
+        "AGENTCHAIN_RUNTIME": "codex",
+        "OPENAI_BASE_URL": 'http://m:8000/v1"x',
+        "AGENTCHAIN_MODEL_RETRIES": "1",
+    }
+    argv = runtimes.command_for(runtimes.settings_from(env, "x")).argv
+    assert argv[-5:] == [
+        "-c",
+        'model_provider="agentchain"',
+        "-c",
+        'model_providers.agentchain={ name = "agentchain", base_url = '
+        '"http://m:8000/v1\\"x", wire_api = "responses", env_key = "OPENAI_API_KEY", '
+        "request_max_retries = 1, stream_max_retries = 1 }",
+        "-",
+    ]
+
+
 def _claude(result: dict[str, Any], returncode: int = 0) -> runtimes.Outcome:
     transcript = runtimes.Transcript("claude-code")
     transcript.feed(json.dumps({"type": "system", "subtype": "init"}))
@@ -251,6 +269,10 @@ def test_codex_success_gives_the_last_message_and_tokens() -> None:
         ("unexpected status 401 Unauthorized: invalid key", exits.EXIT_MODEL_AUTH),
         ("exceeded retry limit, last status: 429 Too Many Requests", exits.EXIT_MODEL_RATE_LIMITED),
         ("unexpected status 500 Internal Server Error", exits.EXIT_MODEL_UNAVAILABLE),
+        (
+            "We're currently experiencing high demand, which may cause temporary errors.",
+            exits.EXIT_MODEL_UNAVAILABLE,
+        ),
         ("stream disconnected", exits.EXIT_AGENT_FAILED),
     ],
 )
