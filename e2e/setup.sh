@@ -2,7 +2,8 @@
 # Installs what a new machine lacks for the demo and the tests: redis-server,
 # chromium and chromium-driver (Debian), this package with its test tools (pip),
 # the pinned upstream control-plane binaries (built once from the Go module proxy, then cached) and
-# pinned npm packages the GitHub stand-in reads (npm_fetch, at the end).
+# pinned npm packages the GitHub stand-in reads and the agent CLIs the runner tests run
+# (npm_fetch, at the end).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '[setup] %s\n' "$*" >&2; }
@@ -19,7 +20,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
-if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium' 2>/dev/null; then
+if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium, anthropic, openai' 2>/dev/null; then
   step "pip install -e '.[test]'"
   python3 -m pip install -q -e '.[test]'
 fi
