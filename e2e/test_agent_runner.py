@@ -13,6 +13,8 @@ Aspects covered:
   each end with their own exit code and a one-line message as the last line of stderr,
   nothing on stdout; usage already spent before a turn limit is still reported;
 - an unreachable usage API does not change the outcome of a run;
+- a tool call round trip (Claude Code's ``Bash``, codex's ``exec_command``): the CLI runs
+  the command, sends its output back, and the next answer is the final one;
 - codex (``codex exec --json``, a provider declared with ``base_url`` and
   ``wire_api = "responses"``): the answer alone on stdout, its tokens reported (it reports
   no cost), and a bad key, a 429 storm and a 500 each with their own exit code.
@@ -36,7 +38,7 @@ from aiohttp import web
 from agentchain.agents import runner_exits as exits
 from agentchain.web.schemas import UsageReport
 from e2e.github.threaded import ThreadedSite
-from e2e.models import DEFAULT_API_KEY, Failure, ModelStandIn, failure, text, tool
+from e2e.models import DEFAULT_API_KEY, Failure, ModelStandIn, Reply, failure, text, tool
 from e2e.models.fixtures import agent_cli
 
 JOB_TOKEN = "job-token-of-triage-1"
@@ -276,3 +278,53 @@ def test_codex_provider_errors_end_with_their_codes(
     reason = exits.reason_of_exit(code)
     assert reason is not None and run.last_line.startswith(f"{reason.summary}: ")
     assert len(model_standin.exchanges()) == requests
+
+
+def _tool_outputs(body: dict[str, Any]) -> list[Any]:
+    """What a request sends back of tool calls: Anthropic's ``tool_result`` blocks or the
+    Responses API's ``function_call_output`` items."""
+    outputs = [
+        item.get("output")
+        for item in body.get("input") or []
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    ]
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        outputs += [
+            block.get("content")
+            for block in content
+            if isinstance(content, list) and block.get("type") == "tool_result"
+        ]
+    return outputs
+
+
+@pytest.mark.parametrize(
+    ("runtime", "call"),
+    [
+        ("claude-code", tool("Bash", {"command": 'echo chec""king', "description": "Check"})),
+        ("codex", tool("exec_command", {"cmd": 'echo chec""king'})),
+    ],
+)
+def test_a_tool_call_round_trip_then_the_answer(
+    tmp_path: Path,
+    model_standin: ModelStandIn,
+    usage_sink: UsageSink,
+    runtime: str,
+    call: Reply,
+) -> None:
+    model_standin.script(call, text("Checked: all good."))
+    run = run_agent(
+        tmp_path,
+        model_standin,
+        usage_sink.url,
+        runtime,
+        AGENTCHAIN_MAX_TURNS="3",
+        AGENTCHAIN_ALLOWED_TOOLS="Bash(echo:*)",
+    )
+    assert (run.code, run.stdout) == (0, "Checked: all good.\n"), run.stderr
+    _, second = model_standin.exchanges()
+    # The second request carries the tool's output back: the CLI really ran it (the call
+    # itself says chec""king, only the shell's output says checking).
+    assert "checking" in str(_tool_outputs(second.body))
+    [report] = usage_sink.reports
+    assert report["tokens"] == 240

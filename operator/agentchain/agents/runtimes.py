@@ -34,6 +34,8 @@ MAX_TURNS_ENV = "AGENTCHAIN_MAX_TURNS"
 ALLOWED_TOOLS_ENV = "AGENTCHAIN_ALLOWED_TOOLS"
 MODEL_RETRIES_ENV = "AGENTCHAIN_MODEL_RETRIES"
 CODEX_BASE_URL_ENV = "OPENAI_BASE_URL"
+CODEX_SANDBOX_ENV = "AGENTCHAIN_CODEX_SANDBOX"
+CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 CODEX_PROVIDER = "agentchain"
 
 
@@ -54,6 +56,7 @@ class Settings:
     allowed_tools: tuple[str, ...] = ()
     model_retries: int | None = None
     base_url: str = ""  # codex: an OpenAI-compatible server's URL (OPENAI_BASE_URL)
+    codex_sandbox: str = ""  # codex: its own sandbox mode; empty: the pod is the sandbox
 
 
 def _positive(env: Mapping[str, str], name: str, minimum: int) -> int | None:
@@ -76,6 +79,9 @@ def settings_from(env: Mapping[str, str], prompt: str, runtime: str | None = Non
     if effort and effort not in EFFORTS:
         raise SettingsError(f"AGENT_EFFORT must be one of {', '.join(EFFORTS)}")
     # Commas (or lines) separate tools: a pattern may hold spaces ("Bash(git log:*)").
+    sandbox = env.get(CODEX_SANDBOX_ENV, "").strip()
+    if sandbox and sandbox not in CODEX_SANDBOXES:
+        raise SettingsError(f"{CODEX_SANDBOX_ENV} must be one of {', '.join(CODEX_SANDBOXES)}")
     tools = tuple(
         t.strip() for t in re.split(r"[,\n]", env.get(ALLOWED_TOOLS_ENV, "")) if t.strip()
     )
@@ -89,6 +95,7 @@ def settings_from(env: Mapping[str, str], prompt: str, runtime: str | None = Non
         allowed_tools=tools,
         model_retries=_positive(env, MODEL_RETRIES_ENV, 0),
         base_url=env.get(CODEX_BASE_URL_ENV, "").strip() if chosen == CODEX else "",
+        codex_sandbox=sandbox,
     )
 
 
@@ -135,6 +142,13 @@ def _codex_command(settings: Settings) -> Command:
         warnings.append(f"{MAX_TURNS_ENV} is ignored: codex exec has no turn limit")
     if settings.allowed_tools:
         warnings.append(f"{ALLOWED_TOOLS_ENV} is ignored: codex exec has no tool allow-list")
+    if settings.codex_sandbox:
+        argv += ["--sandbox", settings.codex_sandbox]
+    else:
+        # codex's own sandbox needs bubblewrap and user namespaces, which a restricted pod
+        # does not grant (every command would fail); the pod is the sandbox: non-root, no
+        # capabilities, no API credentials.
+        argv.append("--dangerously-bypass-approvals-and-sandbox")
     argv += _codex_provider(settings)
     argv.append("-")  # the prompt, from stdin
     return Command(argv, {}, warnings)

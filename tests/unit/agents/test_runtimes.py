@@ -121,6 +121,7 @@ def test_codex_argv_warns_of_what_it_cannot_do() -> None:
         "gpt-5",
         "-c",
         'model_reasoning_effort="high"',
+        "--dangerously-bypass-approvals-and-sandbox",
         "-",
     ]
     assert len(command.warnings) == 2
@@ -142,6 +143,14 @@ def test_codex_argv_declares_a_provider_for_a_base_url() -> None:
         "request_max_retries = 1, stream_max_retries = 1 }",
         "-",
     ]
+
+
+def test_codex_sandbox_mode_when_asked() -> None:
+    env = {"AGENTCHAIN_RUNTIME": "codex", "AGENTCHAIN_CODEX_SANDBOX": "workspace-write"}
+    argv = runtimes.command_for(runtimes.settings_from(env, "x")).argv
+    assert argv[-3:] == ["--sandbox", "workspace-write", "-"]
+    with pytest.raises(runtimes.SettingsError, match="AGENTCHAIN_CODEX_SANDBOX"):
+        runtimes.settings_from({**env, "AGENTCHAIN_CODEX_SANDBOX": "none"}, "x")
 
 
 def _claude(result: dict[str, Any], returncode: int = 0) -> runtimes.Outcome:
