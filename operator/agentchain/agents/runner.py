@@ -7,7 +7,7 @@ It reads the environment every agent pod gets (SPEC §1: ``AGENT_PROMPT_FILE`` /
 CLI non-interactively with the prompt on stdin, and:
 
 - streams the CLI's transcript to stderr, one line an event (the pod's log), with the
-  CLI's own stderr passed through;
+  CLI's own stderr passed through line by line;
 - prints only the final answer on stdout, at the end: that is the job's output;
 - reports the run's tokens and cost to the job API's usage route with the job's token
   (no agent-side code), also when the run failed after using some;
@@ -104,10 +104,12 @@ def _feed_prompt(stdin: IO[str], prompt: str) -> None:
 
 
 def _pass_stderr(stderr: IO[str], tail: collections.deque[str]) -> None:
+    """The CLI's own stderr into the pod's log, each line flattened and bounded."""
     for line in stderr:
         tail.append(line)
-        sys.stderr.write(line)
-        sys.stderr.flush()
+        flat = runtimes.one_line(line, runtimes.LOG_LINE_MAX_CHARS)
+        if flat:
+            _say(flat)
 
 
 def _run(
