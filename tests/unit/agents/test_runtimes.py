@@ -16,6 +16,7 @@ Aspects covered:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -313,3 +314,11 @@ def test_log_lines_of_claude_events() -> None:
         '[assistant] Let me look. | [tool call] Bash {"command": "ls"}'
     )
     assert runtimes.log_line("claude-code", {"type": "stream_event"}) is None
+
+
+def test_docs_list_every_setting() -> None:
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "agents.md").read_text()
+    names = [value for name, value in vars(runtimes).items() if name.endswith("_ENV")]
+    assert len(names) == 7
+    for name in names:
+        assert f"| `{name}` |" in docs or f"`{name}`" in docs, name
