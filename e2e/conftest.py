@@ -23,6 +23,7 @@ import pytest
 
 from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir
 from e2e.github.fixtures import git_server, github  # noqa: F401  (fixtures for e2e tests)
+from e2e.models.fixtures import model_standin  # noqa: F401  (fixture for e2e tests)
 
 E2E_DIR = Path(__file__).resolve().parent
 NAMESPACE_READY_TIMEOUT_SECONDS = 30.0

@@ -2,7 +2,8 @@
 # Installs what a new machine lacks for the demo and the tests: redis-server,
 # chromium and chromium-driver (Debian), this package with its test tools (pip),
 # the pinned upstream control-plane binaries (built once from the Go module proxy, then cached) and
-# pinned npm packages the GitHub stand-in reads (npm_fetch, at the end).
+# pinned npm packages the GitHub stand-in reads and the agent CLIs the runner tests run
+# (npm_fetch, at the end).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '[setup] %s\n' "$*" >&2; }
@@ -19,7 +20,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
-if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium' 2>/dev/null; then
+if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium, anthropic, openai' 2>/dev/null; then
   step "pip install -e '.[test]'"
   python3 -m pip install -q -e '.[test]'
 fi
@@ -78,3 +79,15 @@ npm_fetch() {
 . e2e/github/versions.env
 npm_fetch @octokit/openapi "$OCTOKIT_OPENAPI_VERSION" "$OCTOKIT_OPENAPI_SHA256" \
   generated/api.github.com.json
+
+# The agent CLIs the runner's tests run against the stand-in model server (e2e/models):
+# the native linux-x64 binaries, pinned, from the packages their npm wrappers depend on.
+# shellcheck source=e2e/models/versions.env
+. e2e/models/versions.env
+if [ "$(uname -m)" = x86_64 ]; then
+  npm_fetch @anthropic-ai/claude-code-linux-x64 "$CLAUDE_CODE_VERSION" "$CLAUDE_CODE_SHA256" claude
+  npm_fetch @openai/codex "$CODEX_VERSION-linux-x64" "$CODEX_SHA256" \
+    vendor/x86_64-unknown-linux-musl/bin/codex
+else
+  step "no pinned agent CLIs for $(uname -m): the runner's CLI tests will skip"
+fi

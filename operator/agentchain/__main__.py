@@ -5,7 +5,8 @@ webhook and API always, kopf's engine while it holds the leader Lease: ``replica
 ``agentchain demo-agent`` the deterministic agent the demo and
 tests run, ``agentchain crds`` regenerates ``crds/`` from the models, ``agentchain
 workspace prepare|report|publish`` the git side of a chain's workspace (in pods),
-``agentchain mcp`` the job's MCP tools for the agent's CLI (in the agent's pod).
+``agentchain mcp`` the job's MCP tools for the agent's CLI, and ``agentchain agent run``
+the runner between an agent's pod and its CLI (both in the agent's pod).
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def _demo_agent(rest: list[str]) -> int:
     return demo_agent.main(rest)
 
 
+def _agent(args: argparse.Namespace) -> int:
+    from agentchain.agents import runner
+
+    return runner.main(args)
+
+
 def _workspace(args: argparse.Namespace) -> int:
     from agentchain.workspace import commands
 
@@ -105,9 +112,12 @@ def main(argv: list[str] | None = None) -> int:
         help="serve the job's agentchain tools (delegation, store, anchors, GitHub token)"
         " to the agent's CLI over MCP on stdio (inside an agent's pod)",
     )
+    from agentchain.agents import runner
+
+    runner.add_parser(sub)
     args = parser.parse_args(argv)
     handlers = {"run": _run, "crds": _crds, "config-reference": _config_reference,
-                "workspace": _workspace, "mcp": _mcp}  # fmt: skip
+                "workspace": _workspace, "mcp": _mcp, "agent": _agent}  # fmt: skip
     return handlers[args.command](args)
 
 

@@ -1,0 +1,61 @@
+"""pytest fixtures and helpers for the stand-in model server and the pinned agent CLIs.
+
+``model_standin`` fails its test at teardown when any request or answer was off the
+SDKs' types. ``agent_cli(runtime)`` is the path of a CLI e2e/setup.sh fetched: without
+it a test skips with the reason locally, but fails in CI (``CI=true``), where setup.sh
+must have fetched it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e.models.server import ModelStandIn
+
+_VERSIONS = Path(__file__).with_name("versions.env")
+# runtime -> (versions.env key, package directory prefix, the binary inside the package)
+_CLIS = {
+    "claude-code": ("CLAUDE_CODE_VERSION", "anthropic-ai-claude-code-linux-x64-{}", "claude"),
+    "codex": (
+        "CODEX_VERSION",
+        "openai-codex-{}-linux-x64",
+        "vendor/x86_64-unknown-linux-musl/bin/codex",
+    ),
+}
+
+
+def pinned(key: str) -> str:
+    for line in _VERSIONS.read_text().splitlines():
+        if line.startswith(f"{key}="):
+            return line.split("=", 1)[1].strip()
+    raise RuntimeError(f"{key} missing from {_VERSIONS}")
+
+
+def cli_path(runtime: str) -> Path:
+    """Where e2e/setup.sh's ``npm_fetch`` unpacks the runtime's CLI binary."""
+    key, directory, binary = _CLIS[runtime]
+    cache = Path(os.environ.get("AGENTCHAIN_CACHE", Path.home() / ".cache/agentchain")) / "npm"
+    return cache / directory.format(pinned(key)) / "package" / binary
+
+
+def agent_cli(runtime: str) -> Path:
+    """The pinned CLI's path; skip (fail under ``CI=true``) when it was not fetched."""
+    path = cli_path(runtime)
+    if not os.access(path, os.X_OK):
+        missing = f"{runtime} CLI not at {path} (run e2e/setup.sh)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{missing}; CI must have it")
+        pytest.skip(missing)
+    return path
+
+
+@pytest.fixture
+def model_standin() -> Iterator[ModelStandIn]:
+    """A running stand-in model server; the test fails if an exchange broke an SDK type."""
+    with ModelStandIn() as standin:
+        yield standin
+        standin.assert_clean()

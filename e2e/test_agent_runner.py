@@ -1,0 +1,330 @@
+"""The in-pod runner (``agentchain agent run``) driving the real Claude Code and codex CLIs.
+
+Host processes, no cluster: the runner runs the pinned ``claude`` binary from npm
+(e2e/setup.sh) pointed at the stand-in model server (``ANTHROPIC_BASE_URL``), and
+reports usage to a small job-API endpoint that checks the body with the operator's own
+``UsageReport`` schema and the job's token. Every request the CLI sends and every answer
+the stand-in gives is checked against the official SDKs' types (``e2e/models``).
+
+Aspects covered:
+- a text answer: stdout is exactly the answer, the transcript is on stderr, the model
+  and turn limit reach the CLI, tokens and cost are reported once with the job's token;
+- a bad key (401), a 429 storm after the CLI's retries, a provider 500 and a turn limit
+  each end with their own exit code and a one-line message as the last line of stderr,
+  nothing on stdout; usage already spent before a turn limit is still reported;
+- an unreachable usage API does not change the outcome of a run;
+- a tool call round trip (Claude Code's ``Bash``, codex's ``exec_command``): the CLI runs
+  the command, sends its output back, and the next answer is the final one;
+- codex (``codex exec --json``, a provider declared with ``base_url`` and
+  ``wire_api = "responses"``): the answer alone on stdout, its tokens reported (it reports
+  no cost), and a bad key, a 429 storm and a 500 each with their own exit code.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+from aiohttp import web
+
+from agentchain.agents import runner_exits as exits
+from agentchain.web.schemas import UsageReport
+from e2e.github.threaded import ThreadedSite
+from e2e.models import DEFAULT_API_KEY, Failure, ModelStandIn, Reply, failure, text, tool
+from e2e.models.fixtures import agent_cli
+
+JOB_TOKEN = "job-token-of-triage-1"
+NAMESPACE, JOB = "team-a", "triage-1"
+MODEL = "claude-sonnet-4-5"
+RUN_TIMEOUT_SECONDS = 120
+
+
+class UsageSink:
+    """The job API's usage route as the runner sees it: token, path and body checked."""
+
+    def __init__(self) -> None:
+        self.reports: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        app = web.Application()
+        app.router.add_post("/api/jobs/{namespace}/{name}/usage", self._usage)
+        self._site = ThreadedSite(app, "usage-sink")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._site.port}"
+
+    async def _usage(self, request: web.Request) -> web.Response:
+        where = (request.match_info["namespace"], request.match_info["name"])
+        if request.headers.get("Authorization") != f"Bearer {JOB_TOKEN}" or where != (
+            NAMESPACE,
+            JOB,
+        ):
+            return web.json_response({"error": "forbidden"}, status=403)
+        body = await request.json()
+        try:
+            report = UsageReport.model_validate(body)
+        except pydantic.ValidationError as error:
+            return web.json_response({"error": str(error)}, status=422)
+        with self._lock:
+            self.reports.append(body)
+        job = {"tokens": report.tokens, "cost": report.cost}
+        return web.json_response(
+            {"job": job, "chain": dict(job, attempts=1), "currency": "USD", "budgetExceeded": None}
+        )
+
+    def __enter__(self) -> UsageSink:
+        self._site.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._site.stop()
+
+
+@pytest.fixture
+def usage_sink() -> Iterator[UsageSink]:
+    with UsageSink() as sink:
+        yield sink
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def last_line(self) -> str:
+        return self.stderr.rstrip("\n").rsplit("\n", 1)[-1]
+
+
+def _runtime_env(runtime: str, home: Path, models: ModelStandIn) -> dict[str, str]:
+    """How each CLI is pointed at the stand-in: its documented base-URL settings."""
+    if runtime == "codex":
+        (home / ".codex").mkdir(exist_ok=True)
+        return {
+            "CODEX_HOME": str(home / ".codex"),
+            "OPENAI_BASE_URL": f"{models.url}/v1",
+            "OPENAI_API_KEY": DEFAULT_API_KEY,
+            "AGENT_MODEL": "gpt-5",
+        }
+    return {
+        "ANTHROPIC_BASE_URL": models.url,
+        "ANTHROPIC_API_KEY": DEFAULT_API_KEY,
+        "AGENT_MODEL": MODEL,
+    }
+
+
+def run_agent(
+    tmp_path: Path,
+    models: ModelStandIn,
+    api_url: str,
+    runtime: str = "claude-code",
+    **settings: str,
+) -> Run:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (tmp_path / "prompt").write_text("What is six times seven?\n")
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        **_runtime_env(runtime, home, models),
+        "AGENTCHAIN_RUNTIME": runtime,
+        "AGENTCHAIN_AGENT_CLI": str(agent_cli(runtime)),
+        "AGENTCHAIN_MODEL_RETRIES": "0",
+        "AGENT_PROMPT_FILE": str(tmp_path / "prompt"),
+        "AGENT_PROMPT": "(see the file)",
+        "AGENT_API_URL": api_url,
+        "AGENT_TOKEN": JOB_TOKEN,
+        "AGENT_NAMESPACE": NAMESPACE,
+        "AGENT_JOB": JOB,
+        **settings,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "agentchain", "agent", "run"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_SECONDS,
+        check=False,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def test_text_answer_is_the_only_stdout_and_usage_is_reported(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.script(text("Six times seven is 42.", input_tokens=1000, output_tokens=200))
+    run = run_agent(tmp_path, model_standin, usage_sink.url, AGENTCHAIN_MAX_TURNS="3")
+    assert (run.code, run.stdout) == (0, "Six times seven is 42.\n"), run.stderr
+    assert "[assistant] Six times seven is 42." in run.stderr
+    [request] = model_standin.exchanges("anthropic")
+    assert request.body["model"] == MODEL and request.query == "beta=true"
+    assert "What is six times seven?" in str(request.body["messages"])
+    # Claude Code prices claude-sonnet-4-5 at $3 / $15 per million input / output tokens.
+    assert usage_sink.reports == [{"tokens": 1200, "cost": pytest.approx(0.006)}]
+
+
+def test_bad_key_ends_with_model_auth_failed(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    run = run_agent(tmp_path, model_standin, usage_sink.url, ANTHROPIC_API_KEY="sk-wrong")
+    assert (run.code, run.stdout) == (exits.EXIT_MODEL_AUTH, ""), run.stderr
+    assert run.last_line.startswith("the model provider refused the credentials: ")
+    assert "HTTP 401 authentication_error: " in run.last_line
+    assert [e.status for e in model_standin.exchanges()] == [401]
+    assert usage_sink.reports == []  # Nothing was used: nothing to report.
+
+
+def test_rate_limit_storm_ends_with_model_rate_limited_after_the_retries(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.always(failure(429, retry_after=0))
+    run = run_agent(tmp_path, model_standin, usage_sink.url, AGENTCHAIN_MODEL_RETRIES="2")
+    assert (run.code, run.stdout) == (exits.EXIT_MODEL_RATE_LIMITED, ""), run.stderr
+    assert run.last_line.startswith(
+        "the model provider kept rate-limiting the agent: HTTP 429 rate_limit_error: "
+    )
+    assert [e.status for e in model_standin.exchanges()] == [429, 429, 429]
+
+
+def test_provider_error_ends_with_model_unavailable(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.always(failure(500, "Internal server error"))
+    run = run_agent(tmp_path, model_standin, usage_sink.url)
+    assert (run.code, run.stdout) == (exits.EXIT_MODEL_UNAVAILABLE, ""), run.stderr
+    assert run.last_line.startswith("the model provider failed or could not be reached: ")
+    assert "HTTP 500 api_error: " in run.last_line
+
+
+def test_turn_limit_ends_with_turn_limit_reached_and_reports_what_it_used(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.script(
+        tool("Bash", {"command": "echo checking", "description": "Check"}),
+        text("never asked for"),
+    )
+    run = run_agent(
+        tmp_path,
+        model_standin,
+        usage_sink.url,
+        AGENTCHAIN_MAX_TURNS="1",
+        AGENTCHAIN_ALLOWED_TOOLS="Bash(echo:*)",
+    )
+    assert (run.code, run.stdout) == (exits.EXIT_TURN_LIMIT, ""), run.stderr
+    assert run.last_line == (
+        "the agent reached its turn limit: Reached maximum number of turns (1)"
+    )
+    assert '[tool call] Bash {"command": "echo checking"' in run.stderr
+    assert len(model_standin.exchanges()) == 1
+    assert usage_sink.reports == [{"tokens": 120, "cost": pytest.approx(0.0006)}]
+
+
+def test_unreachable_usage_api_does_not_change_the_outcome(
+    tmp_path: Path, model_standin: ModelStandIn
+) -> None:
+    model_standin.script(text("Still 42."))
+    run = run_agent(tmp_path, model_standin, "http://127.0.0.1:9")
+    assert (run.code, run.stdout) == (0, "Still 42.\n"), run.stderr
+    assert "[runner] usage not reported after 3 attempts" in run.stderr
+
+
+def test_codex_text_answer_is_the_only_stdout_and_tokens_are_reported(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.script(text("Forty-two.", input_tokens=300, output_tokens=40))
+    run = run_agent(tmp_path, model_standin, usage_sink.url, "codex")
+    assert (run.code, run.stdout) == (0, "Forty-two.\n"), run.stderr
+    [request] = model_standin.exchanges("responses")
+    assert request.body["model"] == "gpt-5" and request.body["stream"] is True
+    assert "What is six times seven?" in str(request.body["input"])
+    # codex reports tokens but no cost: the budget's tokens still count.
+    assert usage_sink.reports == [{"tokens": 340, "cost": 0.0}]
+
+
+@pytest.mark.parametrize(
+    ("answer", "retries", "code", "requests"),
+    [
+        (None, "0", exits.EXIT_MODEL_AUTH, 1),  # the key is wrong
+        (failure(429, retry_after=0), "1", exits.EXIT_MODEL_RATE_LIMITED, 2),
+        (failure(500), "0", exits.EXIT_MODEL_UNAVAILABLE, 1),
+    ],
+    ids=["401", "429-storm", "500"],
+)
+def test_codex_provider_errors_end_with_their_codes(
+    tmp_path: Path,
+    model_standin: ModelStandIn,
+    usage_sink: UsageSink,
+    answer: Failure | None,
+    retries: str,
+    code: int,
+    requests: int,
+) -> None:
+    model_standin.always(answer)
+    key = {"OPENAI_API_KEY": "sk-wrong"} if answer is None else {}
+    run = run_agent(
+        tmp_path, model_standin, usage_sink.url, "codex", AGENTCHAIN_MODEL_RETRIES=retries, **key
+    )
+    assert (run.code, run.stdout) == (code, ""), run.stderr
+    reason = exits.reason_of_exit(code)
+    assert reason is not None and run.last_line.startswith(f"{reason.summary}: ")
+    assert len(model_standin.exchanges()) == requests
+
+
+def _tool_outputs(body: dict[str, Any]) -> list[Any]:
+    """What a request sends back of tool calls: Anthropic's ``tool_result`` blocks or the
+    Responses API's ``function_call_output`` items."""
+    outputs = [
+        item.get("output")
+        for item in body.get("input") or []
+        if isinstance(item, dict) and item.get("type") == "function_call_output"
+    ]
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        outputs += [
+            block.get("content")
+            for block in content
+            if isinstance(content, list) and block.get("type") == "tool_result"
+        ]
+    return outputs
+
+
+@pytest.mark.parametrize(
+    ("runtime", "call"),
+    [
+        ("claude-code", tool("Bash", {"command": 'echo chec""king', "description": "Check"})),
+        ("codex", tool("exec_command", {"cmd": 'echo chec""king'})),
+    ],
+)
+def test_a_tool_call_round_trip_then_the_answer(
+    tmp_path: Path,
+    model_standin: ModelStandIn,
+    usage_sink: UsageSink,
+    runtime: str,
+    call: Reply,
+) -> None:
+    model_standin.script(call, text("Checked: all good."))
+    run = run_agent(
+        tmp_path,
+        model_standin,
+        usage_sink.url,
+        runtime,
+        AGENTCHAIN_MAX_TURNS="3",
+        AGENTCHAIN_ALLOWED_TOOLS="Bash(echo:*)",
+    )
+    assert (run.code, run.stdout) == (0, "Checked: all good.\n"), run.stderr
+    _, second = model_standin.exchanges()
+    # The second request carries the tool's output back: the CLI really ran it (the call
+    # itself says chec""king, only the shell's output says checking).
+    assert "checking" in str(_tool_outputs(second.body))
+    [report] = usage_sink.reports
+    assert report["tokens"] == 240

@@ -1,0 +1,190 @@
+"""``agentchain agent run``: the in-pod runner between the pod and an agent CLI.
+
+It reads the environment every agent pod gets (SPEC §1: ``AGENT_PROMPT_FILE`` /
+``AGENT_PROMPT``, ``AGENT_MODEL``, ``AGENT_EFFORT``, the job API's ``AGENT_API_URL``,
+``AGENT_TOKEN``, ``AGENT_NAMESPACE``, ``AGENT_JOB``) and the runner's own settings
+(``AGENTCHAIN_RUNTIME``, ``AGENTCHAIN_MAX_TURNS``, ... in ``runtimes.py``), runs the
+CLI non-interactively with the prompt on stdin, and:
+
+- streams the CLI's transcript to stderr, one line an event (the pod's log), with the
+  CLI's own stderr passed through line by line;
+- prints only the final answer on stdout, at the end: that is the job's output;
+- reports the run's tokens and cost to the job API's usage route with the job's token
+  (no agent-side code), also when the run failed after using some;
+- exits with a code of ``runner_exits`` and, on failure, a one-line message as the last
+  line of stderr (bad key, rate limit, provider failure, turn limit, ...).
+
+The CLI's words are untrusted: they are logged as one bounded line per event and never
+interpreted beyond the JSON fields read in ``runtimes.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import IO, Any
+
+from agentchain.agents import runner_exits as exits
+from agentchain.agents import runtimes
+from agentchain.demo_agent import read_prompt
+
+USAGE_ATTEMPTS = 3
+USAGE_TIMEOUT_SECONDS = 10.0
+STDERR_TAIL_LINES = 20
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``agent run`` on the CLI's subparsers."""
+    group = sub.add_parser("agent", help="run an agent CLI in a pod (the in-pod runner)")
+    commands = group.add_subparsers(dest="agent_command", required=True)
+    run = commands.add_parser(
+        "run", help="run the agent CLI on the job's prompt; the final answer on stdout"
+    )
+    run.add_argument(
+        "--runtime",
+        choices=runtimes.RUNTIMES,
+        default=None,
+        help=f"the agent CLI (default: ${runtimes.RUNTIME_ENV})",
+    )
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def main(args: argparse.Namespace) -> int:
+    env = dict(os.environ)
+    try:
+        settings = runtimes.settings_from(env, read_prompt(env), args.runtime)
+    except (runtimes.SettingsError, OSError) as error:
+        return _fail(exits.EXIT_RUNNER_MISCONFIGURED, str(error))
+    command = runtimes.command_for(settings)
+    for warning in command.warnings:
+        _say(f"[runner] warning: {warning}")
+    try:
+        result = _run(settings, command, env)
+    except OSError as error:
+        return _fail(exits.EXIT_RUNNER_MISCONFIGURED, f"cannot start {settings.cli}: {error}")
+    _report_usage(env, result)
+    _say(
+        f"[runner] {settings.runtime}: {result.turns} turns, {result.tokens} tokens, "
+        f"cost {result.cost:g} USD, exit {result.exit_code}"
+    )
+    if result.exit_code != exits.EXIT_OK:
+        _say(result.message)
+        return result.exit_code
+    sys.stdout.write(result.answer if result.answer.endswith("\n") else result.answer + "\n")
+    sys.stdout.flush()
+    return exits.EXIT_OK
+
+
+def _fail(code: int, detail: str) -> int:
+    reason = exits.reason_of_exit(code)
+    _say(runtimes.one_line(f"{reason.summary if reason else 'failed'}: {detail}"))
+    return code
+
+
+def _feed_prompt(stdin: IO[str], prompt: str) -> None:
+    try:
+        stdin.write(prompt)
+        stdin.close()
+    except (BrokenPipeError, OSError):
+        pass  # The CLI ended before reading it all; its exit says why.
+
+
+def _pass_stderr(stderr: IO[str], tail: collections.deque[str]) -> None:
+    """The CLI's own stderr into the pod's log, each line flattened and bounded."""
+    for line in stderr:
+        tail.append(line)
+        flat = runtimes.one_line(line, runtimes.LOG_LINE_MAX_CHARS)
+        if flat:
+            _say(flat)
+
+
+def _run(
+    settings: runtimes.Settings, command: runtimes.Command, env: Mapping[str, str]
+) -> runtimes.Outcome:
+    """Run the CLI to its end, logging its events; how it ended."""
+    child = subprocess.Popen(
+        command.argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**env, **command.env},
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        bufsize=1,
+    )
+    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    # A stop of the pod (SIGTERM) is the CLI's to handle: it ends, and so does the runner.
+    previous = signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+    tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+    threads = [
+        threading.Thread(target=_feed_prompt, args=(child.stdin, settings.prompt), daemon=True),
+        threading.Thread(target=_pass_stderr, args=(child.stderr, tail), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    transcript = runtimes.Transcript(settings.runtime)
+    try:
+        for line in child.stdout:
+            event = transcript.feed(line)
+            logged = (
+                runtimes.log_line(settings.runtime, event)
+                if event is not None
+                else runtimes.one_line(line, runtimes.LOG_LINE_MAX_CHARS)
+            )
+            if logged:
+                _say(logged)
+        returncode = child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    for thread in threads:
+        thread.join(timeout=5)
+    return runtimes.outcome(transcript, returncode, "".join(tail))
+
+
+def _report_usage(env: Mapping[str, str], result: runtimes.Outcome) -> None:
+    """POST the run's usage to the job API; a failure to report is logged, not fatal."""
+    if result.tokens == 0 and result.cost == 0:
+        return
+    names = ("AGENT_API_URL", "AGENT_TOKEN", "AGENT_NAMESPACE", "AGENT_JOB")
+    missing = [name for name in names if not env.get(name)]
+    if missing:
+        _say(f"[runner] usage not reported: {', '.join(missing)} unset")
+        return
+    quote = urllib.parse.quote
+    url = (
+        f"{env['AGENT_API_URL'].rstrip('/')}/api/jobs/{quote(env['AGENT_NAMESPACE'], '')}"
+        f"/{quote(env['AGENT_JOB'], '')}/usage"
+    )
+    body = json.dumps({"tokens": result.tokens, "cost": result.cost}).encode()
+    headers = {"Authorization": f"Bearer {env['AGENT_TOKEN']}", "Content-Type": "application/json"}
+    for attempt in range(1, USAGE_ATTEMPTS + 1):
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=USAGE_TIMEOUT_SECONDS) as answer:
+                _say(f"[runner] usage reported: {runtimes.one_line(answer.read().decode())}")
+                return
+        except urllib.error.HTTPError as error:
+            if error.code < 500:  # Refused for good (403, 422): retrying will not help.
+                _say(f"[runner] usage refused: HTTP {error.code}")
+                return
+            problem = f"HTTP {error.code}"
+        except (urllib.error.URLError, OSError) as error:
+            problem = runtimes.one_line(str(error), 200)
+        if attempt < USAGE_ATTEMPTS:
+            time.sleep(attempt)
+    _say(f"[runner] usage not reported after {USAGE_ATTEMPTS} attempts: {problem}")
