@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +113,18 @@ def test_real_kubelet_runs_a_local_image_and_teardown_restores_the_machine() -> 
     finally:
         finish_workdir(workdir, succeeded)
     assert before.differences(HostState.capture()) == {}
+    # containerd's shims detach from containerd; none may outlive the cluster.
+    assert _processes_naming(str(workdir)) == []
+
+
+def _processes_naming(text: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(f"{entry.name}: {cmdline}")
+    return found

@@ -119,7 +119,8 @@ def node_binaries() -> tuple[Path, Path]:
 
 
 @contextlib.contextmanager
-def _exclusive() -> Iterator[None]:
+def exclusive() -> Iterator[None]:
+    """Hold the machine's one real-node lock, or raise RealNodeError at once."""
     lock_path = images.cache_dir().parent / "realnode.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with lock_path.open("w") as lock:
@@ -145,7 +146,15 @@ def begin(stack: contextlib.ExitStack, workdir: Path) -> config.Network:
     ``stack`` so that, on the way down, the machine is restored after everything else.
     """
     _check_tools()
-    stack.enter_context(_exclusive())
+    stack.enter_context(exclusive())
+    if Path("/sys/class/net", config.BRIDGE).exists():
+        # Nothing else holds the lock, so this is a run that was killed before its
+        # teardown; a snapshot now would take its leftovers for the machine's own state.
+        raise RealNodeError(
+            f"bridge {config.BRIDGE} exists but no real node runs: a killed run left it "
+            f"(and maybe iptables chains, sysctls, cgroups /sys/fs/cgroup/*/"
+            f"{config.CGROUP_ROOT}); remove them, e.g. `ip link delete {config.BRIDGE}`"
+        )
     before = host.HostState.capture()
     stack.callback(host.restore, before, workdir)
     network = config.Network()

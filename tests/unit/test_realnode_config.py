@@ -9,7 +9,9 @@ import tarfile
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
+from e2e.controlplane import realnode
 from e2e.controlplane import realnode_config as config
 from e2e.controlplane import realnode_host as host
 from e2e.controlplane import realnode_images as images
@@ -87,3 +89,15 @@ def test_clean_up_plan_takes_only_new_kube_and_cni_chains_and_their_jumps() -> N
     jumps, chains = host.own_chains(after, before)
     assert jumps == [("filter", ["INPUT", "-j", "KUBE-FIREWALL"])]
     assert chains == [("filter", "KUBE-FIREWALL"), ("nat", "CNI-HOSTPORT-DNAT")]
+
+
+def test_a_second_real_node_on_the_machine_is_refused_with_a_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTCHAIN_CACHE", str(tmp_path))
+    with realnode.exclusive():
+        with pytest.raises(realnode.RealNodeError, match="only one can run at a time"):
+            with realnode.exclusive():
+                pass
+    with realnode.exclusive():  # released with the first
+        pass
