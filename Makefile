@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: help install binaries lint test unit e2e demo crds bench bench-figures
+.PHONY: help install binaries lint test unit e2e realnode demo crds bench bench-figures
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -21,16 +21,21 @@ lint: ## ruff, mypy --strict, import-linter, CRD drift
 	PYTHONPATH=operator lint-imports
 	$(PYTHON) -m agentchain.crdgen --check
 
-test: ## everything CI runs: setup, lint, unit tests, e2e on the local control plane
+test: ## everything CI runs: setup, lint, unit tests, e2e on the local control plane (not realnode)
 	bash e2e/setup.sh
 	$(MAKE) lint
-	$(PYTHON) -m pytest $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m 'not realnode' $(PYTEST_ARGS)
 
 unit: ## unit tests only (no control plane; Redis is started by the tests)
 	$(PYTHON) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
 e2e: ## the end-to-end suite (local control plane, or AGENTCHAIN_E2E_KUBECONFIG's cluster)
-	$(PYTHON) -m pytest -m e2e $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m 'e2e and not realnode' $(PYTEST_ARGS)
+
+realnode: ## the real node's test: kubelet, containerd, kube-proxy beside the control plane (root)
+	bash e2e/setup.sh
+	bash e2e/controlplane/build-binaries.sh node
+	$(PYTHON) -m pytest -m realnode $(PYTEST_ARGS)
 
 demo: ## the local demo: control plane, Redis, operator, seed agents, a signed webhook, a live chain
 	bash e2e/setup.sh

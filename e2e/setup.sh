@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a new machine lacks for the demo and the tests: redis-server,
-# chromium and chromium-driver (Debian), this package with its test tools (pip),
+# chromium and chromium-driver (Debian), the real node's runtime (containerd, runc, CNI
+# plugins, iptables, nftables, busybox-static; Debian), this package with its test tools (pip),
 # the pinned upstream control-plane binaries (built once from the Go module proxy, then cached) and
 # pinned npm packages the GitHub stand-in reads and the agent CLIs the runner tests run
 # (npm_fetch, at the end).
@@ -20,7 +21,21 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
-if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium, anthropic, openai' 2>/dev/null; then
+# The real node (e2e/controlplane/realnode.py, `make realnode`): Debian's containerd, runc,
+# CNI plugins, iptables (kube-proxy, kubelet), nftables (teardown removes the tables they
+# made) and static busybox (the test image). Kubelet, kube-proxy and CoreDNS are built by
+# build-binaries.sh node, only when the real node is used.
+realnode_tools=(containerd ctr runc iptables nft busybox)
+for tool in "${realnode_tools[@]}"; do
+  if ! command -v "$tool" >/dev/null 2>&1 || [ ! -x /usr/lib/cni/bridge ]; then
+    step "installing Debian's containerd, runc, containernetworking-plugins, iptables, nftables, busybox-static"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      containerd runc containernetworking-plugins iptables nftables busybox-static >/dev/null
+    break
+  fi
+done
+if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium, anthropic, openai, mcp, schemathesis' 2>/dev/null; then
   step "pip install -e '.[test]'"
   python3 -m pip install -q -e '.[test]'
 fi

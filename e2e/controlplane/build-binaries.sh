@@ -7,6 +7,10 @@
 # k8s.io/* staging module with a local path, which a dependent module ignores,
 # so the wrapper pins each staging module to the matching v0.x.y release.
 #
+# `node` builds what the real node needs beside Debian's containerd (realnode.py):
+# kubelet and kube-proxy from the same pinned Kubernetes version (their own directory,
+# so the control plane's cache stays valid without them) and CoreDNS.
+#
 # Output: $AGENTCHAIN_CACHE/bin/<component>-<version>/ (default ~/.cache/agentchain).
 # A present binary that reports the expected version is reused: builds happen
 # once per machine.  Prints the bin directory on the last line of stdout.
@@ -38,6 +42,8 @@ has_version() { REPLY_WANT="$1"; shift; reports "$@"; }
 k8s_dir="$cache/bin/kubernetes-$KUBERNETES_VERSION"
 etcd_dir="$cache/bin/etcd-$ETCD_VERSION"
 helm_dir="$cache/bin/helm-$HELM_VERSION"
+node_dir="$cache/bin/kubernetes-node-$KUBERNETES_VERSION"
+coredns_dir="$cache/bin/coredns-$COREDNS_VERSION"
 
 k8s_ok() {
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
@@ -45,6 +51,17 @@ k8s_ok() {
     has_version "Kubernetes $KUBERNETES_VERSION" "$k8s_dir/$b" --version || return 1
   done
   [[ -x "$k8s_dir/kubectl" ]] && has_version "$KUBERNETES_VERSION" "$k8s_dir/kubectl" version --client
+}
+
+node_ok() {
+  for b in kubelet kube-proxy; do
+    [[ -x "$node_dir/$b" ]] || return 1
+    has_version "Kubernetes $KUBERNETES_VERSION" "$node_dir/$b" --version || return 1
+  done
+}
+
+coredns_ok() {
+  [[ -x "$coredns_dir/coredns" ]] && has_version "CoreDNS-${COREDNS_VERSION#v}" "$coredns_dir/coredns" -version
 }
 
 etcd_ok() {
@@ -55,9 +72,11 @@ helm_ok() {
   [[ -x "$helm_dir/helm" ]] && has_version "$HELM_VERSION" "$helm_dir/helm" version --short
 }
 
-build_kubernetes() {
+# build_k8s_commands DIR CMD...: k8s.io/kubernetes/cmd/CMD for each CMD into DIR.
+build_k8s_commands() {
+  local dir="$1"; shift
   local work; work="$(mktemp -d)"
-  log "building Kubernetes $KUBERNETES_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl); the first build is the long one (README)"
+  log "building Kubernetes $KUBERNETES_VERSION ($*); the first build is the long one (README)"
   local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
   local staging="v0.${KUBERNETES_VERSION#v1.}"
   (
@@ -76,15 +95,39 @@ build_kubernetes() {
     local ldflags="-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
     ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION"
-    mkdir -p "$k8s_dir.tmp"
-    for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    mkdir -p "$dir.tmp"
+    for cmd in "$@"; do
       log "go build $cmd ..."
       local t0=$SECONDS
-      go build -trimpath -ldflags "$ldflags" -o "$k8s_dir.tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+      go build -trimpath -ldflags "$ldflags" -o "$dir.tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd"
       log "built $cmd in $((SECONDS - t0))s"
     done
   )
-  rm -rf "$k8s_dir" && mv "$k8s_dir.tmp" "$k8s_dir"
+  rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  rm -rf "$work"
+}
+
+build_kubernetes() {
+  build_k8s_commands "$k8s_dir" kube-apiserver kube-controller-manager kube-scheduler kubectl
+}
+
+build_node() {
+  build_k8s_commands "$node_dir" kubelet kube-proxy
+}
+
+# CoreDNS's main package lists its compiled-in plugins in a generated file that is
+# part of the module, so a plain build of the module gives the upstream binary.
+build_coredns() {
+  local work; work="$(mktemp -d)"
+  log "building CoreDNS $COREDNS_VERSION (github.com/coredns/coredns)"
+  (
+    cd "$work"
+    go mod init agentchain.local/corednsbuild >/dev/null 2>&1
+    echo "require github.com/coredns/coredns $COREDNS_VERSION" >>go.mod
+    mkdir -p "$coredns_dir.tmp"
+    go build -trimpath -ldflags "-s -w" -o "$coredns_dir.tmp/coredns" github.com/coredns/coredns
+  )
+  rm -rf "$coredns_dir" && mv "$coredns_dir.tmp" "$coredns_dir"
   rm -rf "$work"
 }
 
@@ -126,5 +169,12 @@ if [[ "$want" == all || "$want" == kubernetes ]]; then
 fi
 if [[ "$want" == helm ]]; then
   if helm_ok; then log "helm $HELM_VERSION cached in $helm_dir"; else build_helm; helm_ok || { log "helm build did not report $HELM_VERSION"; exit 1; }; fi
+fi
+if [[ "$want" == node ]]; then
+  if node_ok; then log "kubelet, kube-proxy $KUBERNETES_VERSION cached in $node_dir"; else build_node; node_ok || { log "kubelet/kube-proxy build did not report $KUBERNETES_VERSION"; exit 1; }; fi
+  if coredns_ok; then log "CoreDNS $COREDNS_VERSION cached in $coredns_dir"; else build_coredns; coredns_ok || { log "CoreDNS build did not report $COREDNS_VERSION"; exit 1; }; fi
+  # The node's own line: its callers (realnode.py) read the last line.
+  echo "$node_dir:$coredns_dir"
+  exit 0
 fi
 echo "$k8s_dir:$etcd_dir:$helm_dir"

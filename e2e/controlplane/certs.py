@@ -167,8 +167,12 @@ def serving(directory: Path, stem: str) -> tuple[Path, KeyPair]:
     return ca.pair.cert, ca.leaf(stem, _name(stem), usage, ("localhost",), ("127.0.0.1",))
 
 
-def generate(directory: Path) -> Pki:
-    """Create a fresh CA and every certificate and key of the cluster in ``directory``."""
+def generate(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """Create a fresh CA and every certificate and key of the cluster in ``directory``.
+
+    ``extra_ips`` go into the API server's and the node's serving certificates: the
+    address the real node's control plane binds (reachable from pods), where both serve.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     ca = _Signer(directory)
     server, client = ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH
@@ -176,13 +180,16 @@ def generate(directory: Path) -> Pki:
     return Pki(
         ca=ca.pair,
         apiserver=ca.leaf(
-            "apiserver", _name("kube-apiserver"), server, APISERVER_DNS_NAMES, APISERVER_IPS
+            "apiserver", _name("kube-apiserver"), server, APISERVER_DNS_NAMES,
+            (*APISERVER_IPS, *extra_ips),
         ),
         admin=ca.leaf("admin", _name(ADMIN_USER, "system:masters"), client),
         kubelet_client=ca.leaf(
             "kubelet-client", _name("kube-apiserver-kubelet-client", "system:masters"), client
         ),
-        node=ca.leaf("node", _name("agentchain-local"), server, ("localhost",), ("127.0.0.1",)),
+        node=ca.leaf(
+            "node", _name("agentchain-local"), server, ("localhost",), ("127.0.0.1", *extra_ips)
+        ),
         service_account_key=sa_key,
         service_account_pub=sa_pub,
     )

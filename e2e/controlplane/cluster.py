@@ -16,6 +16,10 @@ with its log tail at once instead of as a timeout.
 The same suite must run unchanged on kind or any cluster: when a kubeconfig is named in
 the environment the control plane and the node are skipped and only Redis is started;
 ``ClusterInfo.local`` tells a test whether host-side checks (``/proc``) make sense.
+
+``cluster(node="real")`` runs a real kubelet, containerd and kube-proxy instead of the
+stand-in (``realnode.py``): then the API server listens on the node's bridge address,
+which pods can reach, instead of loopback, and ``ClusterInfo.real_node`` describes it.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from types import FrameType
 import kubernetes
 import yaml
 
-from e2e.controlplane import certs, knobs, processes, provisioner
+from e2e.controlplane import certs, knobs, processes, provisioner, realnode
 from e2e.controlplane.processes import ManagedProcess
 from e2e.controlplane.redisserver import RedisServer
 
@@ -91,6 +95,7 @@ class ClusterInfo:
     workdir: Path
     local: bool  # False when an existing cluster (kind) is used
     bin_dir: Path | None  # dir with kubectl (None: kubectl from PATH)
+    real_node: realnode.RealNode | None = None  # cluster(node="real") only
 
     def kubectl(
         self, *args: str, check: bool = True, input: str | None = None, timeout: float = 60
@@ -149,12 +154,15 @@ def existing_kubeconfig() -> Path | None:
 
 
 @contextlib.contextmanager
-def cluster(workdir: Path | None = None) -> Iterator[ClusterInfo]:
+def cluster(workdir: Path | None = None, node: str = "local") -> Iterator[ClusterInfo]:
     """A local control plane with a node and Redis, or an existing cluster with Redis.
 
     A ``workdir`` given by the caller belongs to the caller and is never removed; one
     created here is removed after a clean exit unless AGENTCHAIN_KEEP_WORKDIR=1.
+    ``node`` is "local" (the stand-in) or "real" (kubelet and containerd, realnode.py).
     """
+    if node not in ("local", "real"):
+        raise HarnessError(f"node must be 'local' or 'real', not {node!r}")
     owned = workdir is None
     path = make_workdir() if workdir is None else workdir
     path.mkdir(parents=True, exist_ok=True)
@@ -166,7 +174,7 @@ def cluster(workdir: Path | None = None) -> Iterator[ClusterInfo]:
             if kubeconfig is not None:
                 info = _use_existing(stack, path, kubeconfig)
             else:
-                info = _start_local(stack, path)
+                info = _start_local(stack, path, real_node=node == "real")
             yield info
             say("stopping the cluster")
         succeeded = True
@@ -187,17 +195,29 @@ def _use_existing(stack: contextlib.ExitStack, workdir: Path, kubeconfig: Path) 
     return ClusterInfo(kubeconfig, server, redis.url, workdir, local=False, bin_dir=None)
 
 
-def _start_local(stack: contextlib.ExitStack, workdir: Path) -> ClusterInfo:
+def _start_local(stack: contextlib.ExitStack, workdir: Path, real_node: bool) -> ClusterInfo:
     k8s_dir, etcd_dir = find_binaries()
-    pki = certs.generate(workdir / "pki")
+    # The real node's bridge comes first: the API server binds its gateway address.
+    network = realnode.begin(stack, workdir) if real_node else None
+    address = network.gateway if network else "127.0.0.1"
+    pki = certs.generate(workdir / "pki", extra_ips=(address,) if network else ())
     etcd = _start_etcd(stack, etcd_dir, workdir)
-    server, apiserver = _start_apiserver(stack, k8s_dir, workdir, pki, etcd)
+    server, apiserver = _start_apiserver(stack, k8s_dir, workdir, pki, etcd, address)
     kubeconfig = write_kubeconfig(workdir / "admin.kubeconfig", server, pki)
     control_plane = [etcd[1], apiserver]
-    control_plane.append(_start_controller_manager(stack, k8s_dir, workdir, pki, kubeconfig))
+    controllers = (*CONTROLLERS, *realnode.CONTROLLERS) if network else CONTROLLERS
+    control_plane.append(
+        _start_controller_manager(stack, k8s_dir, workdir, pki, kubeconfig, controllers)
+    )
     control_plane.append(_start_scheduler(stack, k8s_dir, workdir, kubeconfig))
     _ready("the default ServiceAccount", _service_account_check(kubeconfig), control_plane)
     _start_provisioner(stack, workdir, kubeconfig, control_plane)
+    if network is not None:
+        node = realnode.start(stack, workdir, network, pki, kubeconfig, control_plane)
+        redis = _start_redis(stack, workdir)
+        return ClusterInfo(
+            kubeconfig, server, redis.url, workdir, local=True, bin_dir=k8s_dir, real_node=node
+        )
     if os.environ.get("AGENTCHAIN_E2E_NO_NODE") == "1":
         say("AGENTCHAIN_E2E_NO_NODE=1: no local node; pods will stay Pending")
     else:
@@ -275,11 +295,15 @@ def _start_apiserver(
     workdir: Path,
     pki: certs.Pki,
     etcd: tuple[str, ManagedProcess],
+    address: str = "127.0.0.1",
 ) -> tuple[str, ManagedProcess]:
     port = processes.free_port()
+    # On loopback the 'kubernetes' Service cannot have an endpoint (nothing needs it);
+    # on the real node's bridge address it gets one, for pods' in-cluster clients.
+    reconciler = "none" if address == "127.0.0.1" else "lease"
     argv = [
         str(k8s_dir / "kube-apiserver"), f"--etcd-servers={etcd[0]}",
-        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
+        f"--bind-address={address}", f"--advertise-address={address}", f"--secure-port={port}",
         f"--cert-dir={workdir / 'apiserver'}",
         f"--tls-cert-file={pki.apiserver.cert}", f"--tls-private-key-file={pki.apiserver.key}",
         f"--client-ca-file={pki.ca.cert}", "--authorization-mode=RBAC",
@@ -292,12 +316,11 @@ def _start_apiserver(
         f"--kubelet-client-certificate={pki.kubelet_client.cert}",
         f"--kubelet-client-key={pki.kubelet_client.key}",
         f"--kubelet-certificate-authority={pki.ca.cert}",
-        # The 'kubernetes' Service cannot have a loopback endpoint; nothing here needs it.
-        "--endpoint-reconciler-type=none",
+        f"--endpoint-reconciler-type={reconciler}",
         *knobs.audit_flags(workdir),
     ]  # fmt: skip
     apiserver = _launch(stack, "kube-apiserver", argv, workdir)
-    server = f"https://127.0.0.1:{port}"
+    server = f"https://{address}:{port}"
     context = ssl.create_default_context(cafile=str(pki.ca.cert))
     context.load_cert_chain(pki.admin.cert, pki.admin.key)
     _ready("kube-apiserver", lambda: _http_ok(f"{server}/readyz", context), [etcd[1], apiserver])
@@ -332,11 +355,16 @@ def _b64(path: Path) -> str:
 
 
 def _start_controller_manager(
-    stack: contextlib.ExitStack, k8s_dir: Path, workdir: Path, pki: certs.Pki, kubeconfig: Path
+    stack: contextlib.ExitStack,
+    k8s_dir: Path,
+    workdir: Path,
+    pki: certs.Pki,
+    kubeconfig: Path,
+    controllers: tuple[str, ...] = CONTROLLERS,
 ) -> ManagedProcess:
     argv = [
         str(k8s_dir / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
-        f"--controllers={','.join(CONTROLLERS)}",
+        f"--controllers={','.join(controllers)}",
         f"--service-account-private-key-file={pki.service_account_key}",
         f"--root-ca-file={pki.ca.cert}",
         "--leader-elect=false", "--use-service-account-credentials=false",

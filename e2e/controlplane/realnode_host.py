@@ -1,0 +1,304 @@
+"""What the real node changes on the machine, captured before and put back after.
+
+The kubelet, kube-proxy, containerd and the CNI plugins were written for a machine they
+own: the kubelet writes kernel sysctls and iptables chains, kube-proxy adds its chains,
+the bridge plugin turns on IPv4 forwarding, containerd mounts network namespaces under
+``/var/run/netns`` and overlay filesystems, the kubelet builds cgroups and a few fixed
+directories. Here the machine is shared with other sessions, so ``HostState`` records
+what those components may touch, and ``restore()`` removes exactly what appeared since
+(and only what carries the node's names or lives under its paths) and writes back the
+sysctls that changed. The e2e test compares a snapshot taken before with one taken after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from e2e.controlplane import realnode_config as config
+
+# Kernel settings the kubelet (setupKernelTunables), kube-proxy and the bridge plugin
+# may write; paths under /proc/sys.
+SYSCTLS = (
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "net/ipv4/ip_forward",
+    "net/ipv4/conf/all/forwarding",
+    "net/ipv4/conf/all/route_localnet",
+    "net/ipv6/conf/all/forwarding",
+    "net/bridge/bridge-nf-call-iptables",
+    "net/bridge/bridge-nf-call-ip6tables",
+    "net/netfilter/nf_conntrack_max",
+    "net/netfilter/nf_conntrack_tcp_timeout_established",
+    "net/netfilter/nf_conntrack_tcp_timeout_close_wait",
+)
+# Directories at fixed paths that the components create whatever they are told.
+FIXED_PATHS = (
+    "/var/lib/kubelet",
+    "/var/lib/cni",
+    "/var/run/netns",
+    "/run/netns",
+    "/run/containerd",
+    "/var/log/containers",
+    "/var/log/pods",
+    "/opt/containerd",
+    "/usr/libexec/kubernetes",
+    "/etc/cni",
+)
+# iptables chains the kubelet, kube-proxy and the CNI plugins create.
+OWN_CHAIN = re.compile(r"^(KUBE-|CNI-)")
+CGROUP_MOUNT = Path("/sys/fs/cgroup")
+_MNT_DETACH = 2
+_LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _run(*argv: str) -> str:
+    if shutil.which(argv[0]) is None:
+        return ""
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    return result.stdout
+
+
+def _iptables_rules(tool: str) -> str:
+    # Counters change with traffic and the header lines carry a timestamp.
+    lines = [
+        re.sub(r"\[\d+:\d+\]", "[0:0]", line)
+        for line in _run(f"{tool}-save").splitlines()
+        if line and not line.startswith("#")
+    ]
+    return "\n".join(lines)
+
+
+def _nft_tables() -> frozenset[str]:
+    # "table ip filter" -> "ip filter"
+    return frozenset(
+        line.removeprefix("table ").strip()
+        for line in _run("nft", "list", "tables").splitlines()
+        if line.startswith("table ")
+    )
+
+
+def _cgroup_dirs() -> frozenset[str]:
+    found: set[str] = set()
+    if not CGROUP_MOUNT.is_dir():
+        return frozenset()
+    for hierarchy in CGROUP_MOUNT.iterdir():
+        for dirpath, _dirs, _files in os.walk(hierarchy):
+            found.add(dirpath)
+    return frozenset(found)
+
+
+def _links() -> frozenset[str]:
+    # "4: eth0: <FLAGS> ..." -> the name and flags, without the index (which only grows).
+    found = set()
+    for line in _run("ip", "-o", "link").splitlines():
+        _index, _sep, rest = line.partition(": ")
+        found.add(rest.split("\\")[0].strip())
+    return frozenset(found)
+
+
+def _mounts() -> frozenset[str]:
+    return frozenset((_read(Path("/proc/self/mountinfo")) or "").splitlines())
+
+
+@dataclass(frozen=True)
+class HostState:
+    """One snapshot of everything the node may change on the machine."""
+
+    sysctls: dict[str, str | None]
+    iptables: str
+    ip6tables: str
+    nft_tables: frozenset[str]
+    mounts: frozenset[str]
+    links: frozenset[str]
+    cgroups: frozenset[str]
+    paths: dict[str, bool] = field(default_factory=dict)
+
+    @classmethod
+    def capture(cls) -> HostState:
+        return cls(
+            sysctls={name: _read(Path("/proc/sys") / name) for name in SYSCTLS},
+            iptables=_iptables_rules("iptables"),
+            ip6tables=_iptables_rules("ip6tables"),
+            nft_tables=_nft_tables(),
+            mounts=_mounts(),
+            links=_links(),
+            cgroups=_cgroup_dirs(),
+            paths={path: os.path.lexists(path) for path in FIXED_PATHS},
+        )
+
+    def differences(self, after: HostState) -> dict[str, object]:
+        """What differs in ``after``, by aspect (empty when the machine is as it was)."""
+        diff: dict[str, object] = {}
+        changed = {k: (v, after.sysctls.get(k)) for k, v in self.sysctls.items()}
+        changed = {k: pair for k, pair in changed.items() if pair[0] != pair[1]}
+        if changed:
+            diff["sysctls"] = changed
+        for name in ("iptables", "ip6tables"):
+            if getattr(self, name) != getattr(after, name):
+                diff[name] = {"before": getattr(self, name), "after": getattr(after, name)}
+        for name in ("nft_tables", "mounts", "links", "cgroups"):
+            mine, theirs = getattr(self, name), getattr(after, name)
+            if mine != theirs:
+                diff[name] = {"gone": sorted(mine - theirs), "new": sorted(theirs - mine)}
+        paths = {k: (v, after.paths.get(k)) for k, v in self.paths.items()}
+        paths = {k: pair for k, pair in paths.items() if pair[0] != pair[1]}
+        if paths:
+            diff["paths"] = paths
+        return diff
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _mount_point(line: str) -> str:
+    # mountinfo field 5 is the mount point, with spaces etc. octal-escaped.
+    raw = line.split(" ")[4]
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), raw)
+
+
+def kill_strays(workdir: Path) -> None:
+    """SIGKILL what the node left running: processes in its cgroups (containers) and
+    processes whose command line names the workdir (containerd's shims, which detach
+    from containerd and so outlive it)."""
+    pids: set[int] = set()
+    for directory in _cgroup_dirs():
+        if f"/{config.CGROUP_ROOT}" in directory:
+            for text in (_read(Path(directory) / "cgroup.procs") or "").split():
+                pids.add(int(text))
+    marker = str(workdir).encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes():
+                    pids.add(int(entry.name))
+            except OSError:
+                continue
+    pids.discard(os.getpid())
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _unmount_new(before: HostState, roots: Iterable[str]) -> None:
+    roots = list(roots)
+    for _attempt in range(5):
+        new = [_mount_point(line) for line in _mounts() - before.mounts]
+        ours = sorted({p for p in new if _under(p, roots)}, key=len, reverse=True)
+        if not ours:
+            return
+        for point in ours:
+            _LIBC.umount2(point.encode(), _MNT_DETACH)
+
+
+def _remove_cgroups(before: HostState) -> None:
+    # Deepest first: a cgroup directory can only be removed once its children are.
+    for _attempt in range(20):
+        new = [d for d in _cgroup_dirs() - before.cgroups if f"/{config.CGROUP_ROOT}" in d]
+        if not new:
+            return
+        for directory in sorted(new, key=len, reverse=True):
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+        time.sleep(0.1)
+
+
+def own_chains(
+    saved: str, before: str
+) -> tuple[list[tuple[str, list[str]]], list[tuple[str, str]]]:
+    """From ``<tool>-save`` output: (rules in other chains that jump to new KUBE-*/CNI-*
+    chains, those new chains), each with its table."""
+    table = ""
+    jumps: list[tuple[str, list[str]]] = []
+    chains: list[tuple[str, str]] = []
+    for line in saved.splitlines():
+        if line.startswith("*"):
+            table = line[1:]
+        elif line.startswith(":"):
+            chain = line[1:].split()[0]
+            if OWN_CHAIN.match(chain) and f":{chain} " not in before:
+                chains.append((table, chain))
+        elif line.startswith("-A "):
+            words = line.split()
+            target = words[words.index("-j") + 1] if "-j" in words else ""
+            if OWN_CHAIN.match(target) and line not in before and not OWN_CHAIN.match(words[1]):
+                jumps.append((table, words[1:]))
+    return jumps, chains
+
+
+def _remove_own_chains(tool: str, before: str) -> None:
+    """Delete KUBE-*/CNI-* chains that were not there before, and the rules that jump to
+    them from other chains, table by table."""
+    if shutil.which(tool) is None:
+        return
+    jumps, chains = own_chains(_run(f"{tool}-save"), before)
+    for table, rule in jumps:
+        subprocess.run([tool, "-t", table, "-D", *rule], capture_output=True, check=False)
+    for table, chain in chains:
+        subprocess.run([tool, "-t", table, "-F", chain], capture_output=True, check=False)
+    for table, chain in chains:
+        subprocess.run([tool, "-t", table, "-X", chain], capture_output=True, check=False)
+
+
+def _remove_new_nft_tables(before: HostState) -> None:
+    # iptables-nft creates a table on first use; one that did not exist before was made
+    # by the node's components (the machine runs nothing else that uses netfilter).
+    for table in sorted(_nft_tables() - before.nft_tables):
+        family, _sep, name = table.partition(" ")
+        subprocess.run(["nft", "delete", "table", family, name], capture_output=True, check=False)
+
+
+def _delete_links(before: HostState) -> None:
+    for link in sorted(_links() - before.links):
+        name = link.split(":")[0].split("@")[0]
+        if name == config.BRIDGE or f"master {config.BRIDGE} " in link:
+            subprocess.run(["ip", "link", "delete", name], capture_output=True, check=False)
+
+
+def _restore_sysctls(before: HostState) -> None:
+    # ip_forward first: writing it resets every interface's forwarding flag as well.
+    for name in sorted(before.sysctls, key=lambda n: n != "net/ipv4/ip_forward"):
+        value = before.sysctls[name]
+        path = Path("/proc/sys") / name
+        if value is not None and _read(path) != value:
+            with contextlib.suppress(OSError):
+                path.write_text(value)
+
+
+def restore(before: HostState, workdir: Path) -> None:
+    """Put back what the node changed since ``before``; every step is best-effort so one
+    failure does not leave the rest undone (the e2e test then reports what differs)."""
+    kill_strays(workdir)
+    roots = [str(workdir), *FIXED_PATHS]
+    _unmount_new(before, roots)
+    _remove_cgroups(before)
+    _delete_links(before)
+    _remove_own_chains("iptables", before.iptables)
+    _remove_own_chains("ip6tables", before.ip6tables)
+    _remove_new_nft_tables(before)
+    for path, existed in before.paths.items():
+        if not existed and os.path.lexists(path):
+            _unmount_new(before, [path])
+            shutil.rmtree(path, ignore_errors=True)
+    _restore_sysctls(before)

@@ -1,0 +1,130 @@
+"""The real node (``cluster(node="real")``): a pod from a locally built image runs under
+the upstream kubelet and containerd, and teardown leaves the machine as it was.
+
+Marked ``realnode``: ``make test`` deselects it and ``make realnode`` runs it (it needs
+root, Debian's containerd, runc, CNI plugins, iptables and nftables, and builds kubelet,
+kube-proxy and CoreDNS on its first run). It starts its own cluster rather than the
+session's, because the session's runs on the stand-in node.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from e2e.controlplane import realnode_config
+from e2e.controlplane.cluster import (
+    ClusterInfo,
+    cluster,
+    existing_kubeconfig,
+    finish_workdir,
+    make_workdir,
+)
+from e2e.controlplane.realnode_host import HostState
+
+pytestmark = pytest.mark.realnode
+
+POD_TIMEOUT_SECONDS = 120.0
+SCRIPT = "echo hello from a real kubelet; echo to stderr >&2; exit 3"
+# From inside a pod: the cluster DNS resolves the API server's Service, and the Service IP
+# leads to the API server (kube-proxy's rules, the bridge address). busybox speaks no TLS,
+# so nc sends plain HTTP to the HTTPS port, which Go's TLS server answers with a 400:
+# proof that the API server itself was reached.
+REACH_API = (
+    "nslookup kubernetes.default.svc.cluster.local; "
+    "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 10 10.0.0.1 443; true"
+)
+
+
+def _pod(image: str, name: str = "exits-three", script: str = SCRIPT) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "containers": [{
+                "name": "main", "image": image, "imagePullPolicy": "Never",
+                "command": ["/bin/sh", "-c", script],
+            }],
+        },
+    }  # fmt: skip
+
+
+def _finished_pod(info: ClusterInfo, name: str) -> dict[str, object]:
+    deadline = time.monotonic() + POD_TIMEOUT_SECONDS
+    while True:
+        pod: dict[str, object] = json.loads(info.kubectl("get", "pod", name, "-o", "json").stdout)
+        status = pod.get("status") or {}
+        assert isinstance(status, dict)
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return pod
+        if time.monotonic() > deadline:
+            events = info.kubectl("get", "events", "-o", "wide", check=False).stdout
+            pytest.fail(f"pod {name} did not finish: {json.dumps(status)}\n{events}")
+        time.sleep(0.5)
+
+
+def test_real_kubelet_runs_a_local_image_and_teardown_restores_the_machine() -> None:
+    if existing_kubeconfig() is not None:
+        pytest.skip("the real node is part of the local cluster only")
+    before = HostState.capture()
+    workdir = make_workdir()
+    succeeded = False
+    try:
+        with cluster(workdir, node="real") as info:
+            node = info.real_node
+            assert node is not None
+            nodes = json.loads(info.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+            assert [n["metadata"]["name"] for n in nodes] == [realnode_config.NODE_NAME]
+            runtime = nodes[0]["status"]["nodeInfo"]["containerRuntimeVersion"]
+            assert runtime.startswith("containerd://"), runtime
+
+            info.kubectl("apply", "-f", "-", input=json.dumps(_pod(node.test_image)))
+            pod = _finished_pod(info, "exits-three")
+            spec, status = pod["spec"], pod["status"]
+            assert isinstance(spec, dict) and isinstance(status, dict)
+            assert spec["nodeName"] == realnode_config.NODE_NAME
+            assert status["phase"] == "Failed"
+            (container,) = status["containerStatuses"]
+            terminated = container["state"]["terminated"]
+            assert terminated["exitCode"] == 3, terminated
+            assert terminated["reason"] == "Error", terminated
+            assert container["containerID"].startswith("containerd://"), container
+            assert container["imageID"], container
+            # Through the API server, which reads them from the kubelet on its bridge
+            # address: both streams (containerd reads them through two pipes, so their
+            # relative order is not kept).
+            logs = info.kubectl("logs", "exits-three").stdout
+            assert sorted(logs.splitlines()) == ["hello from a real kubelet", "to stderr"]
+
+            pod_json = json.dumps(_pod(node.test_image, "reaches-the-api", REACH_API))
+            info.kubectl("apply", "-f", "-", input=pod_json)
+            _finished_pod(info, "reaches-the-api")
+            logs = info.kubectl("logs", "reaches-the-api").stdout
+            assert f"Server:\t\t{realnode_config.DNS_SERVICE_IP}" in logs, logs
+            assert "Address: 10.0.0.1\n" in logs, logs
+            assert "400 Bad Request" in logs, logs
+        succeeded = True
+    finally:
+        finish_workdir(workdir, succeeded)
+    assert before.differences(HostState.capture()) == {}
+    # containerd's shims detach from containerd; none may outlive the cluster.
+    assert _processes_naming(str(workdir)) == []
+
+
+def _processes_naming(text: str) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(f"{entry.name}: {cmdline}")
+    return found

@@ -1,0 +1,103 @@
+"""The real node's generated configs, images and iptables clean-up plan (pure parts)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from e2e.controlplane import realnode
+from e2e.controlplane import realnode_config as config
+from e2e.controlplane import realnode_host as host
+from e2e.controlplane import realnode_images as images
+
+
+def test_containerd_config_keeps_state_under_the_workdir_and_restricts_oom_score() -> None:
+    paths = config.NodePaths(Path("/w/realnode"))
+    parsed = tomllib.loads(config.containerd_toml(paths, "agentchain.local/pause:x", "/cni"))
+    assert parsed["root"].startswith("/w/realnode/") and parsed["state"].startswith("/w/")
+    assert parsed["grpc"]["address"] == "/w/realnode/containerd.sock"
+    cri = parsed["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["restrict_oom_score_adj"] is True
+    assert cri["sandbox_image"] == "agentchain.local/pause:x"
+    runc = cri["containerd"]["runtimes"]["runc"]
+    assert runc["options"]["SystemdCgroup"] is False
+    assert runc["options"]["Root"].startswith("/w/realnode/")
+    assert cri["cni"]["conf_dir"] == "/w/realnode/cni/net.d"
+
+
+def test_kubelet_config_allows_cgroup_v1_and_serves_on_the_bridge() -> None:
+    paths, network = config.NodePaths(Path("/w")), config.Network()
+    tls = config.KubeletTls(Path("/c"), Path("/k"), Path("/ca"))
+    parsed = yaml.safe_load(config.kubelet_config(paths, network, tls, 1, 2))
+    assert parsed["failCgroupV1"] is False
+    assert parsed["cgroupDriver"] == "cgroupfs"
+    assert parsed["address"] == network.gateway == "10.213.0.1"
+    assert parsed["authentication"]["anonymous"]["enabled"] is False
+    assert parsed["authentication"]["x509"]["clientCAFile"] == "/ca"
+    assert parsed["containerRuntimeEndpoint"] == "unix:///w/containerd.sock"
+
+
+def test_cni_conflist_uses_the_bridge_and_subnet_without_masquerade() -> None:
+    network = config.Network()
+    parsed = json.loads(config.cni_conflist(network, Path("/ipam")))
+    bridge = parsed["plugins"][0]
+    assert bridge["bridge"] == config.BRIDGE and bridge["ipMasq"] is False
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.213.0.0/24", "gateway": "10.213.0.1"}]]
+
+
+def test_oci_archive_names_every_blob_by_its_digest(tmp_path: Path) -> None:
+    files = [images.File("bin/tool", b"binary", 0o755), images.File("bin/sh", link="tool")]
+    image = images.oci_archive("demo", files, ["/bin/sh"], tmp_path / "demo.tar")
+    with tarfile.open(image.archive) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        blobs = {
+            name.removeprefix("blobs/sha256/"): tar.extractfile(member).read()  # type: ignore[union-attr]
+            for name, member in members.items()
+            if name.startswith("blobs/sha256/") and member.isfile()
+        }
+        index = json.loads(tar.extractfile("index.json").read())  # type: ignore[union-attr]
+    for digest, data in blobs.items():
+        assert hashlib.sha256(data).hexdigest() == digest
+    (entry,) = index["manifests"]
+    manifest = json.loads(blobs[entry["digest"].removeprefix("sha256:")])
+    assert entry["annotations"]["io.containerd.image.name"] == image.ref
+    assert image.ref.endswith(":" + entry["digest"].removeprefix("sha256:")[:16])
+    (layer,) = manifest["layers"]
+    with tarfile.open(fileobj=io.BytesIO(blobs[layer["digest"].removeprefix("sha256:")])) as tar:
+        assert tar.getmember("bin/sh").linkname == "tool"
+        assert tar.getmember("bin/tool").mode == 0o755
+    # Same inputs, same bytes: the cache key and tag are stable.
+    again = images.oci_archive("demo", files, ["/bin/sh"], tmp_path / "again.tar")
+    assert again.ref == image.ref
+    assert again.archive.read_bytes() == image.archive.read_bytes()
+
+
+def test_clean_up_plan_takes_only_new_kube_and_cni_chains_and_their_jumps() -> None:
+    before = "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-OLD - [0:0]\n-A INPUT -j KUBE-OLD\nCOMMIT\n"
+    after = (
+        "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-OLD - [0:0]\n:KUBE-FIREWALL - [0:0]\n"
+        ":MINE - [0:0]\n-A INPUT -j KUBE-OLD\n-A INPUT -j KUBE-FIREWALL\n"
+        "-A KUBE-FIREWALL -j DROP\n-A INPUT -j MINE\nCOMMIT\n"
+        "*nat\n:CNI-HOSTPORT-DNAT - [0:0]\nCOMMIT\n"
+    )
+    jumps, chains = host.own_chains(after, before)
+    assert jumps == [("filter", ["INPUT", "-j", "KUBE-FIREWALL"])]
+    assert chains == [("filter", "KUBE-FIREWALL"), ("nat", "CNI-HOSTPORT-DNAT")]
+
+
+def test_a_second_real_node_on_the_machine_is_refused_with_a_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTCHAIN_CACHE", str(tmp_path))
+    with realnode.exclusive():
+        with pytest.raises(realnode.RealNodeError, match="only one can run at a time"):
+            with realnode.exclusive():
+                pass
+    with realnode.exclusive():  # released with the first
+        pass
