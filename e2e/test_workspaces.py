@@ -705,6 +705,8 @@ def test_a_private_repository_clones_with_each_jobs_token_every_time(
             "ai-private-reader",
             TRIAGE,
             workspace={"repository": PRIVATE, "keepFor": "0"},
+            # Another repository than the event's: the agent must serve it.
+            repositories=[REPOSITORY, PRIVATE],
             eventTriggers=[{"source": "github", "events": ["issues.opened"]}],
         )
         _apply(info, namespace, [reader])
@@ -726,3 +728,50 @@ def test_a_private_repository_clones_with_each_jobs_token_every_time(
         assert all(phase == "Succeeded" for phase, _ in outcomes.values()), outcomes
         for job in jobs:
             assert "Hello Wrold" in agent_log(info, namespace, job)
+
+
+def test_a_forks_pull_request_runs_but_is_not_published(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    """A pull request from a fork: the chain runs on its head, commits, and ends; nothing
+    is pushed to the base repository, no pull request is opened, and a Warning Event
+    ``WorkspaceNotPublished`` on the job says why (publishFromForks is off)."""
+    info = cluster_info
+    head = git_server.resolve(REPOSITORY, "main")
+    assert head is not None
+    fixer = _agent(
+        "fork-fixer",
+        "ai-fork-fixer",
+        DEVELOPER,
+        workspace={"publish": True, "keepFor": "0"},
+        github={"permissions": {"contents": "write"}},
+        eventTriggers=[{"source": "github", "events": ["pull_request.opened"]}],
+    )
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        _apply(info, namespace, [fixer])
+        payload = app_delivery("pull_request", "opened", repo.installation.id)
+        # GitHub keeps a fork's head commits in the base repository (refs/pull/N/head).
+        payload["pull_request"]["head"]["sha"] = head
+        payload["pull_request"]["head"]["repo"]["full_name"] = "mallory/Hello-World"
+        body, headers = delivering.signed(op.webhook_secret, payload, event="pull_request")
+        status, answer = delivering.send(op, body, headers)
+        assert status == 202 and answer["jobs"], answer
+        (job,) = chain_jobs(info, namespace, count=1)
+        assert job["status"]["phase"] == "Succeeded", job["status"]
+        chain_id = job["status"]["chainId"]
+        warnings = [
+            e
+            for e in operating.get_json(info, "events", "-n", namespace)["items"]
+            if e.get("reason") == "WorkspaceNotPublished"
+        ]
+        assert warnings and "mallory/Hello-World" in warnings[0]["message"], warnings
+        # The publish Job is created before the chain is marked complete, so its absence
+        # now is final.
+        jobs = operating.get_json(info, "jobs", "-n", namespace)["items"]
+        assert not [j for j in jobs if j["metadata"]["name"].startswith("agentchain-publish-")]
+        assert git_server.resolve(REPOSITORY, f"agentchain/{chain_id}") is None
+        assert not repo.github.requests("pulls/create")

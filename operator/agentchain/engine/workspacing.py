@@ -88,6 +88,12 @@ async def mount(hop: Hop, agent: AiAgent) -> wsjob.Mounting | Refused | None:
         if isinstance(resolved, wsjob.NoWorkspace):
             message = f"No workspace: {resolved.reason}."
             return Refused(Reason.WORKSPACE_UNAVAILABLE, message)
+        unpublished = wsjob.fork_refusal(agent.spec.workspace, hop.github_event)
+        if unpublished is not None:  # The chain runs; only its push is withheld.
+            message = f"The workspace will not be published: {unpublished}."
+            await events.emit(
+                hop.obj, "Warning", Reason.WORKSPACE_NOT_PUBLISHED, message, key="ws-fork"
+            )
         recorded = await store(hop.rt).claim(hop.namespace, chain_id, resolved.to_record())
         chain = _checked(hop.rt, hop.namespace, chain_id, recorded)
         if chain is None:

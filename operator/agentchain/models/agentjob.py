@@ -61,6 +61,13 @@ class JobEvent(KubeModel):
     head_sha: str | None = Field(
         default=None, description="A pull request's head commit (its Check Run goes there)."
     )
+    head_repository: str | None = Field(
+        default=None,
+        description=(
+            "A pull request's head repository (owner/name): another than repository for a "
+            "fork; unknown for events that do not carry it (comments)."
+        ),
+    )
 
 
 class DelegationHop(KubeModel):

@@ -350,6 +350,15 @@ class Workspace(KubeModel):
             "branch and (with a GitHub App) open or update one pull request."
         ),
     )
+    publish_from_forks: bool = Field(
+        default=False,
+        description=(
+            "Also publish a chain started on a pull request whose head is a fork (or not "
+            "known to be this repository). Off by default: the published branch holds the "
+            "fork's commits, and the repository's push and pull_request workflows would "
+            "run that code with the repository's secrets."
+        ),
+    )
     publish_after_step: bool = Field(
         default=False,
         description=(

@@ -99,6 +99,7 @@ class Reason:
     WORKSPACE_PUSH_REFUSED = "WorkspacePushRefused"
     WORKSPACE_PUBLISH_FAILED = "WorkspacePublishFailed"
     WORKSPACE_PULL_REQUEST_FAILED = "WorkspacePullRequestFailed"
+    WORKSPACE_NOT_PUBLISHED = "WorkspaceNotPublished"
 
     @classmethod
     def all(cls) -> list[str]:

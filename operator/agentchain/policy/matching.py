@@ -56,6 +56,7 @@ TITLE_MAX_BYTES = 1024
 BODY_MAX_BYTES = 64 * 1024
 LABELS_MAX = 100  # GitHub allows 100 labels per issue; more is a forged payload.
 LABEL_MAX_BYTES = 256
+REPOSITORY_MAX_BYTES = 201  # GitHub: owner 39 + "/" + name 100, with room.
 
 # Sender needs write access to cause these, and GitHub sends no author_association.
 WRITE_ACCESS_EVENTS = frozenset({"push", "create", "delete", "release"})
@@ -340,7 +341,13 @@ def _github_target(payload: Mapping[str, Any]) -> dict[str, Any]:
     valid_sha = (
         sha if sha and len(sha) == 40 and all(c in "0123456789abcdef" for c in sha) else None
     )
-    return {"installation_id": installation, "subject": subject, "head_sha": valid_sha}
+    head_repository = _text(pull, "head", "repo", "full_name")
+    return {
+        "installation_id": installation,
+        "subject": subject,
+        "head_sha": valid_sha,
+        "head_repository": _bounded(head_repository, REPOSITORY_MAX_BYTES),
+    }
 
 
 def _number_at(data: Mapping[str, Any], key: str) -> int | None:

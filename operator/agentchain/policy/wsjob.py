@@ -249,6 +249,29 @@ def default_ref(event: JobEvent | None) -> str | None:
     return f"refs/pull/{event.number}/head" if event.number else None
 
 
+def fork_refusal(declared: Workspace, event: JobEvent | None) -> str | None:
+    """Why a chain's workspace is not published although it asks to be: its pull request
+    comes from a fork, or from a head not known to be its own repository (a comment on a
+    pull request carries no head), and the AiAgent does not opt in (``publishFromForks``).
+
+    Publishing pushes the checked-out head, fork commits included, to a branch of the
+    base repository, where its push and pull_request workflows run them with the
+    repository's secrets: a fork's author would borrow them.
+    """
+    if not declared.publish or declared.publish_from_forks:
+        return None
+    if event is None or event.subject != "pull_request":
+        return None
+    head = event.head_repository
+    if head is not None and event.repository and head.casefold() == event.repository.casefold():
+        return None
+    whose = f"a fork ({head})" if head else "a head repository the event does not name"
+    return (
+        f"the chain's pull request comes from {whose}: its commits are not pushed to the "
+        "base repository unless the workspace sets publishFromForks"
+    )
+
+
 def resolve(
     declared: Workspace,
     event: JobEvent | None,
@@ -285,7 +308,7 @@ def resolve(
         ref=declared.ref or default_ref(event),
         size=declared.size,
         storage_class_name=declared.storage_class_name,
-        publish=declared.publish,
+        publish=declared.publish and fork_refusal(declared, event) is None,
         branch=declared.branch or f"{BRANCH_PREFIX}{chain_id}",
         keep_for_seconds=duration_seconds(declared.keep_for),
         credentials_secret=declared.credentials_secret,
