@@ -25,6 +25,7 @@ from agentchain.engine.runtime import Runtime
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.policy import chains
+from agentchain.store import seals
 from agentchain.web import bodies, waiting
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.webharness import (
@@ -107,7 +108,8 @@ async def test_a_strangers_event_does_not_travel_past_the_targets_sender_policy(
         spec = AgentJobSpec(agent_role="lead", prompt="", event=event, origin="github")
         position = chains.root_position("stranger0chain0000001", "lead")
         body = bodies.agentjob_body(team, "lead-stranger", spec, position, None)
-        await resources.create(team, resources.AGENTJOBS, body)
+        # As the webhook makes it: under the operator's seals (its event vouched for).
+        await resources.create(team, resources.AGENTJOBS, seals.seal(rt.operator_keys, body))
         job = {"namespace": team, "id": "lead-stranger", "chainId": position.chain_id}
         refused = await delegate(client, rt, job, "worker")
         assert refused.status == 403, await refused.text()
