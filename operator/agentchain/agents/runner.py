@@ -92,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
     if result.exit_code != exits.EXIT_OK:
         _say(result.message)
         return result.exit_code
-    _hand_over(env, result.answer)
+    hand_over(env, result.answer)
     sys.stdout.write(result.answer if result.answer.endswith("\n") else result.answer + "\n")
     sys.stdout.flush()
     return exits.EXIT_OK
@@ -217,7 +217,7 @@ def _api_call(
     return None
 
 
-def _hand_over(env: Mapping[str, str], answer: str) -> None:
+def hand_over(env: Mapping[str, str], answer: str) -> None:
     """PUT the final answer to the job API: the job's output without a log read. A
     failure is logged and changes nothing else: the answer goes to stdout anyway."""
     try:
