@@ -94,6 +94,9 @@ async def capture(hop: Hop, exit: Exit) -> Captured:
     record, lost = _record(capture, read, exit.lost)
     record = dataclasses.replace(record, workspace=workspace)
     await hop.rt.outputs.write(hop.namespace, hop.name, hop.uid, record)
+    if answer is not None:
+        # The output record holds it now, for as long as outputs live.
+        await AnswerStore(hop.rt.redis).discard(hop.namespace, hop.name, hop.uid)
     text = record.text if record.unavailable_reason is None else None
     return Captured(exit, Output(text, lost, workspace), first=True)
 

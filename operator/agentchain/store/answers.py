@@ -21,7 +21,8 @@ Rules, all in one script so that two requests cannot interleave:
   attempt that ended, and otherwise reads the log as before.
 * **Bounded.** At most :data:`ANSWER_MAX_BYTES` of UTF-8 text: the runner keeps the
   end of a longer answer (agents conclude last) and says how long the whole was.  One
-  record per job incarnation, expiring with the longest a job token lives.
+  record per job incarnation, deleted once the capture has copied it into the output
+  record, and expiring with the longest a job token lives in any case.
 """
 
 from __future__ import annotations
@@ -114,6 +115,11 @@ class AnswerStore:
             ],
         )
         return {2: HandedOver.STORED, 1: HandedOver.SAME}.get(int(done), HandedOver.REFUSED)
+
+    async def discard(self, tenant: str, job_name: str, uid: str) -> None:
+        """Forget the answer once its attempt's capture holds it (the output record is
+        what is read from then on, and a late copy of the same PUT finds it captured)."""
+        await self._redis.delete(keys.answer(tenant, job_name, uid))
 
     async def get(self, tenant: str, job_name: str, uid: str, attempt: int) -> Answer | None:
         """The answer handed over for ``attempt``; None when there is none for it."""

@@ -64,6 +64,7 @@ async def test_a_handed_over_answer_is_the_output_and_no_log_is_read(
     uid = api.objects[("agentjobs", "p")]["metadata"]["uid"]
     record = await Runtime.from_client(SETTINGS, redis).outputs.get(NS, "p", uid)
     assert record is not None and record.text == ANSWER and record.capture is not None
+    assert await redis.keys("agentchain:answer:*") == []  # The output record holds it now.
 
 
 @pytest.mark.redis
