@@ -36,8 +36,7 @@ from agentchain.engine import budgeting, records, stoprequests
 from agentchain.kube import resources
 from agentchain.policy import approvals, budgets, stops
 from agentchain.policy.outcomes import is_terminal
-from agentchain.store import answers
-from agentchain.store.answers import ANSWER_MAX_BYTES, AnswerStore, HandedOver
+from agentchain.store.answers import ANSWER_MAX_BYTES, Answer, AnswerStore, HandedOver
 from agentchain.store.usage import UsageStore
 from agentchain.web import api, auth
 from agentchain.web.requests import read_json, validate
@@ -169,7 +168,7 @@ async def hand_over_answer(request: web.Request) -> web.Response:
         raise ApiError(
             409, "already captured", f"Attempt {captured.attempt}'s output was captured."
         )
-    answer = answers.Answer(body.attempt, body.answer, body.size or size)
+    answer = Answer(body.attempt, body.answer, body.size or size)
     done = await AnswerStore(rt.redis).hand_over(namespace, name, scope.uid, answer)
     if done is HandedOver.REFUSED:
         raise ApiError(
