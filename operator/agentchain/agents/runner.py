@@ -46,8 +46,8 @@ API_ATTEMPTS = 3
 ``API_TIMEOUT_SECONDS`` each, a runner never waits more than 33 s on the API."""
 API_TIMEOUT_SECONDS = 10.0
 ANSWER_MAX_BYTES = 512 * 1024
-"""The job API's limit (``store/answers.ANSWER_MAX_BYTES``; the runner imports no
-operator code beyond the package's agents)."""
+"""The job API's limit, ``store/answers.ANSWER_MAX_BYTES`` (a test holds them equal):
+repeated so that the runner, in an agent's image, does not import the store."""
 API_MAX_BODY_BYTES = 1024 * 1024
 STDERR_TAIL_LINES = 20
 
