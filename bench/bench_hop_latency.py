@@ -26,6 +26,13 @@ per event. The operator's figure includes what a chain costs beyond its hops (st
 the root, closing the last job); the floor's root Job is created by the bench. Leader
 election's Lease renewals are a cost per second, not per hop: they get a row of their
 own. The target is at most the floor's plus 4; ``-v`` prints both by verb and resource.
+
+A second operator phase (``--answer-hops``, after the measured chains, in a window of
+its own) runs the same chains with agents that hand their answer over through the job
+API, as ``agentchain agent run`` does (``runner.hand_over``, the job's own token),
+instead of leaving it to a ``pods/log`` read: its requests per hop are a row of their
+own, against the first phase's as baseline, with the ``pods/log`` reads per hop of both
+in its note.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import itertools
 import math
 import re
 import secrets
+import shlex
 import sys
 import threading
 import time
@@ -64,6 +72,9 @@ FLOOR_RULES = [
 ]
 GROUP, VERSION = "labrats.work", "v1alpha1"
 AGENTS = ("hop-a", "hop-b", "hop-c")
+ANSWERING = ("ans-a", "ans-b", "ans-c")
+"""The same chain, its agents handing their answer over through the job API."""
+LOG = "pods/log"
 AGENTJOB_LABEL = f"{GROUP}/agentjob"
 CHAIN_LABEL = "bench.labrats.work/chain"
 HOP_LABEL = "bench.labrats.work/hop"
@@ -79,6 +90,22 @@ def agent_command(sleep: float) -> list[str]:
         f'agentchain demo-agent --sleep {sleep} --no-context && echo "exited-at $(date +%s.%N)"'
     )
     return ["sh", "-c", script]
+
+
+def answering_command(sleep: float) -> list[str]:
+    """An agent that hands its answer over as the runner does, then prints it too (so
+    the log path would still work), and the exit timestamp last. It runs this checkout's
+    runner under this interpreter: a pod of the local node gets only PATH from the host."""
+    operator = Path(__file__).resolve().parents[1] / "operator"
+    script = (
+        f"import os, sys, time; sys.path.insert(0, {str(operator)!r}); "
+        "from agentchain.agents import runner; "
+        f"time.sleep({sleep}); answer = 'the bench answer'; "
+        "runner.hand_over(os.environ, answer); print(answer)"
+    )
+    quoted = script.replace("'", "'\\''")
+    python = shlex.quote(sys.executable)
+    return ["sh", "-c", f"{python} -c '{quoted}' && echo \"exited-at $(date +%s.%N)\""]
 
 
 def _api(kubeconfig: Path) -> kubernetes.client.ApiClient:
@@ -202,15 +229,17 @@ class Bench:
             raise RuntimeError(f"pod {parent.metadata.name} printed no exit time: {log!r}")
         return self.arrivals.seen[child.metadata.name] - float(match.group(1))
 
-    def apply_agents(self) -> None:
-        for i, agent in enumerate(AGENTS):
+    def apply_agents(
+        self, agents: tuple[str, ...] = AGENTS, command: list[str] | None = None
+    ) -> None:
+        for i, agent in enumerate(agents):
             trigger: Obj = {"source": "manual"}
-            if i + 1 < len(AGENTS):
-                trigger["next"] = {"agentTriggerName": AGENTS[i + 1], "condition": "on-success"}
+            if i + 1 < len(agents):
+                trigger["next"] = {"agentTriggerName": agents[i + 1], "condition": "on-success"}
             spec = {
                 "triggerName": agent,
                 "eventTriggers": [trigger],
-                "command": agent_command(self.sleep),
+                "command": command or agent_command(self.sleep),
             }
             body = {
                 "apiVersion": f"{GROUP}/{VERSION}",
@@ -222,18 +251,18 @@ class Bench:
                 GROUP, VERSION, self.namespace, "aiagents", body
             )
 
-    def operator_chain(self, name: str) -> list[float]:
+    def operator_chain(self, name: str, agents: tuple[str, ...] = AGENTS) -> list[float]:
         root = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "AgentJob",
             "metadata": {"name": name},
-            "spec": {"agentRole": AGENTS[0], "origin": "manual", "prompt": "bench"},
+            "spec": {"agentRole": agents[0], "origin": "manual", "prompt": "bench"},
         }
         self.custom.create_namespaced_custom_object(
             GROUP, VERSION, self.namespace, "agentjobs", root
         )
         names = [name]
-        for _ in AGENTS[1:]:
+        for _ in agents[1:]:
             names.append(self._wait_child(names[-1]))
         pods = [self._wait_pod(f"{AGENTJOB_LABEL}={n}") for n in names]
         return [self._hop(p, c) for p, c in itertools.pairwise(pods)]
@@ -293,9 +322,18 @@ class Measured:
     floor: list[float] = field(default_factory=list)
     floor_user: str = ""
     window: tuple[float, float] = (0.0, 0.0)
+    answered: list[float] = field(default_factory=list)
+    """Hops of the phase whose agents handed their answer over."""
+    answer_window: tuple[float, float] = (0.0, 0.0)
 
 
-def measure(info: ClusterInfo, hops: int, sleep: float, profile: Path | None = None) -> Measured:
+def measure(
+    info: ClusterInfo,
+    hops: int,
+    sleep: float,
+    profile: Path | None = None,
+    answer_hops: int = 0,
+) -> Measured:
     operating.install(info)
     namespace = f"bench-{secrets.token_hex(3)}"
     info.kubectl("create", "namespace", namespace)
@@ -312,6 +350,7 @@ def measure(info: ClusterInfo, hops: int, sleep: float, profile: Path | None = N
     with _api(info.kubeconfig) as api:
         bench = Bench(api, namespace, sleep)
         bench.apply_agents()
+        bench.apply_agents(ANSWERING, answering_command(sleep))
         op.start()
         worker = _start_worker(info, floor_kubeconfig, namespace, sleep)
         assert op.process is not None
@@ -322,6 +361,8 @@ def measure(info: ClusterInfo, hops: int, sleep: float, profile: Path | None = N
             with profiling.Profiler(op.process.pid, profile):
                 chain_pairs(bench, chains, m)
             m.window = (started, time.time())
+            if answer_hops:
+                answering_chains(bench, math.ceil(answer_hops / (len(ANSWERING) - 1)), m)
         finally:
             worker.stop()
             op.stop()
@@ -334,6 +375,56 @@ def chain_pairs(bench: Bench, chains: int, m: Measured) -> None:
         m.ours += bench.operator_chain(f"op-{i:02d}")
         m.floor += bench.baseline_chain(f"floor-{i:02d}")
         say(f"chain {i + 1}/{chains}: operator {_ms(m.ours[-2:])} floor {_ms(m.floor[-2:])}")
+
+
+def answering_chains(bench: Bench, chains: int, m: Measured) -> None:
+    """The phase whose agents hand their answer over: one warm-up chain, then ``chains``."""
+    bench.operator_chain("ans-warm-up", ANSWERING)
+    started = time.time()
+    for i in range(chains):
+        m.answered += bench.operator_chain(f"ans-{i:02d}", ANSWERING)
+        say(f"answering chain {i + 1}/{chains}: operator {_ms(m.answered[-2:])}")
+    m.answer_window = (started, time.time())
+
+
+def _operators(audit: harness.Audit, window: tuple[float, float]) -> list[harness.Request]:
+    """The operator's requests in ``window``, without leader election's Lease renewals."""
+    every = audit.requests(*window, users={harness.OPERATOR_USER})
+    return [r for r in every if not r.resource.startswith("leases")]
+
+
+def per_job(requests: list[harness.Request], hops: list[float]) -> str:
+    """Requests per job: a chain of ``len(AGENTS)`` jobs makes one hop fewer."""
+    chains = len(hops) / (len(AGENTS) - 1)
+    return f"{len(requests) / (chains * len(AGENTS)):.2f}"
+
+
+def answered_requests(info: ClusterInfo, m: Measured, verbose: bool) -> None:
+    """Requests per hop with the answers handed over, against reading them from the log."""
+    audit = harness.Audit(info)
+    logged, answered = _operators(audit, m.window), _operators(audit, m.answer_window)
+    if verbose:
+        print(
+            harness.breakdown(
+                "operator requests per hop, answer handed over", answered, len(m.answered)
+            )
+        )
+    log_reads = sum(r.resource == LOG for r in logged) / len(m.ours)
+    answered_reads = sum(r.resource == LOG for r in answered) / len(m.answered)
+    emit(
+        Row(
+            "API requests per hop, answer handed over",
+            len(answered) / len(m.answered),
+            "req",
+            baseline=len(logged) / len(m.ours),
+            compare="excess",
+            note=(
+                f"baseline: the same hops reading pods/log; per job {per_job(answered, m.answered)}"
+                f" against {per_job(logged, m.ours)} requests, pods/log reads per hop "
+                f"{answered_reads:.2f} against {log_reads:.2f}"
+            ),
+        )
+    )
 
 
 def requests_per_hop(info: ClusterInfo, m: Measured, verbose: bool) -> None:
@@ -399,6 +490,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hops", type=int, default=100, help="hops measured on each side")
     parser.add_argument("--sleep", type=float, default=0.3, help="each agent's --sleep")
     parser.add_argument("--check", action="store_true", help="exit 1 above the target ratio")
+    parser.add_argument(
+        "--answer-hops",
+        type=int,
+        default=20,
+        help="hops measured with the answers handed over through the job API (0: none)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="requests by verb+resource")
     parser.add_argument("--profile", type=Path, help="py-spy the operator's hops into this file")
     parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
@@ -411,8 +508,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     harness.audit_enabled()
     with cluster() as info:
-        measured = measure(info, args.hops, args.sleep, args.profile)
+        measured = measure(info, args.hops, args.sleep, args.profile, args.answer_hops)
         requests_per_hop(info, measured, args.verbose)
+        if measured.answered:
+            answered_requests(info, measured, args.verbose)
     ratio = report(measured.ours, measured.floor)
     if args.profile:
         print(profiling.summary(args.profile))

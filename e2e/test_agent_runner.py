@@ -8,7 +8,9 @@ the stand-in gives is checked against the official SDKs' types (``e2e/models``).
 
 Aspects covered:
 - a text answer: stdout is exactly the answer, the transcript is on stderr, the model
-  and turn limit reach the CLI, tokens and cost are reported once with the job's token;
+  and turn limit reach the CLI, tokens and cost are reported once with the job's token,
+  and the answer alone is handed over once, with the job's token, for its attempt;
+  a failed run hands nothing over;
 - a bad key (401), a 429 storm after the CLI's retries, a provider 500 and a turn limit
   each end with their own exit code and a one-line message as the last line of stderr,
   nothing on stdout; usage already spent before a turn limit is still reported;
@@ -36,7 +38,7 @@ import pytest
 from aiohttp import web
 
 from agentchain.agents import runner_exits as exits
-from agentchain.web.schemas import UsageReport
+from agentchain.web.schemas import AnswerHandover, UsageReport
 from e2e.github.threaded import ThreadedSite
 from e2e.models import DEFAULT_API_KEY, Failure, ModelStandIn, Reply, failure, text, tool
 from e2e.models.fixtures import agent_cli
@@ -48,13 +50,16 @@ RUN_TIMEOUT_SECONDS = 120
 
 
 class UsageSink:
-    """The job API's usage route as the runner sees it: token, path and body checked."""
+    """The job API's usage and answer routes as the runner sees them: token, path and
+    body checked."""
 
     def __init__(self) -> None:
         self.reports: list[dict[str, Any]] = []
+        self.answers: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         app = web.Application()
         app.router.add_post("/api/jobs/{namespace}/{name}/usage", self._usage)
+        app.router.add_put("/api/jobs/{namespace}/{name}/answer", self._answer)
         self._site = ThreadedSite(app, "usage-sink")
 
     @property
@@ -79,6 +84,22 @@ class UsageSink:
         return web.json_response(
             {"job": job, "chain": dict(job, attempts=1), "currency": "USD", "budgetExceeded": None}
         )
+
+    async def _answer(self, request: web.Request) -> web.Response:
+        where = (request.match_info["namespace"], request.match_info["name"])
+        if request.headers.get("Authorization") != f"Bearer {JOB_TOKEN}" or where != (
+            NAMESPACE,
+            JOB,
+        ):
+            return web.json_response({"error": "forbidden"}, status=403)
+        body = await request.json()
+        try:
+            AnswerHandover.model_validate(body, strict=True)
+        except pydantic.ValidationError as error:
+            return web.json_response({"error": str(error)}, status=422)
+        with self._lock:
+            self.answers.append(body)
+        return web.json_response({"id": JOB, "namespace": NAMESPACE, "stored": True})
 
     def __enter__(self) -> UsageSink:
         self._site.start()
@@ -171,6 +192,8 @@ def test_text_answer_is_the_only_stdout_and_usage_is_reported(
     assert "What is six times seven?" in str(request.body["messages"])
     # Claude Code prices claude-sonnet-4-5 at $3 / $15 per million input / output tokens.
     assert usage_sink.reports == [{"tokens": 1200, "cost": pytest.approx(0.006)}]
+    assert usage_sink.answers == [{"answer": "Six times seven is 42.", "attempt": 1}]
+    assert "[runner] answer handed over" in run.stderr
 
 
 def test_bad_key_ends_with_model_auth_failed(
@@ -182,6 +205,7 @@ def test_bad_key_ends_with_model_auth_failed(
     assert "HTTP 401 authentication_error: " in run.last_line
     assert [e.status for e in model_standin.exchanges()] == [401]
     assert usage_sink.reports == []  # Nothing was used: nothing to report.
+    assert usage_sink.answers == []  # No answer: the log says why.
 
 
 def test_rate_limit_storm_ends_with_model_rate_limited_after_the_retries(

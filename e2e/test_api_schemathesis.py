@@ -13,7 +13,7 @@ operation; a 405 for a method a path lacks, with ``Allow``; a missing required h
 refused; a schema-invalid request refused (``"persistent": "yes"``); a schema-valid one
 not refused as invalid (``"tokens": 1.0``).  Once with an admin token (every admin
 operation) and once with a live job token (the operations only a job's own token may
-use: usage, its anchor, its GitHub token).
+use: usage, its anchor, its answer, its GitHub token).
 
 Left out, each for a stated reason:
 * ``positive_data_acceptance`` on the job-token pass's operations: a schema-valid usage
@@ -39,10 +39,12 @@ __all__ = ["kube"]
 MAX_EXAMPLES = int(os.environ.get("AGENTCHAIN_SCHEMATHESIS_EXAMPLES", "10"))
 MAX_SECONDS = 40  # Per pass; two passes stay within 90 s on a shared 2-core machine.
 SEED = 27
-JOB_TOKEN_PATHS = "^/api/(jobs/[^/]+/[^/]+/(usage|anchor)|github/token)$"
+JOB_TOKEN_PATHS = "^/api/(jobs/[^/]+/[^/]+/(usage|anchor|answer)|github/token)$"
 STATELESS = "use_after_free,ensure_resource_availability"
 # What Schemathesis accepts as an answer to a schema-valid request, by default.
 ACCEPTED = ["2XX", "3XX", 401, 403, 404, 409, 429, "5XX"]
+# What it accepts as refusing a schema-invalid request, by default, and 413.
+REJECTED_ANSWER = [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429, "5XX"]
 
 
 def _config(path: Path, namespace: str, job: str) -> Path:
@@ -60,6 +62,12 @@ def _config(path: Path, namespace: str, job: str) -> Path:
         'include-method = "GET"\n'
         "[operations.checks.positive_data_acceptance]\n"
         f"expected-statuses = {[*ACCEPTED, 422]}\n"
+        # An answer over its maxLength is, escaped as JSON, past the body cap: refused
+        # with the documented 413 before it is parsed, which is a rejection too.
+        "[[operations]]\n"
+        'include-path = "/api/jobs/{namespace}/{name}/answer"\n'
+        "[operations.checks.negative_data_rejection]\n"
+        f"expected-statuses = {REJECTED_ANSWER}\n"
     )
     return path
 

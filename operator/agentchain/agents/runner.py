@@ -8,7 +8,9 @@ CLI non-interactively with the prompt on stdin, and:
 
 - streams the CLI's transcript to stderr, one line an event (the pod's log), with the
   CLI's own stderr passed through line by line;
-- prints only the final answer on stdout, at the end: that is the job's output;
+- hands the final answer over to the job API's answer route with the job's token
+  (bounded tries), which makes it the job's output without a ``pods/log`` read, and
+  prints it on stdout too, at the end, so that the log still has it if that failed;
 - reports the run's tokens and cost to the job API's usage route with the job's token
   (no agent-side code), also when the run failed after using some;
 - exits with a code of ``runner_exits`` and, on failure, a one-line message as the last
@@ -39,8 +41,14 @@ from agentchain.agents import runner_exits as exits
 from agentchain.agents import runtimes
 from agentchain.demo_agent import read_prompt
 
-USAGE_ATTEMPTS = 3
-USAGE_TIMEOUT_SECONDS = 10.0
+API_ATTEMPTS = 3
+"""Tries of a job API call (usage, answer): with 1 s and 2 s between them and at most
+``API_TIMEOUT_SECONDS`` each, a runner never waits more than 33 s on the API."""
+API_TIMEOUT_SECONDS = 10.0
+ANSWER_MAX_BYTES = 512 * 1024
+"""The job API's limit, ``store/answers.ANSWER_MAX_BYTES`` (a test holds them equal):
+repeated so that the runner, in an agent's image, does not import the store."""
+API_MAX_BODY_BYTES = 1024 * 1024
 STDERR_TAIL_LINES = 20
 
 
@@ -84,6 +92,7 @@ def main(args: argparse.Namespace) -> int:
     if result.exit_code != exits.EXIT_OK:
         _say(result.message)
         return result.exit_code
+    hand_over(env, result.answer)
     sys.stdout.write(result.answer if result.answer.endswith("\n") else result.answer + "\n")
     sys.stdout.flush()
     return exits.EXIT_OK
@@ -156,35 +165,75 @@ def _run(
     return runtimes.outcome(transcript, returncode, "".join(tail))
 
 
+def answer_body(answer: str, attempt: int) -> bytes:
+    """The answer route's body: the answer, or its end that fits when it is longer."""
+    data = answer.encode("utf-8", errors="replace")
+    limit = ANSWER_MAX_BYTES
+    while True:
+        tail = data[-limit:].decode("utf-8", errors="ignore") if len(data) > limit else answer
+        sent = len(tail.encode("utf-8"))
+        body: dict[str, Any] = {"answer": tail, "attempt": attempt}
+        if sent < len(data):
+            body.update(truncated=True, size=len(data))
+        encoded = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        # Escapes (control characters: six bytes each) can grow it past the body cap.
+        if len(encoded) <= API_MAX_BODY_BYTES or limit < 1024:
+            return encoded
+        limit //= 2
+
+
+def _api_call(
+    env: Mapping[str, str], method: str, route: str, body: bytes, failed: str
+) -> str | None:
+    """Send ``body`` to the job's own ``route`` with its token, with bounded tries:
+    what the API answered, or None after saying why it ``failed``."""
+    names = ("AGENT_API_URL", "AGENT_TOKEN", "AGENT_NAMESPACE", "AGENT_JOB")
+    missing = [name for name in names if not env.get(name)]
+    if missing:
+        _say(f"[runner] {failed}: {', '.join(missing)} unset")
+        return None
+    quote = urllib.parse.quote
+    url = (
+        f"{env['AGENT_API_URL'].rstrip('/')}/api/jobs/{quote(env['AGENT_NAMESPACE'], '')}"
+        f"/{quote(env['AGENT_JOB'], '')}/{route}"
+    )
+    headers = {"Authorization": f"Bearer {env['AGENT_TOKEN']}", "Content-Type": "application/json"}
+    problem = ""
+    for attempt in range(1, API_ATTEMPTS + 1):
+        request = urllib.request.Request(url, data=body, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=API_TIMEOUT_SECONDS) as answer:
+                return runtimes.one_line(answer.read().decode("utf-8", errors="replace"))
+        except urllib.error.HTTPError as error:
+            if error.code < 500:  # Refused for good (403, 409, 422): retrying will not help.
+                _say(f"[runner] {failed}: refused, HTTP {error.code}")
+                return None
+            problem = f"HTTP {error.code}"
+        except (urllib.error.URLError, OSError) as error:
+            problem = runtimes.one_line(str(error), 200)
+        if attempt < API_ATTEMPTS:
+            time.sleep(attempt)
+    _say(f"[runner] {failed} after {API_ATTEMPTS} attempts: {problem}")
+    return None
+
+
+def hand_over(env: Mapping[str, str], answer: str) -> None:
+    """PUT the final answer to the job API: the job's output without a log read. A
+    failure is logged and changes nothing else: the answer goes to stdout anyway."""
+    try:
+        attempt = int(env.get("AGENT_ATTEMPT") or "1")
+    except ValueError:
+        attempt = 1
+    body = answer_body(answer, attempt)
+    if _api_call(env, "PUT", "answer", body, "answer not handed over") is not None:
+        _say("[runner] answer handed over")
+
+
 def _report_usage(env: Mapping[str, str], result: runtimes.Outcome) -> None:
     """POST the run's usage to the job API; a failure to report is logged, not fatal."""
     if result.tokens == 0 and result.cost == 0:
         return
-    names = ("AGENT_API_URL", "AGENT_TOKEN", "AGENT_NAMESPACE", "AGENT_JOB")
-    missing = [name for name in names if not env.get(name)]
-    if missing:
-        _say(f"[runner] usage not reported: {', '.join(missing)} unset")
-        return
-    quote = urllib.parse.quote
-    url = (
-        f"{env['AGENT_API_URL'].rstrip('/')}/api/jobs/{quote(env['AGENT_NAMESPACE'], '')}"
-        f"/{quote(env['AGENT_JOB'], '')}/usage"
-    )
     body = json.dumps({"tokens": result.tokens, "cost": result.cost}).encode()
-    headers = {"Authorization": f"Bearer {env['AGENT_TOKEN']}", "Content-Type": "application/json"}
-    for attempt in range(1, USAGE_ATTEMPTS + 1):
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=USAGE_TIMEOUT_SECONDS) as answer:
-                _say(f"[runner] usage reported: {runtimes.one_line(answer.read().decode())}")
-                return
-        except urllib.error.HTTPError as error:
-            if error.code < 500:  # Refused for good (403, 422): retrying will not help.
-                _say(f"[runner] usage refused: HTTP {error.code}")
-                return
-            problem = f"HTTP {error.code}"
-        except (urllib.error.URLError, OSError) as error:
-            problem = runtimes.one_line(str(error), 200)
-        if attempt < USAGE_ATTEMPTS:
-            time.sleep(attempt)
-    _say(f"[runner] usage not reported after {USAGE_ATTEMPTS} attempts: {problem}")
+    answered = _api_call(env, "POST", "usage", body, "usage not reported")
+    if answered is not None:
+        _say(f"[runner] usage reported: {answered}")

@@ -1,14 +1,18 @@
 """Capturing: an attempt's output and how it ended, durable in Redis before anything acts.
 
-Output is read through ``pods/log`` as soon as the agent container terminates,
-before the pod can be garbage-collected, decoded with replacement characters and
-bounded.  When it cannot be read (pod gone, log endpoint failing) an "unavailable"
-record with the reason is stored instead, never an empty string.  The same write
-records how the attempt ended (attempt, exit code, pod, deadline): from then on the
-ending is decided, and a replay of this attempt after a crash reads it back
-(:attr:`Captured.first` is False) instead of deciding again from whatever is left
-of the pod.  :func:`verdict` then says, purely, whether the attempt is retried or
-the job ends, and with which status.
+An attempt's output is the final answer its runner handed over through the job API
+(``store/answers.py``), when it did so for this attempt: the runner does it before its
+container exits, so the answer is in Redis before the end that brings the hop here, and
+no ``pods/log`` request is made.  Otherwise (a ``command`` agent, or a runner whose
+hand-over failed) it is read through ``pods/log`` as soon as the agent container
+terminates, before the pod can be garbage-collected.  Either way it is decoded with
+replacement characters and bounded.  When it cannot be read (pod gone, log endpoint
+failing) an "unavailable" record with the reason is stored instead, never an empty
+string.  The same write records how the attempt ended (attempt, exit code, pod,
+deadline): from then on the ending is decided, and a replay of this attempt after a
+crash reads it back (:attr:`Captured.first` is False) instead of deciding again from
+whatever is left of the pod.  :func:`verdict` then says, purely, whether the attempt
+is retried or the job ends, and with which status.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from agentchain.models.aiagent import AiAgent
 from agentchain.policy import naming, retries, stops, wschanges, wsjob
 from agentchain.policy.jobspec import CONTAINER_NAME
 from agentchain.policy.outcomes import job_ending, result_excerpt
+from agentchain.store.answers import AnswerStore
 from agentchain.store.outputs import OUTPUT_MAX_BYTES, Capture, OutputRecord, unavailable
 from agentchain.store.outputs import captured as outputs_captured
 
@@ -58,11 +63,11 @@ class Retry:
 
 async def capture(hop: Hop, exit: Exit) -> Captured:
     """The attempt's output and end, stored unless an earlier run stored them."""
-    # Side by side: the log read is the hop's one round trip here, and wasted only on
-    # a replay (the capture is stored already).
-    stored, read, workspace = await asyncio.gather(
+    # Side by side: the stored ending and the answer are in Redis; the workspace report
+    # is a log read of its own, wasted only on a replay.
+    stored, answer, workspace = await asyncio.gather(
         hop.rt.outputs.get_capture(hop.namespace, hop.name, hop.uid),
-        _read_output(hop.namespace, exit.pod),
+        AnswerStore(hop.rt.redis).get(hop.namespace, hop.name, hop.uid, exit.attempt),
         _read_report(hop, exit),
     )
     if stored is not None and stored.attempt == exit.attempt:
@@ -83,9 +88,15 @@ async def capture(hop: Hop, exit: Exit) -> Captured:
         deadline=exit.deadline,
         prepare_exit=exit.prepare_exit,
     )
+    # The answer the runner handed over is the output, and saves the log read; a job
+    # that handed none over (a ``command`` agent) is read from its log as before.
+    read = (answer.data, answer.full_size) if answer else await _read_output(hop, exit.pod)
     record, lost = _record(capture, read, exit.lost)
     record = dataclasses.replace(record, workspace=workspace)
     await hop.rt.outputs.write(hop.namespace, hop.name, hop.uid, record)
+    if answer is not None:
+        # The output record holds it now, for as long as outputs live.
+        await AnswerStore(hop.rt.redis).discard(hop.namespace, hop.name, hop.uid)
     text = record.text if record.unavailable_reason is None else None
     return Captured(exit, Output(text, lost, workspace), first=True)
 
@@ -132,10 +143,10 @@ def verdict(hop: Hop, captured: Captured, agent: AiAgent | None) -> Retry | Ends
     return Ends(status)
 
 
-async def _read_output(namespace: str, pod: str | None) -> tuple[bytes, int] | None:
+async def _read_output(hop: Hop, pod: str | None) -> tuple[bytes, int] | None:
     if pod is None:
         return None
-    return await workloads.read_log_tail(namespace, pod, CONTAINER_NAME, OUTPUT_MAX_BYTES)
+    return await workloads.read_log_tail(hop.namespace, pod, CONTAINER_NAME, OUTPUT_MAX_BYTES)
 
 
 async def _read_report(hop: Hop, exit: Exit) -> str | None:

@@ -55,6 +55,12 @@ DEFAULT_CONTEXT_TTL_SECONDS = 90 * 24 * 3600
 OUTPUT_PREFIX = ROOT_PREFIX + "output:"
 # A week: long enough to debug a chain after the fact, short enough to bound memory.
 OUTPUT_TTL_SECONDS = 7 * 24 * 3600
+# Hash per AgentJob incarnation (tenant, name, uid): the final answer its runner handed
+# over through the job API for one attempt (``store/answers.py``), until the capture of
+# that attempt copies it into the output record. It lives no longer than the job token
+# that wrote it could: a job cannot run, nor its hop wait, longer than that.
+ANSWER_PREFIX = ROOT_PREFIX + "answer:"
+ANSWER_TTL_SECONDS = 24 * 3600
 
 # --- chain records (SPEC §2, §5) --------------------------------------------------------
 # Hash per chain: completion flag, outcome, last job, completion time.
@@ -234,6 +240,10 @@ def context_sizes(tenant: str) -> str:
 
 def output(tenant: str, job_name: str, uid: str) -> str:
     return _join(OUTPUT_PREFIX, tenant, job_name, _uid(uid))
+
+
+def answer(tenant: str, job_name: str, uid: str) -> str:
+    return _join(ANSWER_PREFIX, tenant, job_name, _uid(uid))
 
 
 def chain_meta(tenant: str, chain_id: str) -> str:

@@ -17,7 +17,11 @@ chain's budget at once, so a chain is stopped at the first report over it.  And 
 may leave a progress note (``PUT /api/jobs/{ns}/{name}/progress``, its own job only,
 at most ``NOTE_MAX_CHARS`` characters): kept as an annotation of its AgentJob, whose
 change brings the chain's GitHub comment up to date like any other, where the write-back
-shows it as escaped text (``policy/progress.py``).
+shows it as escaped text (``policy/progress.py``).  And its runner hands over the
+job's final answer (``PUT /api/jobs/{ns}/{name}/answer``, its own job only, once per
+attempt, ``store/answers.py``): the attempt's output, taken by the capture instead of a
+``pods/log`` read.  That route reads nothing from Kubernetes: the token proves the job's
+uid, and the answer is kept in Redis under it.
 """
 
 from __future__ import annotations
@@ -32,11 +36,12 @@ from agentchain.engine import budgeting, records, stoprequests
 from agentchain.kube import resources
 from agentchain.policy import approvals, budgets, stops
 from agentchain.policy.outcomes import is_terminal
+from agentchain.store.answers import ANSWER_MAX_BYTES, Answer, AnswerStore, HandedOver
 from agentchain.store.usage import UsageStore
 from agentchain.web import api, auth
 from agentchain.web.requests import read_json, validate
 from agentchain.web.responses import ApiError, json_response
-from agentchain.web.schemas import ProgressNoteRequest, StopRequest, UsageReport
+from agentchain.web.schemas import AnswerHandover, ProgressNoteRequest, StopRequest, UsageReport
 
 Obj = dict[str, Any]
 STOPPED_BY_API = "api"
@@ -144,10 +149,49 @@ async def put_progress_note(request: web.Request) -> web.Response:
     return json_response({"id": name, "namespace": namespace, "note": note})
 
 
+async def hand_over_answer(request: web.Request) -> web.Response:
+    rt = request.app[api.RUNTIME_KEY]
+    namespace, name = request.match_info["namespace"], request.match_info["name"]
+    scope = auth.require_job(auth.principal_of(request), namespace, name)
+    body = validate(AnswerHandover, await read_json(request))
+    size = len(body.answer.encode("utf-8"))
+    if size > ANSWER_MAX_BYTES:
+        raise ApiError(
+            413,
+            "answer too large",
+            f"Send at most the last {ANSWER_MAX_BYTES} bytes, with truncated and size.",
+            limit=ANSWER_MAX_BYTES,
+        )
+    captured = await rt.outputs.get_capture(namespace, name, scope.uid)
+    if captured is not None and captured.attempt >= body.attempt:
+        # Its end was decided from the log already: an answer now would change nothing.
+        raise ApiError(
+            409, "already captured", f"Attempt {captured.attempt}'s output was captured."
+        )
+    answer = Answer(body.attempt, body.answer, body.size or size)
+    done = await AnswerStore(rt.redis).hand_over(namespace, name, scope.uid, answer)
+    if done is HandedOver.REFUSED:
+        raise ApiError(
+            409,
+            "answer already handed over",
+            "A different answer for this attempt, or one for a later attempt, was handed over.",
+        )
+    view = {
+        "id": name,
+        "namespace": namespace,
+        "attempt": body.attempt,
+        "size": answer.full_size,
+        "truncated": answer.full_size > size,
+        "stored": done is HandedOver.STORED,
+    }
+    return json_response(view)
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/api/jobs/{namespace}/{name}/stop", stop_job)
     app.router.add_post("/api/chains/{namespace}/{chain_id}/stop", stop_chain)
     app.router.add_post("/api/jobs/{namespace}/{name}/usage", report_usage)
     app.router.add_put("/api/jobs/{namespace}/{name}/progress", put_progress_note)
+    app.router.add_put("/api/jobs/{namespace}/{name}/answer", hand_over_answer)
     app.router.add_post("/api/jobs/{namespace}/{name}/approve", approve_job)
     app.router.add_post("/api/jobs/{namespace}/{name}/reject", reject_job)

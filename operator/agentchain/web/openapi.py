@@ -18,6 +18,7 @@ from agentchain.store.anchors import JOB_ANCHOR_FIELDS, JOB_ANCHOR_MAX_BYTES
 from agentchain.web.responses import json_response
 from agentchain.web.schemas import (
     AdminJobRequest,
+    AnswerHandover,
     DelegationRequest,
     JobQuery,
     ProgressNoteRequest,
@@ -298,6 +299,18 @@ def _paths() -> dict[str, Any]:
                 [_NS, _NAME], _OBJECT, body={"$ref": "#/components/schemas/ProgressNoteRequest"}
             )
         },
+        "/api/jobs/{namespace}/{name}/answer": {
+            "put": {
+                **_op(
+                    [_NS, _NAME],
+                    _OBJECT,
+                    body={"$ref": "#/components/schemas/AnswerHandover"},
+                    extra=("409",),  # Another answer for the attempt, or it was captured.
+                ),
+                "summary": "Hand over the job's final answer (its own job token), once per "
+                "attempt: its output, instead of its pod's log.",
+            }
+        },
         "/api/jobs/{namespace}/{name}/usage": {
             "post": _op([_NS, _NAME], _OBJECT, body={"$ref": "#/components/schemas/UsageReport"})
         },
@@ -383,6 +396,7 @@ def document() -> dict[str, Any]:
                 "StopRequest": schema_of(StopRequest),
                 "UsageReport": schema_of(UsageReport),
                 "ProgressNoteRequest": schema_of(ProgressNoteRequest),
+                "AnswerHandover": schema_of(AnswerHandover),
                 "JobAnchor": _job_anchor(),
                 "Error": {
                     "type": "object",

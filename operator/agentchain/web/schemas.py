@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 
 from agentchain.models.aiagent import TRIGGER_NAME_PATTERN
 from agentchain.policy.progress import NOTE_MAX_CHARS
+from agentchain.store.answers import ANSWER_MAX_BYTES
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 PROMPT_MAX_CHARS = 64 * 1024
@@ -36,6 +37,9 @@ INTEGRAL = BeforeValidator(_integral)
 bounds: a bound placed after it would reach the OpenAPI document as pydantic's own
 ``ge``/``le`` words instead of ``minimum``/``maximum``."""
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
+MAX_ATTEMPT = 1000
+"""Above any attempt a job can reach (an AiAgent retries at most ten times)."""
+MAX_ANSWER_SIZE = 2**53
 
 
 class _Strict(BaseModel):
@@ -162,3 +166,40 @@ class UsageReport(_Strict):
 
     tokens: Annotated[int, Field(ge=0, le=10**12), INTEGRAL] = 0
     cost: float = Field(default=0.0, ge=0, le=10**9, allow_inf_nan=False, strict=True)
+
+
+class AnswerHandover(_Strict):
+    """A job's final answer (job token, its own job), handed over by its runner before
+    its container exits: the attempt's output, instead of what ``pods/log`` shows."""
+
+    answer: str = Field(
+        max_length=ANSWER_MAX_BYTES,
+        description=(
+            f"The final answer as plain text, at most {ANSWER_MAX_BYTES} bytes as UTF-8 "
+            "(413 beyond): its end when the whole was longer. Stored and shown as data."
+        ),
+    )
+    attempt: Annotated[int, Field(ge=1, le=MAX_ATTEMPT), INTEGRAL] = Field(
+        description="The attempt it is for (AGENT_ATTEMPT)."
+    )
+    truncated: bool = Field(
+        default=False, description="Whether answer is only the end of a longer one."
+    )
+    size: Annotated[int, Field(ge=0, le=MAX_ANSWER_SIZE), INTEGRAL] | None = Field(
+        default=None,
+        description="The whole answer's size in bytes of UTF-8; required when truncated.",
+    )
+
+    @model_validator(mode="after")
+    def _size_when_cut(self) -> AnswerHandover:
+        if self.truncated and self.size is None:
+            raise ValueError("a truncated answer says its whole size")
+        if self.size is not None and self.size < len(self.answer.encode("utf-8")):
+            raise ValueError("size is less than the answer sent")
+        if (
+            self.size is not None
+            and not self.truncated
+            and self.size != len(self.answer.encode("utf-8"))
+        ):
+            raise ValueError("size differs from the answer sent, which is not truncated")
+        return self

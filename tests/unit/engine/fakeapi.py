@@ -77,6 +77,7 @@ class FakeApi:
         self.objects: dict[tuple[str, str], Obj] = {}
         self.writes: list[Write] = []
         self.reads: list[str] = []  # The kind of every GET (a list or a get).
+        self.logs: list[str] = []  # The pod of every ``pods/log`` read.
         self.lists: list[tuple[str, dict[str, str]]] = []  # Each list: kind, query.
         self.fail_at: int | None = None
         self.before_write: Callable[[Write], Awaitable[None]] | None = None
@@ -185,6 +186,7 @@ class FakeApi:
 
     def _get(self, kind: str, name: str, sub: str | None) -> web.StreamResponse:
         if sub == "log":
+            self.logs.append(name)
             return web.Response(body=LOG)
         found = self.objects.get((kind, name))
         return status(404, "NotFound") if found is None else web.json_response(found)
