@@ -11,7 +11,7 @@ CLI non-interactively with the prompt on stdin, and:
 - prints only the final answer on stdout, at the end: that is the job's output;
 - reports the run's tokens and cost to the job API's usage route with the job's token
   (no agent-side code), also when the run failed after using some;
-- exits with a code of ``runner_exits`` and, on failure, a one-line message as the last
+- exits with a code of ``runnerexits`` and, on failure, a one-line message as the last
   line of stderr (bad key, rate limit, provider failure, turn limit, ...).
 
 The CLI's words are untrusted: they are logged as one bounded line per event and never
@@ -35,9 +35,9 @@ import urllib.request
 from collections.abc import Mapping
 from typing import IO, Any
 
-from agentchain.agents import runner_exits as exits
 from agentchain.agents import runtimes
 from agentchain.demo_agent import read_prompt
+from agentchain.policy import runnerexits as exits
 
 USAGE_ATTEMPTS = 3
 USAGE_TIMEOUT_SECONDS = 10.0

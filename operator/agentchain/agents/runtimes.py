@@ -4,7 +4,7 @@ For each runtime (``claude-code``: Claude Code's ``claude``; ``codex``: ``codex 
 the command line built from the runner's settings (``command_for``), the reading of the
 CLI's JSON event stream (``Transcript.feed``), a one-line rendering of each event for
 the pod log (``log_line``) and the end of the run (``outcome``): the final answer, the
-usage to report, or the provider error and the exit code of ``runner_exits`` it maps to.
+usage to report, or the provider error and the exit code of ``runnerexits`` it maps to.
 
 Both CLIs are run non-interactively with the prompt on stdin (a prompt may be larger
 than one argument may be), printing one JSON event a line on stdout.
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentchain.agents import runner_exits as exits
+from agentchain.policy import runnerexits as exits
 
 CLAUDE_CODE = "claude-code"
 CODEX = "codex"

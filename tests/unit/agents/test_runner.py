@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from agentchain.agents import runner_exits as exits
+from agentchain.policy import runnerexits as exits
 
 RUNNER = [sys.executable, "-m", "agentchain", "agent", "run"]
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from agentchain.agents import runner_exits as exits
 from agentchain.agents import runtimes
+from agentchain.policy import runnerexits as exits
 
 
 def _settings(**env: str) -> runtimes.Settings:
