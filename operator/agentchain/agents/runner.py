@@ -27,6 +27,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -69,13 +70,19 @@ def main(args: argparse.Namespace) -> int:
         settings = runtimes.settings_from(env, read_prompt(env), args.runtime)
     except (runtimes.SettingsError, OSError) as error:
         return _fail(exits.EXIT_RUNNER_MISCONFIGURED, str(error))
-    command = runtimes.command_for(settings)
-    for warning in command.warnings:
-        _say(f"[runner] warning: {warning}")
-    try:
-        result = _run(settings, command, env)
-    except OSError as error:
-        return _fail(exits.EXIT_RUNNER_MISCONFIGURED, f"cannot start {settings.cli}: {error}")
+    with tempfile.TemporaryDirectory(prefix="agentchain-runner-") as scratch:
+        command = runtimes.command_for(settings, env, scratch)
+        for warning in command.warnings:
+            _say(f"[runner] warning: {warning}")
+        try:
+            for path, content in command.files.items():
+                # Owner-only: an MCP server's variables may hold secrets.
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as file:
+                    file.write(content)
+            result = _run(settings, command, env)
+        except OSError as error:
+            return _fail(exits.EXIT_RUNNER_MISCONFIGURED, f"cannot start {settings.cli}: {error}")
     _report_usage(env, result)
     _say(
         f"[runner] {settings.runtime}: {result.turns} turns, {result.tokens} tokens, "

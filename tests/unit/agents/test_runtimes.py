@@ -319,6 +319,6 @@ def test_log_lines_of_claude_events() -> None:
 def test_docs_list_every_setting() -> None:
     docs = (Path(__file__).resolve().parents[3] / "docs" / "agents.md").read_text()
     names = [value for name, value in vars(runtimes).items() if name.endswith("_ENV")]
-    assert len(names) == 7
+    assert len(names) == 9
     for name in names:
         assert f"| `{name}` |" in docs or f"`{name}`" in docs, name
