@@ -166,7 +166,7 @@ def _run(
 def _report_usage(env: Mapping[str, str], result: runtimes.Outcome) -> None:
     """POST the run's usage to the job API; a failure to report is logged, not fatal."""
     if result.tokens == 0 and result.cost == 0:
-        return
+        return  # Turns alone used nothing (a refused first request is a turn too).
     names = ("AGENT_API_URL", "AGENT_TOKEN", "AGENT_NAMESPACE", "AGENT_JOB")
     missing = [name for name in names if not env.get(name)]
     if missing:
@@ -177,7 +177,8 @@ def _report_usage(env: Mapping[str, str], result: runtimes.Outcome) -> None:
         f"{env['AGENT_API_URL'].rstrip('/')}/api/jobs/{quote(env['AGENT_NAMESPACE'], '')}"
         f"/{quote(env['AGENT_JOB'], '')}/usage"
     )
-    body = json.dumps({"tokens": result.tokens, "cost": result.cost}).encode()
+    usage = {"tokens": result.tokens, "cost": result.cost, "turns": result.turns}
+    body = json.dumps(usage).encode()
     headers = {"Authorization": f"Bearer {env['AGENT_TOKEN']}", "Content-Type": "application/json"}
     for attempt in range(1, USAGE_ATTEMPTS + 1):
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")

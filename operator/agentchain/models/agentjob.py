@@ -120,6 +120,7 @@ class Usage(KubeModel):
 
     tokens: int = 0
     cost: float = 0.0
+    turns: int = Field(default=0, ge=0, description="Agent turns (a runner runtime's).")
 
 
 class JobWorkspace(KubeModel):
