@@ -14,11 +14,15 @@ Aspects covered:
   the answer in its result;
 - a key the provider refuses (401) ends the job ``Failed`` with reason
   ``ModelAuthFailed``, shown by ``kubectl get aj -o wide``, and the runner's one-line
-  message as the job's message.
+  message as the job's message;
+- with ``mcp: true`` the CLI starts ``agentchain mcp`` from the runner's generated config
+  (the job's own token in it) and a scripted call of its store_set tool is answered with
+  the stored entry.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +32,7 @@ import pytest
 
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
-from e2e.models import DEFAULT_API_KEY, ModelStandIn, text
+from e2e.models import DEFAULT_API_KEY, ModelStandIn, text, tool
 from e2e.models.fixtures import agent_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +54,9 @@ def runtime_operator(
         yield op
 
 
-def _agent(trigger: str, secret: str, standin: ModelStandIn, home: Path) -> Obj:
+def _agent(
+    trigger: str, secret: str, standin: ModelStandIn, home: Path, *, mcp: bool = False
+) -> Obj:
     return {
         "apiVersion": "labrats.work/v1alpha1",
         "kind": "AiAgent",
@@ -63,13 +69,15 @@ def _agent(trigger: str, secret: str, standin: ModelStandIn, home: Path) -> Obj:
             "env": [
                 {"name": "HOME", "value": str(home)},
                 {"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"},
+                # MCP tools in the tool list itself, not behind Claude Code's ToolSearch.
+                {"name": "ENABLE_TOOL_SEARCH", "value": "false"},
             ],
             "runtime": {
                 "type": "claude-code",
                 "maxTurns": 3,
                 "baseUrl": standin.url,
                 "credentials": {"secretName": secret, "key": "api-key"},
-                "mcp": False,
+                "mcp": mcp,
             },
         },
     }
@@ -126,3 +134,35 @@ def test_a_claude_code_job_reports_usage_and_a_refused_key_says_why(
     assert status["message"].startswith("the model provider refused the credentials: HTTP 401")
     wide = cluster_info.kubectl("get", "aj", "ask-2", "-n", namespace, "-o", "wide").stdout
     assert wide.splitlines()[1].split()[-1] == "ModelAuthFailed", wide
+
+
+def test_a_claude_code_job_calls_the_agentchain_mcp_tools(
+    runtime_operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    model_standin: ModelStandIn,
+    tmp_path: Path,
+) -> None:
+    entry = {"namespace": "notes", "key": "plan", "value": "from claude", "ttl_seconds": 600}
+    model_standin.script(tool("mcp__agentchain__store_set", entry), text("Stored the plan."))
+    chaining.apply(
+        cluster_info,
+        namespace,
+        _secret("anthropic", DEFAULT_API_KEY),
+        _agent("claude-mcp", "anthropic", model_standin, tmp_path, mcp=True),
+    )
+    chaining.apply(cluster_info, namespace, chaining.root_job("ask-3", "claude-mcp"))
+    status = _ended(cluster_info, namespace, "ask-3")
+    assert status["phase"] == "Succeeded", status
+    assert status["usage"]["turns"] == 2, status
+    first, second = model_standin.exchanges("anthropic")
+    assert "mcp__agentchain__store_set" in json.dumps(first.body["tools"])
+    [result] = [
+        block
+        for message in second.body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert not result.get("is_error"), result
+    assert "from claude" in json.dumps(result["content"])
