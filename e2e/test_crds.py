@@ -9,7 +9,10 @@ Aspects covered (issue 3, "Done when", SPEC §1):
   sample names a namespace; issue 15);
 * ``condition: sometimes``, a missing ``triggerName`` and a workspace ``keepFor`` that is
   no duration (issue 18) are refused with the API server's
-  human-readable messages, asserted word for word, and nothing is created;
+  human-readable messages, asserted word for word, and nothing is created (for a type,
+  enum or required error the API server adds that it skipped the CEL rules);
+* each ``spec.runtime`` rule (a CEL rule or a field's own) is refused with its own
+  message; a runtime and a manifest without one apply;
 * ``kubectl get`` shows the printer columns, reading the status subresource, and the short
   names and the ``ai`` category resolve.
 
@@ -134,13 +137,12 @@ def test_defaults_are_filled_in_and_the_model_reads_them(crds: ClusterInfo, name
     [
         (
             "aiagent_condition-sometimes.yaml",
-            'The AiAgent "invalid-condition" is invalid: '
+            # The error itself; the API server adds that it skipped the CEL rules then.
             'spec.eventTriggers[0].next.condition: Unsupported value: "sometimes": '
             'supported values: "always", "on-success", "on-failure"',
         ),
         (
             "aiagent_missing-triggername.yaml",
-            'The AiAgent "invalid-missing-trigger-name" is invalid: '
             "spec.triggerName: Required value",
         ),
         (
@@ -158,6 +160,7 @@ def test_invalid_manifest_is_refused_with_a_clear_message(
     )
     assert refused.returncode != 0
     assert message in refused.stderr
+    assert refused.stderr.startswith('The AiAgent "invalid-'), refused.stderr
     assert get_json(crds, "aiagents", "-n", namespace)["items"] == []
 
 
