@@ -15,6 +15,11 @@ operator sets are plain values with every ``$`` doubled, so whatever they hold
 arrives literally.  A command's ``$(AGENT_PROMPT)`` is expanded once from the
 variable's value, and the value is not scanned again.
 
+**Runtimes.** An AiAgent whose ``spec.runtime`` names an agent CLI (claude-code, codex)
+gets the runtime's image, the runner's command and its variables from
+``agentruntime.container_for``, after SPEC §1's and before the AiAgent's own ``env``;
+one the runner cannot run yet raises ``agentruntime.RuntimeUnsupported``.
+
 **Size.** Linux refuses to exec a process when one argv or environment string is
 over 128 KiB (MAX_ARG_STRLEN), and a Secret holds at most 1 MiB.  The file always
 holds the whole prompt; ``AGENT_PROMPT`` holds it too when it fits in
