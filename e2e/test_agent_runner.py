@@ -37,7 +37,7 @@ import pydantic
 import pytest
 from aiohttp import web
 
-from agentchain.agents import runner_exits as exits
+from agentchain.policy import runnerexits as exits
 from agentchain.web.schemas import AnswerHandover, UsageReport
 from e2e.github.threaded import ThreadedSite
 from e2e.models import DEFAULT_API_KEY, Failure, ModelStandIn, Reply, failure, text, tool
@@ -80,7 +80,7 @@ class UsageSink:
             return web.json_response({"error": str(error)}, status=422)
         with self._lock:
             self.reports.append(body)
-        job = {"tokens": report.tokens, "cost": report.cost}
+        job = {"tokens": report.tokens, "cost": report.cost, "turns": report.turns}
         return web.json_response(
             {"job": job, "chain": dict(job, attempts=1), "currency": "USD", "budgetExceeded": None}
         )
@@ -191,7 +191,7 @@ def test_text_answer_is_the_only_stdout_and_usage_is_reported(
     assert request.body["model"] == MODEL and request.query == "beta=true"
     assert "What is six times seven?" in str(request.body["messages"])
     # Claude Code prices claude-sonnet-4-5 at $3 / $15 per million input / output tokens.
-    assert usage_sink.reports == [{"tokens": 1200, "cost": pytest.approx(0.006)}]
+    assert usage_sink.reports == [{"tokens": 1200, "cost": pytest.approx(0.006), "turns": 1}]
     assert usage_sink.answers == [{"answer": "Six times seven is 42.", "attempt": 1}]
     assert "[runner] answer handed over" in run.stderr
 
@@ -250,7 +250,8 @@ def test_turn_limit_ends_with_turn_limit_reached_and_reports_what_it_used(
     )
     assert '[tool call] Bash {"command": "echo checking"' in run.stderr
     assert len(model_standin.exchanges()) == 1
-    assert usage_sink.reports == [{"tokens": 120, "cost": pytest.approx(0.0006)}]
+    # Claude Code counts the turn it was refused as one more (2 with --max-turns 1).
+    assert usage_sink.reports == [{"tokens": 120, "cost": pytest.approx(0.0006), "turns": 2}]
 
 
 def test_unreachable_usage_api_does_not_change_the_outcome(
@@ -272,7 +273,7 @@ def test_codex_text_answer_is_the_only_stdout_and_tokens_are_reported(
     assert request.body["model"] == "gpt-5" and request.body["stream"] is True
     assert "What is six times seven?" in str(request.body["input"])
     # codex reports tokens but no cost: the budget's tokens still count.
-    assert usage_sink.reports == [{"tokens": 340, "cost": 0.0}]
+    assert usage_sink.reports == [{"tokens": 340, "cost": 0.0, "turns": 1}]
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,10 @@ Aspects covered (issue 3, "Done when", SPEC §1):
   sample names a namespace; issue 15);
 * ``condition: sometimes``, a missing ``triggerName`` and a workspace ``keepFor`` that is
   no duration (issue 18) are refused with the API server's
-  human-readable messages, asserted word for word, and nothing is created;
+  human-readable messages, asserted word for word, and nothing is created (for a type,
+  enum or required error the API server adds that it skipped the CEL rules);
+* each ``spec.runtime`` rule (a CEL rule or a field's own) is refused with its own
+  message; a runtime and a manifest without one apply;
 * ``kubectl get`` shows the printer columns, reading the status subresource, and the short
   names and the ``ai`` category resolve.
 
@@ -134,13 +137,12 @@ def test_defaults_are_filled_in_and_the_model_reads_them(crds: ClusterInfo, name
     [
         (
             "aiagent_condition-sometimes.yaml",
-            'The AiAgent "invalid-condition" is invalid: '
+            # The error itself; the API server adds that it skipped the CEL rules then.
             'spec.eventTriggers[0].next.condition: Unsupported value: "sometimes": '
             'supported values: "always", "on-success", "on-failure"',
         ),
         (
             "aiagent_missing-triggername.yaml",
-            'The AiAgent "invalid-missing-trigger-name" is invalid: '
             "spec.triggerName: Required value",
         ),
         (
@@ -158,6 +160,7 @@ def test_invalid_manifest_is_refused_with_a_clear_message(
     )
     assert refused.returncode != 0
     assert message in refused.stderr
+    assert refused.stderr.startswith('The AiAgent "invalid-'), refused.stderr
     assert get_json(crds, "aiagents", "-n", namespace)["items"] == []
 
 
@@ -210,3 +213,160 @@ def patch_status(kube: ClusterInfo, namespace: str, name: str, status: dict[str,
         "-p",
         json.dumps({"status": status}),
     )
+
+
+# --- spec.runtime: each rule refused with its own message ----------------------------------
+
+CLAUDE = {"type": "claude-code"}
+SECRET_REF = {"secretKeyRef": {"name": "s", "key": "k"}}
+
+
+def _runtime_agent(name: str, spec: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "labrats.work/v1alpha1",
+            "kind": "AiAgent",
+            "metadata": {"name": name},
+            "spec": {"triggerName": name, **spec},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (
+            {"runtime": {"type": "command", "maxTurns": 3}},
+            'spec.runtime: Invalid value: "object": type command runs spec.command as it is: '
+            "maxTurns, allowedTools, instructions, credentials, baseUrl and mcpServers need an "
+            "agent CLI type (claude-code, codex, gemini or opencode)",
+        ),
+        (
+            {"runtime": {"type": "codex", "maxTurns": 3}},
+            "codex has no turn limit: remove maxTurns",
+        ),
+        (
+            {"runtime": {"type": "codex", "allowedTools": ["Read"]}},
+            "codex has no tool allow-list: remove allowedTools",
+        ),
+        (
+            {
+                "runtime": {
+                    "type": "codex",
+                    "credentials": {"secretName": "s", "key": "k", "kind": "oauthToken"},
+                }
+            },
+            "credentials kind oauthToken is for type claude-code only",
+        ),
+        (
+            {
+                "runtime": {
+                    **CLAUDE,
+                    "instructions": {"text": "x", "configMapRef": {"name": "c", "key": "k"}},
+                }
+            },
+            'spec.runtime.instructions: Invalid value: "object": give either text or configMapRef',
+        ),
+        (
+            {
+                "runtime": {
+                    **CLAUDE,
+                    "mcpServers": [
+                        {
+                            "name": "t",
+                            "command": "t",
+                            "env": [{"name": "T", "value": "v", "valueFrom": SECRET_REF}],
+                        }
+                    ],
+                }
+            },
+            'spec.runtime.mcpServers[0].env[0]: Invalid value: "object": give either value '
+            "or valueFrom",
+        ),
+        (
+            {
+                "runtime": {
+                    **CLAUDE,
+                    "mcpServers": [
+                        {
+                            "name": "t",
+                            "command": "t",
+                            "env": [{"name": "AGENT_TOKEN", "value": "v"}],
+                        }
+                    ],
+                }
+            },
+            "AGENT_ and AGENTCHAIN_ variables are the operator's",
+        ),
+        (
+            {"runtime": {**CLAUDE, "mcpServers": [{"name": "agentchain", "command": "x"}]}},
+            "the name agentchain is the operator's own server",
+        ),
+        (
+            {
+                "runtime": {
+                    **CLAUDE,
+                    "mcpServers": [{"name": "t", "command": "a"}, {"name": "t", "command": "b"}],
+                }
+            },
+            'spec.runtime.mcpServers[1]: Duplicate value: {"name":"t"}',
+        ),
+        (
+            {"command": ["my-agent"], "runtime": CLAUDE},
+            'spec: Invalid value: "object": spec.runtime runs the agent CLI through agentchain '
+            "agent run: remove spec.command and spec.args, or use runtime type command",
+        ),
+        (
+            {"runtime": {"type": "cursor"}},
+            'spec.runtime.type: Unsupported value: "cursor": supported values: "command", '
+            '"claude-code", "codex", "gemini", "opencode"',
+        ),
+        (
+            {"runtime": {**CLAUDE, "baseUrl": "models.svc:8000"}},
+            'spec.runtime.baseUrl: Invalid value: "models.svc:8000"',
+        ),
+    ],
+)
+def test_an_invalid_runtime_is_refused_with_its_own_message(
+    crds: ClusterInfo, namespace: str, spec: dict[str, Any], message: str
+) -> None:
+    manifest = _runtime_agent("runtime-invalid", spec)
+    refused = crds.kubectl("apply", "-n", namespace, "-f", "-", input=manifest, check=False)
+    assert refused.returncode != 0
+    assert message in refused.stderr, refused.stderr
+    assert get_json(crds, "aiagents", "-n", namespace)["items"] == []
+
+
+def test_a_runtime_applies_and_reads_back_with_its_defaults(
+    crds: ClusterInfo, namespace: str
+) -> None:
+    runtime = {
+        "type": "claude-code",
+        "maxTurns": 5,
+        "credentials": {"secretName": "anthropic", "key": "api-key"},
+        "instructions": {"text": "Keep $(AGENT_TOKEN) out of it."},
+        "mcpServers": [
+            {
+                "name": "tracker",
+                "command": "tracker-mcp",
+                "env": [{"name": "T", "valueFrom": SECRET_REF}],
+            }
+        ],
+    }
+    crds.kubectl(
+        "apply",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input=_runtime_agent("runtime-ok", {"runtime": runtime}),
+    )
+    stored = get_json(crds, "aiagent", "runtime-ok", "-n", namespace)["spec"]["runtime"]
+    assert stored["mcp"] is True and stored["credentials"]["kind"] == "apiKey"
+    agent = aiagent.AiAgentSpec.model_validate(
+        get_json(crds, "aiagent", "runtime-ok", "-n", namespace)["spec"]
+    )
+    assert agent.runtime is not None and agent.runtime.max_turns == 5
+    # A manifest without runtime still applies unchanged (no runtime added).
+    crds.kubectl("apply", "-n", namespace, "-f", "-", input=_runtime_agent("plain", {}))
+    assert "runtime" not in get_json(crds, "aiagent", "plain", "-n", namespace)["spec"]

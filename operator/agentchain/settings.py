@@ -86,6 +86,26 @@ class Settings(BaseSettings):
         ("agentchain", "demo-agent"),
         description="Comma-separated agent command when an AiAgent names none.",
     )
+    runtime_image_claude_code: str = Field(
+        "ghcr.io/labrats-work/agentchain-claude-code:latest",
+        description="Image of an AiAgent with runtime type claude-code that names no image:"
+        " the runner (agentchain) and the claude CLI on PATH (docs/agents.md).",
+    )
+    runtime_image_codex: str = Field(
+        "ghcr.io/labrats-work/agentchain-codex:latest",
+        description="Image of an AiAgent with runtime type codex that names no image: the"
+        " runner (agentchain) and the codex CLI on PATH.",
+    )
+    runtime_command: CommaList = Field(
+        ("agentchain", "agent", "run"),
+        description="Comma-separated command of a runtime's container (claude-code, codex):"
+        " the in-pod runner.",
+    )
+    runtime_cli_path: str = Field(
+        "",
+        description="The agent CLI the runner starts (AGENTCHAIN_AGENT_CLI in runtime pods)."
+        " Empty: claude or codex from the image's PATH.",
+    )
     default_timeout_seconds: int = Field(
         3600, gt=0, description="Job activeDeadlineSeconds when an AiAgent sets no timeout."
     )

@@ -13,7 +13,7 @@ CLI non-interactively with the prompt on stdin, and:
   prints it on stdout too, at the end, so that the log still has it if that failed;
 - reports the run's tokens and cost to the job API's usage route with the job's token
   (no agent-side code), also when the run failed after using some;
-- exits with a code of ``runner_exits`` and, on failure, a one-line message as the last
+- exits with a code of ``runnerexits`` and, on failure, a one-line message as the last
   line of stderr (bad key, rate limit, provider failure, turn limit, ...).
 
 The CLI's words are untrusted: they are logged as one bounded line per event and never
@@ -29,6 +29,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -37,9 +38,9 @@ import urllib.request
 from collections.abc import Mapping
 from typing import IO, Any
 
-from agentchain.agents import runner_exits as exits
 from agentchain.agents import runtimes
 from agentchain.demo_agent import read_prompt
+from agentchain.policy import runnerexits as exits
 
 API_ATTEMPTS = 3
 """Tries of a job API call (usage, answer): with 1 s and 2 s between them and at most
@@ -77,13 +78,19 @@ def main(args: argparse.Namespace) -> int:
         settings = runtimes.settings_from(env, read_prompt(env), args.runtime)
     except (runtimes.SettingsError, OSError) as error:
         return _fail(exits.EXIT_RUNNER_MISCONFIGURED, str(error))
-    command = runtimes.command_for(settings)
-    for warning in command.warnings:
-        _say(f"[runner] warning: {warning}")
-    try:
-        result = _run(settings, command, env)
-    except OSError as error:
-        return _fail(exits.EXIT_RUNNER_MISCONFIGURED, f"cannot start {settings.cli}: {error}")
+    with tempfile.TemporaryDirectory(prefix="agentchain-runner-") as scratch:
+        command = runtimes.command_for(settings, env, scratch)
+        for warning in command.warnings:
+            _say(f"[runner] warning: {warning}")
+        try:
+            for path, content in command.files.items():
+                # Owner-only: an MCP server's variables may hold secrets.
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as file:
+                    file.write(content)
+            result = _run(settings, command, env)
+        except OSError as error:
+            return _fail(exits.EXIT_RUNNER_MISCONFIGURED, f"cannot start {settings.cli}: {error}")
     _report_usage(env, result)
     _say(
         f"[runner] {settings.runtime}: {result.turns} turns, {result.tokens} tokens, "
@@ -232,8 +239,9 @@ def hand_over(env: Mapping[str, str], answer: str) -> None:
 def _report_usage(env: Mapping[str, str], result: runtimes.Outcome) -> None:
     """POST the run's usage to the job API; a failure to report is logged, not fatal."""
     if result.tokens == 0 and result.cost == 0:
-        return
-    body = json.dumps({"tokens": result.tokens, "cost": result.cost}).encode()
+        return  # Turns alone used nothing (a refused first request is a turn too).
+    usage = {"tokens": result.tokens, "cost": result.cost, "turns": result.turns}
+    body = json.dumps(usage).encode()
     answered = _api_call(env, "POST", "usage", body, "usage not reported")
     if answered is not None:
         _say(f"[runner] usage reported: {answered}")

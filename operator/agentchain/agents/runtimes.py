@@ -4,7 +4,7 @@ For each runtime (``claude-code``: Claude Code's ``claude``; ``codex``: ``codex 
 the command line built from the runner's settings (``command_for``), the reading of the
 CLI's JSON event stream (``Transcript.feed``), a one-line rendering of each event for
 the pod log (``log_line``) and the end of the run (``outcome``): the final answer, the
-usage to report, or the provider error and the exit code of ``runner_exits`` it maps to.
+usage to report, or the provider error and the exit code of ``runnerexits`` it maps to.
 
 Both CLIs are run non-interactively with the prompt on stdin (a prompt may be larger
 than one argument may be), printing one JSON event a line on stdout.
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentchain.agents import runner_exits as exits
+from agentchain.policy import runnerexits as exits
 
 CLAUDE_CODE = "claude-code"
 CODEX = "codex"
@@ -37,6 +37,9 @@ CODEX_BASE_URL_ENV = "OPENAI_BASE_URL"
 CODEX_SANDBOX_ENV = "AGENTCHAIN_CODEX_SANDBOX"
 CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 CODEX_PROVIDER = "agentchain"
+INSTRUCTIONS_ENV = "AGENTCHAIN_INSTRUCTIONS"
+MCP_SERVERS_ENV = "AGENTCHAIN_MCP_SERVERS"
+MCP_CONFIG_FILE = "mcp.json"
 
 
 class SettingsError(ValueError):
@@ -57,6 +60,40 @@ class Settings:
     model_retries: int | None = None
     base_url: str = ""  # codex: an OpenAI-compatible server's URL (OPENAI_BASE_URL)
     codex_sandbox: str = ""  # codex: its own sandbox mode; empty: the pod is the sandbox
+    instructions: str = ""  # standing instructions besides the prompt
+    mcp_servers: tuple[McpServer, ...] = ()
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """A stdio MCP server for the CLI: its variables are named, their values are the
+    pod's (``AGENTCHAIN_MCP_SERVERS`` never holds a value)."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+
+
+def _mcp_servers(raw: str) -> tuple[McpServer, ...]:
+    if not raw.strip():
+        return ()
+    try:
+        table = json.loads(raw)
+        servers = tuple(
+            McpServer(
+                str(name),
+                str(spec["command"]),
+                tuple(str(a) for a in spec.get("args", [])),
+                tuple(str(e) for e in spec.get("env", [])),
+            )
+            for name, spec in table.items()
+        )
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise SettingsError(f"{MCP_SERVERS_ENV} is not a table of MCP servers: {error}") from None
+    if any(not re.fullmatch(r"[A-Za-z0-9_-]+", server.name) for server in servers):
+        raise SettingsError(f"{MCP_SERVERS_ENV}: a server name is not [A-Za-z0-9_-]+")
+    return servers
 
 
 def _positive(env: Mapping[str, str], name: str, minimum: int) -> int | None:
@@ -96,6 +133,8 @@ def settings_from(env: Mapping[str, str], prompt: str, runtime: str | None = Non
         model_retries=_positive(env, MODEL_RETRIES_ENV, 0),
         base_url=env.get(CODEX_BASE_URL_ENV, "").strip() if chosen == CODEX else "",
         codex_sandbox=sandbox,
+        instructions=env.get(INSTRUCTIONS_ENV, "").strip(),
+        mcp_servers=_mcp_servers(env.get(MCP_SERVERS_ENV, "")),
     )
 
 
@@ -106,15 +145,36 @@ class Command:
     argv: list[str]
     env: dict[str, str]
     warnings: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    """Files the runner writes (owner-only) before starting the CLI: name → content."""
 
 
-def command_for(settings: Settings) -> Command:
+def command_for(
+    settings: Settings, env: Mapping[str, str] | None = None, scratch: str = "."
+) -> Command:
+    """The CLI's command; ``env`` is the pod's (an MCP server's variables come from it),
+    ``scratch`` a private directory for ``Command.files``."""
     if settings.runtime == CLAUDE_CODE:
-        return _claude_command(settings)
+        return _claude_command(settings, env or {}, scratch)
     return _codex_command(settings)
 
 
-def _claude_command(settings: Settings) -> Command:
+def mcp_config(servers: tuple[McpServer, ...], env: Mapping[str, str]) -> str:
+    """Claude Code's ``--mcp-config`` file, each server's variables with the pod's
+    values (a file, not an argument: a secret in an argument is visible to ``ps``)."""
+    table = {
+        server.name: {
+            "type": "stdio",
+            "command": server.command,
+            "args": list(server.args),
+            "env": {name: env[name] for name in server.env if name in env},
+        }
+        for server in servers
+    }
+    return json.dumps({"mcpServers": table})
+
+
+def _claude_command(settings: Settings, env: Mapping[str, str], scratch: str) -> Command:
     argv = [settings.cli, "-p", "--output-format", "stream-json", "--verbose"]
     if settings.model:
         argv += ["--model", settings.model]
@@ -125,10 +185,17 @@ def _claude_command(settings: Settings) -> Command:
     if settings.allowed_tools:
         # One argument per tool: a tool pattern may hold spaces ("Bash(git log:*)").
         argv += ["--allowedTools", *settings.allowed_tools]
-    env = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    if settings.instructions:
+        argv += ["--append-system-prompt", settings.instructions]
+    files = {}
+    if settings.mcp_servers:
+        path = f"{scratch.rstrip('/')}/{MCP_CONFIG_FILE}"
+        files[path] = mcp_config(settings.mcp_servers, env)
+        argv += ["--mcp-config", path]
+    added = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
     if settings.model_retries is not None:
-        env["CLAUDE_CODE_MAX_RETRIES"] = str(settings.model_retries)
-    return Command(argv, env)
+        added["CLAUDE_CODE_MAX_RETRIES"] = str(settings.model_retries)
+    return Command(argv, added, files=files)
 
 
 def _codex_command(settings: Settings) -> Command:
@@ -150,6 +217,15 @@ def _codex_command(settings: Settings) -> Command:
         # capabilities, no API credentials.
         argv.append("--dangerously-bypass-approvals-and-sandbox")
     argv += _codex_provider(settings)
+    if settings.instructions:
+        argv += ["-c", f"developer_instructions={json.dumps(settings.instructions)}"]
+    for server in settings.mcp_servers:
+        # env_vars passes the pod's variables by name: no secret on the command line.
+        key = f"mcp_servers.{server.name}"
+        argv += ["-c", f"{key}.command={json.dumps(server.command)}"]
+        argv += ["-c", f"{key}.args={json.dumps(list(server.args))}"]
+        if server.env:
+            argv += ["-c", f"{key}.env_vars={json.dumps(list(server.env))}"]
     argv.append("-")  # the prompt, from stdin
     return Command(argv, {}, warnings)
 

@@ -26,7 +26,7 @@ from agentchain.engine.hops import Exit, Hop, Output
 from agentchain.kube import workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
-from agentchain.policy import naming, retries, stops, wschanges, wsjob
+from agentchain.policy import agentruntime, naming, retries, stops, wschanges, wsjob
 from agentchain.policy.jobspec import CONTAINER_NAME
 from agentchain.policy.outcomes import job_ending, result_excerpt
 from agentchain.store.answers import AnswerStore
@@ -112,6 +112,7 @@ def verdict(hop: Hop, captured: Captured, agent: AiAgent | None) -> Retry | Ends
         deadline_exceeded=exit.deadline,
         lost_reason=output.lost,
         prepare_failed=exit.prepare_exit is not None,
+        runner=agentruntime.uses_runner(agent.spec) if agent else False,
     )
     delay = (
         retries.delay_before(ending, exit.exit_code, exit.attempt, agent.spec) if agent else None

@@ -127,6 +127,10 @@ class Usage(KubeModel):
 
     tokens: int = 0
     cost: float = 0.0
+    # No default: the API server would add "turns: 0" to every report that has none.
+    turns: int | None = Field(
+        default=None, ge=0, description="Agent turns, when its runtime reports them."
+    )
 
 
 class JobWorkspace(KubeModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from agentchain.models.base import KubeModel
 from agentchain.models.conditions import Condition
@@ -192,11 +192,17 @@ RetryReason = Literal[
     "OutputLost",
     "CompletionMarkerMissing",
     "WorkspacePrepareFailed",
+    # A runner runtime's failures that a later attempt may not meet.
+    "ModelRateLimited",
+    "ModelUnavailable",
+    "AgentFailed",
 ]
 
 
 def _retry_on_default() -> list[RetryReason]:
-    return ["ContainerFailed"]
+    # A runner runtime's job ends with its provider's reason instead of ContainerFailed;
+    # the transient ones are retried as a non-zero exit always was.
+    return ["ContainerFailed", "ModelRateLimited", "ModelUnavailable"]
 
 
 class Backoff(KubeModel):
@@ -213,7 +219,9 @@ class RetryPolicy(KubeModel):
     backoff: Backoff = Field(default_factory=Backoff)
     on: list[RetryReason] = Field(
         default_factory=_retry_on_default,
-        description="Endings that are retried (the job's status.reason).",
+        description="Endings that are retried (the job's status.reason); a runner "
+        "runtime's ModelAuthFailed, TurnLimitReached, ModelRequestRejected and "
+        "RunnerMisconfigured would fail again and cannot be listed.",
     )
     exit_codes: list[int] | None = Field(
         default=None,
@@ -401,7 +409,190 @@ class Workspace(KubeModel):
     )
 
 
+# --- agent runtimes: the AiAgent names an agent CLI, the operator builds its pod -----------
+# The combinations one field cannot check are CEL rules (x-kubernetes-validations), each
+# with a message that says what to change.  They cost a note on other errors: when the
+# API server refuses an AiAgent for a type, enum, required or length error it adds "some
+# validation rules were not checked", since it skips CEL then.
+RuntimeType = Literal["command", "claude-code", "codex", "gemini", "opencode"]
+RUNNER_RUNTIMES = ("claude-code", "codex")
+"""Runtime types the runner (``agentchain agent run``) drives today."""
+CredentialKind = Literal["apiKey", "oauthToken"]
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+MCP_SERVER_NAME_PATTERN = r"^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$"
+BASE_URL_PATTERN = r"^https?://[!-~]+$"
+INSTRUCTIONS_MAX_CHARS = 32768
+
+
+def _rules(*rules: tuple[str, str]) -> dict[str, Any]:
+    """A model's CEL rules, as the CRD carries them (``crdgen`` copies them)."""
+    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
+class KeyRef(KubeModel):
+    """One key of a Secret or ConfigMap in the AiAgent's namespace."""
+
+    name: str = Field(max_length=253, pattern=DNS_SUBDOMAIN_PATTERN, description="Its name.")
+    key: str = Field(max_length=253, pattern=SECRET_KEY_PATTERN, description="The key.")
+
+
+class RuntimeInstructions(KubeModel):
+    """Standing instructions (an AGENTS.md-style text) the CLI gets besides the prompt:
+    Claude Code as an appended system prompt, Codex as developer instructions."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            ("has(self.text) != has(self.configMapRef)", "give either text or configMapRef"),
+        )
+    )
+
+    text: str | None = Field(
+        default=None, max_length=INSTRUCTIONS_MAX_CHARS, description="The instructions."
+    )
+    config_map_ref: KeyRef | None = Field(
+        default=None, description="A ConfigMap key holding them (read when the pod starts)."
+    )
+
+
+class RuntimeCredentials(KubeModel):
+    """The model provider's credential, from a Secret key, given to the CLI as its
+    variable (ANTHROPIC_API_KEY, CLAUDE_CODE_OAUTH_TOKEN, OPENAI_API_KEY or GEMINI_API_KEY)
+    through secretKeyRef: the operator never reads it."""
+
+    secret_name: str = Field(
+        max_length=253, pattern=DNS_SUBDOMAIN_PATTERN, description="Secret of this namespace."
+    )
+    key: str = Field(max_length=253, pattern=SECRET_KEY_PATTERN, description="Its key.")
+    kind: CredentialKind = Field(
+        default="apiKey",
+        description="apiKey: the provider's API key; oauthToken: a Claude Code OAuth token "
+        "(claude setup-token), claude-code only.",
+    )
+
+
+class McpEnvSource(KubeModel):
+    secret_key_ref: KeyRef = Field(description="A Secret key of this namespace.")
+
+
+class McpEnvVar(KubeModel):
+    """A variable of an MCP server: a literal value, or a Secret key (never expanded)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            ("has(self.value) != has(self.valueFrom)", "give either value or valueFrom"),
+            (
+                "!self.name.startsWith('AGENT_') && !self.name.startsWith('AGENTCHAIN_')",
+                "AGENT_ and AGENTCHAIN_ variables are the operator's",
+            ),
+        )
+    )
+
+    name: str = Field(max_length=128, pattern=ENV_NAME_PATTERN)
+    value: str | None = Field(default=None, max_length=4096)
+    value_from: McpEnvSource | None = None
+
+
+class McpServer(KubeModel):
+    """An MCP server (stdio) the CLI starts beside ``agentchain mcp``; it must be in the
+    runtime's image."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            ("self.name != 'agentchain'", "the name agentchain is the operator's own server"),
+        )
+    )
+
+    name: str = Field(max_length=63, pattern=MCP_SERVER_NAME_PATTERN)
+    command: str = Field(min_length=1, max_length=1024, description="The program to run.")
+    args: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list, max_length=64)
+    env: list[McpEnvVar] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Its variables; they are the pod's too (one value per name in the pod).",
+    )
+
+
+class AgentRuntime(KubeModel):
+    """The agent CLI a job runs: ``command`` runs spec.command as it is; the others run
+    the CLI through the in-pod runner (``agentchain agent run``, docs/agents.md)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "self.type != 'command' || !(has(self.maxTurns) || has(self.allowedTools)"
+                " || has(self.instructions) || has(self.credentials) || has(self.baseUrl)"
+                " || has(self.mcpServers))",
+                "type command runs spec.command as it is: maxTurns, allowedTools, "
+                "instructions, credentials, baseUrl and mcpServers need an agent CLI type "
+                "(claude-code, codex, gemini or opencode)",
+            ),
+            (
+                "self.type != 'codex' || !has(self.maxTurns)",
+                "codex has no turn limit: remove maxTurns",
+            ),
+            (
+                "self.type != 'codex' || !has(self.allowedTools)",
+                "codex has no tool allow-list: remove allowedTools",
+            ),
+            (
+                "!has(self.credentials) || !has(self.credentials.kind)"
+                " || self.credentials.kind == 'apiKey' || self.type == 'claude-code'",
+                "credentials kind oauthToken is for type claude-code only",
+            ),
+        )
+    )
+
+    type: RuntimeType = Field(
+        default="command",
+        description="command (spec.command, the default), claude-code, codex; gemini and "
+        "opencode are accepted but not yet run (their jobs fail, reason RuntimeUnsupported).",
+    )
+    max_turns: int | None = Field(
+        default=None, ge=1, le=10000, description="The agent's turn limit (not codex)."
+    )
+    allowed_tools: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
+        default=None,
+        max_length=100,
+        description='Tools the CLI may use without asking, e.g. "Read", "Bash(git log:*)" '
+        "(claude-code; the agentchain MCP tools are added when mcp is true).",
+    )
+    instructions: RuntimeInstructions | None = None
+    credentials: RuntimeCredentials | None = Field(
+        default=None,
+        description="The provider's credential. Absent: none (a baseUrl server "
+        "that needs no key, or a key given in env).",
+    )
+    base_url: str | None = Field(
+        default=None,
+        max_length=2048,
+        pattern=BASE_URL_PATTERN,
+        description="A model server of the provider's API (Anthropic Messages for "
+        "claude-code, OpenAI Responses for codex), e.g. a self-hosted one in the cluster "
+        "(ANTHROPIC_BASE_URL, OPENAI_BASE_URL).",
+    )
+    mcp: bool = Field(
+        default=True,
+        description="Register agentchain mcp (delegation, store, anchors, progress notes) "
+        "with the CLI.",
+    )
+    mcp_servers: list[McpServer] | None = Field(
+        default=None, max_length=20, description="More MCP servers for the CLI, by name."
+    )
+
+
 class AiAgentSpec(KubeModel):
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "!has(self.runtime) || self.runtime.type == 'command'"
+                " || (!has(self.command) && !has(self.args))",
+                "spec.runtime runs the agent CLI through agentchain agent run: remove "
+                "spec.command and spec.args, or use runtime type command",
+            ),
+        )
+    )
+
     name: str | None = Field(default=None, description="Display name.")
     trigger_name: str = Field(
         pattern=TRIGGER_NAME_PATTERN,
@@ -426,7 +617,15 @@ class AiAgentSpec(KubeModel):
             "gets events from public repositories only, never from private ones."
         ),
     )
-    image: str | None = None
+    image: str | None = Field(
+        default=None,
+        description="Agent container image. Default: the runtime's image from the "
+        "operator's settings (type command: its default image).",
+    )
+    runtime: AgentRuntime | None = Field(
+        default=None,
+        description="The agent CLI the job runs (docs/agents.md). Absent: type command.",
+    )
     command: list[str] | None = None
     args: list[str] | None = None
     env: list[dict[str, Any]] | None = None

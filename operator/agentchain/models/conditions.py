@@ -101,6 +101,17 @@ class Reason:
     WORKSPACE_PULL_REQUEST_FAILED = "WorkspacePullRequestFailed"
     WORKSPACE_NOT_PUBLISHED = "WorkspaceNotPublished"
 
+    # Agent runtimes: how a runner runtime's job failed (its exit code, see
+    # policy/runnerexits.py), or why it could not start.
+    MODEL_AUTH_FAILED = "ModelAuthFailed"
+    MODEL_RATE_LIMITED = "ModelRateLimited"
+    MODEL_UNAVAILABLE = "ModelUnavailable"
+    TURN_LIMIT_REACHED = "TurnLimitReached"
+    MODEL_REQUEST_REJECTED = "ModelRequestRejected"
+    AGENT_FAILED = "AgentFailed"
+    RUNNER_MISCONFIGURED = "RunnerMisconfigured"
+    RUNTIME_UNSUPPORTED = "RuntimeUnsupported"
+
     @classmethod
     def all(cls) -> list[str]:
         return sorted(v for k, v in vars(cls).items() if k.isupper() and isinstance(v, str))

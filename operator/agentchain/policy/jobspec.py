@@ -15,6 +15,11 @@ operator sets are plain values with every ``$`` doubled, so whatever they hold
 arrives literally.  A command's ``$(AGENT_PROMPT)`` is expanded once from the
 variable's value, and the value is not scanned again.
 
+**Runtimes.** An AiAgent whose ``spec.runtime`` names an agent CLI (claude-code, codex)
+gets the runtime's image, the runner's command and its variables from
+``agentruntime.container_for``, after SPEC §1's and before the AiAgent's own ``env``;
+one the runner cannot run yet raises ``agentruntime.RuntimeUnsupported``.
+
 **Size.** Linux refuses to exec a process when one argv or environment string is
 over 128 KiB (MAX_ARG_STRLEN), and a Secret holds at most 1 MiB.  The file always
 holds the whole prompt; ``AGENT_PROMPT`` holds it too when it fits in
@@ -33,7 +38,7 @@ from typing import Any, ClassVar
 from agentchain import models
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
-from agentchain.policy import githubscope, wsjob
+from agentchain.policy import agentruntime, githubscope, wsjob
 from agentchain.policy.prompts import PromptRenderError
 from agentchain.settings import Settings
 
@@ -158,8 +163,11 @@ def _secret_ref(inputs: JobInputs, key: str) -> dict[str, Any]:
     return {"valueFrom": {"secretKeyRef": {"name": inputs.secret_name, "key": key}}}
 
 
-def agent_env(inputs: JobInputs, settings: Settings) -> list[dict[str, Any]]:
-    """SPEC §1 variables first, so the agent's own env may refer to them as $(VAR)."""
+def agent_env(
+    inputs: JobInputs, settings: Settings, runtime: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """SPEC §1 variables first, so the agent's own env may refer to them as $(VAR); then
+    the runtime's (``agentruntime``), then the AiAgent's own ``env``."""
     agent = inputs.agent
     plain = {
         "AGENT_PROMPT_FILE": PROMPT_FILE,
@@ -176,20 +184,25 @@ def agent_env(inputs: JobInputs, settings: Settings) -> list[dict[str, Any]]:
     env += [{"name": name, "value": literal(value)} for name, value in plain.items()]
     env.append({"name": "AGENT_TOKEN", **_secret_ref(inputs, TOKEN_SECRET_KEY)})
     env += githubscope.job_env(agent.github, inputs.secret_name, settings.github_api_url)
-    return env + list(agent.env or [])
+    return env + list(runtime or []) + list(agent.env or [])
 
 
 def _container(inputs: JobInputs, settings: Settings) -> dict[str, Any]:
+    """The agent container; with a runner runtime its image, command and variables are
+    the runtime's (raises ``RuntimeUnsupported`` for a type the runner cannot run)."""
     agent = inputs.agent
+    runtime = agentruntime.container_for(agent, settings)
+    image = runtime.image if runtime else agent.image or settings.default_image
+    command = runtime.command if runtime else list(agent.command or settings.default_command)
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
-        "image": agent.image or settings.default_image,
-        "command": list(agent.command or settings.default_command),
-        "env": agent_env(inputs, settings),
+        "image": image,
+        "command": command,
+        "env": agent_env(inputs, settings, runtime.env if runtime else None),
         "volumeMounts": [{"name": PROMPT_VOLUME, "mountPath": PROMPT_DIR, "readOnly": True}],
         "securityContext": {**DEFAULT_SECURITY_CONTEXT, **(agent.security_context or {})},
     }
-    if agent.args is not None:
+    if agent.args is not None and runtime is None:
         container["args"] = list(agent.args)
     if agent.env_from:
         container["envFrom"] = list(agent.env_from)

@@ -17,6 +17,9 @@ from agentchain.models.agentjob import (
 )
 from agentchain.models.aiagent import AiAgentSpec, ChainStep
 from agentchain.models.conditions import Reason
+from agentchain.policy import runnerexits
+
+RUNNER_MESSAGE_MAX_CHARS = 300
 
 # A refusal record is terminal and never continues its chain.
 REFUSAL_REASONS = frozenset(
@@ -75,9 +78,11 @@ def job_ending(
     deadline_exceeded: bool = False,
     lost_reason: str | None = None,
     prepare_failed: bool = False,
+    runner: bool = False,
 ) -> Ending:
     """How a job ended, from what was observed of its container (``prepare_failed``:
-    its workspace could not be prepared, so the agent never ran)."""
+    its workspace could not be prepared, so the agent never ran; ``runner``: the
+    container ran ``agentchain agent run``, whose exit codes say why it failed)."""
     if deadline_exceeded:
         return Ending("Failed", Reason.DEADLINE_EXCEEDED, "The job ran past its timeoutSeconds.")
     if prepare_failed:
@@ -86,11 +91,26 @@ def job_ending(
     if exit_code is None:
         return Ending("Failed", Reason.OUTPUT_LOST, lost_reason or "The container's end was lost.")
     if exit_code != 0:
+        # Only the runner's codes mean something: 80 from an arbitrary command does not.
+        known = runnerexits.reason_of_exit(exit_code) if runner else None
+        if known is not None:
+            return Ending("Failed", known.reason, runner_message(output) or known.summary)
         return Ending("Failed", Reason.FAILED, f"The agent exited with code {exit_code}.")
     if completion_marker and completion_marker not in (output or ""):
         msg = f"Exit code 0 but the output lacks the completion marker {completion_marker!r}."
         return Ending("Failed", Reason.COMPLETION_MARKER_MISSING, msg)
     return Ending("Succeeded", Reason.SUCCEEDED, "The agent finished with exit code 0.")
+
+
+def runner_message(output: str | None) -> str:
+    """The runner's one-line message: the last non-blank line of the pod's log (it ends
+    with it on failure), flattened and bounded; untrusted text, shown as data."""
+    lines = (output or "")[-4 * RUNNER_MESSAGE_MAX_CHARS :].splitlines()
+    last = next((line for line in reversed(lines) if line.strip()), "")
+    flat = " ".join("".join(c if c.isprintable() else " " for c in last).split())
+    if len(flat) <= RUNNER_MESSAGE_MAX_CHARS:
+        return flat
+    return flat[: RUNNER_MESSAGE_MAX_CHARS - 1] + "…"
 
 
 def should_retry(ending: Ending, attempt: int, backoff_limit: int) -> bool:

@@ -1,10 +1,12 @@
 """Whether a failed attempt is retried, and after how long: pure, from the AiAgent's spec.
 
 Without ``spec.retry`` an agent retries as it always did: only a container that exited
-non-zero, at once, at most ``backoffLimit`` times.  With it:
+non-zero (for a runner runtime: one that ended ``ModelRateLimited`` or
+``ModelUnavailable``), at once, at most ``backoffLimit`` times.  With it:
 
 * ``on`` names the endings that are retried (``ContainerFailed``, ``DeadlineExceeded``,
-  ``OutputLost``, ``CompletionMarkerMissing``, ``WorkspacePrepareFailed``);
+  ``OutputLost``, ``CompletionMarkerMissing``, ``WorkspacePrepareFailed``, and a runner
+  runtime's ``ModelRateLimited``, ``ModelUnavailable``, ``AgentFailed``);
   ``exitCodes``, when given, narrows ``ContainerFailed`` to those codes (a code that
   means "bad input" is not retried);
 * the wait before attempt N+1 is ``baseSeconds * factor ** (N - 1)``, at most
@@ -21,7 +23,7 @@ from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
 from agentchain.policy.outcomes import Ending
 
-DEFAULT_ON = (Reason.FAILED,)
+DEFAULT_ON = (Reason.FAILED, Reason.MODEL_RATE_LIMITED, Reason.MODEL_UNAVAILABLE)
 
 
 def delay_before(

@@ -32,6 +32,7 @@ class Report:
     usage: Usage
     job_tokens: int
     job_cost: float
+    job_turns: int = 0
 
 
 def _usage(fields: dict[bytes, bytes], attempts: int, prefix: str = "") -> ChainUsage:
@@ -53,9 +54,17 @@ class UsageStore:
         self._redis = redis
 
     async def report(
-        self, tenant: str, chain: str, job: str, tokens: int, cost: float, agent: str = ""
+        self,
+        tenant: str,
+        chain: str,
+        job: str,
+        tokens: int,
+        cost: float,
+        agent: str = "",
+        turns: int = 0,
     ) -> Report:
-        """Add a job (of ``agent``)'s report; the chain's, the agent's and the job's totals."""
+        """Add a job (of ``agent``)'s report; the chain's, the agent's and the job's totals
+        (turns: the job's only, no budget counts them)."""
         key = keys.flow_usage(tenant, chain)
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hincrby(key, "tokens", tokens)
@@ -68,9 +77,10 @@ class UsageStore:
             pipe.hgetall(key)
             pipe.scard(keys.flow_attempts(tenant, chain))
             pipe.scard(keys.flow_agent_attempts(tenant, chain, agent))
+            pipe.hincrby(key, f"job:{job}:turns", turns)
             answers = await pipe.execute()
         usage = _both(answers[7], int(answers[8]), int(answers[9]), agent)
-        return Report(usage, int(answers[2]), float(answers[3]))
+        return Report(usage, int(answers[2]), float(answers[3]), int(answers[10]))
 
     async def launched(
         self, tenant: str, chain: str, job: str, attempt: int, now: float, agent: str = ""

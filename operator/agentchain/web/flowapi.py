@@ -117,11 +117,19 @@ async def report_usage(request: web.Request) -> web.Response:
     report = validate(UsageReport, await read_json(request))
     obj = await api.load_job(auth.principal_of(request), namespace, name)
     reported = await UsageStore(rt.redis).report(
-        namespace, scope.chain_id, name, report.tokens, report.cost, budgeting.agent_of(obj)
+        namespace,
+        scope.chain_id,
+        name,
+        report.tokens,
+        report.cost,
+        budgeting.agent_of(obj),
+        turns=report.turns,
     )
     usage = reported.usage.chain
     budget = await budgeting.budget_of(rt, obj)
-    job_usage = {"tokens": reported.job_tokens, "cost": reported.job_cost}
+    job_usage: dict[str, float] = {"tokens": reported.job_tokens, "cost": reported.job_cost}
+    if reported.job_turns:  # Only a runtime that counts turns shows them.
+        job_usage["turns"] = reported.job_turns
     await resources.patch_status(namespace, resources.AGENTJOBS, name, {"usage": job_usage})
     role = obj["spec"]["agentRole"]
     metrics.USAGE_TOKENS.labels(namespace, role).inc(report.tokens)

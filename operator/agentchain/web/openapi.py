@@ -78,6 +78,7 @@ _USAGE_SCHEMA: dict[str, Any] = {
         "tokens": {"type": "integer"},
         "cost": {"type": "number"},
         "currency": {"type": "string"},
+        "turns": {"type": "integer", "description": "Agent turns, when its runtime counts them."},
     },
 }
 # Every field ``serializers.job_view`` returns (a unit test keeps the two the same).

@@ -166,6 +166,9 @@ class UsageReport(_Strict):
 
     tokens: Annotated[int, Field(ge=0, le=10**12), INTEGRAL] = 0
     cost: float = Field(default=0.0, ge=0, le=10**9, allow_inf_nan=False, strict=True)
+    turns: Annotated[int, Field(ge=0, le=10**6), INTEGRAL] = Field(
+        default=0, description="Agent turns since the last report (shown, not budgeted)."
+    )
 
 
 class AnswerHandover(_Strict):

@@ -86,12 +86,15 @@ def usage_view(usage: object, currency: str | None) -> Obj | None:
     """What the agent reported (tokens, cost with its chain budget's currency), or None."""
     if not isinstance(usage, dict):
         return None
-    tokens, cost = usage.get("tokens"), usage.get("cost")
-    return {
+    tokens, cost, turns = usage.get("tokens"), usage.get("cost"), usage.get("turns")
+    view: Obj = {
         "tokens": tokens if isinstance(tokens, int) else 0,
         "cost": cost if isinstance(cost, int | float) else 0.0,
         "currency": currency or DEFAULT_CURRENCY,
     }
+    if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0:
+        view["turns"] = turns  # Only a runtime that counts turns reports them.
+    return view
 
 
 def usage_total(usages: Iterable[Obj | None], currency: str) -> Obj | None:

@@ -9,6 +9,7 @@ Aspects covered (the real CLIs against a stand-in model are in e2e/test_agent_ru
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agentchain.agents import runner_exits as exits
+from agentchain.policy import runnerexits as exits
 
 RUNNER = [sys.executable, "-m", "agentchain", "agent", "run"]
 
@@ -63,3 +64,40 @@ def test_a_stop_of_the_pod_reaches_the_cli(tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
     assert (runner.returncode, stdout) == (exits.EXIT_AGENT_FAILED, "")
     assert "claude exited -15 with no result" in stderr.rstrip("\n").rsplit("\n", 1)[-1]
+
+
+RESULT = json.dumps(
+    {
+        "type": "result",
+        "subtype": "success",
+        "result": "done",
+        "num_turns": 1,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+)
+
+
+def test_the_mcp_config_file_is_owner_only_and_gone_after_the_run(tmp_path: Path) -> None:
+    cli = tmp_path / "claude"
+    seen = tmp_path / "seen"
+    # The fake CLI keeps a copy of the file it was given, with its mode, and answers.
+    cli.write_text(
+        "#!/bin/sh\n"
+        'while [ "$1" != "--mcp-config" ]; do shift; done\n'
+        f'stat -c %a "$2" > {seen}.mode; cat "$2" > {seen}; echo "$2" > {seen}.path\n'
+        f"echo '{RESULT}'\n"
+    )
+    cli.chmod(0o755)
+    servers = {"tracker": {"command": "t", "args": [], "env": ["TRACKER_TOKEN"]}}
+    env = _env(
+        AGENTCHAIN_RUNTIME="claude-code",
+        AGENTCHAIN_AGENT_CLI=str(cli),
+        AGENTCHAIN_MCP_SERVERS=json.dumps(servers),
+        TRACKER_TOKEN="sek-$(X)",
+    )
+    done = subprocess.run(RUNNER, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (0, "done\n"), done.stderr
+    assert (tmp_path / "seen.mode").read_text().strip() == "600"
+    config = json.loads(seen.read_text())
+    assert config["mcpServers"]["tracker"]["env"] == {"TRACKER_TOKEN": "sek-$(X)"}
+    assert not Path((tmp_path / "seen.path").read_text().strip()).exists()

@@ -1,4 +1,4 @@
-"""The runner's exit codes and the reasons they stand for (``agents/runner_exits.py``).
+"""The runner's exit codes and the reasons they stand for (``policy/runnerexits.py``).
 
 Aspects covered:
 - each code maps to its own reason, and no reason is shared (the operator tells them apart
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentchain.agents import runner_exits as exits
+from agentchain.policy import runnerexits as exits
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "agents.md"
 

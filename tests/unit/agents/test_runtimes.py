@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from agentchain.agents import runner_exits as exits
 from agentchain.agents import runtimes
+from agentchain.policy import runnerexits as exits
 
 
 def _settings(**env: str) -> runtimes.Settings:
@@ -319,6 +319,71 @@ def test_log_lines_of_claude_events() -> None:
 def test_docs_list_every_setting() -> None:
     docs = (Path(__file__).resolve().parents[3] / "docs" / "agents.md").read_text()
     names = [value for name, value in vars(runtimes).items() if name.endswith("_ENV")]
-    assert len(names) == 7
+    assert len(names) == 9
     for name in names:
         assert f"| `{name}` |" in docs or f"`{name}`" in docs, name
+
+
+MCP = json.dumps(
+    {
+        "agentchain": {"command": "agentchain", "args": ["mcp"], "env": ["AGENT_TOKEN"]},
+        "tracker": {"command": "tracker-mcp", "args": ["--x"], "env": ["T", "UNSET"]},
+    }
+)
+
+
+def test_claude_gets_instructions_and_an_mcp_config_file_with_the_pod_s_values() -> None:
+    settings = _settings(AGENTCHAIN_INSTRUCTIONS="Be brief.", AGENTCHAIN_MCP_SERVERS=MCP)
+    command = runtimes.command_for(settings, {"AGENT_TOKEN": "tok", "T": "sek"}, "/run/x/")
+    argv = command.argv
+    assert argv[argv.index("--append-system-prompt") + 1] == "Be brief."
+    assert argv[argv.index("--mcp-config") + 1] == "/run/x/mcp.json"
+    assert "tok" not in argv and "sek" not in argv
+    assert json.loads(command.files["/run/x/mcp.json"]) == {
+        "mcpServers": {
+            "agentchain": {
+                "type": "stdio",
+                "command": "agentchain",
+                "args": ["mcp"],
+                "env": {"AGENT_TOKEN": "tok"},
+            },
+            "tracker": {
+                "type": "stdio",
+                "command": "tracker-mcp",
+                "args": ["--x"],
+                "env": {"T": "sek"},
+            },
+        }
+    }
+
+
+def test_codex_gets_instructions_and_mcp_servers_by_variable_name() -> None:
+    settings = runtimes.settings_from(
+        {
+            "AGENTCHAIN_RUNTIME": "codex",
+            "AGENTCHAIN_INSTRUCTIONS": 'Say "hi".',
+            "AGENTCHAIN_MCP_SERVERS": MCP,
+        },
+        "do it",
+    )
+    command = runtimes.command_for(settings, {"AGENT_TOKEN": "tok", "T": "sek"})
+    assert not command.files
+    pairs = [command.argv[i + 1] for i, word in enumerate(command.argv) if word == "-c"]
+    assert 'developer_instructions="Say \\"hi\\"."' in pairs
+    assert {
+        'mcp_servers.agentchain.command="agentchain"',
+        'mcp_servers.agentchain.args=["mcp"]',
+        'mcp_servers.agentchain.env_vars=["AGENT_TOKEN"]',
+        'mcp_servers.tracker.env_vars=["T", "UNSET"]',
+    } <= set(pairs)
+    assert "tok" not in " ".join(command.argv) and "sek" not in " ".join(command.argv)
+    assert command.argv[-1] == "-"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["[1]", "{", '{"a": {}}', '{"a b": {"command": "x"}}', '{"a": {"command": "x", "args": 3}}'],
+)
+def test_a_bad_mcp_table_is_a_settings_error(raw: str) -> None:
+    with pytest.raises(runtimes.SettingsError, match="AGENTCHAIN_MCP_SERVERS"):
+        _settings(AGENTCHAIN_MCP_SERVERS=raw)

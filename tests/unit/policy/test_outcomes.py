@@ -72,3 +72,52 @@ def test_a_failed_workspace_prepare_is_its_own_ending_and_not_retried_by_default
         None, None, completion_marker=None, deadline_exceeded=True, prepare_failed=True
     )
     assert late.reason == "DeadlineExceeded"  # The deadline says more: the pod was killed.
+
+
+# --- a runner runtime's exit codes (policy/runnerexits.py) ---------------------------------
+
+RUNNER_LOG = (
+    "[runner] claude-code: 1 turns\nthe model provider refused the credentials: HTTP 401\n\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        (80, "ModelAuthFailed"),
+        (81, "ModelRateLimited"),
+        (82, "ModelUnavailable"),
+        (83, "TurnLimitReached"),
+        (84, "ModelRequestRejected"),
+        (85, "AgentFailed"),
+        (86, "RunnerMisconfigured"),
+    ],
+)
+def test_a_runner_s_exit_code_is_the_job_s_reason(code: int, reason: str) -> None:
+    ending = job_ending(code, RUNNER_LOG, completion_marker=None, runner=True)
+    assert (ending.phase, ending.reason) == ("Failed", reason)
+    assert ending.message == "the model provider refused the credentials: HTTP 401"
+
+
+@pytest.mark.parametrize("code", [1, 2, 80, 86, 137])
+def test_the_same_code_of_an_arbitrary_command_is_container_failed(code: int) -> None:
+    ending = job_ending(code, RUNNER_LOG, completion_marker=None)
+    assert ending.reason == "ContainerFailed"
+    assert ending.message == f"The agent exited with code {code}."
+
+
+@pytest.mark.parametrize("code", [1, 137, 255])
+def test_a_runner_s_foreign_code_is_container_failed(code: int) -> None:
+    assert job_ending(code, RUNNER_LOG, completion_marker=None, runner=True).reason == (
+        "ContainerFailed"
+    )
+
+
+def test_the_runner_s_message_is_one_bounded_line_of_data() -> None:
+    log = "earlier\n" + "x\x1b[31m<b>" * 500 + "\n"
+    ending = job_ending(81, log, completion_marker=None, runner=True)
+    assert len(ending.message) <= 300 and "\n" not in ending.message
+    assert "\x1b" not in ending.message and ending.message.endswith("…")
+    # No log at all: the code's own summary.
+    silent = job_ending(81, None, completion_marker=None, runner=True)
+    assert silent.message == "the model provider kept rate-limiting the agent"

@@ -105,3 +105,31 @@ def test_a_success_or_a_cancellation_is_never_retried(ending: Ending) -> None:
 def test_the_cause_names_the_code_or_the_reason() -> None:
     assert retries.why(FAILED, 3) == "exited with code 3"
     assert retries.why(DEADLINE, None) == "ended DeadlineExceeded"
+
+
+@pytest.mark.parametrize(
+    ("reason", "retried"),
+    [
+        (Reason.MODEL_RATE_LIMITED, True),
+        (Reason.MODEL_UNAVAILABLE, True),
+        (Reason.MODEL_AUTH_FAILED, False),
+        (Reason.TURN_LIMIT_REACHED, False),
+        (Reason.MODEL_REQUEST_REJECTED, False),
+        (Reason.AGENT_FAILED, False),
+        (Reason.RUNNER_MISCONFIGURED, False),
+    ],
+)
+def test_a_runner_s_transient_failures_are_retried_by_default(reason: str, retried: bool) -> None:
+    ending = Ending("Failed", reason, "")
+    assert (retries.delay_before(ending, 81, 1, _agent()) is not None) is retried
+    # With a policy that does not say, the same default.
+    with_policy = _agent(retry=RetryPolicy())
+    assert (retries.delay_before(ending, 81, 1, with_policy) is not None) is retried
+
+
+def test_retry_on_may_name_agent_failed() -> None:
+    agent = _agent(retry=RetryPolicy.model_validate({"on": ["AgentFailed"]}))
+    assert retries.delay_before(Ending("Failed", Reason.AGENT_FAILED, ""), 85, 1, agent)
+    assert (
+        retries.delay_before(Ending("Failed", Reason.MODEL_UNAVAILABLE, ""), 82, 1, agent) is None
+    )

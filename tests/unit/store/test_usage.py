@@ -34,6 +34,14 @@ async def test_concurrent_reports_add_up(redis: Redis) -> None:
     assert (await store.get("team-b", "c1")).chain.tokens == 0
 
 
+async def test_turns_add_up_per_job_and_stay_out_of_the_budget(redis: Redis) -> None:
+    store = UsageStore(redis)
+    await store.report(T, "c1", "j1", 10, 0.0, "a", turns=2)
+    reported = await store.report(T, "c1", "j1", 10, 0.0, "a", turns=3)
+    assert reported.job_turns == 5 and reported.job_tokens == 20
+    assert (await store.report(T, "c1", "j2", 1, 0.0, "a")).job_turns == 0
+
+
 async def test_launches_count_once_per_attempt_and_the_first_sets_the_start(redis: Redis) -> None:
     store = UsageStore(redis)
     first = await store.launched(T, "c1", "j1", 1, 100.0)

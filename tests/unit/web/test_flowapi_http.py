@@ -81,7 +81,16 @@ async def test_only_the_job_itself_reports_its_usage(client: Client, runtime: Ru
 
 
 @pytest.mark.parametrize(
-    "body", [{"tokens": -1}, {"cost": -0.5}, {"cost": "1"}, {"spent": 3}, {"tokens": 10**13}]
+    "body",
+    [
+        {"tokens": -1},
+        {"cost": -0.5},
+        {"cost": "1"},
+        {"spent": 3},
+        {"tokens": 10**13},
+        {"turns": -1},
+        {"turns": 1.5},
+    ],
 )
 async def test_a_bad_usage_report_is_422_and_counts_nothing(
     client: Client, runtime: Runtime, body: dict[str, object]

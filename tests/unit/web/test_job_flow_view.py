@@ -153,6 +153,13 @@ def test_usage_is_shown_in_the_currency_passed_and_never_invented() -> None:
         "currency": "EUR",
     }
     assert serializers.job_view(STOPPED, "EUR")["usage"] is None
+    turned = job("turned", ["writer"], phase="Running", usage={"tokens": 5, "cost": 0, "turns": 3})
+    assert serializers.job_view(turned)["usage"] == {
+        "tokens": 5,
+        "cost": 0,
+        "currency": "USD",
+        "turns": 3,
+    }
 
 
 def test_the_openapi_job_schema_names_every_field_and_fits_every_view() -> None:

@@ -1,5 +1,8 @@
 """The runner's exit codes, and the reason each stands for. Pure: no I/O.
 
+Shared by the runner (``agents/runner.py``, in the pod) and the operator
+(``outcomes.job_ending``), so both read the codes from one place.
+
 ``agentchain agent run`` ends with one of these codes, and a one-line message as the
 last line of its stderr, so whoever reads only the pod's exit code (the operator, from
 the container's terminated state) can say why a job failed without parsing a log. The
@@ -11,6 +14,8 @@ non-zero code is an unclassified failure.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from agentchain.models.conditions import Reason
 
 EXIT_OK = 0
 EXIT_MODEL_AUTH = 80  # the provider refused the credentials (401, 403)
@@ -31,20 +36,22 @@ class ExitReason:
 
 
 _REASONS = {
-    EXIT_MODEL_AUTH: ExitReason("ModelAuthFailed", "the model provider refused the credentials"),
+    EXIT_MODEL_AUTH: ExitReason(
+        Reason.MODEL_AUTH_FAILED, "the model provider refused the credentials"
+    ),
     EXIT_MODEL_RATE_LIMITED: ExitReason(
-        "ModelRateLimited", "the model provider kept rate-limiting the agent"
+        Reason.MODEL_RATE_LIMITED, "the model provider kept rate-limiting the agent"
     ),
     EXIT_MODEL_UNAVAILABLE: ExitReason(
-        "ModelUnavailable", "the model provider failed or could not be reached"
+        Reason.MODEL_UNAVAILABLE, "the model provider failed or could not be reached"
     ),
-    EXIT_TURN_LIMIT: ExitReason("TurnLimitReached", "the agent reached its turn limit"),
+    EXIT_TURN_LIMIT: ExitReason(Reason.TURN_LIMIT_REACHED, "the agent reached its turn limit"),
     EXIT_MODEL_REQUEST_REJECTED: ExitReason(
-        "ModelRequestRejected", "the model provider rejected the request"
+        Reason.MODEL_REQUEST_REJECTED, "the model provider rejected the request"
     ),
-    EXIT_AGENT_FAILED: ExitReason("AgentFailed", "the agent CLI failed without an answer"),
+    EXIT_AGENT_FAILED: ExitReason(Reason.AGENT_FAILED, "the agent CLI failed without an answer"),
     EXIT_RUNNER_MISCONFIGURED: ExitReason(
-        "RunnerMisconfigured", "the agent runner's settings are invalid"
+        Reason.RUNNER_MISCONFIGURED, "the agent runner's settings are invalid"
     ),
 }
 
