@@ -15,10 +15,11 @@ Two steps, each cached under ``$AGENTCHAIN_CACHE`` by a digest of what it is mad
   storage under the name the Dockerfile asks for, so the Dockerfile is built unchanged.
 * **The Dockerfile itself**, with ``buildah bud --layers`` (Debian's ``buildah``, vfs
   storage under the cache directory, so nothing is mounted on the host once it exits).
-  The context holds only what ``.dockerignore`` lets in. PyPI is reached here through a
-  TLS-intercepting CA: the host's CA bundle and a ``pip.conf`` naming it are bind-mounted
-  for the build's ``RUN`` steps only and are not in any layer. The result is pushed to an
-  OCI archive tagged ``agentchain.local/agentchain:<key>``.
+  The context holds only what ``.dockerignore`` lets in. The build's pip installs from a
+  wheelhouse the host's pip downloads first from the same index (PyPI is reached here
+  through a TLS-intercepting CA, which the host trusts and the image must not): its
+  configuration is mounted for the build's ``RUN`` steps only and is in no layer. The
+  result is pushed to an OCI archive tagged ``agentchain.local/agentchain:<key>``.
 
 The key of the final archive is a digest of the Dockerfile, the context's files and the
 base image's key, so a rebuild with nothing changed only hashes files; after a code
@@ -67,8 +68,9 @@ DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*",
 # Bumped when the way the base image is assembled changes, so the cache is not reused.
 BASE_RECIPE = "4"
 # Bumped when the build's own options change (they are not among the hashed inputs).
-BUILD_RECIPE = "3"
+BUILD_RECIPE = "4"
 BUILD_TIMEOUT_SECONDS = 1800
+WHEELHOUSE_MAX_AGE_SECONDS = 24 * 3600
 
 
 class BuildError(RuntimeError):
@@ -422,30 +424,34 @@ def _qualified(image: str) -> list[str]:
 
 
 def _build_home(home: Path) -> Path:
-    """A home directory for root during the build's ``RUN`` steps: pip's user
-    configuration naming the host's CA bundle (PyPI is reached through a
-    TLS-intercepting CA here). It is mounted over ``/root``, which every Debian image
+    """A home directory for root during the build's ``RUN`` steps, holding pip's user
+    configuration: install from the wheelhouse mounted at ``/root/wheels``, not the
+    index (see ``_wheelhouse``). It is mounted over ``/root``, which every Debian image
     has, so the mount point adds no entry to a layer; a file mounted at a new path such
-    as ``/etc/pip.conf`` would leave an empty file behind in the image."""
-    ca_bundle = Path(os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt")
+    as ``/etc/pip.conf`` leaves an empty file behind in the image."""
     config = home / ".config" / "pip"
     config.mkdir(parents=True)
-    shutil.copyfile(ca_bundle, config / "build-ca.crt")
-    (config / "pip.conf").write_text(
-        "[global]\ncert = /root/.config/pip/build-ca.crt\nfind-links = /root/wheels\n"
-    )
+    (config / "pip.conf").write_text("[global]\nno-index = true\nfind-links = /root/wheels\n")
     return home
 
 
 def _wheelhouse(context: Path, wheels: Path) -> Path:
-    """The wheels ``pip install .`` of ``context`` resolves to, and its build backend's,
-    downloaded from the same index on the host (where they are kept across builds).
+    """The files ``pip install .`` of ``context`` resolves to now, and its build
+    backend's, downloaded from the index by the host's pip into ``wheels`` (kept across
+    builds, so only new versions are downloaded).
 
-    pip in the build still asks the index which versions exist and picks the same one;
-    among equal candidates it takes ``find-links``' file first, so a build after a code
-    change installs from here instead of downloading every dependency again (the
-    Dockerfile turns pip's own cache off)."""
+    pip in the build installs from here with ``no-index``: the Dockerfile turns pip's
+    cache off, and with the index also offered pip's resolver takes the index's copy of
+    an equal version, downloading every dependency again after each code change. Right
+    after this download the directory's newest versions are what the index resolves to,
+    so the build installs the same packages it would have fetched itself."""
     wheels.mkdir(parents=True, exist_ok=True)
+    # Resolved again when pyproject.toml changes or a day has passed; code changes alone
+    # keep the resolution, as a lock file would.
+    resolved = cache_key([("pyproject", (context / "pyproject.toml").read_bytes())])
+    marker = wheels / f".resolved-{resolved}"
+    if marker.is_file() and time.time() - marker.stat().st_mtime < WHEELHOUSE_MAX_AGE_SECONDS:
+        return wheels
     pyproject = tomllib.loads((context / "pyproject.toml").read_text())
     backend = pyproject.get("build-system", {}).get("requires", [])
     python = host_python() / "bin" / "python3.11"
@@ -458,6 +464,7 @@ def _wheelhouse(context: Path, wheels: Path) -> Path:
         )  # fmt: skip
         if result.returncode != 0:
             raise BuildError(f"pip download {' '.join(what)}: {result.stderr[-2000:]}")
+    marker.touch()
     return wheels
 
 
@@ -501,8 +508,14 @@ def build(root: Path) -> Built:
         )  # fmt: skip
         partial = archive.with_suffix(".partial")
         partial.unlink(missing_ok=True)
-        buildah("push", ref, f"oci-archive:{partial}:{ref}", timeout=BUILD_TIMEOUT_SECONDS)
+        # Uncompressed: compressing every layer again on each push cost more than the
+        # import of a bigger archive from the local disk.
+        buildah("push", "--disable-compression", ref, f"oci-archive:{partial}:{ref}",
+                timeout=BUILD_TIMEOUT_SECONDS)  # fmt: skip
         partial.rename(archive)
+    for old in realnode_images.cache_dir().glob(f"{IMAGE_NAME}-*.tar"):
+        if old != archive:  # an archive per build would fill the disk
+            old.unlink()
     seconds = time.monotonic() - started
     say(f"built {ref} in {seconds:.0f} s")
     return Built(ref, archive, seconds, cached=False)
