@@ -474,7 +474,9 @@ def build(root: Path) -> Built:
     dockerfile = (root / "Dockerfile").read_text()
     dockerignore = root / ".dockerignore"
     rules = ignore_rules(dockerignore.read_text()) if dockerignore.is_file() else []
-    files = context_files(root, rules)
+    # Read once: the build gets the very bytes the key was computed from, even if a
+    # file is edited while it runs.
+    contents = {name: (root / name).read_bytes() for name in context_files(root, rules)}
     store = cache_root() / "buildah"
     bases = base_images(dockerfile)
     if any(b != STAND_IN for b in bases):
@@ -483,7 +485,7 @@ def build(root: Path) -> Built:
     key = cache_key([
         ("recipe", BUILD_RECIPE.encode()), ("Dockerfile", dockerfile.encode()),
         ("base", stand_in.encode()),
-        *((f"context/{name}", (root / name).read_bytes()) for name in files),
+        *((f"context/{name}", data) for name, data in contents.items()),
     ])  # fmt: skip
     ref = f"{REGISTRY}/{IMAGE_NAME}:{key}"
     archive = realnode_images.cache_dir() / f"{IMAGE_NAME}-{key}.tar"
@@ -495,9 +497,9 @@ def build(root: Path) -> Built:
     base_image(buildah, [t for b in bases for t in _qualified(b)], stand_in)
     with tempfile.TemporaryDirectory(dir=store) as scratch:
         context = Path(scratch) / "context"
-        for name in [*files, "Dockerfile"]:
+        for name, data in [*contents.items(), ("Dockerfile", dockerfile.encode())]:
             (context / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(root / name, context / name)
+            (context / name).write_bytes(data)
         home = _build_home(Path(scratch) / "home")
         wheels = _wheelhouse(context, store / "wheels")
         buildah.logged(
