@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: help install binaries lint test unit e2e realnode demo crds bench bench-figures
+.PHONY: help install binaries lint test unit e2e realnode image demo crds bench bench-figures
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ realnode: ## the real node's test: kubelet, containerd, kube-proxy beside the co
 	bash e2e/setup.sh
 	bash e2e/controlplane/build-binaries.sh node
 	$(PYTHON) -m pytest -m realnode $(PYTEST_ARGS)
+
+image: ## build the Dockerfile without Docker or a registry (buildah, root), cached by its inputs
+	$(PYTHON) -m e2e.controlplane.operator_image
 
 demo: ## the local demo: control plane, Redis, operator, seed agents, a signed webhook, a live chain
 	bash e2e/setup.sh

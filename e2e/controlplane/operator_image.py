@@ -1,0 +1,535 @@
+"""The operator image, built from the top-level ``Dockerfile`` with no registry and no
+Docker engine, cached by its inputs, as an OCI archive the real node imports.
+
+Two steps, each cached under ``$AGENTCHAIN_CACHE`` by a digest of what it is made of:
+
+* **The base image stand-in.** The Dockerfile builds ``FROM python:3.11-slim``, which
+  no registry here can serve. The stand-in has the official image's layout: a Debian
+  bookworm root filesystem from ``mmdebstrap`` (minbase, plus ``ca-certificates``,
+  ``netbase``, ``tzdata`` and the shared libraries CPython links to, found with ``ldd``
+  and ``dpkg-query --search`` as the official image's own build finds them), and a
+  CPython 3.11 under ``/usr/local`` with pip from ``ensurepip``. The CPython is a copy of
+  one already built on this machine from upstream's sources (pyenv's; Debian's own
+  ``python3.11`` lives under ``/usr`` with Debian's patches to pip's install scheme,
+  which is exactly what the official image does not have). It is committed to buildah's
+  storage under the name the Dockerfile asks for, so the Dockerfile is built unchanged.
+* **The Dockerfile itself**, with ``buildah bud --layers`` (Debian's ``buildah``, vfs
+  storage under the cache directory, so nothing is mounted on the host once it exits).
+  The context holds only what ``.dockerignore`` lets in. The build's pip installs from a
+  wheelhouse the host's pip downloads first from the same index (PyPI is reached here
+  through a TLS-intercepting CA, which the host trusts and the image must not): its
+  configuration is mounted for the build's ``RUN`` steps only and is in no layer. The
+  result is pushed to an OCI archive tagged ``agentchain.local/agentchain:<key>``.
+
+The key of the final archive is a digest of the Dockerfile, the context's files and the
+base image's key, so a rebuild with nothing changed only hashes files; after a code
+change buildah's layer cache reuses every step up to ``COPY operator/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from e2e.controlplane import realnode_images
+
+REGISTRY = realnode_images.REGISTRY
+IMAGE_NAME = "agentchain"
+# The one base image there is a stand-in for (the Dockerfile's FROM).
+STAND_IN = "python:3.11-slim"
+SUITE = "bookworm"
+MIRRORS = (
+    f"deb http://deb.debian.org/debian {SUITE} main",
+    f"deb http://deb.debian.org/debian {SUITE}-updates main",
+    f"deb http://deb.debian.org/debian-security {SUITE}-security main",
+)
+# What the official slim image installs besides the libraries Python links to.
+BASE_PACKAGES = ("ca-certificates", "netbase", "tzdata")
+# Left out of the copied CPython, as the official slim image leaves them out (tests, Tk)
+# or because they are this machine's (site-packages holds the host's installed packages).
+PYTHON_EXCLUDES = (
+    "site-packages", "test", "tests", "idle_test", "__pycache__", "tkinter", "idlelib",
+    "turtledemo", "_tkinter*", "*.pyc", "*.pyo", "libpython*.a", "ensurepip/_bundled/*.whl~",
+)  # fmt: skip
+# The slim image's dpkg configuration: no documentation or translations.
+DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*",
+                 "/usr/share/info/*")  # fmt: skip
+# Bumped when the way the base image is assembled changes, so the cache is not reused.
+BASE_RECIPE = "4"
+# Bumped when the build's own options change (they are not among the hashed inputs).
+BUILD_RECIPE = "4"
+BUILD_TIMEOUT_SECONDS = 1800
+WHEELHOUSE_MAX_AGE_SECONDS = 24 * 3600
+
+
+class BuildError(RuntimeError):
+    """The image cannot be built here (a missing tool, a failed step)."""
+
+
+@dataclass(frozen=True)
+class Built:
+    """A built image: its reference, archive and how long the build took."""
+
+    ref: str
+    archive: Path
+    seconds: float
+    cached: bool
+
+
+# --- pure parts --------------------------------------------------------------------------
+
+
+def base_images(dockerfile: str) -> list[str]:
+    """The images the Dockerfile's stages build ``FROM``, with ``ARG`` defaults
+    substituted (build arguments given on the command line are not considered), and
+    stage names left out: what must exist in local storage before the build."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    images: list[str] = []
+    for line in _logical_lines(dockerfile):
+        keyword, _, rest = line.partition(" ")
+        keyword = keyword.upper()
+        if keyword == "ARG" and not images:
+            name, _, default = rest.strip().partition("=")
+            args[name.strip()] = default.strip().strip('"')
+        elif keyword == "FROM":
+            words = [w for w in rest.split() if not w.startswith("--")]
+            image = re.sub(
+                r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m.group(1) or m.group(2), ""), words[0]
+            )
+            if len(words) >= 3 and words[1].upper() == "AS":
+                stages.add(words[2].lower())
+            if image.lower() not in stages and image != "scratch" and image not in images:
+                images.append(image)
+    return images
+
+
+def _logical_lines(text: str) -> list[str]:
+    lines: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        lines.append((pending + line).strip())
+        pending = ""
+    return lines
+
+
+def ignore_rules(dockerignore: str) -> list[tuple[bool, str]]:
+    """``.dockerignore`` as ``(excluded, pattern)`` rules; the last match wins."""
+    rules = []
+    for raw in dockerignore.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        keep = line.startswith("!")
+        pattern = line[1:] if keep else line
+        rules.append((not keep, pattern.strip().strip("/")))
+    return rules
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    # Docker's rules: ``*`` and ``?`` stay within one path element, ``**`` spans any
+    # number of them (``**/`` at the start: none too).
+    out = ""
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out, i = out + "(?:.*/)?", i + 3
+        elif pattern.startswith("**", i):
+            out, i = out + ".*", i + 2
+        elif pattern[i] == "*":
+            out, i = out + "[^/]*", i + 1
+        elif pattern[i] == "?":
+            out, i = out + "[^/]", i + 1
+        elif pattern[i] == "[" and "]" in pattern[i + 1 :]:
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1 : end]
+            negated = body.startswith(("!", "^"))
+            body = re.escape(body[1:] if negated else body).replace("\\-", "-")
+            out, i = out + ("[^/" if negated else "[") + body + "]", end + 1
+        else:
+            out, i = out + re.escape(pattern[i]), i + 1
+    return re.compile(out)
+
+
+def _matches(pattern: str, path: str) -> bool:
+    """Whether ``pattern`` matches ``path`` or one of its parent directories."""
+    regex = _pattern_regex(pattern)
+    parts = path.split("/")
+    return any(regex.fullmatch("/".join(parts[: i + 1])) for i in range(len(parts)))
+
+
+def included(path: str, rules: Sequence[tuple[bool, str]]) -> bool:
+    """Whether ``path`` (relative, ``/``-separated) is in the build context."""
+    excluded = False
+    for exclude, pattern in rules:
+        if _matches(pattern, path):
+            excluded = exclude
+    return not excluded
+
+
+def context_files(root: Path, rules: Sequence[tuple[bool, str]]) -> list[str]:
+    """The files of ``root`` that the build context holds, sorted."""
+    found = []
+    for directory, subdirs, files in os.walk(root):
+        relative_dir = Path(directory).relative_to(root)
+        subdirs[:] = sorted(d for d in subdirs if d != ".git")
+        for name in files:
+            relative = (relative_dir / name).as_posix()
+            if included(relative, rules):
+                found.append(relative)
+    return sorted(found)
+
+
+def cache_key(parts: Iterable[tuple[str, bytes]]) -> str:
+    """A digest of named inputs, each name and content length-prefixed so no two
+    different input sets can produce the same byte stream."""
+    digest = hashlib.sha256()
+    for name, data in parts:
+        encoded = name.encode()
+        digest.update(len(encoded).to_bytes(8, "big") + encoded)
+        digest.update(len(data).to_bytes(8, "big") + data)
+    return digest.hexdigest()[:16]
+
+
+# --- I/O ---------------------------------------------------------------------------------
+
+
+def say(message: str) -> None:
+    print(f"[image] {message}", file=sys.stderr, flush=True)
+
+
+def cache_root() -> Path:
+    return realnode_images.cache_dir().parent
+
+
+class Buildah:
+    """buildah with its storage under the cache directory (vfs driver: no mounts)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.prefix = [
+            "buildah", "--root", str(root / "storage"), "--runroot", str(root / "run"),
+            "--storage-driver", "vfs",
+        ]  # fmt: skip
+
+    def __call__(self, *args: str, timeout: float = 600) -> str:
+        result = subprocess.run(
+            [*self.prefix, *args], capture_output=True, text=True, check=False, timeout=timeout,
+            env=_tool_env(),
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise BuildError(f"buildah {' '.join(args)}: {result.stderr or result.stdout}")
+        return result.stdout
+
+    def logged(self, log: Path, *args: str, timeout: float = BUILD_TIMEOUT_SECONDS) -> None:
+        """Run with its output in ``log``, each line stamped with the seconds since the
+        start, which is where the step times in the README come from."""
+        started = time.monotonic()
+        with log.open("w") as out, subprocess.Popen(
+            [*self.prefix, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=_tool_env(),
+        ) as process:  # fmt: skip
+            assert process.stdout is not None
+            for line in process.stdout:
+                out.write(f"{time.monotonic() - started:7.1f} {line}")
+                if time.monotonic() - started > timeout:
+                    process.kill()
+            code = process.wait()
+        if code != 0:
+            tail = "".join(log.read_text().splitlines(keepends=True)[-40:])
+            raise BuildError(f"buildah {args[0]} failed (exit {code}); {log}:\n{tail}")
+
+    def has_image(self, ref: str) -> bool:
+        result = subprocess.run(
+            [*self.prefix, "inspect", "--type", "image", ref], capture_output=True,
+            check=False, env=_tool_env(),
+        )  # fmt: skip
+        return result.returncode == 0
+
+
+def _tool_env() -> dict[str, str]:
+    # No BUILDAH_* or container settings of the caller leak into the build.
+    keep = ("PATH", "HOME", "LANG", "TMPDIR")
+    return {k: v for k, v in os.environ.items() if k in keep}
+
+
+def _require(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        raise BuildError(f"missing {', '.join(missing)}: apt-get install buildah mmdebstrap")
+
+
+def host_python() -> Path:
+    """The prefix of a CPython 3.11 built from upstream's sources on this machine."""
+    configured = os.environ.get("AGENTCHAIN_BASE_PYTHON")
+    candidates = [Path(configured)] if configured else []
+    pyenv = Path.home() / ".pyenv" / "versions"
+    if pyenv.is_dir():
+        candidates += sorted(pyenv.glob("3.11.*"), reverse=True)
+    for prefix in candidates:
+        if (prefix / "bin" / "python3.11").is_file() and (prefix / "lib" / "python3.11").is_dir():
+            return prefix
+    raise BuildError(
+        "no CPython 3.11 under /usr/local layout found (set AGENTCHAIN_BASE_PYTHON to the "
+        "prefix of one built from source, e.g. `pyenv install 3.11`)"
+    )
+
+
+def _python_libraries(prefix: Path) -> list[str]:
+    """The Debian packages holding the shared libraries this CPython links to."""
+    objects = [prefix / "bin" / "python3.11", *prefix.glob("lib/libpython3.11.so*"),
+               *(prefix / "lib" / "python3.11" / "lib-dynload").glob("*.so")]  # fmt: skip
+    paths: set[str] = set()
+    for obj in objects:
+        if obj.name.startswith("_tkinter"):
+            continue
+        out = subprocess.run(["ldd", str(obj)], capture_output=True, text=True, check=False)
+        for match in re.finditer(r"=> (/\S+)", out.stdout):
+            if not match.group(1).startswith(str(prefix)):
+                paths.add(os.path.realpath(match.group(1)))
+    packages: set[str] = set()
+    for path in sorted(paths):
+        found = subprocess.run(
+            ["dpkg-query", "--search", path], capture_output=True, text=True, check=False
+        )
+        if found.returncode != 0:
+            # usrmerge: dpkg knows /lib/x86_64-linux-gnu/..., ldd reports /usr/lib/...
+            alternative = path.removeprefix("/usr") if path.startswith("/usr/lib") else path
+            found = subprocess.run(
+                ["dpkg-query", "--search", alternative], capture_output=True, text=True,
+                check=False,
+            )  # fmt: skip
+        if found.returncode != 0:
+            raise BuildError(f"no Debian package holds {path}, which CPython links to")
+        packages.update(line.split(":")[0] for line in found.stdout.splitlines())
+    return sorted(packages)
+
+
+def _python_version(prefix: Path) -> str:
+    code = "import platform; print(platform.python_version())"
+    return subprocess.run(
+        [str(prefix / "bin" / "python3.11"), "-c", code], capture_output=True, text=True,
+        check=True,
+    ).stdout.strip()  # fmt: skip
+
+
+def _stage_python(prefix: Path, target: Path) -> None:
+    """Copy the CPython at ``prefix`` into ``target`` (the future ``/usr/local``)."""
+    ignore = shutil.ignore_patterns(*PYTHON_EXCLUDES)
+    (target / "bin").mkdir(parents=True)
+    shutil.copy2(prefix / "bin" / "python3.11", target / "bin" / "python3.11")
+    (target / "lib").mkdir()
+    for library in prefix.glob("lib/libpython3*.so*"):
+        shutil.copy2(library, target / "lib" / library.name, follow_symlinks=False)
+    shutil.copytree(prefix / "lib" / "python3.11", target / "lib" / "python3.11", ignore=ignore,
+                    symlinks=True)  # fmt: skip
+    (target / "lib" / "python3.11" / "site-packages").mkdir()
+    if (prefix / "include" / "python3.11").is_dir():
+        shutil.copytree(prefix / "include" / "python3.11", target / "include" / "python3.11")
+
+
+_CUSTOMIZE = r"""
+set -e
+cp -a {stage}/. "$1/usr/local/"
+chroot "$1" ldconfig
+chroot "$1" /usr/local/bin/python3.11 -m ensurepip --default-pip
+cd "$1/usr/local/bin"
+ln -sfT python3.11 python3
+ln -sfT python3 python
+ln -sfT pip3 pip
+find "$1/usr/local" -depth \( -name __pycache__ -o -name '*.pyc' \) -exec rm -rf {{}} +
+chroot "$1" python3 -c 'import ssl, sqlite3, ctypes, lzma, bz2, zlib, uuid, readline'
+chroot "$1" python3 -m pip --version
+"""
+
+
+def base_key(prefix: Path) -> str:
+    """The stand-in's cache key: the recipe, the Debian suite and mirrors, and the
+    CPython copied in (the packages it needs follow from its binaries). Cheap, so a
+    rebuild with nothing changed is decided without asking buildah or dpkg anything."""
+    binaries = [prefix / "bin" / "python3.11", *sorted(prefix.glob("lib/libpython3.11.so*"))]
+    return cache_key([
+        ("recipe", BASE_RECIPE.encode()), ("suite", SUITE.encode()),
+        ("mirrors", "\n".join(MIRRORS).encode()),
+        *((f"python/{b.name}", b.read_bytes()) for b in binaries if not b.is_symlink()),
+    ])  # fmt: skip
+
+
+def base_image(buildah: Buildah, tags: Sequence[str], key: str) -> None:
+    """Build (or reuse) the ``python:3.11-slim`` stand-in with ``key``; tag it ``tags``."""
+    prefix = host_python()
+    local = f"localhost/agentchain-python-base:{key}"
+    if not buildah.has_image(local):
+        version = _python_version(prefix)
+        packages = sorted({*BASE_PACKAGES, *_python_libraries(prefix)})
+        _require("mmdebstrap")
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(dir=buildah.root) as scratch:
+            stage = Path(scratch) / "usr-local"
+            _stage_python(prefix, stage)
+            rootfs = Path(scratch) / "rootfs.tar"
+            command = [
+                "mmdebstrap", "--variant=minbase", "--mode=root", "--format=tar",
+                f"--include={','.join(packages)}",
+                *(f"--dpkgopt=path-exclude={p}" for p in DPKG_EXCLUDES),
+                f"--customize-hook={_CUSTOMIZE.format(stage=shlex.quote(str(stage)))}",
+                SUITE, str(rootfs), *MIRRORS,
+            ]  # fmt: skip
+            result = subprocess.run(command, capture_output=True, text=True, check=False,
+                                    timeout=BUILD_TIMEOUT_SECONDS)  # fmt: skip
+            if result.returncode != 0:
+                raise BuildError(f"mmdebstrap: {result.stderr[-4000:]}")
+            container = buildah("from", "--name", f"agentchain-base-{key}", "scratch").strip()
+            try:
+                buildah("add", container, str(rootfs), "/")
+                # The official image's configuration (docker.io/library/python).
+                buildah(
+                    "config",
+                    "--env", "PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "--env", "LANG=C.UTF-8", "--env", f"PYTHON_VERSION={version}",
+                    "--cmd", '["python3"]', "--os", "linux", "--arch", "amd64",
+                    container,
+                )  # fmt: skip
+                buildah("commit", "--rm", container, local, timeout=BUILD_TIMEOUT_SECONDS)
+            except BaseException:
+                buildah("rm", container)
+                raise
+        say(f"base image {local} (CPython {version}) in {time.monotonic() - started:.0f} s")
+    for tag in tags:
+        buildah("tag", local, tag)
+
+
+def _qualified(image: str) -> list[str]:
+    """The names buildah looks up for a Dockerfile's short name."""
+    if "/" not in image.split(":")[0]:
+        return [f"docker.io/library/{image}", f"localhost/{image}"]
+    return [image]
+
+
+def _build_home(home: Path) -> Path:
+    """A home directory for root during the build's ``RUN`` steps, holding pip's user
+    configuration: install from the wheelhouse mounted at ``/root/wheels``, not the
+    index (see ``_wheelhouse``). It is mounted over ``/root``, which every Debian image
+    has, so the mount point adds no entry to a layer; a file mounted at a new path such
+    as ``/etc/pip.conf`` leaves an empty file behind in the image."""
+    config = home / ".config" / "pip"
+    config.mkdir(parents=True)
+    (config / "pip.conf").write_text("[global]\nno-index = true\nfind-links = /root/wheels\n")
+    return home
+
+
+def _wheelhouse(context: Path, wheels: Path) -> Path:
+    """The files ``pip install .`` of ``context`` resolves to now, and its build
+    backend's, downloaded from the index by the host's pip into ``wheels`` (kept across
+    builds, so only new versions are downloaded).
+
+    pip in the build installs from here with ``no-index``: the Dockerfile turns pip's
+    cache off, and with the index also offered pip's resolver takes the index's copy of
+    an equal version, downloading every dependency again after each code change. Right
+    after this download the directory's newest versions are what the index resolves to,
+    so the build installs the same packages it would have fetched itself."""
+    wheels.mkdir(parents=True, exist_ok=True)
+    # Resolved again when pyproject.toml changes or a day has passed; code changes alone
+    # keep the resolution, as a lock file would.
+    resolved = cache_key([("pyproject", (context / "pyproject.toml").read_bytes())])
+    marker = wheels / f".resolved-{resolved}"
+    if marker.is_file() and time.time() - marker.stat().st_mtime < WHEELHOUSE_MAX_AGE_SECONDS:
+        return wheels
+    pyproject = tomllib.loads((context / "pyproject.toml").read_text())
+    backend = pyproject.get("build-system", {}).get("requires", [])
+    python = host_python() / "bin" / "python3.11"
+    env = {k: v for k, v in os.environ.items() if k != "PIP_FIND_LINKS"}
+    for what in ([str(context)], [*backend, "pip"]):
+        result = subprocess.run(
+            [str(python), "-m", "pip", "download", "--quiet", "--dest", str(wheels),
+             *what],
+            capture_output=True, text=True, check=False, env=env, timeout=BUILD_TIMEOUT_SECONDS,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise BuildError(f"pip download {' '.join(what)}: {result.stderr[-2000:]}")
+    marker.touch()
+    return wheels
+
+
+def build(root: Path) -> Built:
+    """Build the image from ``root``'s Dockerfile (cached); return its OCI archive."""
+    started = time.monotonic()
+    dockerfile = (root / "Dockerfile").read_text()
+    dockerignore = root / ".dockerignore"
+    rules = ignore_rules(dockerignore.read_text()) if dockerignore.is_file() else []
+    # Read once: the build gets the very bytes the key was computed from, even if a
+    # file is edited while it runs.
+    contents = {name: (root / name).read_bytes() for name in context_files(root, rules)}
+    store = cache_root() / "buildah"
+    bases = base_images(dockerfile)
+    if any(b != STAND_IN for b in bases):
+        raise BuildError(f"the Dockerfile builds FROM {bases}; only {STAND_IN} has a stand-in")
+    stand_in = base_key(host_python())
+    key = cache_key([
+        ("recipe", BUILD_RECIPE.encode()), ("Dockerfile", dockerfile.encode()),
+        ("base", stand_in.encode()),
+        *((f"context/{name}", data) for name, data in contents.items()),
+    ])  # fmt: skip
+    ref = f"{REGISTRY}/{IMAGE_NAME}:{key}"
+    archive = realnode_images.cache_dir() / f"{IMAGE_NAME}-{key}.tar"
+    if archive.is_file():
+        return Built(ref, archive, time.monotonic() - started, cached=True)
+    _require("buildah")
+    store.mkdir(parents=True, exist_ok=True)
+    buildah = Buildah(store)
+    base_image(buildah, [t for b in bases for t in _qualified(b)], stand_in)
+    with tempfile.TemporaryDirectory(dir=store) as scratch:
+        context = Path(scratch) / "context"
+        for name, data in [*contents.items(), ("Dockerfile", dockerfile.encode())]:
+            (context / name).parent.mkdir(parents=True, exist_ok=True)
+            (context / name).write_bytes(data)
+        home = _build_home(Path(scratch) / "home")
+        wheels = _wheelhouse(context, store / "wheels")
+        buildah.logged(
+            store / "last-build.log",
+            "bud", "--layers", "--pull=never", "--network=host", "--isolation=chroot",
+            "--volume", f"{home}:/root", "--volume", f"{wheels}:/root/wheels:ro",
+            "--tag", ref, "--file", str(context / "Dockerfile"), str(context),
+        )  # fmt: skip
+        partial = archive.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        # Uncompressed: compressing every layer again on each push cost more than the
+        # import of a bigger archive from the local disk.
+        buildah("push", "--disable-compression", ref, f"oci-archive:{partial}:{ref}",
+                timeout=BUILD_TIMEOUT_SECONDS)  # fmt: skip
+        partial.rename(archive)
+    for old in realnode_images.cache_dir().glob(f"{IMAGE_NAME}-*.tar"):
+        if old != archive:  # an archive per build would fill the disk
+            old.unlink()
+    seconds = time.monotonic() - started
+    say(f"built {ref} in {seconds:.0f} s")
+    return Built(ref, archive, seconds, cached=False)
+
+
+def main() -> int:
+    root = Path(__file__).resolve().parents[2]
+    built = build(root)
+    state = "cached" if built.cached else "built"
+    print(f"{built.ref} {built.archive} ({state} in {built.seconds:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
