@@ -306,7 +306,13 @@ class Schemas:
 @st.composite
 def _invalid_object(draw: st.DrawFn, schemas: Schemas, schema: Schema) -> tuple[Json, bool]:
     branches = [b for b in schemas.branches(schema) if b.get("type", "object") == "object"]
-    value: dict[str, Json] = draw(st.one_of([schemas.valid(b) for b in branches]))
+    drawn = draw(st.one_of([schemas.valid(b) for b in branches]))
+    if not isinstance(drawn, dict):
+        # A branch that only adds requirements (``anyOf: [{required: [prompt]}, ...]``)
+        # has no type of its own, so what is valid for it alone may be any JSON: break the
+        # object the way that needs no branch, by not being one.
+        return draw(JUNK_JSON.filter(lambda v: not isinstance(v, dict))), True
+    value: dict[str, Json] = drawn
     how = draw(st.sampled_from(["field", "extra", "missing", "not-object"]))
     known = {k for b in branches for k in b.get("properties", {})}
     if how == "extra" and all(b.get("additionalProperties") is False for b in branches):
