@@ -164,6 +164,9 @@ def test_invalid_manifest_is_refused_with_a_clear_message(
     assert get_json(crds, "aiagents", "-n", namespace)["items"] == []
 
 
+# The samples' job would run under the session operator and spawn children, and the
+# table below must show exactly the status this test writes.
+@pytest.mark.usefixtures("operator_paused")
 def test_printer_columns_short_names_and_category(crds: ClusterInfo, namespace: str) -> None:
     for sample in namespaced_samples():
         crds.kubectl("apply", "-n", namespace, "-f", str(sample))
