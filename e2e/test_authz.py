@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
+from agentchain.hop.rules import chains
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
-from agentchain.policy import chains
 from agentchain.store import seals
-from agentchain.web import bodies, waiting
+from agentchain.web.jobapi import bodies, waiting
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.webharness import (
     ADMIN,

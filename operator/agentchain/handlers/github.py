@@ -1,7 +1,7 @@
 """The GitHub side's shutdown: stop the write-back worker before the runtime closes.
 
 Nothing needs starting: the worker starts on the first AgentJob that came through an
-App installation (``engine/writeback.observe``), and without App credentials it never
+App installation (``github/writeback.observe``), and without App credentials it never
 exists.  Whatever it had not written yet is redone by the next operator, whose watch
 lists every AgentJob again.
 """
@@ -12,11 +12,11 @@ from typing import Any
 
 import kopf
 
-from agentchain.engine import githubapp
+from agentchain.github import appruntime
 
 
 @kopf.on.cleanup()
 async def stop_writeback(memo: kopf.Memo, **_: Any) -> None:
     runtime = getattr(memo, "runtime", None)
     if runtime is not None:
-        await githubapp.close(runtime)
+        await appruntime.close(runtime)

@@ -21,9 +21,9 @@ from typing import Any, cast
 import kopf
 
 from agentchain.cancelling import stop_tasks
-from agentchain.engine import resync
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.handlers import watches
+from agentchain.hop import resync
 from agentchain.settings import Settings
 
 log = logging.getLogger(__name__)

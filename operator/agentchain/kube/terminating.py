@@ -8,7 +8,7 @@ then SIGKILL.
 
 from __future__ import annotations
 
-from agentchain.kube import errors
+from agentchain.kube import apierrors
 from agentchain.kube.clients import batch_path, request
 
 
@@ -18,5 +18,5 @@ async def delete_job(namespace: str, name: str) -> None:
         await request(
             "DELETE", batch_path(namespace, name), body={"propagationPolicy": "Background"}
         )
-    except errors.NotFound:
+    except apierrors.NotFound:
         pass

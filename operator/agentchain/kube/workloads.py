@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from agentchain.kube import errors
+from agentchain.kube import apierrors
 from agentchain.kube.clients import batch_path, core_path, open_response, request
 
 Obj = dict[str, Any]
@@ -20,7 +20,7 @@ async def create_job(namespace: str, body: Obj) -> tuple[Obj | None, bool]:
     try:
         job: Obj = await request("POST", batch_path(namespace), body=body)
         return job, True
-    except errors.AlreadyExists:
+    except apierrors.AlreadyExists:
         pass  # Ours already: the name is the AgentJob's, deterministic.
     return await get_job(namespace, body["metadata"]["name"]), False
 
@@ -28,7 +28,7 @@ async def create_job(namespace: str, body: Obj) -> tuple[Obj | None, bool]:
 async def get_job(namespace: str, name: str) -> Obj | None:
     try:
         job: Obj = await request("GET", batch_path(namespace, name))
-    except errors.NotFound:
+    except apierrors.NotFound:
         return None
     return job
 
@@ -54,7 +54,7 @@ async def read_log_tail(
                 tail += chunk
                 if len(tail) > 2 * max_bytes:
                     del tail[: len(tail) - max_bytes]
-    except (errors.NotFound, errors.BadRequest):  # 400: the container has not started.
+    except (apierrors.NotFound, apierrors.BadRequest):  # 400: the container has not started.
         return None
     return bytes(tail[-max_bytes:]), total
 
@@ -69,14 +69,14 @@ async def ensure_secret(namespace: str, name: str, data: dict[str, str], owner: 
     }
     try:
         await request("POST", core_path(namespace, "secrets"), body=body)
-    except errors.AlreadyExists:
+    except apierrors.AlreadyExists:
         pass
 
 
 async def read_config_map(namespace: str, name: str) -> dict[str, str] | None:
     try:
         cm = await request("GET", core_path(namespace, "configmaps", name))
-    except errors.NotFound:
+    except apierrors.NotFound:
         return None
     return dict(cm.get("data") or {})
 
@@ -88,7 +88,7 @@ async def ensure_claim(namespace: str, body: Obj) -> bool:
     """Create the PersistentVolumeClaim ``body``; False when it existed (same name: done)."""
     try:
         await request("POST", core_path(namespace, "persistentvolumeclaims"), body=body)
-    except errors.AlreadyExists:
+    except apierrors.AlreadyExists:
         return False
     return True
 
@@ -103,5 +103,5 @@ async def claim_names(namespace: str, label_selector: str) -> list[str]:
 async def delete_claim(namespace: str, name: str) -> None:
     try:
         await request("DELETE", core_path(namespace, "persistentvolumeclaims", name))
-    except errors.NotFound:
+    except apierrors.NotFound:
         pass

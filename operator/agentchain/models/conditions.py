@@ -102,7 +102,7 @@ class Reason:
     WORKSPACE_NOT_PUBLISHED = "WorkspaceNotPublished"
 
     # Agent runtimes: how a runner runtime's job failed (its exit code, see
-    # policy/runnerexits.py), or why it could not start.
+    # core/rules/runnerexits.py), or why it could not start.
     MODEL_AUTH_FAILED = "ModelAuthFailed"
     MODEL_RATE_LIMITED = "ModelRateLimited"
     MODEL_UNAVAILABLE = "ModelUnavailable"

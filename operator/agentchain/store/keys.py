@@ -19,7 +19,7 @@ or in a namespace deleted and created again, is another object with another uid.
 record that describes one run of one object (its captured output and ending, which
 stops claim too; its anchor) therefore embeds the object's uid as well, and a builder
 of such a key refuses an empty one. Records keyed by a chain id need nothing more: a
-root's chain id is derived from its uid (``policy/naming.chain_id_for``), and its
+root's chain id is derived from its uid (``core/rules/naming.chain_id_for``), and its
 descendants inherit it. Deterministic names of the objects the operator creates stay
 what exactly-once rests on; only what one run *recorded* is bound to the uid.
 """

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentchain import models
-from agentchain.policy import provenance
+from agentchain.core.rules import provenance
 from agentchain.store import signing
 from agentchain.store.signing import OperatorKeys
 
