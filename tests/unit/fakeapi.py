@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentchain.store import seals
+from agentchain.store import sealing
 from agentchain.store.signing import OperatorKeys
 
 Obj = dict[str, Any]
@@ -197,5 +197,5 @@ OPERATOR_KEY = "k" * 64
 
 
 def sealed(obj: Obj, key: str = OPERATOR_KEY) -> Obj:
-    """``obj``, an AgentJob, as the operator writes one: under its seal (``store.seals``)."""
-    return seals.seal(OperatorKeys([key]), obj)
+    """``obj``, an AgentJob, as the operator writes one: under its seal (``store.sealing``)."""
+    return sealing.seal_job(OperatorKeys([key]), obj)

@@ -1,6 +1,6 @@
 """Learnings reach exactly one run of an agent per chain, across crashes (SPEC §5, seed 002).
 
-Aspects covered, with ``engine.prompting.build`` on a real Redis and the ConfigMap read
+Aspects covered, with ``prompts.prompting.build`` on a real Redis and the ConfigMap read
 stubbed (the e2e test in ``e2e/test_learnings.py`` does the same on a real cluster):
 - the first job of an agent in a chain gets the learnings at the top of its prompt, once;
 - rebuilding that job's prompt (a restart after a crash) gets them again, so they are

@@ -137,6 +137,6 @@ class AgentCatalog:
 
 
 def by_trigger(entries: list[Entry], trigger: str) -> AiAgent | Ambiguous | None:
-    """The one agent of ``entries`` with ``trigger``, as ``policy.agents.resolve`` decides."""
+    """The one agent of ``entries`` with ``trigger``, as ``resolution.resolve`` decides."""
     named = [(obj["metadata"]["name"], agent) for obj, agent in entries]
     return agent_policy.resolve(trigger, named, lambda a: a.spec.trigger_name)

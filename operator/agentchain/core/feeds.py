@@ -1,6 +1,6 @@
 """AgentJob changes fanned out to live dashboard pages, from the watch the operator holds.
 
-The dashboard's pages update while a chain runs (issue 19).  Polling the API server
+The dashboard's pages update while a chain runs.  Polling the API server
 once per open page would cost one list per viewer per second; instead the AgentJob
 event handler, which sees every change already, calls :meth:`JobFeed.publish` with
 each one, and every open page's event stream holds a :class:`Subscription`.

@@ -2,7 +2,7 @@
 
 A step (``capturing``, ``deciding``, ``spawning``, ``launching``, ``closing``) takes a
 :class:`Hop` — the runtime and the one AgentJob it acts on — plus at most one value
-another step returned, and returns a value in turn; only ``engine.hopping`` chains
+another step returned, and returns a value in turn; only ``hop.hopping`` chains
 them.  The values live here, below every step, so that no step imports another.
 """
 
@@ -17,7 +17,7 @@ from agentchain.core.rules import provenance
 from agentchain.core.runtime import Runtime
 from agentchain.models.agentjob import AgentJob, AgentJobStatus, EndPhase, JobEvent
 from agentchain.models.conditions import Condition
-from agentchain.store import seals
+from agentchain.store import sealing
 
 Obj = dict[str, Any]
 
@@ -55,7 +55,7 @@ class Hop:
     @property
     def vouched(self) -> bool:
         """Whether the operator vouches for the job's event (its event seal)."""
-        return seals.vouched(self.rt.operator_keys, self.obj)
+        return sealing.vouched(self.rt.operator_keys, self.obj)
 
     @property
     def github_event(self) -> JobEvent | None:
@@ -83,7 +83,7 @@ class Exit:
     """The uid of the AgentJob that controls the batch Job: another one of the same
     name (deleted, created again) is not ended by it."""
     stop: dict[str, str | None] | None = None
-    """Who stopped the attempt and why, when a stop decided its end (issue 16)."""
+    """Who stopped the attempt and why, when a stop decided its end."""
     prepare_exit: int | None = None
     """The exit code of a ``workspace-prepare`` that failed: the agent never ran."""
 

@@ -6,8 +6,8 @@ parent's hop may all act on the same AgentJob at once.  A lock per (namespace,
 name) makes them take turns; across processes and restarts, deterministic names
 and AlreadyExists keep things exactly-once.
 
-Only ``engine.hopping`` takes these locks, always a parent's before its child's, so
-two hops can never wait for each other.  (``engine.publishing`` also takes one of a key
+Only ``hop.hopping`` takes these locks, always a parent's before its child's, so
+two hops can never wait for each other.  (``workspaces.publishing`` also takes one of a key
 no AgentJob can have, ``pull-request/<chain id>``, around a chain's pull request, with
 no other lock held and nothing taken under it.)  A hop holds its child's lock from before
 creating it to the end of launching it, so the child's own watch event waits and

@@ -1,8 +1,8 @@
-"""Which pods may finish an AgentJob: the operator's own, checked by owner uid (issue 14).
+"""Which pods may finish an AgentJob: the operator's own, checked by owner uid.
 
 The pod watcher selects pods by the AgentJob label, which anyone who can create a
 pod can set.  Before a pod's state counts, the batch Job its controller reference
-names is looked up and checked (``policy.ownership.pod_refusal``).  Jobs come from
+names is looked up and checked (``core.rules.ownedby.pod_refusal``).  Jobs come from
 :class:`BatchJobs`, fed by the batch Job watch the operator already holds, so the
 check costs no API call on a hop; only a Job the watch has not shown yet (or a
 reference whose uid the index does not know) is read.

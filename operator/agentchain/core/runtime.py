@@ -74,7 +74,7 @@ class Runtime:
     feed: JobFeed = field(default_factory=JobFeed)  # AgentJob changes for live dashboard pages.
     admitted: dict[str, set[str]] = field(default_factory=dict)
     """Jobs a freed concurrency slot let in, per namespace, started once no lock is held
-    (``flow/admitting``, issue 16)."""
+    (``flow/admitting``)."""
     last_repair: float = 0.0
     """When ``admitting.repair`` last ran (monotonic seconds)."""
     retry_timers: dict[tuple[str, str, int], asyncio.TimerHandle] = field(default_factory=dict)

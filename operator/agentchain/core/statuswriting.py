@@ -23,7 +23,7 @@ from agentchain.hop.rules import chains
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJob, AgentJobStatus
 from agentchain.models.conditions import Condition, set_condition
-from agentchain.store import seals
+from agentchain.store import sealing
 from agentchain.store.signing import OperatorKeys
 
 Obj = dict[str, Any]
@@ -50,14 +50,14 @@ def parse(obj: Obj) -> AgentJob:
 def position(obj: Obj, keys: OperatorKeys) -> chains.ChainPosition:
     """The job's place in its chain: from its annotations, or a new chain rooted here.
 
-    Annotations count only under the operator's seal (``policy.provenance``): claimed
+    Annotations count only under the operator's seal (``core.rules.provenance``): claimed
     by hand they raise ``ChainMetadataError``, as unreadable ones do, rather than
     being read as a fresh root that would reset the limits they carry.
     """
     meta = obj["metadata"]
     annotations = meta.get("annotations") or {}
     found = chains.position_from_annotations(annotations)
-    if provenance.claims_position(annotations) and not seals.placed(keys, obj):
+    if provenance.claims_position(annotations) and not sealing.placed(keys, obj):
         raise chains.ChainMetadataError(provenance.UNSEALED_POSITION)
     if found is not None:
         return found

@@ -11,7 +11,7 @@ missing from it or stale in it.
 
 It also knows which jobs are settled (their names only): a restart lists every
 pod and batch Job of every finished job, and an event for a settled job is
-dropped before any I/O (issue 21: each cost ~4 requests).  :class:`Backlog` says
+dropped before any I/O (each cost ~4 requests).  :class:`Backlog` says
 whether the restart's initial lists have been worked through (``/readyz``).
 """
 

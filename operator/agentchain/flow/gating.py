@@ -1,4 +1,4 @@
-"""What may hold a job back just before it launches (issue 16), and what its end frees.
+"""What may hold a job back just before it launches, and what its end frees.
 
 ``held`` runs in ``launching.launch`` after the agent checks and before anything is
 built, under the job's lock, in this order:

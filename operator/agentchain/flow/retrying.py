@@ -1,7 +1,7 @@
 """Retry backoff: attempt N+1 starts when its wait is over, also after a restart.
 
 ``capturing.verdict`` decides a retry and its wait (``flow/rules/retries.delay_before``).
-With no wait ``engine.hopping`` launches the next attempt at once, as before.  With a
+With no wait ``hop.hopping`` launches the next attempt at once, as before.  With a
 wait, :func:`hold` records the attempt to come and when it is due in the job's status
 (``attempt``, ``retryAt``, phase ``Pending``, reason ``Retrying``) -- durable before
 anything waits -- and sets a timer in this process that calls back into the hop

@@ -163,7 +163,7 @@ class AdmissionStore:
         limit: int,
         policy: str,
     ) -> list[str]:
-        """The raw answer (``policy.concurrency.verdict`` reads it)."""
+        """The raw answer (``flow.rules.concurrency.verdict`` reads it)."""
         answer = await self._admit(
             keys=[
                 *self._group_keys(tenant, group),

@@ -3,8 +3,8 @@
 Built lazily from the runtime's settings the first time something asks
 (:func:`side_of`) and kept on the runtime, so nothing else has to carry it: an
 operator without App credentials never builds one (``side_of`` answers None, and every
-GitHub feature is off, exactly as before issue 17).  Closed by the operator's cleanup
-(``handlers/github.py``).
+GitHub feature is off).  Closed by the operator's cleanup
+(``handlers/lifecycle.shutdown``).
 """
 
 from __future__ import annotations

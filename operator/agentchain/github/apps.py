@@ -212,7 +212,7 @@ class GitHubApp:
             raise
         return str(answer.parsed_data.permission)
 
-    # -- pull requests (issue 18: a chain's published workspace) ------------------------
+    # -- pull requests (a chain's published workspace) ------------------------
     async def default_branch(self, scope: Scope) -> str:
         gh = self._client(await self.token_for(scope))
         repo = await self._call(lambda: gh.rest.repos.async_get(scope.owner, scope.name))

@@ -13,7 +13,7 @@ handled like write-back's (``github/githuberrors.py``): a rate limit waits ``Ret
 (and pauses the write-back worker too, it is the same App's limit), transient errors
 are retried with back-off up to :data:`MAX_ATTEMPTS` times, a permanent one is logged
 and counted (``agentchain_github_command_answers_total{result="failed"}``).  A comment is
-answered once (``store/commandanswers.first``), however often GitHub redelivers it.
+answered once (``githubrecords.claim_answer``), however often GitHub redelivers it.
 """
 
 from __future__ import annotations
@@ -27,12 +27,11 @@ from typing import Any
 
 from agentchain import metrics
 from agentchain.core.runtime import Runtime
-from agentchain.github import writeback
+from agentchain.github import githubrecords, writeback
 from agentchain.github.appruntime import GitHubSide, side_of
 from agentchain.github.githuberrors import RATE_LIMITED, UNAVAILABLE, GitHubError
 from agentchain.github.rules import matching, replies
 from agentchain.github.rules.githubscope import REPOSITORY, Scope, writeback_permissions
-from agentchain.store import commandanswers as records
 
 log = logging.getLogger(__name__)
 CONCURRENCY = 4
@@ -92,7 +91,7 @@ async def _send(
     slots = _slots.setdefault(id(asyncio.get_running_loop()), asyncio.Semaphore(CONCURRENCY))
     try:
         async with asyncio.timeout(DEADLINE_SECONDS), slots:
-            if not await records.first(side.rt.redis, comment_id):
+            if not await githubrecords.claim_answer(side.rt.redis, comment_id):
                 metrics.GITHUB_COMMAND_ANSWERS.labels("duplicate", "").inc()
                 return
             if said.reaction is not None:

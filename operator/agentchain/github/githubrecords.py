@@ -1,4 +1,4 @@
-"""GitHub write-back records and job installation tokens, in Redis (issue 17).
+"""GitHub write-back records, job installation tokens and comment-command claims, in Redis.
 
 **Chains** (:class:`WriteBackRecords`): per chain, the id of its comment and Check Run
 and the digest of what was last written to each (``github:chain:``).  Creating one is
@@ -17,6 +17,14 @@ yields a usable GitHub token.  They are kept only to be revoked at the job's end
 :meth:`JobTokens.take` removes and returns them in one transaction, so two revokers
 never both get them, and a token recorded after that (a refresh racing the end) is
 found by the refresh itself (it checks the job is still alive after recording).
+
+**Comment commands** (:func:`claim_command`, :func:`claim_answer`): a comment's command
+is claimed with ``SET NX`` (``github:applied:<id>``) before it acts, so it acts at most
+once however its comment comes back (a replayed delivery, a redelivery under a new
+delivery id, another body carrying the same comment id); its answer is claimed apart
+(``github:command:<id>``, kept as long as GitHub may redeliver), so a redelivered
+comment is answered once, even by two replicas at once. GitHub would not add the same
+reaction twice anyway, but a reply would be written twice.
 """
 
 from __future__ import annotations
@@ -240,3 +248,22 @@ def _sound_scope(record: object, uid: str) -> bool:
         and isinstance(permissions, dict)
         and all(isinstance(k, str) and v in _LEVELS for k, v in permissions.items())
     )
+
+
+async def claim_answer(redis: Redis, comment_id: int) -> bool:
+    """Whether this is the first answer to ``comment_id`` (and it is claimed now)."""
+    claimed = await redis.set(
+        keys.github_command(comment_id), "1", nx=True, ex=keys.GITHUB_COMMAND_TTL_SECONDS
+    )
+    return bool(claimed)
+
+
+async def claim_command(redis: Redis, comment_id: int) -> bool:
+    """Whether ``comment_id``'s command acts now (claimed now; False: it already did)."""
+    claimed = await redis.set(
+        keys.github_command_applied(comment_id),
+        "1",
+        nx=True,
+        ex=keys.GITHUB_COMMAND_APPLIED_TTL_SECONDS,
+    )
+    return bool(claimed)

@@ -40,7 +40,7 @@ from agentchain.github.rules.githubscope import NoScope, Target, writeback_targe
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, GitHubWriteBack
-from agentchain.store import keys, seals
+from agentchain.store import keys, sealing
 
 Obj = dict[str, Any]
 Result = Literal["written", "unchanged", "skipped"]
@@ -59,7 +59,7 @@ class Listed:
     agent: Obj | None = None
     """The root job's AiAgent (None when it is gone or its triggerName is ambiguous)."""
     vouched: bool = False
-    """Whether the operator vouches for the root job's event (``store.seals``)."""
+    """Whether the operator vouches for the root job's event (``store.sealing``)."""
 
 
 def digest(text: str) -> str:
@@ -75,7 +75,7 @@ async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed 
     )
     # Only jobs the operator placed in the chain: a hand-made AgentJob carrying the
     # chain's label is no step of it and never reaches GitHub.
-    items = [i for i in items if seals.placed(side.rt.operator_keys, i)]
+    items = [i for i in items if sealing.placed(side.rt.operator_keys, i)]
     if not items:
         return None
     jobs = [
@@ -98,7 +98,7 @@ async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed 
     access = spec.github if spec is not None else None
     heading = spec.handoff_heading if spec is not None else DEFAULT_HANDOFF_HEADING
     write_back = access.write_back if access else GitHubWriteBack()
-    vouched = seals.vouched(side.rt.operator_keys, root)
+    vouched = sealing.vouched(side.rt.operator_keys, root)
     return Listed(jobs, root, write_back, heading, agent_obj, vouched)
 
 

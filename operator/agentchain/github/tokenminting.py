@@ -45,7 +45,7 @@ from agentchain.github.rules.githubscope import TOKEN_SECRET_KEY, NoScope, Scope
 from agentchain.kube import events
 from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import AiAgent
-from agentchain.store import seals
+from agentchain.store import sealing
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -70,7 +70,7 @@ async def secret_data(rt: Runtime, obj: Obj) -> dict[str, str]:
     job = AgentJob.model_validate({"spec": obj.get("spec") or {}})
     agent = await rt.agents.by_trigger(namespace, job.spec.agent_role)
     access = agent.spec.github if isinstance(agent, AiAgent) else None
-    event = provenance.trusted_event(job.spec.event, seals.vouched(rt.operator_keys, obj))
+    event = provenance.trusted_event(job.spec.event, sealing.vouched(rt.operator_keys, obj))
     scope = job_scope(access, event)
     if scope is None:
         return {}

@@ -42,7 +42,7 @@ def trim(obj: Obj) -> Obj:
 
 def observed(runtime: Runtime, submit: Submit, kind: str, obj: Obj) -> None:
     key = ("agentjobs", *key_of(obj))
-    writeback.observe(runtime, kind, obj)  # Issue 17: GitHub write-back, token revocation.
+    writeback.observe(runtime, kind, obj)  # GitHub write-back, token revocation.
     runtime.feed.publish(kind, obj)  # Live dashboard pages (web/dashboard/live.py); never blocks.
     if kind == "DELETED":
         runtime.unsettled.forget(obj)
@@ -53,7 +53,7 @@ def observed(runtime: Runtime, submit: Submit, kind: str, obj: Obj) -> None:
     if moved is not None:  # The one log line per transition, whoever wrote it.
         status = obj.get("status") or {}
         log.info("AgentJob %s/%s: %s -> %s (%s)", *key[1:], *moved, status.get("reason"))
-    if stopping.wants_stop(obj):  # Issue 16: stopped by the API or an annotation.
+    if stopping.wants_stop(obj):  # Stopped by the API or an annotation.
         submit(key, lambda: stopping.stop(runtime, obj))
     elif hopping.wants_start(runtime, obj):
         submit(key, lambda: hopping.start(runtime, obj))

@@ -5,7 +5,7 @@ The watches select by the AgentJob label (kopf could not: nolar/kopf#1311) and k
 only what the engine reads (:func:`trim_pod`, :func:`trim_job`).  Each event is
 decided from the watched objects alone before any I/O: a settled AgentJob's pod or
 Job has nothing left to do (a restart with 5,000 finished jobs used to replay each:
-two AgentJob reads, a pod list and a log read, issue 21), nor has a running pod
+two AgentJob reads, a pod list and a log read), nor has a running pod
 whose AgentJob already says it runs there.
 """
 
@@ -44,7 +44,7 @@ def trim_pod(pod: Obj) -> Obj:
     status = pod.get("status") or {}
     trimmed: Obj = {"phase": status["phase"]} if "phase" in status else {}
     for key in ("containerStatuses", "initContainerStatuses"):  # A workspace job's agent
-        if key in status:  # runs as an init container (issue 18).
+        if key in status:  # runs as an init container.
             trimmed[key] = [
                 {"name": cs.get("name"), "state": cs.get("state") or {}} for cs in status[key]
             ]
@@ -87,7 +87,7 @@ def pod_changed(rt: Runtime, submit: Submit, kind: str, pod: Obj) -> None:
 
 def job_changed(rt: Runtime, submit: Submit, kind: str, job: Obj) -> None:
     labels = (job.get("metadata") or {}).get("labels") or {}
-    if jobmounts.WORKSPACE_LABEL in labels:  # A chain's publish Job (issue 18), not an attempt.
+    if jobmounts.WORKSPACE_LABEL in labels:  # A chain's publish Job, not an attempt.
         if kind != "DELETED" and ended(job):
             submit(("jobs", *key_of(job)), lambda: publishing.on_job(rt, job))
         return

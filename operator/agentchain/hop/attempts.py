@@ -13,7 +13,7 @@ those marks, from the pod being deleted: its output (what the agent printed unti
 then) is read while the pod is still there, not after, when nothing is left.
 
 Only the operator's own pods speak for a job, whatever labels a pod carries
-(``engine.ownership``).  A batch Job whose end this process already recorded is
+(``core.podowners``).  A batch Job whose end this process already recorded is
 remembered (``Runtime.finished``, by the Job's uid), so the pod and Job updates
 that keep coming after the end cost no API call.
 """

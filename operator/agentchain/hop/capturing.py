@@ -107,7 +107,7 @@ async def capture(hop: Hop, exit: Exit) -> Captured:
 def verdict(hop: Hop, captured: Captured, agent: AiAgent | None) -> Retry | Ends:
     """Another attempt, or the job's end status (``agent`` None: it cannot be retried)."""
     exit, output = captured.exit, captured.output
-    stopped = stoprules.ending_of(exit.stop)  # A stop decided it (issue 16).
+    stopped = stoprules.ending_of(exit.stop)  # A stop decided it.
     ending = stopped or job_ending(
         exit.exit_code,
         output.text,
@@ -156,7 +156,7 @@ async def _read_output(hop: Hop, pod: str | None) -> tuple[bytes, int] | None:
 
 
 async def _read_report(hop: Hop, exit: Exit) -> str | None:
-    """What the job changed in its chain's workspace (issue 18), from the report
+    """What the job changed in its chain's workspace, from the report
     container that ran after the agent; None for a job without a workspace."""
     if hop.job.status.workspace is None:
         return None

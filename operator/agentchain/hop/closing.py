@@ -6,7 +6,7 @@ a stop's or a skip's), then writes its end status (phase, reason, result, ...) a
 counts it.  The token and the Event go first because the patch settles the job: a
 crash after it is never replayed.  The
 ``next`` entry is the marker exactly-once rests on: a job whose ``status.next`` is
-set is decided, so ``engine.hopping`` calls this only after the child exists.
+set is decided, so ``hop.hopping`` calls this only after the child exists.
 :func:`complete_chain` marks the chain complete on its last job: once in Redis,
 visibly on the job (condition ``ChainComplete``, Event ``ChainComplete``).
 """
@@ -86,13 +86,13 @@ async def _ending(hop: Hop, end: AgentJobStatus) -> None:
         await events.emit(hop.obj, "Warning", reason, message, key="ended")
     elif phase == "Skipped":
         await events.emit(hop.obj, "Normal", reason, message, key=f"disposition:{reason}")
-    await gating.ending(hop, end)  # Cancelled's Event (issue 16).
+    await gating.ending(hop, end)  # Cancelled's Event.
 
 
 async def _ended(hop: Hop, end: AgentJobStatus) -> None:
     await teamkeeping.job(hop.rt, hop.obj)
     metrics.JOBS.labels(hop.namespace, hop.job.spec.agent_role, end.phase or "").inc()
-    await gating.ended(hop, end)  # The namespace slot it held (issue 16).
+    await gating.ended(hop, end)  # The namespace slot it held.
 
 
 async def _record_hop(hop: Hop, entry: NextStatus) -> None:
@@ -122,7 +122,7 @@ async def complete_chain(hop: Hop, action: str, message: str) -> Condition:
     result = _chain_outcome(action, job.status.phase or "", job.status.reason or "")
     if await hop.rt.chains.mark_complete(hop.namespace, chain_id, result, hop.name):
         metrics.CHAIN_OUTCOMES.labels(hop.namespace, result).inc()
-    await admitting.release(hop.rt, hop.namespace, chain_id)  # Its concurrency slot (issue 16).
+    await admitting.release(hop.rt, hop.namespace, chain_id)  # Its concurrency slot.
     await teamkeeping.complete(hop.rt, hop.obj, result)
     text = f"Chain {chain_id} is complete ({result}) at {hop.name}: {message}".strip()
     cond = Condition(type=CHAIN_COMPLETE, status="True", reason=Reason.CHAIN_COMPLETE, message=text)

@@ -1,4 +1,4 @@
-"""Deciding: the facts ``policy.chains.next_step`` needs, gathered for one ended job.
+"""Deciding: the facts ``hop.rules.chains.next_step`` needs, gathered for one ended job.
 
 The decision is recomputed from recorded facts every time (the job's chain
 annotations and status, the ``next`` of the trigger that started it, the

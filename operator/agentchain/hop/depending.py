@@ -4,9 +4,9 @@
 marked Waiting, and also when a dependency already ended for a cycle (the job may
 be the cycle's other half, looked at second), the jobs its ``dependsOn`` reaches are
 read (breadth first, at most ``dependencies.MAX_JOBS``) and
-``policy.dependencies.cycle`` decides whether the waits form a cycle.  A job in one
-is ended (``DependencyCycle``, by ``engine.launching``) rather than left Waiting for
-good; ``engine.hopping`` then wakes the jobs that wait for it, so the rest of the
+``hop.rules.dependencies.cycle`` decides whether the waits form a cycle.  A job in one
+is ended (``DependencyCycle``, by ``hop.launching``) rather than left Waiting for
+good; ``hop.hopping`` then wakes the jobs that wait for it, so the rest of the
 cycle ends at once too, not at the next resync.
 """
 

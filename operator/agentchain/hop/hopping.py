@@ -10,7 +10,7 @@ to bottom, a hop is:
    The verdict is a retry (a new batch Job: **launch** again) or the job's end
    status, which is *not* written yet: it goes out in step 5, in one patch with
    ``status.next``.  The decision works from the status about to be written.
-2. **decide**: ``policy.chains.next_step`` on recorded facts: ``Spawn``, ``Skip``,
+2. **decide**: ``hop.rules.chains.next_step`` on recorded facts: ``Spawn``, ``Skip``,
    ``Refuse``, ``Stop`` or ``End``, matched exhaustively below.
 3. **spawn**: the child AgentJob under its deterministic name (AlreadyExists: done),
    its lock taken first (a parent's lock, then its child's: never the other way), so
@@ -18,7 +18,7 @@ to bottom, a hop is:
 4. **launch** the child: its batch Job and Secret, or why it does not run.
 5. **close** the parent: end status and ``status.next``, the marker, last.  Then
    ``Stop``/``End`` complete the chain, publishing or releasing its workspace
-   (``publishing``, issue 18) before the patch that settles it.  A chain that goes on
+   (``publishing``) before the patch that settles it.  A chain that goes on
    (``Spawn``, ``Skip``) after a job whose AiAgent asks (``publishAfterStep``) starts
    that step's publish Job before step 3, so before the marker too: a replay creates
    it again under its one name (AlreadyExists).
@@ -148,7 +148,7 @@ async def _finish(held: Held, hop: Hop, exit: Exit) -> list[str]:
         case capturing.Retry(attempt=attempt, why=why, delay=delay):
             total = agent.spec.backoff_limit + 1 if agent else attempt
             message = f"Attempt {attempt} of {total} after attempt {attempt - 1} {why}"
-            if delay > 0:  # Backoff (issue 16): launched by ``relaunch`` when due.
+            if delay > 0:  # Backoff: launched by ``relaunch`` when due.
                 await retrying.hold(hop, attempt, message, delay, relaunch)
                 return []
             return await _launch(held, hop, attempt=attempt, retry=message)
@@ -248,7 +248,7 @@ async def _stop(hop: Hop, end: AgentJobStatus | None, decision: chains.Stop | ch
             action, reason = "none", Reason.CHAIN_COMPLETE
     entry = NextStatus(action=action, reason=reason, message=decision.message)
     done = await closing.complete_chain(hop, action, decision.message)
-    # Its workspace published or released (issue 18), before the marker that settles it.
+    # Its workspace published or released, before the marker that settles it.
     await publishing.chain_complete(hop, action)
     await closing.close(hop, end, entry, done, complete=True)
 
@@ -324,7 +324,7 @@ async def _wake(rt: Runtime, namespace: str, ended: list[str]) -> None:
     for name in ended:
         for item in rt.unsettled.waiting_on(namespace, name):
             await start(rt, item)
-    for name in admitting.due(rt, namespace):  # Let in by a freed concurrency slot (issue 16).
+    for name in admitting.due(rt, namespace):  # Let in by a freed concurrency slot.
         let_in = await resources.get(namespace, resources.AGENTJOBS, name)
         if let_in is not None:
             await start(rt, let_in)

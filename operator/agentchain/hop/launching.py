@@ -4,7 +4,7 @@
 an earlier run), :class:`Waiting` (``dependsOn`` jobs have not all ended; the
 status says so) or :class:`~agentchain.core.hopstate.Ended` (the job ends without
 running: a Skipped or refused record, no such agent, a dependency cycle, a prompt
-that does not render); recording an end is ``engine.closing``'s.
+that does not render); recording an end is ``hop.closing``'s.
 
 Every step is idempotent, so the parent's hop, the job's own watch event and the
 resync may all launch the same job: the batch Job's name is derived from the
@@ -33,14 +33,14 @@ from agentchain.github import tokenminting
 from agentchain.hop import depending
 from agentchain.hop.rules import chains, dependencies, jobspec
 from agentchain.hop.rules.jobspec import JobInputs, build_job
-from agentchain.kube import apierrors, events, resources, terminating, workloads
+from agentchain.kube import apierrors, events, resources, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import DEPENDENCIES_READY, Condition, Reason
 from agentchain.prompts import prompting, teamkeeping
 from agentchain.prompts.rules import storetrust
 from agentchain.prompts.rules.assembly import PromptRenderError
-from agentchain.store import seals
+from agentchain.store import sealing
 from agentchain.workspaces import attaching
 from agentchain.workspaces.rules import jobmounts
 
@@ -80,7 +80,7 @@ async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Lau
     agent = await hop.rt.agents.by_trigger(hop.namespace, job.spec.agent_role)
     if not isinstance(agent, AiAgent) or not agent.spec.enabled:
         return _refusal(hop, agent, init)
-    # Stopped, awaiting approval, queued, refused (issue 16); approval may add to init.
+    # Stopped, awaiting approval, queued, refused; approval may add to init.
     first = statuswriting.fields(init) if init is not None else {}
     gated = await _gated(hop, first, attempt)
     if gated is not None:
@@ -134,7 +134,7 @@ async def _built(
     init: AgentJobStatus | None,
 ) -> tuple[Obj, str, jobmounts.Mounting | None] | Ended:
     """The batch Job, its prompt and its workspace; or why the job cannot run."""
-    mounting = await attaching.mount(hop, agent)  # Issue 18: the chain's volume.
+    mounting = await attaching.mount(hop, agent)  # The chain's volume.
     if isinstance(mounting, attaching.Refused):
         return Ended("Failed", mounting.reason, mounting.message, init)
     try:
@@ -176,7 +176,7 @@ async def _chain_status(hop: Hop) -> AgentJobStatus:
         # on that issue finds it.
         annotations = chains.position_annotations(pos, None)
         keys = hop.rt.operator_keys
-        annotations[models.SEAL] = seals.position_seal(keys, hop.namespace, hop.name, annotations)
+        annotations[models.SEAL] = sealing.position_seal(keys, hop.namespace, hop.name, annotations)
         patched = await resources.patch_metadata(
             hop.namespace,
             resources.AGENTJOBS,
@@ -245,7 +245,7 @@ async def _never_runs(hop: Hop, attempt: int) -> None:
     job = hop.rt.jobs.get(hop.namespace, name) or await workloads.get_job(hop.namespace, name)
     if job is not None and policy_ownership.runs(job, hop.name):
         log.info("%s/%s ends before its launch: deleting its Job %s", hop.namespace, hop.name, name)
-        await terminating.delete_job(hop.namespace, name)
+        await workloads.delete_job(hop.namespace, name)
 
 
 async def _create(
@@ -312,7 +312,7 @@ async def _replace_earlier(hop: Hop, body: Obj) -> tuple[Obj | None, bool]:
     there after the delete (being deleted): the launch fails, and is tried again."""
     name = body["metadata"]["name"]
     log.info("%s/%s: deleting batch Job %s of an earlier AgentJob", hop.namespace, hop.name, name)
-    await terminating.delete_job(hop.namespace, name)
+    await workloads.delete_job(hop.namespace, name)
     existing, created = await workloads.create_job(hop.namespace, body)
     if existing is not None and not created and _earlier_incarnation(hop, existing):
         message = f"batch Job {name} of an earlier AgentJob {hop.name} is still being deleted"
@@ -372,8 +372,8 @@ async def _ensure_secret(
     token = await hop.rt.tokens.issue(hop.namespace, hop.name, hop.uid, chain_id, ttl, trust=trust)
     owner = statuswriting.owner_reference(hop.obj)
     data = jobspec.secret_data(prompt, token)
-    data.update(await tokenminting.secret_data(hop.rt, hop.obj))  # Issue 17: GITHUB_TOKEN.
-    data.update(await attaching.git_secret_data(hop, mounting))  # Issue 18: the clone's.
+    data.update(await tokenminting.secret_data(hop.rt, hop.obj))  # GITHUB_TOKEN.
+    data.update(await attaching.git_secret_data(hop, mounting))  # The clone's.
     await workloads.ensure_secret(hop.namespace, secret, data, owner)
 
 

@@ -35,11 +35,11 @@ CONCURRENCY = 8
 async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
     job = statuswriting.parse(obj)
     if stopping.wants_stop(obj) and await stopping.stop(rt, obj) != stopping.ENDING:
-        return  # Stopped (issue 16).
+        return  # Stopped.
     if await retrying.resume(rt, obj, hopping.relaunch):
-        return  # Waiting out a retry's backoff (issue 16).
+        return  # Waiting out a retry's backoff.
     if await budgeting.check_running(rt, obj):
-        return  # Over its chain's wall-time budget: stopping (issue 16).
+        return  # Over its chain's wall-time budget: stopping.
     if is_terminal(job.status):
         await hopping.progress(rt, obj)
         return
@@ -87,10 +87,10 @@ async def keep_resyncing(rt: Runtime) -> None:
         if due:
             await asyncio.gather(*(one(obj) for obj in due))
         try:
-            await admitting.repair_due(rt)  # Concurrency slots the CRs say are free (issue 16).
+            await admitting.repair_due(rt)  # Concurrency slots the CRs say are free.
         except (apierrors.KubeError, RedisError) as exc:
             log.warning("repairing concurrency slots: %s", exc)
-        # Volumes whose keepFor passed, pull requests GitHub failed to open (issue 18).
+        # Volumes whose keepFor passed, pull requests GitHub failed to open.
         if time.monotonic() - swept >= interval:
             swept = time.monotonic()
             try:

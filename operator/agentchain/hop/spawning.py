@@ -1,10 +1,10 @@
 """Spawning: create the child AgentJob a decision names, with its ``<chain-context>``.
 
-The body is ``policy.childspec.build_child``'s; the name is derived from the parent
+The body is ``hop.rules.childspec.build_child``'s; the name is derived from the parent
 and the agent, so a replay's create answers AlreadyExists and nothing is doubled.
 The context block is built from the parent's captured output (handed over by the
 capture, or read back from Redis on a replay), neutralised and bounded by
-``policy.context``.  Starting the child is not this step's business.
+``prompts.rules.chaincontext``.  Starting the child is not this step's business.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from agentchain.kube import events, resources
 from agentchain.models.aiagent import AiAgent, ContextWindow
 from agentchain.models.conditions import Reason
 from agentchain.prompts.rules import chaincontext
-from agentchain.store import seals
+from agentchain.store import sealing
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ async def spawn(hop: Hop, decision: childspec.Child, output: Output | None) -> C
     block = await _context_for(hop, decision.child, agents, output)
     parent = hop.job.spec
     parent = parent.model_copy(update={"event": provenance.handed_on(parent.event, hop.vouched)})
-    body = seals.seal(
+    body = sealing.seal_job(
         hop.rt.operator_keys, childspec.build_child(hop.namespace, parent, decision, block)
     )
     obj, created = await resources.create(hop.namespace, resources.AGENTJOBS, body)
@@ -79,7 +79,7 @@ async def _context_for(
     found = catalog.by_trigger(agents, job.spec.agent_role)
     heading = found.spec.handoff_heading if isinstance(found, AiAgent) else None
     # Up to a megabyte of output to parse: in a thread, so the loop that serves the
-    # webhook and /healthz is not held (issue 14).
+    # webhook and /healthz is not held.
     return await asyncio.to_thread(
         chaincontext.child_block,
         output.text,

@@ -37,7 +37,7 @@ from agentchain.flow.rules import stoprules
 from agentchain.flow.stoprecords import StopStore
 from agentchain.hop import hopping
 from agentchain.hop.rules.jobspec import CONTAINER_NAME
-from agentchain.kube import apierrors, resources, terminating, workloads
+from agentchain.kube import apierrors, resources, workloads
 from agentchain.store.outputs import OUTPUT_MAX_BYTES, Capture, OutputRecord, captured, unavailable
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ async def stop(rt: Runtime, obj: Obj) -> str:
                 log.info("stop of %s/%s: its end was recorded first", namespace, name)
                 return ENDING
             # The attempt's Job by its deterministic name; its pod goes gracefully.
-            await terminating.delete_job(namespace, naming.attempt_job_name(name, attempt))
+            await workloads.delete_job(namespace, naming.attempt_job_name(name, attempt))
     if not launched:
         await hopping.start(rt, fresh)  # Cancelled where it would launch (gating).
     else:

@@ -3,7 +3,7 @@
 kopf lists a resource in one unpaged request and cannot send a label selector
 (nolar/kopf#1311), so a restart with 5,000 finished AgentJobs read 70 MB of JSON
 (every pod and Job in the namespace, ours or not) and handed all of it to the handlers
-at once: 864 MiB peak, under a 512 Mi limit a crash loop (issue 21).  A
+at once: 864 MiB peak, under a 512 Mi limit a crash loop.  A
 :class:`Watcher` does what client-go's reflector does instead:
 
 1. LIST in pages (``limit``/``continue``) with the ``labelSelector``; each item is

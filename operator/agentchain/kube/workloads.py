@@ -1,5 +1,10 @@
 """Batch Jobs, their pods, logs and the per-job token Secrets.
 
+A stopped job's batch Job is deleted with background propagation (:func:`delete_job`):
+that removes it at once, so the Job controller starts no other pod for it, and lets the
+garbage collector delete its pod the ordinary way: SIGTERM, the pod's
+``terminationGracePeriodSeconds`` for the agent to wrap up, then SIGKILL.
+
 Output capture reads ``pods/log`` through the API server (so it works the same
 on the local node, kind or a real cluster) and keeps only a bounded tail while
 streaming, so a chatty agent cannot blow up the operator's memory.
@@ -23,6 +28,16 @@ async def create_job(namespace: str, body: Obj) -> tuple[Obj | None, bool]:
     except apierrors.AlreadyExists:
         pass  # Ours already: the name is the AgentJob's, deterministic.
     return await get_job(namespace, body["metadata"]["name"]), False
+
+
+async def delete_job(namespace: str, name: str) -> None:
+    """Delete the batch Job and, gracefully, its pod; a Job already gone is done."""
+    try:
+        await request(
+            "DELETE", batch_path(namespace, name), body={"propagationPolicy": "Background"}
+        )
+    except apierrors.NotFound:
+        pass
 
 
 async def get_job(namespace: str, name: str) -> Obj | None:
@@ -81,7 +96,7 @@ async def read_config_map(namespace: str, name: str) -> dict[str, str] | None:
     return dict(cm.get("data") or {})
 
 
-# --- workspace volumes (issue 18) ------------------------------------------------------------
+# --- workspace volumes ------------------------------------------------------------
 
 
 async def ensure_claim(namespace: str, body: Obj) -> bool:

@@ -3,8 +3,8 @@
 The I/O half of prompt building: dependency results, learnings (claimed in
 Redis for one AgentJob *before* the prompt is built, see :func:`_learnings`),
 store entries the agent may read, and the job's anchor.  The text itself is
-composed by ``policy.prompts`` and ``policy.context.assemble``, which makes everything
-but the operator's own ``<chain-context>`` block inert.
+composed by ``prompts.rules.assembly`` and ``prompts.rules.chaincontext.assemble``,
+which make everything but the operator's own ``<chain-context>`` block inert.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
 from agentchain.prompts.rules import assembly, chaincontext, storetrust
 from agentchain.prompts.rules.assembly import DependencyResult
-from agentchain.store import seals
+from agentchain.store import sealing
 
 __all__ = ["DependencyResult", "DependencyState", "build", "dependencies"]
 
@@ -79,7 +79,7 @@ async def _chain_results(
     chains, except this one.
 
     The dependencies' chains are how a hand-made coordinator reaches the chains it
-    synthesises: only the operator places a job in a chain (``policy.provenance``), and
+    synthesises: only the operator places a job in a chain (``core.rules.provenance``), and
     for the same reason only jobs it placed there count (a hand-made AgentJob carrying
     a chain's label is none of its steps).
     """
@@ -97,7 +97,7 @@ async def _chain_results(
             namespace, resources.AGENTJOBS, label_selector=selector
         )
         items.update(
-            (i["metadata"]["name"], i) for i in listed if seals.placed(rt.operator_keys, i)
+            (i["metadata"]["name"], i) for i in listed if sealing.placed(rt.operator_keys, i)
         )
     ended = [i for i in items.values() if (i.get("status") or {}).get("phase") in TERMINAL_PHASES]
     # Chain order: creationTimestamp has one-second resolution, so a fast parent and its

@@ -1,7 +1,7 @@
 """Keeping each chain's team anchor (SPEC §6, seed 004) as the engine moves it along.
 
 The anchor is what the operator knows of the whole team: jobs and their phases,
-hand-offs, escalations and decisions, composed by the pure ``policy.teamanchor``
+hand-offs, escalations and decisions, composed by the pure ``prompts.rules.teamanchor``
 and written atomically by ``AnchorStore``.  It is a record for people and agents,
 not a source of truth the engine reads back, so a failed write is logged and the
 chain goes on; the next transition writes the whole picture again.

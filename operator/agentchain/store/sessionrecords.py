@@ -1,4 +1,4 @@
-"""Dashboard sessions (issue 19): server-side, so logging out ends one at once.
+"""Dashboard sessions: server-side, so logging out ends one at once.
 
 A session is created when an admin token logs in to the dashboard.  The browser
 holds only a random session id (a cookie); Redis holds, under the id's SHA-256 (so

@@ -1,5 +1,5 @@
 """The chain's workspace at a job's launch: which one it mounts, its volume, its clone
-credential (issue 18, docs/workspaces.md).
+credential (docs/workspaces.md).
 
 :func:`mount` answers how the job mounts its chain's workspace (None: the chain has
 none), after making sure the chain's PersistentVolumeClaim exists: created under its

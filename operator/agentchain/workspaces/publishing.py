@@ -1,4 +1,4 @@
-"""Publishing and releasing a chain's workspace when the chain completes (issue 18).
+"""Publishing and releasing a chain's workspace when the chain completes.
 
 :func:`chain_complete` runs in the hop that completes the chain, before its last patch
 (the ``chainComplete`` marker), so a crash before it is replayed with it:
@@ -68,7 +68,7 @@ from agentchain.kube import apierrors, events, resources, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import WORKSPACE_PUBLISHED, Condition, Reason
-from agentchain.store import seals
+from agentchain.store import sealing
 from agentchain.workspaces import attaching
 from agentchain.workspaces.rules import jobmounts, stepchanges
 
@@ -358,7 +358,7 @@ async def _pull_request(
     None (no App, or not a GitHub repository: no pull request to open)."""
     side = side_of(rt)
     event = provenance.trusted_event(
-        statuswriting.parse(root).spec.event, seals.vouched(rt.operator_keys, root)
+        statuswriting.parse(root).spec.event, sealing.vouched(rt.operator_keys, root)
     )
     if side is None or chain.github is None or event is None or event.installation_id is None:
         return None

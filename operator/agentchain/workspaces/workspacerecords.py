@@ -1,4 +1,4 @@
-"""Per-chain workspace records (issue 18): which workspace a chain has, what became of
+"""Per-chain workspace records: which workspace a chain has, what became of
 it, and when its volume is due for deletion.
 
 * ``spec`` is set once per chain (``HSETNX``) by its first job whose AiAgent declares a

@@ -6,7 +6,7 @@ against the in-process API server (``fakeapi``) and a real Redis, with the
 operator's own handlers, dispatcher and engine on both sides, nothing of them
 stubbed.  The parent ``p`` (agent ``writer``, whose ``next`` is ``reviewer``) runs;
 a small watch emulation hands every change of AgentJobs, batch Jobs and pods to
-``handlers.agentjobs.observed`` / ``handlers.workloads`` in order, each a random
+``handlers.jobevents.observed`` / ``handlers.podevents`` in order, each a random
 number of loop turns late, and their work runs on a real ``Dispatcher``.  Racing:
 
 - the natural end: the kubelet marks the agent container terminated with exit code

@@ -26,7 +26,7 @@ from agentchain.github.appruntime import GitHubSide
 from agentchain.github.apps import GitHubApp, Minted
 from agentchain.github.githubrecords import JobTokens, WriteBackRecords
 from agentchain.github.rules.githubscope import Scope
-from agentchain.store import seals
+from agentchain.store import sealing
 from agentchain.web.app import build_app
 from tests.unit.web.conftest import Client, serving
 
@@ -95,7 +95,7 @@ async def api(rt: Runtime) -> AsyncIterator[Client]:
 async def _launched(rt: Runtime, uid: str) -> str:
     """Launch incarnation ``uid``, made by the webhook (its event under the operator's
     seals): its GitHub scope recorded, its job token issued."""
-    job = seals.seal(rt.operator_keys, _job(uid))
+    job = sealing.seal_job(rt.operator_keys, _job(uid))
     assert await tokenminting.secret_data(rt, job) != {}
     return await rt.tokens.issue(NS, NAME, uid, "chain", 3600)
 

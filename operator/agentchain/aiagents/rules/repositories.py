@@ -1,4 +1,4 @@
-"""Which repositories an agent serves: its binding, and private text (issue 14).
+"""Which repositories an agent serves: its binding, and private text.
 
 One webhook secret serves every namespace the operator watches, so without a
 binding every repository's events would reach every namespace's agents.  An

@@ -1,7 +1,7 @@
 """Cycles in small directed graphs, for the two places that refuse one.
 
-Static ``next`` rings between AiAgents (``policy.agents.ring``) and ``dependsOn``
-cycles between AgentJobs (``policy.dependencies.cycle``) ask the same question: the
+Static ``next`` rings between AiAgents (``aiagents.rules.resolution.ring``) and ``dependsOn``
+cycles between AgentJobs (``hop.rules.dependencies.cycle``) ask the same question: the
 shortest way from a node back to itself.  Breadth first, each node once, so linear in
 the nodes and edges the caller's ``successors`` yields.
 """

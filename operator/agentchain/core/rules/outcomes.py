@@ -113,13 +113,6 @@ def runner_message(output: str | None) -> str:
     return flat[: RUNNER_MESSAGE_MAX_CHARS - 1] + "…"
 
 
-def should_retry(ending: Ending, attempt: int, backoff_limit: int) -> bool:
-    """Another attempt after ``attempt`` (1-based)?  Like the Job controller's
-    ``backoffLimit``: only for a container that exited non-zero, not for a timeout,
-    a lost end or a missing completion marker, and at most ``backoff_limit`` times."""
-    return ending.reason == Reason.FAILED and attempt <= backoff_limit
-
-
 def result_excerpt(text: str) -> tuple[str, bool, int]:
     """``status.result``: the last 4,000 characters, whether cut, and the full size."""
     if len(text) <= RESULT_MAX_CHARS:

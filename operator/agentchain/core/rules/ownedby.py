@@ -1,4 +1,4 @@
-"""Whether a pod or batch Job is the one the operator runs for an AgentJob (issue 14).
+"""Whether a pod or batch Job is the one the operator runs for an AgentJob.
 
 Labels are not proof: anyone who may create pods in a namespace can put an
 AgentJob's label on a pod and exit 0.  A pod counts only when its *controller*
@@ -7,12 +7,12 @@ is the Job the operator names for that AgentJob (``naming.attempt_job_name``
 for the Job's attempt), carries the same AgentJob label and is controlled by that
 AgentJob (its controller ownerReference; the operator creates every batch Job with
 it, so a Job without one, e.g. made by someone else under the right name, never
-speaks for a job; ``engine.hopping`` also checks the reference's uid against the
+speaks for a job; ``hop.hopping`` also checks the reference's uid against the
 AgentJob's).  The API server
 keeps names unique, so the uid ties the pod to that one Job; the Job controller
 itself trusts the same reference.
 
-These are the pure halves; ``engine.ownership`` looks the Job up.
+These are the pure halves; ``core.podowners`` looks the Job up.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ operator writes the chain position of every job it runs, a hand-made root's incl
 from a signed delivery or from a job whose event it vouched for (the webhook's roots,
 a chain's children, delegations, a ``/agentchain retry``). This module is the pure
 half: the exact bytes each seal covers and what an unsealed claim still counts for.
-The key and the MAC live in ``store.seals``.
+The key and the MAC live in ``store.sealing``.
 
 An unsealed event is data only (an ordinary run: the prompt may use it, nothing on
 GitHub is derived from it); unsealed chain annotations are refused, because reading

@@ -12,7 +12,7 @@ first trigger whose filters pass.  Filters come before the sender policy so an
 event the agent does not care about is reported as such, not as a refusal.
 Agents with no trigger for the event are not reported at all.
 
-Repository binding (issue 14) comes right after ``enabled``: one webhook secret
+Repository binding comes right after ``enabled``: one webhook secret
 serves every namespace, so an agent says which repositories it serves in
 ``spec.repositories`` (``owner/name`` or ``owner/*``).  A bound agent gets events
 from those repositories only; an unbound agent gets events from public
@@ -43,6 +43,7 @@ from typing import Any
 
 from agentchain.aiagents.rules import repositories
 from agentchain.aiagents.rules.resolution import Ambiguous, resolve
+from agentchain.aiagents.rules.senderpolicy import NO_ASSOCIATION, association_refusal
 from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import (
     AiAgentSpec,
@@ -61,7 +62,6 @@ REPOSITORY_MAX_BYTES = 201  # GitHub: owner 39 + "/" + name 100, with room.
 # Sender needs write access to cause these, and GitHub sends no author_association.
 WRITE_ACCESS_EVENTS = frozenset({"push", "create", "delete", "release"})
 WRITE_ACCESS_ASSOCIATION = "COLLABORATOR"
-NO_ASSOCIATION = "NONE"
 
 # Where the sender's association is read, most specific to the sender first.
 _ASSOCIATION_SOURCES = ("comment", "review", "pull_request", "issue")
@@ -113,7 +113,7 @@ def match_event(
 ) -> tuple[list[Match], list[Ignored]]:
     """Agents to start for one delivery, and those with a trigger that did not fire.
 
-    A triggerName two AiAgents share starts nothing (``policy.agents.resolve``):
+    A triggerName two AiAgents share starts nothing (``aiagents.rules.resolution.resolve``):
     it is reported once, naming both, however many of them matched.
     """
     matches: list[Match] = []
@@ -221,20 +221,6 @@ def _sender_refusal(policy: SenderPolicy, event: str, payload: Mapping[str, Any]
     return association_refusal(policy, association, login, bot=_is_bot(payload))
 
 
-def association_refusal(
-    policy: SenderPolicy, association: str, login: str, *, bot: bool
-) -> str | None:
-    """Why ``policy`` refuses an author with this association (None: it allows them)."""
-    if bot:
-        if policy.allow_bots:
-            return None
-        return f"sender policy: bot sender {login or 'unknown'} not allowed"
-    allowed = {a.upper() for a in policy.allowed_associations}
-    if association.upper() in allowed:
-        return None
-    return f"sender policy: author_association {association.upper()} not allowed"
-
-
 def sender_association(event: str, payload: Mapping[str, Any]) -> str:
     """The author_association the sender policy judges (see the module docstring)."""
     for source in _ASSOCIATION_SOURCES:
@@ -330,7 +316,7 @@ def event_from_payload(
 
 
 def _github_target(payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Where a chain is written back (issue 17): the installation, and whether the
+    """Where a chain is written back: the installation, and whether the
     number is an issue or a pull request (an issue payload's ``pull_request`` key says
     it is one), with a pull request's head commit for its Check Run."""
     installation = _number_at(_mapping(payload, "installation"), "id")

@@ -180,7 +180,7 @@ def next_step(parent: Finished, agents: Mapping[str, AgentInfo], limits: Limits)
     """Decide what follows ``parent`` (see the module docstring for the order of checks)."""
     if parent.refused:
         return End(f"Chain ends at {parent.name}: it records a refusal and never ran.")
-    if parent.outcome == "cancelled":  # Stopped or superseded: nothing follows (issue 16).
+    if parent.outcome == "cancelled":  # Stopped or superseded: nothing follows.
         return Stop(Reason.STOPPED, f"Chain stops at {parent.name}: it was cancelled.")
     if parent.ambiguity is not None:
         message = f"Chain stops at {parent.name}: {parent.ambiguity}"

@@ -315,7 +315,7 @@ def assemble_prompt(
 # --------------------------------------------------------------------------- output
 
 # Lines of agent output are parsed by hand, not with regular expressions: patterns
-# like ``(.*?)[ \t]*$`` backtrack quadratically on long runs of blanks (issue 14), and
+# like ``(.*?)[ \t]*$`` backtrack quadratically on long runs of blanks, and
 # each step here is one pass of a str method.
 _BLANKS = " \t"
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")  # Nothing after the run: linear.

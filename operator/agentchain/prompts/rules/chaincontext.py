@@ -20,7 +20,7 @@ each can be tested on its own:
   that the block ended, and attributes do not hide a tag.  Opening and closing
   tags are both neutralised.  Each reading is one left-to-right pass that looks at
   each character a bounded number of times and skips runs of gaps in C: linear in
-  the text (issue 14: the regular expression it replaces was quadratic).
+  the text (the regular expression it replaces was quadratic).
 * The block neutralises only the characters it keeps (:func:`neutralise_part`),
   which gives the same characters as neutralising the whole output first; the
   last tag may straddle the cut and is still found, so it is inert too.
@@ -194,7 +194,7 @@ def chain_context_block(
 ) -> str:
     """The whole block, ending in a blank line, ready to go in front of a prompt.
 
-    ``workspace`` (issue 18): what the parent changed in the chain's workspace
+    ``workspace``: what the parent changed in the chain's workspace
     (``workspaces/rules/stepchanges.changes_section``, bounded), under its own heading after the
     output, so the child never reads it as the parent's words; neutralised the same way.
 
@@ -245,11 +245,6 @@ def _body(output: str, window: ContextWindow, limit: int) -> str:
         return kept
     marker = cut_marker(cut, window)
     return f"{marker}\n{kept}" if window == "tail" else f"{kept}\n{marker}"
-
-
-def with_chain_context(block: str, prompt: str) -> str:
-    """The child's prompt: the block, then its original prompt."""
-    return block + prompt
 
 
 def assemble(

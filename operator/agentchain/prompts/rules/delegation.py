@@ -18,7 +18,7 @@ A refusal is a :class:`DelegationRefused` carrying a machine-readable ``reason``
 and the seed's exact message, so the API can answer with a clear error
 instead of crashing.
 
-Who may delegate to whom (issue 14) is the target's decision, made by
+Who may delegate to whom is the target's decision, made by
 :func:`check_caller` before the chain is extended.  The sender policy guards only
 the root of a chain, so without this a job started by anyone could start any
 agent of its namespace with a prompt of its choosing.  The caller's agent may
@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from agentchain.github.rules import matching
+from agentchain.aiagents.rules import senderpolicy
 from agentchain.models.agentjob import DelegationHop, JobEvent
 from agentchain.models.aiagent import ANY_AGENT, AiAgentSpec, DelegationPolicy, SenderPolicy
 
@@ -137,9 +137,9 @@ def _event_refusal(target: AiAgentSpec, event: JobEvent | None) -> str | None:
     if event is None or event.source != "github":
         return None
     login = event.sender or ""
-    return matching.association_refusal(
+    return senderpolicy.association_refusal(
         target.sender_policy or SenderPolicy(),
-        event.sender_association or matching.NO_ASSOCIATION,
+        event.sender_association or senderpolicy.NO_ASSOCIATION,
         login,
         bot=login.endswith("[bot]"),
     )

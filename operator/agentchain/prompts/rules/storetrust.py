@@ -20,13 +20,13 @@ as a delegation to that agent is judged:
 
 A withheld entry stays in the prompt's store section as a marker (its key, and that
 it was withheld), so the agent sees that something is there and why it cannot read it,
-the way a quoted text by a refused author is withheld (``matching.py``).  The API itself
-is unchanged: a job still reads every entry of its tenant, marks or not.
+the way a quoted text by a refused author is withheld (``github/rules/matching.py``).
+The API itself is unchanged: a job still reads every entry of its tenant, marks or not.
 """
 
 from __future__ import annotations
 
-from agentchain.github.rules import matching
+from agentchain.aiagents.rules import senderpolicy
 from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import SenderPolicy
 
@@ -43,7 +43,7 @@ def mark_of(event: JobEvent | None) -> str:
     """The trust mark of a job whose chain ``event`` started."""
     if event is None or event.source != "github":
         return TRUSTED
-    association = (event.sender_association or matching.NO_ASSOCIATION).upper()
+    association = (event.sender_association or senderpolicy.NO_ASSOCIATION).upper()
     return f"{_GITHUB}:{association}:{event.sender or ''}"
 
 
@@ -54,7 +54,7 @@ def admits(mark: str | None, policy: SenderPolicy | None) -> bool:
     if mark is None or not mark.startswith(f"{_GITHUB}:"):
         return False  # Unmarked (written before marks) or not a mark this code makes.
     _, association, login = mark.split(":", 2)
-    refusal = matching.association_refusal(
+    refusal = senderpolicy.association_refusal(
         policy or SenderPolicy(), association, login, bot=login.endswith("[bot]")
     )
     return refusal is None

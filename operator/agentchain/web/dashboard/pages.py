@@ -32,11 +32,11 @@ from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import AiAgent
 from agentchain.prompts.rules import assembly
 from agentchain.web import auth, listing, serializers
-from agentchain.web.dashboard import chainview, jobdetail, live, logins, uiactions
+from agentchain.web.dashboard import chainview, jobdetail, live, logins
 from agentchain.web.dashboard import uilisting as jobs_list
-from agentchain.web.jobapi import reads
+from agentchain.web.jobapi import reads, stoproutes
 from agentchain.web.requests import parse_query
-from agentchain.web.responses import ApiError, json_response
+from agentchain.web.responses import ApiError, Handler, json_response
 
 STATIC = Path(__file__).with_name("static")
 # The dashboard's files, read once: the only ones served, so no path reaches the disk.
@@ -219,4 +219,35 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/ui/api/jobs/{namespace}/{name}/output", job_output)
     app.router.add_get("/ui/api/chains/{namespace}/{chain_id}", chain)
     live.add_routes(app)
-    uiactions.add_routes(app)
+    _add_buttons(app)
+
+
+# The buttons -------------------------------------------------------------------------
+# Stop a job or a chain, approve or reject a job's start. Each is the job API's
+# flow-control route (``stoproutes.py``), served by the very same handler: the session
+# middleware (``logins.py``) has already refused a request without a session (401),
+# from another origin or without the session's CSRF token (403), and made the caller an
+# admin of the operator's namespaces, which is what a dashboard session is. So a click
+# takes exactly the API's path (the same checks, annotations and 202); only who asked
+# differs: ``dashboard`` instead of ``api`` (sessions hold a digest of their admin
+# token, not a name).
+
+ACTOR = "dashboard"
+
+
+def _as_dashboard(handler: Handler) -> Handler:
+    async def acting(request: web.Request) -> web.StreamResponse:
+        request[stoproutes.ACTOR_KEY] = ACTOR
+        return await handler(request)
+
+    return acting
+
+
+def _add_buttons(app: web.Application) -> None:
+    """The buttons: each the job API's flow-control route under ``/ui/api/``."""
+    job = "/ui/api/jobs/{namespace}/{name}"
+    app.router.add_post(f"{job}/stop", _as_dashboard(stoproutes.stop_job))
+    app.router.add_post(f"{job}/approve", _as_dashboard(stoproutes.approve_job))
+    app.router.add_post(f"{job}/reject", _as_dashboard(stoproutes.reject_job))
+    chain = _as_dashboard(stoproutes.stop_chain)
+    app.router.add_post("/ui/api/chains/{namespace}/{chain_id}/stop", chain)

@@ -1,1 +1,4 @@
-"""TODO"""
+"""``POST /webhooks/github``: signatures (``signatures``), the delivery handler
+(``webhook``), comment commands (``commands``), concurrency groups stamped at intake
+(``groupstamps``) and the durable queue drained into AgentJobs (``jobqueue``).
+"""

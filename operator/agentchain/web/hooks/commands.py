@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentchain import metrics, models
+from agentchain.aiagents.rules import senderpolicy
 from agentchain.core.rules import naming
 from agentchain.core.rules.outcomes import is_terminal
 from agentchain.flow import stoprequests
@@ -49,7 +50,7 @@ from agentchain.hop.rules import chains
 from agentchain.kube import apierrors, resources
 from agentchain.models.agentjob import AgentJob, AgentJobSpec
 from agentchain.models.aiagent import AiAgentSpec, Approval, SenderPolicy
-from agentchain.store import seals
+from agentchain.store import sealing
 from agentchain.store.signing import OperatorKeys
 from agentchain.web.jobapi import bodies
 
@@ -89,7 +90,7 @@ class Commenter:
         return approvals.may_approve(approval, self.login, self.association, self.permission)
 
     def refusal(self, policy: SenderPolicy) -> str | None:
-        return matching.association_refusal(policy, self.association, self.login, bot=self.bot)
+        return senderpolicy.association_refusal(policy, self.association, self.login, bot=self.bot)
 
 
 def _text(payload: Mapping[str, Any], *path: str) -> str:
@@ -108,7 +109,7 @@ def parse(event: str, payload: Mapping[str, Any]) -> tuple[approvals.Verb, int] 
     """The delivery's command verb and its comment's id; None: no command to apply.
 
     A comment without GitHub's numeric id is no command: the id is what makes a command
-    act at most once (``store/commandanswers.applying``).
+    act at most once (``githubrecords.claim_command``).
     """
     if event != "issue_comment" or payload.get("action") != "created":
         return None
@@ -142,9 +143,9 @@ async def handle(
     """Apply the delivery's comment command, if it is one; what was done, for the answer.
 
     The issue's jobs are those whose event the operator vouches for (``keys``: its
-    seals, ``policy.provenance``): a hand-made AgentJob naming the issue is none of them.
+    seals, ``core.rules.provenance``): a hand-made AgentJob naming the issue is none of them.
 
-    The caller has claimed the comment (``parse``, then ``store/commandanswers.applying``).
+    The caller has claimed the comment (``parse``, then ``githubrecords.claim_command``).
     ``permission_of`` asks GitHub for the commenter's permission on the repository
     (``github/collaborators.py``); it is called at most once, only for an approval that
     the approvers and associations do not already decide.  None: it is not known.
@@ -178,7 +179,7 @@ async def handle(
             results.append({**refused, "sender": True})
             continue
         listed = await _jobs_of(namespace, repository, number)
-        jobs = [o for o in listed if seals.vouched(keys, o)]
+        jobs = [o for o in listed if sealing.vouched(keys, o)]
         if command.verb == "retry":
             retried = await _retry(keys, namespace, jobs, specs, who, comment_id)
             results.extend([{"namespace": namespace, **retried}] if retried else [])
@@ -341,5 +342,5 @@ async def _rerun(
     body = bodies.agentjob_body(namespace, name, spec, position, None)
     body["metadata"]["annotations"][RETRY_OF] = step["metadata"]["name"]
     # The step's event was vouched for (only such jobs are listed): the retry's is too.
-    await resources.create(namespace, resources.AGENTJOBS, seals.seal(keys, body))
+    await resources.create(namespace, resources.AGENTJOBS, sealing.seal_job(keys, body))
     return name

@@ -44,7 +44,7 @@ dispatcher has created it.
 
 A ``/agentchain`` comment command (``commands.py``) acts only after that record is
 claimed, for the first copy of a delivery, and at most once per comment: its comment id
-is claimed in Redis first (``store/commandanswers.applying``, 72 h), so neither a
+is claimed in Redis first (``github/githubrecords.claim_command``, 72 h), so neither a
 replayed delivery nor the same comment under a new delivery id or body acts again on
 whatever job waits by then.  Their answer's ``command.result`` is ``duplicate``.
 
@@ -71,7 +71,7 @@ from agentchain import metrics
 from agentchain.core.rules import naming
 from agentchain.core.runtime import Runtime
 from agentchain.flow.slots import AdmissionStore
-from agentchain.github import collaborators, commandreplies
+from agentchain.github import collaborators, commandreplies, githubrecords
 from agentchain.github.rules.matching import (
     Ignored,
     Match,
@@ -81,8 +81,7 @@ from agentchain.github.rules.matching import (
 )
 from agentchain.hop.rules import chains
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
-from agentchain.store import commandanswers as answered
-from agentchain.store import seals
+from agentchain.store import sealing
 from agentchain.store.deliveries import NotReplicated, QueuedJob
 from agentchain.store.signing import OperatorKeys
 from agentchain.web import intake, listing
@@ -304,7 +303,7 @@ class GithubWebhook:
         if not first:
             return commands.duplicate(verb, "this delivery was already received")
         try:
-            acting = await answered.applying(self.rt.redis, comment_id)
+            acting = await githubrecords.claim_command(self.rt.redis, comment_id)
         except RedisError as exc:
             log.warning("comment %d: command not applied, redis: %s", comment_id, exc)
             return commands.unapplied(verb, "the store did not answer; comment again")
@@ -359,8 +358,8 @@ def _planned(
     name = naming.root_job_name(match.agent, seed)
     position = chains.root_position(naming.chain_id_for(f"{seed}/{match.agent}"), match.agent)
     spec = AgentJobSpec(agent_role=match.agent, event=event_for(event, match), origin="github")
-    # Sealed: only the webhook vouches for a GitHub event (policy.provenance).
-    body = seals.seal(keys, bodies.agentjob_body(namespace, name, spec, position, None))
+    # Sealed: only the webhook vouches for a GitHub event (core.rules.provenance).
+    body = sealing.seal_job(keys, bodies.agentjob_body(namespace, name, spec, position, None))
     return Planned(namespace, name, body, match.agent)
 
 

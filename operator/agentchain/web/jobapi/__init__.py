@@ -1,1 +1,4 @@
-"""TODO"""
+"""The job API: jobs (``reads``, ``submitting``, ``waiting``), the store and anchors
+(``storeapi``), flow control (``stoproutes``), a job's GitHub token (``tokenroute``) and
+the AgentJob bodies the web side creates (``bodies``).
+"""

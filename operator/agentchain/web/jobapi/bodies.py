@@ -1,7 +1,7 @@
 """AgentJob manifests the web layer creates: roots (webhook, admin) and delegations.
 
 One builder so every entry point puts chain metadata in the same places: the
-annotations the engine reads the position from (``policy.chains``), and the
+annotations the engine reads the position from (``hop.rules.chains``), and the
 labels that make ``kubectl get agentjobs -l labrats.work/chain-id=<id>`` and the
 API's ``?chainId=`` filter select the chain, and the one comment commands select an
 issue's jobs by (``labrats.work/github-issue``, derived from the event).

@@ -4,11 +4,11 @@ The token decides which, not the body: an admin starts a root AgentJob in a
 namespace it names; a job token can only delegate, within its own namespace
 and chain, with itself as the parent.  Delegation follows seed 000: the
 caller's immutable snapshot (``spec.delegation``) is extended by the pure
-``policy.delegation.extend_delegation`` and the refusals come back verbatim as
+``prompts.rules.delegation.extend_delegation`` and the refusals come back verbatim as
 409s ("Agent 'x' already in delegation chain", "Maximum delegation depth
 reached").  The delegated job carries its own new snapshot, so what it may
 delegate to is fixed when it is created.  Then the target decides whether it
-accepts the caller at all (``policy.delegation.check_caller``: its own chains'
+accepts the caller at all (``prompts.rules.delegation.check_caller``: its own chains'
 agents, its ``spec.delegation.allowedFrom``, and its sender policy against the
 GitHub event the job carries); a refusal is a 403 whose ``reason`` says which.
 
@@ -37,7 +37,7 @@ from agentchain.models.agentjob import AgentJob, AgentJobSpec, JobEvent
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
 from agentchain.prompts.rules.delegation import DelegationRefused, check_caller, extend_delegation
-from agentchain.store import seals
+from agentchain.store import sealing
 from agentchain.store.signing import OperatorKeys
 from agentchain.web import auth, listing
 from agentchain.web.jobapi import bodies, reads, waiting
@@ -135,7 +135,7 @@ async def _manual(
     body = bodies.agentjob_body(req.namespace, name, spec, position, None)
     if req.concurrency_group:  # The engine admits it into this group.
         body["metadata"]["annotations"][concurrency.GROUP] = req.concurrency_group
-    return await resources.create(req.namespace, resources.AGENTJOBS, seals.seal(keys, body))
+    return await resources.create(req.namespace, resources.AGENTJOBS, sealing.seal_job(keys, body))
 
 
 async def _delegate(
@@ -150,8 +150,8 @@ async def _delegate(
         {"spec": caller_obj.get("spec") or {}, "status": caller_obj.get("status") or {}}
     )
     # The caller's event counts (sender policy, what the delegated job may derive) only
-    # under the operator's seal, as everywhere (policy.provenance).
-    event = provenance.handed_on(caller.spec.event, seals.vouched(rt.operator_keys, caller_obj))
+    # under the operator's seal, as everywhere (core.rules.provenance).
+    event = provenance.handed_on(caller.spec.event, sealing.vouched(rt.operator_keys, caller_obj))
     source, target = caller.spec.agent_role, req.agent_role
     try:
         snapshot = extend_delegation(caller.spec.delegation, source, target)
@@ -180,7 +180,7 @@ async def _delegate(
     name = naming.root_job_name(target, f"delegation/{scope.job_name}")
     body = bodies.agentjob_body(scope.tenant, name, spec, position, scope.job_name)
     return await resources.create(
-        scope.tenant, resources.AGENTJOBS, seals.seal(rt.operator_keys, body)
+        scope.tenant, resources.AGENTJOBS, sealing.seal_job(rt.operator_keys, body)
     )
 
 

@@ -1,4 +1,4 @@
-"""``POST /api/jobs?wait=``: waiting for a job to end on a shared watch (issue 14).
+"""``POST /api/jobs?wait=``: waiting for a job to end on a shared watch.
 
 A waiting request used to read its AgentJob from the API server every half
 second, so one token could turn the API server's load into a function of how many

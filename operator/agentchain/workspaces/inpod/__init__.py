@@ -1,9 +1,9 @@
-"""The git side of workspaces (issue 18): ``agentchain workspace prepare|report|publish``.
+"""The git side of workspaces: ``agentchain workspace prepare|report|publish``.
 
 These commands run inside pods, as the operator's own image, on the chain's workspace
 volume; the engine builds the pods (init container for ``prepare``, a step for
 ``report`` and ``publish``). Git runs as a subprocess with argv lists, never a shell;
-the decisions are pure functions in ``policy/workspaces.py``.
+the decisions are pure functions in ``workspaces/rules/checkouts.py``.
 
 Interface (what pod specs call)
 -------------------------------
@@ -21,7 +21,7 @@ environment only: never in a URL, ``.git/config`` or any file of the workspace.
 
 * ``agentchain workspace prepare --repository R [--ref REF] [--branch B] [--depth N]``:
   clones once. ``REF``: a branch, a ``refs/...`` name or a 40-hex commit id (default:
-  the remote's default branch; ``policy.workspaces.checkout_ref`` picks it from the
+  the remote's default branch; ``workspaces.rules.checkouts.checkout_ref`` picks it from the
   event). ``B``: the local branch checked out (default: REF's branch, or
   ``agentchain/workspace`` for a commit). ``N``: shallow depth, 0 (default) = all.
   Idempotent: with ``.agentchain/base.json`` present it does nothing; a half-done clone

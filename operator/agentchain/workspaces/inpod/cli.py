@@ -2,7 +2,7 @@
 
 Each command prints exactly one JSON line on stdout, also when it fails
 (``{"outcome": "<failure>", "error": "..."}``), and exits with a code of
-``policy.workspaces`` (``EXIT_*``), so the pod that ran it can be judged by its exit
+``workspaces.rules.checkouts`` (``EXIT_*``), so the pod that ran it can be judged by its exit
 code and its last line alone.
 """
 

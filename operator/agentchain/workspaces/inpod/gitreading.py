@@ -5,7 +5,7 @@ may set ``core.fsmonitor``, a filter driver or a pager to a command of its choic
 which git would run on ``git status`` or ``git diff`` in that repository, in a
 container that (for ``publish``) holds a push token. So ``report`` and ``publish``
 never run git with the agent's repository as the repository. They read its ``HEAD``
-from the files (``policy.workspaces.parse_head``), and run git on a *sealed* copy: a
+from the files (``workspaces.rules.checkouts.parse_head``), and run git on a *sealed* copy: a
 fresh bare repository in the container's own temporary directory, with our config
 only, that borrows the agent's objects through ``objects/info/alternates`` (objects
 are content-addressed data; nothing there is run) and its ``shallow`` list. The

@@ -9,7 +9,7 @@ rather than be overwritten, and we look again; anything else is someone else's
 branch and is refused, unless it is a commit of this very workspace that descends from
 ours (a later publish of the same chain landed first: ``already``). A push is therefore
 always a creation or a fast-forward: no history is ever rewritten. The decision is
-``policy.workspaces.publish_step``.
+``workspaces.rules.checkouts.publish_step``.
 
 Git runs on the sealed copy of the agent's repository (``gitreading.py``), so nothing the
 agent wrote into ``.git/`` runs in this container, which holds the push token.

@@ -6,7 +6,7 @@ uncommitted changes of tracked files) is folded into the stat text, and
 ``git status`` against a fresh index of HEAD counts changed and untracked files (a file
 the agent staged but did not commit counts as untracked: the agent's index is its
 own). Both outputs are streamed and folded record by record
-(``policy.workspaces``), so the line stays within 4 KiB and the work linear.
+(``workspaces.rules.checkouts``), so the line stays within 4 KiB and the work linear.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from agentchain.workspaces.rules import checkouts
 
 
 def report(layout: Layout, env: Mapping[str, str]) -> str:
-    """The JSON line (``policy.workspaces.report_line``)."""
+    """The JSON line (``workspaces.rules.checkouts.report_line``)."""
     recorded = layout.read_base()
     if recorded is None:
         raise WorkspaceError(f"no base recorded in {layout.base_file}: run prepare first")

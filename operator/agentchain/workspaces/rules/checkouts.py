@@ -1,4 +1,4 @@
-"""Workspaces (issue 18): the pure decisions behind ``agentchain workspace``.
+"""Workspaces: the pure decisions behind ``agentchain workspace``.
 
 A chain's repository is checked out once into a volume every step mounts; the
 ``agentchain.workspace`` commands (run in pods, as the operator's image) do the git

@@ -282,7 +282,7 @@ def resolve(
 ) -> ChainWorkspace | NoWorkspace:
     """The chain's workspace as ``declared`` on its first agent that has one.
 
-    ``event`` is the one the operator vouches for (``policy.provenance``); ``served``
+    ``event`` is the one the operator vouches for (``core.rules.provenance``); ``served``
     the AiAgent's ``repositories``. A GitHub repository other than the event's is
     cloned with the event's App installation, so it must be one the agent serves:
     otherwise an agent author could reach any repository that installation covers.
@@ -486,7 +486,7 @@ def agent_git_env(mount: Mounting, job_secret: str, ca: bool = False) -> list[di
     chain = mount.chain
     if chain.github is None and chain.credentials_secret:
         ref: dict[str, Any] = {"name": chain.credentials_secret, "key": CREDENTIALS_KEY}
-    else:  # The job's GitHub token (issue 17), minted with the declared contents: write.
+    else:  # The job's GitHub token, minted with the declared contents: write.
         ref = {"name": job_secret, "key": "github-token", "optional": True}
     env.append({"name": "AGENT_GIT_TOKEN", "valueFrom": {"secretKeyRef": ref}})
     return env + _git_config([*config, ("credential.helper", GIT_HELPER)])

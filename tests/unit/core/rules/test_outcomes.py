@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentchain.core.rules.outcomes import is_settled, job_ending, should_retry
+from agentchain.core.rules.outcomes import is_settled, job_ending
+from agentchain.flow.rules import retries
 from agentchain.models.agentjob import AgentJobStatus
+from agentchain.models.aiagent import AiAgentSpec
 
 
 def _status(phase: str | None, action: str | None, complete: bool = False) -> AgentJobStatus:
@@ -56,7 +58,10 @@ def test_should_retry_only_non_zero_exits_within_the_limit(
     code: int | None, deadline: bool, marker_output: str, attempt: int, limit: int, expected: bool
 ) -> None:
     ending = job_ending(code, marker_output, completion_marker="done", deadline_exceeded=deadline)
-    assert should_retry(ending, attempt, limit) is expected
+    again = retries.delay_before(
+        ending, code, attempt, AiAgentSpec(trigger_name="a", backoff_limit=limit)
+    )
+    assert (again is not None) is expected
 
 
 def test_a_failed_workspace_prepare_is_its_own_ending_and_not_retried_by_default() -> None:
@@ -67,7 +72,7 @@ def test_a_failed_workspace_prepare_is_its_own_ending_and_not_retried_by_default
         "WorkspacePrepareFailed",
         why,
     )
-    assert not should_retry(ending, 1, 3)
+    assert retries.delay_before(ending, None, 1, AiAgentSpec(trigger_name="a")) is None
     late = job_ending(
         None, None, completion_marker=None, deadline_exceeded=True, prepare_failed=True
     )

@@ -1,4 +1,4 @@
-"""Which pods and batch Jobs speak for an AgentJob (``policy.ownership``, issue 14).
+"""Which pods and batch Jobs speak for an AgentJob (``core.rules.ownedby``, issue 14).
 
 Aspects covered:
 - the controller reference: only a ``controller: true`` reference to a ``batch/v1`` Job

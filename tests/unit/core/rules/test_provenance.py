@@ -1,5 +1,5 @@
 """What an AgentJob's seals cover and what an unsealed claim still counts for
-(``agentchain.core.rules.provenance``), with the MACs themselves (``agentchain.store.seals``).
+(``agentchain.core.rules.provenance``), with the MACs themselves (``agentchain.store.sealing``).
 
 Aspects covered:
 - the sealed parts: every field of the event breaks the event seal and only it; each
@@ -32,7 +32,7 @@ from agentchain.core.rules import provenance
 from agentchain.hop.rules import chains
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.models.aiagent import Workspace
-from agentchain.store import seals, signing
+from agentchain.store import sealing, signing
 from agentchain.store.signing import OperatorKeys
 from agentchain.web.jobapi import bodies
 from agentchain.workspaces.rules import jobmounts
@@ -59,11 +59,11 @@ def _body(event: JobEvent | None = EVENT, origin: str = "github") -> dict[str, A
 
 
 def _sealed(body: dict[str, Any] | None = None) -> dict[str, Any]:
-    return seals.seal(KEYS, body if body is not None else _body())
+    return sealing.seal_job(KEYS, body if body is not None else _body())
 
 
 def _both(obj: dict[str, Any]) -> tuple[bool, bool]:
-    return seals.placed(KEYS, obj), seals.vouched(KEYS, obj)
+    return sealing.placed(KEYS, obj), sealing.vouched(KEYS, obj)
 
 
 def test_a_sealed_job_verifies_after_a_round_trip_through_json() -> None:
@@ -140,7 +140,7 @@ def test_missing_empty_or_foreign_seals_never_verify() -> None:
     obj["metadata"]["annotations"][models.SEAL] = ""
     obj["metadata"]["annotations"][models.EVENT_SEAL] = ""
     assert _both(obj) == (False, False)
-    other = seals.seal(OperatorKeys(["someone-elses-key"]), _body())
+    other = sealing.seal_job(OperatorKeys(["someone-elses-key"]), _body())
     assert _both(other) == (False, False)
 
 
@@ -157,7 +157,7 @@ def test_one_seal_never_verifies_as_the_other() -> None:
 def test_an_adopted_root_is_placed_but_its_event_is_not_vouched_for() -> None:
     obj = _body()
     annotations = obj["metadata"]["annotations"]
-    annotations[models.SEAL] = seals.position_seal(KEYS, "team-a", "triage-1", annotations)
+    annotations[models.SEAL] = sealing.position_seal(KEYS, "team-a", "triage-1", annotations)
     assert _both(obj) == (True, False)
 
 
@@ -174,15 +174,15 @@ def test_another_purposes_mac_over_the_same_parts_is_no_seal() -> None:
 
 def test_every_configured_key_verifies_and_the_first_seals() -> None:
     rotated = OperatorKeys(["new-key", "operator-key-one"])
-    assert seals.placed(rotated, _sealed()) and seals.vouched(rotated, _sealed())
-    made = seals.seal(OperatorKeys(["operator-key-one", "old"]), _body())
+    assert sealing.placed(rotated, _sealed()) and sealing.vouched(rotated, _sealed())
+    made = sealing.seal_job(OperatorKeys(["operator-key-one", "old"]), _body())
     assert _both(made) == (True, True)
 
 
 def test_resealing_replaces_a_stale_seal() -> None:
     obj = _sealed()
     obj["spec"]["event"]["number"] = 9
-    assert _both(seals.seal(KEYS, obj)) == (True, True)
+    assert _both(sealing.seal_job(KEYS, obj)) == (True, True)
 
 
 def test_an_unreadable_event_is_never_covered_by_a_seal() -> None:

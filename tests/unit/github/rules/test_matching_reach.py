@@ -1,4 +1,4 @@
-"""What a GitHub event may carry to which agent (issue 14), in ``policy.matching``.
+"""What a GitHub event may carry to which agent (issue 14), in ``github.rules.matching``.
 
 Aspects covered:
 * repository binding, as a matrix: a bound agent (``owner/name``, ``owner/*``, any case)

@@ -19,7 +19,6 @@ Aspects covered:
   without tags is unchanged, and neutralising a part equals the part of the whole;
 - properties: kept length ≤ limit, cut + kept == original, the block has exactly one
   opening tag (first) and one closing tag (last) whatever the output;
-- ``with_chain_context`` puts the block before the prompt.
 """
 
 from __future__ import annotations
@@ -90,14 +89,6 @@ def test_empty_output_gives_an_empty_body_but_the_block_appears() -> None:
 def test_lost_output_is_a_visible_reason(output: str | None, reason: str | None, body: str) -> None:
     block = chaincontext.chain_context_block(output, window="tail", lost_reason=reason)
     assert block == HEAD + body + FOOT
-
-
-def test_with_chain_context_puts_the_block_first() -> None:
-    block = chaincontext.chain_context_block("out", window="tail")
-    assert chaincontext.with_chain_context(block, "Fix the bug.") == block + "Fix the bug."
-
-
-# --- cutting ------------------------------------------------------------------------------
 
 
 def test_tail_keeps_the_last_characters_with_the_marker_first() -> None:

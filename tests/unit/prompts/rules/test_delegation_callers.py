@@ -1,4 +1,4 @@
-"""Who may delegate to whom (issue 14): ``policy.delegation.check_caller``.
+"""Who may delegate to whom (issue 14): ``prompts.rules.delegation.check_caller``.
 
 Aspects covered:
 - a chain is the connected component of the ``next`` graph: upstream, downstream, through

@@ -1,4 +1,4 @@
-"""How the chain-context recogniser reads one character (``policy.textfold``).
+"""How the chain-context recogniser reads one character (``prompts.rules.textfold``).
 
 Aspects covered:
 - every class of character issue 14 lists reads as the tag character it looks like:

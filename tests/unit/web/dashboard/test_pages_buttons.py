@@ -1,4 +1,4 @@
-"""The dashboard's buttons (web/dashboard/uiactions.py): the job API's flow control, as a session.
+"""The dashboard's buttons (web/dashboard/pages.py): the job API's flow control, as a session.
 
 Aspects covered (served on real Redis; what reaches Kubernetes is in
 ``e2e/test_dashboard_browser.py``):
@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from agentchain.core.runtime import Runtime
 from agentchain.settings import Settings
 from agentchain.web.app import build_internal_app
-from agentchain.web.dashboard import logins, uiactions
+from agentchain.web.dashboard import logins, pages
 from agentchain.web.jobapi import stoproutes
 from tests.unit.web.conftest import Client, make_runtime, serving
 from tests.unit.web.dashboard.test_logins import log_in, same_origin
@@ -87,6 +87,6 @@ async def test_a_namespace_the_operator_does_not_serve_is_the_apis_403(
 async def test_the_dashboard_is_recorded_as_who_asked() -> None:
     request = make_mocked_request("POST", "/ui/api/jobs/a/b/stop")
     assert (await stoproutes._request_of(request)).by == stoproutes.STOPPED_BY_API
-    request[stoproutes.ACTOR_KEY] = uiactions.ACTOR
+    request[stoproutes.ACTOR_KEY] = pages.ACTOR
     wanted = await stoproutes._request_of(request)
     assert wanted.by == "dashboard" and not wanted.reason
