@@ -1,7 +1,7 @@
 """Workspaces: the pure decisions behind ``agentchain workspace``.
 
 A chain's repository is checked out once into a volume every step mounts; the
-``agentchain.workspace`` commands (run in pods, as the operator's image) do the git
+``agentchain workspace`` commands (run in pods, as the operator's image) do the git
 I/O, and everything they decide is here, without I/O, so it can be tested
 exhaustively:
 
