@@ -99,7 +99,7 @@ def answering_command(sleep: float) -> list[str]:
     operator = Path(__file__).resolve().parents[1] / "operator"
     script = (
         f"import os, sys, time; sys.path.insert(0, {str(operator)!r}); "
-        "from agentchain.agents import runner; "
+        "from agentchain.runtimes.inpod import runner; "
         f"time.sleep({sleep}); answer = 'the bench answer'; "
         "runner.hand_over(os.environ, answer); print(answer)"
     )

@@ -26,8 +26,8 @@ from redis.asyncio import Redis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from e2e.controlplane.redisserver import RedisServer
 
+from agentchain.memory.contexts import ContextStore
 from agentchain.settings import Settings
-from agentchain.store.contexts import ContextStore
 from bench.table import Row, emit
 
 TARGET_RATIO = 0.5

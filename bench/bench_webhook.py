@@ -46,13 +46,13 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.kube import clients, resources
 from agentchain.settings import Settings
 from agentchain.store.deliveries import JobQueue
 from agentchain.web import listing
 from agentchain.web.app import build_app
-from agentchain.web.signatures import sign
+from agentchain.web.hooks.signatures import sign
 from bench.table import Row, emit
 
 REPO = Path(__file__).resolve().parents[1]

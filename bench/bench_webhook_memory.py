@@ -66,7 +66,7 @@ def rss(pid: int) -> int:
 
 
 async def serve(redis_url: str, port: int, internal_port: int) -> None:
-    from agentchain.engine.runtime import Runtime
+    from agentchain.core.runtime import Runtime
     from agentchain.settings import Settings
     from agentchain.web import app
 
@@ -92,7 +92,7 @@ async def serve(redis_url: str, port: int, internal_port: int) -> None:
 
 
 def head(declared: int, signature_of: bytes) -> bytes:
-    from agentchain.web.signatures import sign
+    from agentchain.web.hooks.signatures import sign
 
     lines = [
         "POST /webhooks/github HTTP/1.1",

@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import redis.asyncio as aioredis
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.handlers import watches
-from agentchain.handlers.dispatching import Work
+from agentchain.handlers.ordering import Work
 from agentchain.kube import clients
 from agentchain.settings import Settings
 from bench import harness

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from agentchain.policy import jobspec
+from agentchain.hop.rules import jobspec
 from e2e import operating
 from e2e.controlplane.cluster import ClusterInfo
 

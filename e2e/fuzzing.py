@@ -42,7 +42,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from agentchain.web.signatures import sign
+from agentchain.web.hooks.signatures import sign
 
 Json = Any
 Schema = Mapping[str, Any]

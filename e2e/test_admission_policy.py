@@ -29,9 +29,11 @@ from typing import Any
 import pytest
 import yaml
 
+from agentchain.core.rules import naming
+from agentchain.hop.rules import jobspec
 from agentchain.models.aiagent import AiAgentSpec
-from agentchain.policy import jobspec, naming, wsjob
 from agentchain.settings import Settings
+from agentchain.workspaces.rules import jobmounts
 from e2e import admission, charting
 from e2e.controlplane.cluster import ClusterInfo
 
@@ -79,8 +81,8 @@ def policed(cluster_info: ClusterInfo, namespace: str) -> Iterator[tuple[str, st
         admission.delete(info, policies)
 
 
-def _job(agent: Obj | None = None, mounting: wsjob.Mounting | None = None) -> Obj:
-    """A batch Job exactly as the operator builds it (policy/jobspec.py)."""
+def _job(agent: Obj | None = None, mounting: jobmounts.Mounting | None = None) -> Obj:
+    """A batch Job exactly as the operator builds it (hop/rules/jobspec.py)."""
     spec = AiAgentSpec.model_validate({"triggerName": "coder", **(agent or {})})
     name = "coder-run-1f2e3d4c5b6a"
     inputs = jobspec.JobInputs(
@@ -98,10 +100,10 @@ def _job(agent: Obj | None = None, mounting: wsjob.Mounting | None = None) -> Ob
     return copy.deepcopy(jobspec.build_job(inputs, SETTINGS))
 
 
-def _chain(**over: Any) -> wsjob.ChainWorkspace:
+def _chain(**over: Any) -> jobmounts.ChainWorkspace:
     fields: dict[str, Any] = {
         "chain_id": "c0ffee",
-        "claim_name": wsjob.claim_name("c0ffee"),
+        "claim_name": jobmounts.claim_name("c0ffee"),
         "repository": "https://git.example/acme/app.git",
         "github": None,
         "ref": None,
@@ -109,7 +111,7 @@ def _chain(**over: Any) -> wsjob.ChainWorkspace:
         "publish": True,
         **over,
     }
-    return wsjob.ChainWorkspace(**fields)
+    return jobmounts.ChainWorkspace(**fields)
 
 
 def _pod(job: Obj) -> Obj:
@@ -138,12 +140,12 @@ def test_the_operators_own_jobs_pass(
         "serviceAccountName": "agent-sa",
     }
     github = {"github": {"permissions": {"contents": "write"}}}
-    own = wsjob.Mounting(_chain(credentials_secret="git-cred"), False, True)
-    on_github = wsjob.Mounting(_chain(github="acme/app"), True, False)
-    tool = wsjob.tool_of(SETTINGS)
+    own = jobmounts.Mounting(_chain(credentials_secret="git-cred"), False, True)
+    on_github = jobmounts.Mounting(_chain(github="acme/app"), True, False)
+    tool = jobmounts.tool_of(SETTINGS)
     security = (jobspec.DEFAULT_POD_SECURITY_CONTEXT, jobspec.DEFAULT_SECURITY_CONTEXT)
     owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "u"}
-    publish = wsjob.publish_job(
+    publish = jobmounts.publish_job(
         "ignored", _chain(), naming.job_secret_name("agentchain-publish-c0ffee", NONCE),
         owner, tool, security,
     )  # fmt: skip

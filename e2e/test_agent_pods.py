@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
+from agentchain.hop.rules import jobspec
 from agentchain.models.conditions import Reason
-from agentchain.policy import jobspec
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 

@@ -37,7 +37,7 @@ import pydantic
 import pytest
 from aiohttp import web
 
-from agentchain.policy import runnerexits as exits
+from agentchain.core.rules import runnerexits as exits
 from agentchain.web.schemas import AnswerHandover, UsageReport
 from e2e.github.threaded import ThreadedSite
 from e2e.models import DEFAULT_API_KEY, Failure, ModelStandIn, Reply, failure, text, tool

@@ -25,7 +25,7 @@ def _speaker_command() -> list[str]:
     # This checkout's runner under this interpreter: a local-node pod gets only PATH.
     script = (
         f"import os, sys; sys.path.insert(0, {str(OPERATOR_CODE)!r}); "
-        "from agentchain.agents import runner; "
+        "from agentchain.runtimes.inpod import runner; "
         f"print({NOISE!r}, file=sys.stderr, flush=True); "
         f"runner.hand_over(os.environ, {ANSWER!r}); print({ANSWER!r})"
     )

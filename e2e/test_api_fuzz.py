@@ -46,9 +46,9 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 from yarl import URL
 
-from agentchain.engine.runtime import Runtime
-from agentchain.web import webhook
-from agentchain.web.api import encode_cursor
+from agentchain.core.runtime import Runtime
+from agentchain.web.hooks import webhook
+from agentchain.web.jobapi.reads import encode_cursor
 from e2e import fuzzing
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.webharness import (

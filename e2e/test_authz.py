@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
+from agentchain.hop.rules import chains
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
-from agentchain.policy import chains
-from agentchain.store import seals
-from agentchain.web import bodies, waiting
+from agentchain.store import sealing
+from agentchain.web.jobapi import bodies, waiting
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.webharness import (
     ADMIN,
@@ -109,7 +109,7 @@ async def test_a_strangers_event_does_not_travel_past_the_targets_sender_policy(
         position = chains.root_position("stranger0chain0000001", "lead")
         body = bodies.agentjob_body(team, "lead-stranger", spec, position, None)
         # As the webhook makes it: under the operator's seals (its event vouched for).
-        await resources.create(team, resources.AGENTJOBS, seals.seal(rt.operator_keys, body))
+        await resources.create(team, resources.AGENTJOBS, sealing.seal_job(rt.operator_keys, body))
         job = {"namespace": team, "id": "lead-stranger", "chainId": position.chain_id}
         refused = await delegate(client, rt, job, "worker")
         assert refused.status == 403, await refused.text()

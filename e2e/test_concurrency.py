@@ -27,7 +27,7 @@ import time
 import urllib.request
 from typing import Any
 
-from agentchain.policy import concurrency
+from agentchain.flow.rules import concurrency
 from e2e import chaining, delivering, operating
 from e2e.controlplane.cluster import ClusterInfo
 

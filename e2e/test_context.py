@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentchain.policy import naming
-from agentchain.policy.prompts import CHAIN_RESULTS_HEADING
+from agentchain.core.rules import naming
+from agentchain.prompts.rules.assembly import CHAIN_RESULTS_HEADING
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 

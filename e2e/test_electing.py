@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentchain.kube import clients, electing, leases
-from agentchain.policy.leadership import Timing
+from agentchain.kube.rules.leadership import Timing
 from e2e import operating
 from e2e.controlplane.cluster import ClusterInfo
 

@@ -1,4 +1,4 @@
-"""A follower's dashboard feed (``web/following.py``) against the real API server.
+"""A follower's dashboard feed (``web/dashboard/following.py``) against the real API server.
 
 A follower runs no kopf, so its open dashboard pages are fed by a watch of its own.
 Aspects covered: an AgentJob created in a served namespace reaches a subscriber of the
@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.kube import clients
 from agentchain.settings import Settings
-from agentchain.web import following
+from agentchain.web.dashboard import following
 from e2e import chaining
 from e2e.controlplane.cluster import ClusterInfo
 

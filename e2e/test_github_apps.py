@@ -22,8 +22,8 @@ from __future__ import annotations
 import pytest
 
 from agentchain.github.apps import GitHubApp
-from agentchain.github.errors import GitHubError
-from agentchain.policy.githubscope import Scope
+from agentchain.github.githuberrors import GitHubError
+from agentchain.github.rules.githubscope import Scope
 from e2e.github import GitHubStandIn, model
 from e2e.github.standin import new_private_key
 from e2e.github.testing import FULL_NAME, REPO, World, world

@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from agentchain.engine import githubtokens
+from agentchain.github import tokenminting
 from e2e import chaining, delivering, operating
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
@@ -133,7 +133,7 @@ def test_job_token_scope_refresh_and_revocation(
         assert refreshed["repository"] == REPOSITORY
         assert refreshed["permissions"] == {"issues": "write"}
         assert _call(f"{op.url}/api/github/token", op.admin_token, "POST", {})[0] == 403
-        for _ in range(githubtokens.MAX_TOKENS_PER_JOB - 2):  # Launch + one refresh so far.
+        for _ in range(tokenminting.MAX_TOKENS_PER_JOB - 2):  # Launch + one refresh so far.
             assert _call(f"{op.url}/api/github/token", secret["token"], "POST", {})[0] == 200
         assert _call(f"{op.url}/api/github/token", secret["token"], "POST", {})[0] == 429
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from agentchain.policy.jobspec import TOKEN_SECRET_KEY
-from agentchain.policy.prompts import LEARNINGS_HEADING
+from agentchain.hop.rules.jobspec import TOKEN_SECRET_KEY
+from agentchain.prompts.rules.assembly import LEARNINGS_HEADING
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 

@@ -3,7 +3,7 @@
 The server runs as the agent's CLI starts it (``e2e/mcpclient.py``), with a real
 AgentJob's token, and behind it the job API in-process (the engine is not running:
 the test ends the delegated job itself, as its pod would).  The store and anchor
-tools need no API server and are ``tests/unit/agents/test_mcp_tools.py``.
+tools need no API server and are ``tests/unit/runtimes/inpod/test_mcp_tools.py``.
 
 Aspects covered:
 * delegate with a wait: the call creates the delegated job in the caller's chain
@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from agentchain import models
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from e2e import chaining, delivering, operating
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from agentchain import models
-from agentchain.policy.jobspec import CONTAINER_NAME
+from agentchain.hop.rules.jobspec import CONTAINER_NAME
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import redis
 
-from agentchain.policy.jobspec import TOKEN_SECRET_KEY
+from agentchain.hop.rules.jobspec import TOKEN_SECRET_KEY
 from agentchain.store import keys
 from agentchain.store.tokens import token_digest
 from e2e import chaining, operating

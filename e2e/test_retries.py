@@ -17,8 +17,8 @@ import sys
 from typing import Any
 
 from agentchain import models
-from agentchain.policy import jobspec
-from agentchain.policy.prompts import ANCHOR_HEADING
+from agentchain.hop.rules import jobspec
+from agentchain.prompts.rules.assembly import ANCHOR_HEADING
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 

@@ -30,13 +30,13 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.kube import clients, resources
 from agentchain.settings import Settings
 from agentchain.store.deliveries import JobQueue
 from agentchain.web import server
 from agentchain.web.app import build_app, build_internal_app
-from agentchain.web.signatures import sign
+from agentchain.web.hooks.signatures import sign
 from e2e import operating
 from e2e.controlplane.cluster import ClusterInfo
 

@@ -180,7 +180,10 @@ def generate(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
     return Pki(
         ca=ca.pair,
         apiserver=ca.leaf(
-            "apiserver", _name("kube-apiserver"), server, APISERVER_DNS_NAMES,
+            "apiserver",
+            _name("kube-apiserver"),
+            server,
+            APISERVER_DNS_NAMES,
             (*APISERVER_IPS, *extra_ips),
         ),
         admin=ca.leaf("admin", _name(ADMIN_USER, "system:masters"), client),

@@ -21,7 +21,7 @@ def _run(args: argparse.Namespace) -> int:
 
     import agentchain.handlers  # noqa: F401  (registers the handlers)
     from agentchain import replica, settings
-    from agentchain.engine.runtime import MISSING_KEY_MESSAGE
+    from agentchain.core.runtime import MISSING_KEY_MESSAGE
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
@@ -61,19 +61,19 @@ def _demo_agent(rest: list[str]) -> int:
 
 
 def _agent(args: argparse.Namespace) -> int:
-    from agentchain.agents import runner
+    from agentchain.runtimes.inpod import runner
 
     return runner.main(args)
 
 
 def _workspace(args: argparse.Namespace) -> int:
-    from agentchain.workspace import commands
+    from agentchain.workspaces.inpod import cli
 
-    return commands.main(args)
+    return cli.main(args)
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from agentchain.agents import mcpserving
+    from agentchain.runtimes.inpod import mcpserving
 
     return mcpserving.main()
 
@@ -104,15 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     reference.add_argument("--output", default="docs/configuration.md")
     sub.add_parser("demo-agent", help="the deterministic demo agent (see --help after it)")
-    from agentchain.workspace import commands
+    from agentchain.workspaces.inpod import cli
 
-    commands.add_parser(sub)
+    cli.add_parser(sub)
     sub.add_parser(
         "mcp",
         help="serve the job's agentchain tools (delegation, store, anchors, GitHub token)"
         " to the agent's CLI over MCP on stdio (inside an agent's pod)",
     )
-    from agentchain.agents import runner
+    from agentchain.runtimes.inpod import runner
 
     runner.add_parser(sub)
     args = parser.parse_args(argv)

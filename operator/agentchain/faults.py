@@ -9,13 +9,13 @@ restart. Unset (always, in production) a crashpoint is one dictionary look-up.
 
 Named points:
 
-* ``learnings-claimed`` — in ``engine.prompting``, right after a job's learnings are
+* ``learnings-claimed`` — in ``prompts.prompting``, right after a job's learnings are
   claimed in Redis and before the ConfigMap is read and the prompt built.
-* ``child-created`` — in ``engine.hopping``, right after a chain child's AgentJob was
+* ``child-created`` — in ``hop.hopping``, right after a chain child's AgentJob was
   created and before it is launched and its parent's ``status.next`` written.
-* ``workspace-publish-created`` — in ``engine.publishing``, right after a chain's publish
-  Job was created and before the chain's last job is settled (issue 18).
-* ``workspace-pull-created`` — in ``engine.publishing``, right after the chain's pull
+* ``workspace-publish-created`` — in ``workspaces.publishing``, right after a chain's publish
+  Job was created and before the chain's last job is settled.
+* ``workspace-pull-created`` — in ``workspaces.publishing``, right after the chain's pull
   request was created and before that was recorded.
 """
 

@@ -52,13 +52,13 @@ import kopf
 
 from agentchain import metrics
 from agentchain.cancelling import stop_tasks
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.kube import clients
 from agentchain.kube.electing import Elector
-from agentchain.policy import leadership
-from agentchain.policy.leadership import Timing
+from agentchain.kube.rules import leadership
+from agentchain.kube.rules.leadership import Timing
 from agentchain.settings import Settings
-from agentchain.web import following
+from agentchain.web.dashboard import following
 
 log = logging.getLogger(__name__)
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

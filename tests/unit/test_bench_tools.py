@@ -81,13 +81,13 @@ def test_audit_counts_a_watch_once_and_each_request_when_complete(tmp_path: Path
 def test_profile_summary_shares(tmp_path: Path) -> None:
     raw = tmp_path / "profile.txt"
     raw.write_text(
-        "main (agentchain/__main__.py:1);on_pod (agentchain/engine/finishing.py:60) 3\n"
+        "main (agentchain/__main__.py:1);on_pod (agentchain/hop/attempts.py:60) 3\n"
         "main (agentchain/__main__.py:1);select (selectors.py:10) 1\n"
     )
     text = profiling.summary(raw)
     assert "4 samples" in text
-    assert "75.0%  agentchain/engine" in text
-    assert "75.0%  on_pod (agentchain/engine/finishing.py)" in text
+    assert "75.0%  agentchain/hop" in text
+    assert "75.0%  on_pod (agentchain/hop/attempts.py)" in text
 
 
 def test_the_table_names_every_expected_figure_the_run_did_not_measure() -> None:

@@ -63,7 +63,7 @@ async def _cancel_loops(redis_url: str, stop_with_stop_tasks: bool) -> int:
             task = asyncio.create_task(loop())
             await asyncio.sleep((i % 10) / 2000)
             if stop_with_stop_tasks:
-                await asyncio.wait_for(stop_tasks([task]), 5)
+                await asyncio.wait_for(stop_tasks([task]), 30)  # A guard against a hang only.
                 continue
             task.cancel()
             done, _ = await asyncio.wait({task}, timeout=0.2)

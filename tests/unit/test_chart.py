@@ -53,7 +53,8 @@ from hypothesis import settings as settings_
 from hypothesis import strategies as st
 
 from agentchain import settings
-from agentchain.policy import leadership, naming
+from agentchain.core.rules import naming
+from agentchain.kube.rules import leadership
 
 ROOT = charting.ROOT
 CHART = charting.CHART

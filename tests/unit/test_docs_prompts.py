@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentchain.flow.rules import concurrency
+from agentchain.github.rules import matching
+from agentchain.hop.rules import jobspec
+from agentchain.memory import anchors
 from agentchain.models.agentjob import JobEvent
-from agentchain.policy import concurrency, jobspec, matching, prompts
-from agentchain.store import anchors
+from agentchain.prompts.rules import assembly
 from agentchain.web import schemas
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "prompts.md"
@@ -33,7 +36,7 @@ def _table(heading: str) -> dict[str, str]:
 
 def test_prompt_template_variables_are_the_documented_ones() -> None:
     event = JobEvent(source="github", name="issues")
-    assert set(prompts.template_variables(event, "a", "p")) == set(
+    assert set(assembly.template_variables(event, "a", "p")) == set(
         _table("### Variables of `promptTemplate`")
     )
 
@@ -45,7 +48,7 @@ def test_group_variables_are_the_documented_ones() -> None:
 
 
 def test_event_keys_are_the_job_events_fields() -> None:
-    data = prompts.template_variables(JobEvent(), "a", "p")["event"]
+    data = assembly.template_variables(JobEvent(), "a", "p")["event"]
     assert set(data) == set(JobEvent.model_fields) == set(_table("### Keys of `event`"))
 
 
@@ -67,7 +70,7 @@ def test_limits_are_the_enforced_constants() -> None:
         (matching.TITLE_MAX_BYTES, "bytes"),
         (matching.BODY_MAX_BYTES, "bytes"),
         (schemas.PROMPT_MAX_CHARS, "characters"),
-        (prompts.RENDERED_MAX_BYTES, "bytes"),
+        (assembly.RENDERED_MAX_BYTES, "bytes"),
         (jobspec.PROMPT_MAX_BYTES, "bytes"),
         (jobspec.ENV_PROMPT_MAX_BYTES, "bytes"),
     ):

@@ -1,6 +1,6 @@
 """Learnings reach exactly one run of an agent per chain, across crashes (SPEC §5, seed 002).
 
-Aspects covered, with ``engine.prompting.build`` on a real Redis and the ConfigMap read
+Aspects covered, with ``prompts.prompting.build`` on a real Redis and the ConfigMap read
 stubbed (the e2e test in ``e2e/test_learnings.py`` does the same on a real cluster):
 - the first job of an agent in a chain gets the learnings at the top of its prompt, once;
 - rebuilding that job's prompt (a restart after a crash) gets them again, so they are
@@ -23,12 +23,13 @@ import pytest
 from redis.asyncio import Redis
 
 from agentchain import faults
-from agentchain.engine import prompting, records
-from agentchain.engine.runtime import Runtime
+from agentchain.core import statuswriting
+from agentchain.core.runtime import Runtime
+from agentchain.hop.rules import chains
 from agentchain.kube import workloads
 from agentchain.models.aiagent import AiAgent
-from agentchain.policy import chains
-from agentchain.policy.prompts import LEARNINGS_HEADING
+from agentchain.prompts import prompting
+from agentchain.prompts.rules.assembly import LEARNINGS_HEADING
 from agentchain.settings import Settings
 
 NS = "team-a"
@@ -65,12 +66,12 @@ def _agent(learnings: bool = True) -> AiAgent:
 
 
 async def _prompt(rt: Runtime, name: str, chain_id: str, agent: AiAgent | None = None) -> str:
-    obj: records.Obj = {
+    obj: statuswriting.Obj = {
         "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}"},
         "spec": {"agentRole": "coder", "prompt": f"task for {name}"},
     }
     pos = chains.root_position(chain_id, "coder")
-    return await prompting.build(rt, obj, records.parse(obj), agent or _agent(), pos, [])
+    return await prompting.build(rt, obj, statuswriting.parse(obj), agent or _agent(), pos, [])
 
 
 @pytest.mark.redis

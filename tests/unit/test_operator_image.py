@@ -25,7 +25,7 @@ def test_base_images_substitute_arg_defaults_and_skip_stage_names() -> None:
     dockerfile = (
         "# syntax=docker/dockerfile:1\n"
         "ARG BASE=debian:bookworm-slim\n"
-        "ARG TOOLS=\"golang:1.22\"\n"
+        'ARG TOOLS="golang:1.22"\n'
         "FROM --platform=linux/amd64 ${TOOLS} AS tools\n"
         "ARG BASE=ignored-after-from\n"
         "FROM $BASE as final\n"

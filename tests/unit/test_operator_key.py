@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentchain.engine.runtime import MissingOperatorKeyError, Runtime
+from agentchain.core.runtime import MissingOperatorKeyError, Runtime
 from agentchain.settings import Settings
 
 

@@ -17,7 +17,7 @@ from e2e.controlplane.redisserver import ADMIN_USER, OPERATOR_USER
 from redis import Redis
 from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.settings import Settings
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from agentchain import replica
-from agentchain.policy.leadership import Timing
+from agentchain.kube.rules.leadership import Timing
 from agentchain.settings import Settings
 
 

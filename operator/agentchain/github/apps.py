@@ -19,7 +19,7 @@ typed bodies; this module keeps to what the product needs:
 githubkit's own retries are off (``auto_retry=False``): a rate limit must reach the
 write-back worker, which waits and then sends the *latest* body rather than sleeping
 inside a stale request.  Every githubkit exception leaves as a
-:class:`~agentchain.github.errors.GitHubError`.
+:class:`~agentchain.github.githuberrors.GitHubError`.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from githubkit import AppAuthStrategy, GitHub
 from githubkit.cache import MemCacheStrategy
 from githubkit.exception import GitHubException
 
-from agentchain.github.errors import NOT_FOUND, GitHubError, classify
-from agentchain.policy.githubscope import Scope
+from agentchain.github.githuberrors import NOT_FOUND, GitHubError, classify
+from agentchain.github.rules.githubscope import Scope
 from agentchain.settings import Settings
 
 TIMEOUT_SECONDS = 20.0
@@ -212,7 +212,7 @@ class GitHubApp:
             raise
         return str(answer.parsed_data.permission)
 
-    # -- pull requests (issue 18: a chain's published workspace) ------------------------
+    # -- pull requests (a chain's published workspace) ------------------------
     async def default_branch(self, scope: Scope) -> str:
         gh = self._client(await self.token_for(scope))
         repo = await self._call(lambda: gh.rest.repos.async_get(scope.owner, scope.name))

@@ -4,6 +4,6 @@ Importing this package registers every kopf handler with kopf's default registry
 ``watches`` runs the AgentJob, batch Job and pod watches (``lifecycle`` starts it).
 """
 
-from agentchain.handlers import agentjobs, aiagents, github, lifecycle, watches, workloads
+from agentchain.handlers import agentevents, jobevents, lifecycle, podevents, watches
 
-__all__ = ["agentjobs", "aiagents", "github", "lifecycle", "watches", "workloads"]
+__all__ = ["agentevents", "jobevents", "lifecycle", "podevents", "watches"]

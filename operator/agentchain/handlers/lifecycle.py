@@ -21,9 +21,10 @@ from typing import Any, cast
 import kopf
 
 from agentchain.cancelling import stop_tasks
-from agentchain.engine import resync
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
+from agentchain.github import appruntime
 from agentchain.handlers import watches
+from agentchain.hop import resync
 from agentchain.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -47,11 +48,6 @@ class AiAgentDiffBase(kopf.AnnotationsDiffBaseStorage):
         return super().build(body=body, extra_fields=extra_fields)
 
 
-def _is_pattern(namespace: str) -> bool:
-    """Whether kopf reads ``namespace`` as a glob or negation rather than a name."""
-    return any(c in namespace for c in "*?[]!,")
-
-
 @kopf.on.startup()
 async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=PREFIX)
@@ -67,7 +63,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.queueing.idle_timeout = 0.1
     # `agentchain run` hands over its flags and its Runtime in the memo.
     config = getattr(memo, "settings", None) or Settings()
-    if config.namespaces and not any(_is_pattern(ns) for ns in config.namespaces):
+    if config.namespaces and not any(watches.is_pattern(ns) for ns in config.namespaces):
         # Named namespaces: resources come from API discovery once, and no namespace or
         # CRD is watched, so the chart's per-namespace Roles are all the operator needs.
         settings.scanning.disabled = True
@@ -76,7 +72,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         runtime = memo.runtime = Runtime.create(config)
         memo.owns_runtime = True
     memo.resyncer = asyncio.create_task(resync.keep_resyncing(runtime), name="resync")
-    memo.watches = watches.start(runtime)  # AgentJobs, batch Jobs, pods: our own (issue 21).
+    memo.watches = watches.start(runtime)  # AgentJobs, batch Jobs, pods: our own.
 
 
 @kopf.on.cleanup()
@@ -87,5 +83,11 @@ async def shutdown(memo: kopf.Memo, **_: Any) -> None:
     if getattr(memo, "watches", None) is not None:
         await memo.watches.stop()
     runtime = getattr(memo, "runtime", None)
+    if runtime is not None:
+        # The write-back worker stops before the runtime closes under it. It starts on
+        # the first AgentJob that came through an App installation
+        # (``github/writeback.observe``); whatever it had not written yet is redone by
+        # the next operator, whose watch lists every AgentJob again.
+        await appruntime.close(runtime)
     if runtime is not None and getattr(memo, "owns_runtime", False):
         await runtime.close()

@@ -24,9 +24,9 @@ from typing import Any
 
 from agentchain import models
 from agentchain.cancelling import stop_tasks
-from agentchain.engine.runtime import Runtime
-from agentchain.handlers import agentjobs, workloads
-from agentchain.handlers.dispatching import Dispatcher, Submit
+from agentchain.core.runtime import Runtime
+from agentchain.handlers import jobevents, podevents
+from agentchain.handlers.ordering import Dispatcher, Submit
 from agentchain.kube import clients
 from agentchain.kube.watching import Collection, Watcher
 
@@ -110,9 +110,9 @@ def start(runtime: Runtime) -> Watches:
     runtime.unsettled.reset()  # A replica leading again starts from fresh lists.
     watches = Watches(runtime, Dispatcher(runtime.unsettled.backlog))
     kinds: list[tuple[Consumer, Any]] = [
-        (agentjobs.observed, agentjobs.trim),
-        (workloads.job_changed, workloads.trim_job),
-        (workloads.pod_changed, workloads.trim_pod),
+        (jobevents.observed, jobevents.trim),
+        (podevents.job_changed, podevents.trim_job),
+        (podevents.pod_changed, podevents.trim_pod),
     ]
     for index, (consume, trim) in enumerate(kinds):
         on_event = watches._consumer(consume, allowed)

@@ -15,7 +15,7 @@ Every call goes through :func:`open_response`, the error boundary:
   ``TooManyRequests``, ``ServerError``, ...); a failed connection, ``Unreachable``;
 - 429, 500/502/503/504 and connection failures are retried there, at once for a
   transient hiccup (0.1 s, doubling, jittered, capped; ``Retry-After`` honoured;
-  attempts and total time bounded, ``errors.RetryPolicy``), one log line per retry,
+  attempts and total time bounded, ``apierrors.RetryPolicy``), one log line per retry,
   so a hop is not left to the next resync for a blip of the API server;
 - a 401 logs in again (a rotated service-account token is reread) and retries once.
 
@@ -24,7 +24,7 @@ log) that breaks later is the caller's to restart.
 
 The write fence (:data:`WRITE_FENCE`): the engine runs in a context where it holds a
 callable answering whether this replica still leads (``kube/electing.py``); every
-attempt to send anything but a GET consults it first and raises ``errors.Fenced``
+attempt to send anything but a GET consults it first and raises ``apierrors.Fenced``
 instead of sending when it answers False.  Web requests run outside that context and
 are never fenced: every replica serves them.
 """
@@ -49,7 +49,7 @@ from urllib.parse import quote
 import aiohttp
 import kopf
 
-from agentchain.kube import errors
+from agentchain.kube import apierrors
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ async def open_response(
     body: object = None,
     content_type: str | None = None,
     timeout: float | None = None,
-    policy: errors.RetryPolicy = errors.DEFAULT_POLICY,
+    policy: apierrors.RetryPolicy = apierrors.DEFAULT_POLICY,
 ) -> AsyncIterator[aiohttp.ClientResponse]:
     """The API's successful response, body unread; retried as the module says, typed
     errors (``errors``) otherwise.  ``timeout`` bounds the whole call, retries included."""
@@ -212,7 +212,7 @@ class _Call:
     timeout: float | None
 
 
-async def _send_retrying(call: _Call, policy: errors.RetryPolicy) -> aiohttp.ClientResponse:
+async def _send_retrying(call: _Call, policy: apierrors.RetryPolicy) -> aiohttp.ClientResponse:
     started = time.monotonic()
     login = current_login()
     attempt, reauthenticated = 0, False
@@ -220,7 +220,7 @@ async def _send_retrying(call: _Call, policy: errors.RetryPolicy) -> aiohttp.Cli
         attempt += 1
         try:
             return await _send(call, login, time.monotonic() - started)
-        except errors.Unauthorized as exc:
+        except apierrors.Unauthorized as exc:
             if reauthenticated:
                 raise
             reauthenticated = True
@@ -229,7 +229,7 @@ async def _send_retrying(call: _Call, policy: errors.RetryPolicy) -> aiohttp.Cli
             except (kopf.LoginError, OSError, ValueError, KeyError) as failure:
                 raise exc from failure  # No credentials to try instead: the 401 stands.
             continue
-        except (errors.ApiError, errors.Unreachable) as exc:
+        except (apierrors.ApiError, apierrors.Unreachable) as exc:
             wait = policy.delay(call.method, exc, attempt, time.monotonic() - started)
             if wait is None:
                 raise
@@ -248,7 +248,7 @@ async def _send(call: _Call, login: Login, elapsed: float) -> aiohttp.ClientResp
     """One attempt: the open response if it succeeded, its typed error otherwise."""
     fence = WRITE_FENCE.get()
     if fence is not None and call.method != "GET" and not fence():
-        raise errors.Fenced(f"{call.method} {call.url_path}: this replica no longer leads")
+        raise apierrors.Fenced(f"{call.method} {call.url_path}: this replica no longer leads")
     headers = {"Accept": "application/json", **login.headers}
     if call.content_type:
         headers["Content-Type"] = call.content_type
@@ -274,8 +274,8 @@ async def _send(call: _Call, login: Login, elapsed: float) -> aiohttp.ClientResp
         finally:
             resp.release()
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise errors.Unreachable(f"{type(exc).__name__}: {exc}") from exc
-    raise errors.from_status(resp.status, raw, resp.headers)
+        raise apierrors.Unreachable(f"{type(exc).__name__}: {exc}") from exc
+    raise apierrors.from_status(resp.status, raw, resp.headers)
 
 
 async def request(
@@ -294,5 +294,5 @@ async def request(
         try:
             raw = await resp.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise errors.Unreachable(f"{type(exc).__name__}: {exc}") from exc
+            raise apierrors.Unreachable(f"{type(exc).__name__}: {exc}") from exc
     return json.loads(raw) if raw else None

@@ -11,7 +11,7 @@ clock alone, whether the renew deadline of the last successful renewal has not y
 passed.  The engine's writes consult it just before they are sent (``clients.WRITE_FENCE``),
 so a process that was frozen (SIGSTOP, a stalled node) and wakes up after a follower
 took over refuses its own writes before its elector task has even run.  The rules and
-why they are safe are in ``policy/leadership.py``; the I/O is ``kube/leases.py``.
+why they are safe are in ``kube/rules/leadership.py``; the I/O is ``kube/leases.py``.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentchain.kube import errors, leases
-from agentchain.policy import leadership
-from agentchain.policy.leadership import Observation, Record, Timing
+from agentchain.kube import apierrors, leases
+from agentchain.kube.rules import leadership
+from agentchain.kube.rules.leadership import Observation, Record, Timing
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -103,7 +103,7 @@ class Elector:
         record = leadership.released(Record.from_spec(lease.get("spec")), _wall())
         try:
             await leases.replace(lease, record, timeout=self.timing.retry_period)
-        except errors.KubeError as exc:  # Someone else wrote it, or the API is down: it expires.
+        except apierrors.KubeError as exc:  # Someone else wrote it, or the API is down: it expires.
             log.warning("leader election: lease not released (%s)", exc)
             return
         log.info(
@@ -121,10 +121,10 @@ class Elector:
         started = self._clock()
         try:
             obj = await self._claim(timeout)
-        except errors.Conflict as exc:  # Someone wrote the Lease between our read and write.
+        except apierrors.Conflict as exc:  # Someone wrote the Lease between our read and write.
             log.debug("leader election: attempt lost a race (%s)", exc)
             return False
-        except errors.KubeError as exc:  # The API server, or a missing permission (403).
+        except apierrors.KubeError as exc:  # The API server, or a missing permission (403).
             log.warning("leader election: attempt failed (%s)", exc)
             return False
         if obj is None:

@@ -13,7 +13,7 @@ import datetime as dt
 import hashlib
 from typing import Any, Literal
 
-from agentchain.kube import errors
+from agentchain.kube import apierrors
 from agentchain.kube.clients import core_path, request
 
 EventType = Literal["Normal", "Warning"]
@@ -58,9 +58,9 @@ async def emit(
     }
     try:
         await request("POST", core_path(meta["namespace"], "events"), body=body)
-    except errors.AlreadyExists:
+    except apierrors.AlreadyExists:
         return False
-    except errors.Forbidden as exc:
+    except apierrors.Forbidden as exc:
         if "NamespaceTerminating" not in exc.causes:
             raise
         # The namespace is going away with its Events: nothing left to tell.

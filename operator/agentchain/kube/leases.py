@@ -4,16 +4,16 @@ A claim is a create (the Lease does not exist yet) or a replace (PUT) carrying t
 ``resourceVersion`` that was read: if anyone wrote the Lease in between, the API server
 answers 409 and the claim failed, which is what makes two replicas unable to both
 believe they hold it.  Neither call is retried here (PUT is not in
-``errors.RETRY_SAFE_METHODS``); the elector tries again next period, from a fresh read.
+``apierrors.RETRY_SAFE_METHODS``); the elector tries again next period, from a fresh read.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentchain.kube import errors
+from agentchain.kube import apierrors
 from agentchain.kube.clients import path, request
-from agentchain.policy.leadership import Record
+from agentchain.kube.rules.leadership import Record
 
 Obj = dict[str, Any]
 API_VERSION = "coordination.k8s.io/v1"
@@ -27,13 +27,13 @@ async def read(namespace: str, name: str, *, timeout: float) -> Obj | None:
     """The Lease, or None when there is none yet."""
     try:
         obj: Obj = await request("GET", _url(namespace, name), timeout=timeout)
-    except errors.NotFound:
+    except apierrors.NotFound:
         return None
     return obj
 
 
 async def create(namespace: str, name: str, record: Record, *, timeout: float) -> Obj:
-    """Create the Lease holding ``record``; ``errors.AlreadyExists`` if someone was first."""
+    """Create the Lease holding ``record``; ``apierrors.AlreadyExists`` if someone was first."""
     body = {
         "apiVersion": API_VERSION,
         "kind": "Lease",
@@ -45,7 +45,7 @@ async def create(namespace: str, name: str, record: Record, *, timeout: float) -
 
 
 async def replace(current: Obj, record: Record, *, timeout: float) -> Obj:
-    """Write ``record`` over ``current``; ``errors.Conflict`` if it changed since read."""
+    """Write ``record`` over ``current``; ``apierrors.Conflict`` if it changed since read."""
     meta = current["metadata"]
     body = {
         "apiVersion": API_VERSION,

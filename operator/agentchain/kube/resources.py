@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentchain.kube import errors, watching
+from agentchain.kube import apierrors, watching
 from agentchain.kube.clients import MERGE_PATCH, custom_path, request
 
 AGENTJOBS = "agentjobs"
@@ -21,7 +21,7 @@ Obj = dict[str, Any]
 async def get(namespace: str, plural: str, name: str) -> Obj | None:
     try:
         obj: Obj = await request("GET", custom_path(namespace, plural, name))
-    except errors.NotFound:
+    except apierrors.NotFound:
         return None
     return obj
 
@@ -52,7 +52,7 @@ async def list_objects(
 async def create_only(
     namespace: str, plural: str, body: Obj, *, timeout: float | None = None
 ) -> Obj:
-    """Create; AlreadyExists is the caller's to judge (raised as ``errors.AlreadyExists``)."""
+    """Create; AlreadyExists is the caller's to judge (raised as ``apierrors.AlreadyExists``)."""
     obj: Obj = await request("POST", custom_path(namespace, plural), body=body, timeout=timeout)
     return obj
 
@@ -62,7 +62,7 @@ async def create(namespace: str, plural: str, body: Obj) -> tuple[Obj, bool]:
     name = body["metadata"]["name"]
     try:
         return await create_only(namespace, plural, body), True
-    except errors.AlreadyExists:
+    except apierrors.AlreadyExists:
         pass
     existing = await get(namespace, plural, name)
     if existing is None:  # Deleted between our two calls: treat as done, nothing to redo.
@@ -75,7 +75,7 @@ async def _patch(namespace: str, plural: str, name: str, body: Obj, *sub: str) -
     url = custom_path(namespace, plural, name, *sub)
     try:
         obj: Obj = await request("PATCH", url, body=body, content_type=MERGE_PATCH)
-    except errors.NotFound:
+    except apierrors.NotFound:
         return None
     return obj
 
@@ -89,7 +89,7 @@ async def patch_status_at(
     namespace: str, plural: str, name: str, version: str | None, status: Obj
 ) -> Obj | None:
     """Merge-patch the status subresource if the object is still at ``version``, else
-    ``errors.Conflict``: for a list (conditions) that a merge patch replaces whole."""
+    ``apierrors.Conflict``: for a list (conditions) that a merge patch replaces whole."""
     body = {"metadata": {"resourceVersion": version}, "status": status}
     return await _patch(namespace, plural, name, body, "status")
 
@@ -114,7 +114,7 @@ async def watch(
     """Watch events (``{"type", "object"}``) from ``resource_version`` on, bookmarks
     included, until the API server ends the stream (``timeout_seconds``).
 
-    An expired version raises ``errors.Gone``, at once or as an ERROR event.
+    An expired version raises ``apierrors.Gone``, at once or as an ERROR event.
     """
     params = {
         "watch": "true",

@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from agentchain.kube import errors
+from agentchain.kube import apierrors
 from agentchain.kube.clients import core_path, open_response, request
 
 Obj = dict[str, Any]
@@ -44,7 +44,7 @@ async def follow_log(namespace: str, pod: str, container: str) -> AsyncIterator[
         async with open_response("GET", url, params=params, timeout=FOLLOW_MAX_SECONDS) as resp:
             async for chunk in resp.content.iter_any():
                 yield chunk
-    except (errors.NotFound, errors.BadRequest):  # 400: the container has not started.
+    except (apierrors.NotFound, apierrors.BadRequest):  # 400: the container has not started.
         return
     except (aiohttp.ClientError, TimeoutError):
         return  # The stream broke or ran its time: the page reconnects.

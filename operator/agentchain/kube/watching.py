@@ -3,7 +3,7 @@
 kopf lists a resource in one unpaged request and cannot send a label selector
 (nolar/kopf#1311), so a restart with 5,000 finished AgentJobs read 70 MB of JSON
 (every pod and Job in the namespace, ours or not) and handed all of it to the handlers
-at once: 864 MiB peak, under a 512 Mi limit a crash loop (issue 21).  A
+at once: 864 MiB peak, under a 512 Mi limit a crash loop.  A
 :class:`Watcher` does what client-go's reflector does instead:
 
 1. LIST in pages (``limit``/``continue``) with the ``labelSelector``; each item is
@@ -39,7 +39,7 @@ from typing import Any
 
 import aiohttp
 
-from agentchain.kube import errors
+from agentchain.kube import apierrors
 from agentchain.kube.clients import open_response
 
 log = logging.getLogger(__name__)
@@ -116,13 +116,13 @@ class Watcher:
                 failures = 0 if time.monotonic() - started >= 1.0 else failures + 1
                 if failures:
                     await asyncio.sleep(backoff(failures))
-            except errors.Gone:
+            except apierrors.Gone:
                 # Listed again at once; a list that is itself Gone again backs off.
                 log.info("watch of %s expired (410): listing again", self.collection.path)
                 failures, version = failures + 1, None
                 if failures > 1:
                     await asyncio.sleep(backoff(failures - 1))
-            except (errors.KubeError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            except (apierrors.KubeError, aiohttp.ClientError, TimeoutError, ValueError) as exc:
                 failures += 1
                 wait = backoff(failures)
                 log.warning(
@@ -204,7 +204,7 @@ def backoff(failures: int, rng: random.Random | None = None) -> float:
 
 async def stream(path: str, params: dict[str, str], timeout: float) -> AsyncIterator[Obj]:
     """The events of one watch request; an ERROR event raises its typed error
-    (``errors.Gone`` for an expired version)."""
+    (``apierrors.Gone`` for an expired version)."""
     async with open_response("GET", path, params=params, timeout=timeout) as resp:
         parts: list[bytes] = []  # The current line's pieces: joined once, at its end.
         size = 0
@@ -226,5 +226,5 @@ def _event(line: bytes) -> Obj:
     event: Obj = json.loads(line)
     if event.get("type") == "ERROR":
         status = event.get("object") or {}
-        raise errors.from_status(int(status.get("code") or 500), status)
+        raise apierrors.from_status(int(status.get("code") or 500), status)
     return event

@@ -1,5 +1,10 @@
 """Batch Jobs, their pods, logs and the per-job token Secrets.
 
+A stopped job's batch Job is deleted with background propagation (:func:`delete_job`):
+that removes it at once, so the Job controller starts no other pod for it, and lets the
+garbage collector delete its pod the ordinary way: SIGTERM, the pod's
+``terminationGracePeriodSeconds`` for the agent to wrap up, then SIGKILL.
+
 Output capture reads ``pods/log`` through the API server (so it works the same
 on the local node, kind or a real cluster) and keeps only a bounded tail while
 streaming, so a chatty agent cannot blow up the operator's memory.
@@ -10,7 +15,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from agentchain.kube import errors
+from agentchain.kube import apierrors
 from agentchain.kube.clients import batch_path, core_path, open_response, request
 
 Obj = dict[str, Any]
@@ -20,15 +25,25 @@ async def create_job(namespace: str, body: Obj) -> tuple[Obj | None, bool]:
     try:
         job: Obj = await request("POST", batch_path(namespace), body=body)
         return job, True
-    except errors.AlreadyExists:
+    except apierrors.AlreadyExists:
         pass  # Ours already: the name is the AgentJob's, deterministic.
     return await get_job(namespace, body["metadata"]["name"]), False
+
+
+async def delete_job(namespace: str, name: str) -> None:
+    """Delete the batch Job and, gracefully, its pod; a Job already gone is done."""
+    try:
+        await request(
+            "DELETE", batch_path(namespace, name), body={"propagationPolicy": "Background"}
+        )
+    except apierrors.NotFound:
+        pass
 
 
 async def get_job(namespace: str, name: str) -> Obj | None:
     try:
         job: Obj = await request("GET", batch_path(namespace, name))
-    except errors.NotFound:
+    except apierrors.NotFound:
         return None
     return job
 
@@ -54,7 +69,7 @@ async def read_log_tail(
                 tail += chunk
                 if len(tail) > 2 * max_bytes:
                     del tail[: len(tail) - max_bytes]
-    except (errors.NotFound, errors.BadRequest):  # 400: the container has not started.
+    except (apierrors.NotFound, apierrors.BadRequest):  # 400: the container has not started.
         return None
     return bytes(tail[-max_bytes:]), total
 
@@ -69,26 +84,26 @@ async def ensure_secret(namespace: str, name: str, data: dict[str, str], owner: 
     }
     try:
         await request("POST", core_path(namespace, "secrets"), body=body)
-    except errors.AlreadyExists:
+    except apierrors.AlreadyExists:
         pass
 
 
 async def read_config_map(namespace: str, name: str) -> dict[str, str] | None:
     try:
         cm = await request("GET", core_path(namespace, "configmaps", name))
-    except errors.NotFound:
+    except apierrors.NotFound:
         return None
     return dict(cm.get("data") or {})
 
 
-# --- workspace volumes (issue 18) ------------------------------------------------------------
+# --- workspace volumes ------------------------------------------------------------
 
 
 async def ensure_claim(namespace: str, body: Obj) -> bool:
     """Create the PersistentVolumeClaim ``body``; False when it existed (same name: done)."""
     try:
         await request("POST", core_path(namespace, "persistentvolumeclaims"), body=body)
-    except errors.AlreadyExists:
+    except apierrors.AlreadyExists:
         return False
     return True
 
@@ -103,5 +118,5 @@ async def claim_names(namespace: str, label_selector: str) -> list[str]:
 async def delete_claim(namespace: str, name: str) -> None:
     try:
         await request("DELETE", core_path(namespace, "persistentvolumeclaims", name))
-    except errors.NotFound:
+    except apierrors.NotFound:
         pass

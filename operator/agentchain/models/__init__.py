@@ -26,7 +26,7 @@ GITHUB_ISSUE = f"{GROUP}/github-issue"
 DISPOSITION = f"{GROUP}/disposition"
 DISPOSITION_MESSAGE = f"{GROUP}/disposition-message"
 # The operator's seals over what an AgentJob claims that grants something
-# (``policy.provenance``): its place in a chain, and its GitHub event.
+# (``core.rules.provenance``): its place in a chain, and its GitHub event.
 SEAL = f"{GROUP}/seal"
 EVENT_SEAL = f"{GROUP}/event-seal"
 # On a running AgentJob: the last progress note its agent sent (``PUT .../progress``),

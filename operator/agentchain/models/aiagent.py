@@ -77,7 +77,7 @@ class SenderPolicy(KubeModel):
     allow_bots: bool = Field(default=False, description="Whether Bot senders may start it.")
 
 
-# --- who may reach this agent: delegation and repository binding (issue 14) -------------
+# --- who may reach this agent: delegation and repository binding -------------
 ANY_AGENT = "*"
 ALLOWED_CALLER_PATTERN = r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
 # owner/name or owner/*; GitHub owners and names are letters, digits, '-', '_' and '.'.
@@ -149,7 +149,7 @@ class Concurrency(KubeModel):
     )
 
 
-# --- GitHub App: the job token and write-back (issue 17) ----------------------------------
+# --- GitHub App: the job token and write-back ----------------------------------
 PermissionLevel = Literal["read", "write"]
 
 
@@ -305,7 +305,7 @@ class GitHubAccess(KubeModel):
     )
 
 
-# --- workspaces: the chain's repository checked out once (issue 18) ----------------------
+# --- workspaces: the chain's repository checked out once ----------------------
 # Plain schema patterns, not CEL rules: with a CEL rule anywhere in the schema the API
 # server adds "validation rules were not checked" to every other error, which makes the
 # messages of unrelated mistakes harder to read.

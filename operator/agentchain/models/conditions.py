@@ -82,7 +82,7 @@ class Reason:
     CHILD_SPAWNED = "ChildSpawned"
     CHAIN_COMPLETE = "ChainComplete"
 
-    # Flow control (issue 16).
+    # Flow control.
     STOPPED = "Stopped"
     SUPERSEDED = "Superseded"
     QUEUED = "Queued"
@@ -92,7 +92,7 @@ class Reason:
     AWAITING_APPROVAL = "AwaitingApproval"
     APPROVAL_REJECTED = "ApprovalRejected"
     APPROVAL_TIMED_OUT = "ApprovalTimedOut"
-    # Workspaces (issue 18).
+    # Workspaces.
     WORKSPACE_UNAVAILABLE = "WorkspaceUnavailable"
     WORKSPACE_LIMIT_REACHED = "WorkspaceLimitReached"
     WORKSPACE_PUBLISHED = "WorkspacePublished"
@@ -102,7 +102,7 @@ class Reason:
     WORKSPACE_NOT_PUBLISHED = "WorkspaceNotPublished"
 
     # Agent runtimes: how a runner runtime's job failed (its exit code, see
-    # policy/runnerexits.py), or why it could not start.
+    # core/rules/runnerexits.py), or why it could not start.
     MODEL_AUTH_FAILED = "ModelAuthFailed"
     MODEL_RATE_LIMITED = "ModelRateLimited"
     MODEL_UNAVAILABLE = "ModelUnavailable"

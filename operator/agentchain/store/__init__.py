@@ -1,7 +1,10 @@
-"""Everything in Redis; the only product code that talks to it.
+"""Redis as the platform: the only product code besides ``memory`` that talks to it.
 
-``keys`` names every key prefix and TTL; one module per kind of record (``contexts`` with
-its layout in ``entries``, ``outputs``, ``tokens``, ``deliveries``, ``chains``, ``anchors``),
-each a class taking a ``redis.asyncio.Redis`` (``decode_responses=False``) client.
-Errors share one hierarchy in ``errors``. Imports nothing from kopf, kubernetes or aiohttp.
+``connecting`` makes the one client (plain, TLS or Sentinel); ``keys`` names every key
+prefix and TTL; ``signing`` and ``sealing`` hold the operator key and what it seals
+(records in Redis, AgentJobs' annotations). One module per shared kind of record:
+``outputs``, ``answers``, ``chainrecords``, ``tokens``, ``sessionrecords``,
+``deliveries``; each group keeps its own records beside its code (``flow/slots``,
+``github/githubrecords``, ...). Errors share one hierarchy in ``storeerrors``. Imports
+nothing from kopf, kubernetes or aiohttp.
 """

@@ -4,7 +4,7 @@ The in-pod runner (``agentchain agent run``) ends by putting its final answer to
 ``PUT /api/jobs/{ns}/{name}/answer`` with the job's own token, before its container
 exits.  The answer is kept here, one hash per AgentJob incarnation (``keys.answer``),
 with the attempt it is for; when that attempt's container has ended, the capture
-(``engine/capturing.py``) takes it as the attempt's output instead of reading
+(``hop/capturing.py``) takes it as the attempt's output instead of reading
 ``pods/log``, which also carries the transcript the runner writes to stderr.
 
 Rules, all in one script so that two requests cannot interleave:

@@ -19,7 +19,7 @@ or in a namespace deleted and created again, is another object with another uid.
 record that describes one run of one object (its captured output and ending, which
 stops claim too; its anchor) therefore embeds the object's uid as well, and a builder
 of such a key refuses an empty one. Records keyed by a chain id need nothing more: a
-root's chain id is derived from its uid (``policy/naming.chain_id_for``), and its
+root's chain id is derived from its uid (``core/rules/naming.chain_id_for``), and its
 descendants inherit it. Deterministic names of the objects the operator creates stay
 what exactly-once rests on; only what one run *recorded* is bound to the uid.
 """
@@ -72,7 +72,7 @@ CHAIN_HOP_IDS_PREFIX = ROOT_PREFIX + "chain:hop-ids:"
 # Hash per chain: agent -> the one job (name/uid) whose prompt gets its learnings; claimed
 # before the prompt is built, and that same job keeps it when its prompt is rebuilt.
 CHAIN_LEARNINGS_PREFIX = ROOT_PREFIX + "chain:learnings:"
-# Hash per chain (issue 18): its workspace ("spec", JSON, set once by the first job that
+# Hash per chain: its workspace ("spec", JSON, set once by the first job that
 # declares one) and what became of it ("published", "pr", "released", and "pull": a
 # pending pull request's retry state, JSON, while it is in WORKSPACE_PULLS_PREFIX).
 CHAIN_WORKSPACE_PREFIX = ROOT_PREFIX + "chain:workspace:"
@@ -129,7 +129,7 @@ TEAM_ANCHOR_PREFIX = ROOT_PREFIX + "anchor:team:"
 # Anchors outlive their job for audit, like chain records.
 ANCHOR_TTL_SECONDS = 30 * 24 * 3600
 
-# --- flow control (issue 16) ------------------------------------------------------------
+# --- flow control ------------------------------------------------------------
 # String per chain: JSON {by, reason} of a chain stop; jobs of the chain that start after
 # it are cancelled instead of run. Lives as long as chain records.
 CHAIN_STOP_PREFIX = ROOT_PREFIX + "flow:chain-stop:"
@@ -156,7 +156,7 @@ FLOW_USAGE_PREFIX = ROOT_PREFIX + "flow:usage:"
 FLOW_ATTEMPTS_PREFIX = ROOT_PREFIX + "flow:attempts:"
 # Set per (tenant, chain, agent): the same "<job>#<attempt>" for that agent's jobs only.
 FLOW_AGENT_ATTEMPTS_PREFIX = ROOT_PREFIX + "flow:agentattempts:"
-# --- GitHub write-back and job tokens (issue 17) -----------------------------------------
+# --- GitHub write-back and job tokens -----------------------------------------
 # Hash per chain: the id of its comment and Check Run on GitHub and the digest of the body
 # last written to each, so the same comment is edited (never a second one) and an
 # unchanged render costs no request, also after a restart or a redelivery.
@@ -176,14 +176,14 @@ GITHUB_JOB_TOKENS_PREFIX = ROOT_PREFIX + "github:job-tokens:"
 # Installation tokens live one hour; the records outlive them a day at most, like job tokens.
 GITHUB_JOB_TTL_SECONDS = JOB_TOKEN_MAX_TTL_SECONDS
 
-# --- dashboard sessions (issue 19) ------------------------------------------------------
+# --- dashboard sessions ------------------------------------------------------
 # Hash per sha256(session id): the admin token's digest (HMAC under the operator key), the
 # CSRF token and the login time. Redis never holds a session id itself, nor a token.
 DASHBOARD_SESSION_PREFIX = ROOT_PREFIX + "ui:session:"
 # Eight hours from login (a working day), not extended by use; logout deletes it at once.
 DASHBOARD_SESSION_TTL_SECONDS = 8 * 3600
 
-# --- comment command answers on GitHub (issue 16) ---------------------------------------
+# --- comment command answers on GitHub ---------------------------------------
 # String per GitHub comment id (SET NX) once its /agentchain command was answered (reaction
 # and/or reply), so a redelivery of the same comment never answers twice.  Kept as long as
 # GitHub may redeliver (its deliveries can be redelivered for three days).

@@ -50,7 +50,7 @@ class Capture:
     pod: str | None
     deadline: bool
     stop: dict[str, str | None] | None = None
-    """Set when a stop decided the ending (``store/stops.py``): who, why, successor."""
+    """Set when a stop decided the ending (``flow/stoprecords.py``): who, why, successor."""
     prepare_exit: int | None = None
     """The ``workspace-prepare`` container's exit code when it failed (the agent never
     ran): the ending is then ``WorkspacePrepareFailed``."""
@@ -72,7 +72,7 @@ class OutputRecord:
     capture: Capture | None = None
     workspace: str | None = None
     """What the job changed in its chain's workspace, rendered and bounded
-    (``policy/wschanges.changes_section``); None for a job without a workspace."""
+    (``workspaces/rules/stepchanges.changes_section``); None for a job without a workspace."""
 
     @property
     def available(self) -> bool:

@@ -16,14 +16,26 @@ the same mechanism that seals the webhook queue (``deliveries.py``):
 
 A record that does not open is treated as absent, never as valid, and logged once as a
 warning (:func:`refused`): records written before sealing existed are absent too.
+
+AgentJobs are sealed the same way (``policy`` of that: ``core/rules/provenance``): what
+the operator writes on an AgentJob and later trusts (its chain position, its
+``spec.event``) carries an HMAC in an annotation, under its own sub-key
+(``signing.JOB_SEAL_PURPOSE``), bound to the job's namespace and name
+(:func:`seal_job`, :func:`placed`, :func:`vouched`). The parts start with which seal
+they are, so the position seal never verifies as the event seal; a seal copied onto
+another AgentJob, or kept while the event or the chain annotations are edited, does not
+verify.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from agentchain import models
+from agentchain.core.rules import provenance
 from agentchain.store import signing
 from agentchain.store.signing import OperatorKeys
 
@@ -78,3 +90,61 @@ def refused(what: str, key: str, why: str) -> None:
     if len(_warned) > _WARNED_MAX:
         _warned.popitem(last=False)
     log.warning("ignoring the %s at Redis key %s: %s; treated as absent", what, key, why)
+
+
+# AgentJob seals --------------------------------------------------------------------
+
+Obj = dict[str, Any]
+
+
+def _names(obj: Obj) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+def _annotations(obj: Obj) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def _job_mac(keys: OperatorKeys, parts: tuple[bytes, ...]) -> str:
+    return signing.mac(keys.subkeys(signing.JOB_SEAL_PURPOSE)[0], *parts)
+
+
+def _job_verify(keys: OperatorKeys, found: object, parts: tuple[bytes, ...]) -> bool:
+    if not isinstance(found, str) or not found:
+        return False
+    return signing.verify(keys.subkeys(signing.JOB_SEAL_PURPOSE), found, *parts)
+
+
+def position_seal(
+    keys: OperatorKeys, namespace: str, name: str, annotations: Mapping[str, str]
+) -> str:
+    """The position seal for a job with these chain annotations."""
+    return _job_mac(keys, provenance.position_parts(namespace, name, annotations))
+
+
+def seal_job(keys: OperatorKeys, body: Obj) -> Obj:
+    """``body`` (an AgentJob the operator is about to create) under both seals."""
+    namespace, name = _names(body)
+    annotations = body["metadata"].setdefault("annotations", {})
+    for key in (models.SEAL, models.EVENT_SEAL):
+        annotations.pop(key, None)
+    annotations[models.SEAL] = position_seal(keys, namespace, name, annotations)
+    parts = provenance.event_parts(namespace, name, body.get("spec") or {})
+    annotations[models.EVENT_SEAL] = _job_mac(keys, parts)
+    return body
+
+
+def placed(keys: OperatorKeys, obj: Obj) -> bool:
+    """Whether the operator wrote ``obj``'s chain annotations (its position seal)."""
+    namespace, name = _names(obj)
+    annotations = _annotations(obj)
+    parts = provenance.position_parts(namespace, name, annotations)
+    return _job_verify(keys, annotations.get(models.SEAL), parts)
+
+
+def vouched(keys: OperatorKeys, obj: Obj) -> bool:
+    """Whether the operator vouches for ``obj``'s ``spec.event`` (its event seal)."""
+    namespace, name = _names(obj)
+    parts = provenance.event_parts(namespace, name, obj.get("spec") or {})
+    return _job_verify(keys, _annotations(obj).get(models.EVENT_SEAL), parts)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from agentchain.policy import storetrust
+from agentchain.prompts.rules import storetrust
 from agentchain.store import keys, signing
 from agentchain.store.signing import OperatorKeys
 
@@ -86,7 +86,7 @@ class TokenScope:
     uid: str
     """The AgentJob incarnation, proven by the token itself."""
     trust: str = storetrust.TRUSTED
-    """The trust mark of what the job writes to the store (``policy/storetrust.py``)."""
+    """The trust mark of what the job writes to the store (``prompts/rules/storetrust.py``)."""
 
 
 def token_digest(token: str) -> str:

@@ -5,7 +5,7 @@ webhook (authenticated by its signature), the job API (Bearer tokens), its OpenA
 document and ``/healthz``.  ``build_internal_app`` is the **internal** listener
 (``AGENTCHAIN_INTERNAL_PORT``, 8081): ``/metrics``, ``/healthz``, ``/readyz`` and
 the dashboard under ``/ui/`` (on by default, behind its own login with the admin
-tokens: ``sessions.py``); the chart routes only the public port to the Service that
+tokens: ``logins.py``); the chart routes only the public port to the Service that
 an ingress exposes, so what GitHub can reach never includes them.  Both apps are
 built here and nothing else is, so tests serve exactly what production serves.
 Middlewares run outermost first: security headers on every answer, the error
@@ -50,30 +50,21 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.kube import clients
 from agentchain.store.deliveries import JobQueue
-from agentchain.web import (
-    api,
-    auth,
-    dashboard,
-    flowapi,
-    githubapi,
-    openapi,
-    server,
-    sessions,
-    storeapi,
-    submitting,
-)
-from agentchain.web import webhook as webhooks
-from agentchain.web.dispatch import Dispatcher
+from agentchain.web import auth, openapi, server
+from agentchain.web.dashboard import logins, pages
+from agentchain.web.hooks import webhook as webhooks
+from agentchain.web.hooks.jobqueue import Dispatcher
+from agentchain.web.hooks.webhook import WebhookNotConfigured
+from agentchain.web.jobapi import reads, stoproutes, storeapi, submitting, tokenroute
 from agentchain.web.responses import (
     error_middleware,
     error_response,
     json_response,
     security_headers,
 )
-from agentchain.web.webhook import WebhookNotConfigured
 
 __all__ = ["Listeners", "WebhookNotConfigured", "build_app", "build_internal_app", "serve"]
 
@@ -95,7 +86,7 @@ async def _kube_reachable() -> None:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    rt = request.app[api.RUNTIME_KEY]
+    rt = request.app[reads.RUNTIME_KEY]
     checks: dict[str, str] = {}
     for name, probe in (("redis", rt.redis.ping()), ("kubernetes", _kube_reachable())):
         try:
@@ -137,7 +128,7 @@ def build_app(rt: Runtime, *, webhook: bool = True, dispatch: bool = True) -> we
         client_max_size=API_MAX_BODY_BYTES,
         handler_args=server.HANDLER_ARGS,
     )
-    app[api.RUNTIME_KEY] = rt
+    app[reads.RUNTIME_KEY] = rt
     app.router.add_get("/healthz", healthz)
     dispatcher = (
         Dispatcher(JobQueue(rt.redis, rt.settings.namespaces), rt.operator_keys)
@@ -151,11 +142,11 @@ def build_app(rt: Runtime, *, webhook: bool = True, dispatch: bool = True) -> we
     else:
         app.router.add_post(webhooks.PATH, _webhook_not_configured)
     openapi.add_routes(app)
-    api.add_routes(app)
+    reads.add_routes(app)
     submitting.add_routes(app)
     storeapi.add_routes(app)
-    flowapi.add_routes(app)
-    githubapi.add_routes(app)
+    stoproutes.add_routes(app)
+    tokenroute.add_routes(app)
     return app
 
 
@@ -170,20 +161,20 @@ def build_internal_app(
     enabled = rt.settings.dashboard if dashboard_enabled is None else dashboard_enabled
     middlewares: list[Middleware] = [security_headers, error_middleware]
     if enabled:
-        middlewares.append(sessions.session_middleware(rt, dashboard.shell))
+        middlewares.append(logins.session_middleware(rt, pages.shell))
     app = web.Application(
         middlewares=middlewares,
         client_max_size=API_MAX_BODY_BYTES,
         handler_args=server.HANDLER_ARGS,
     )
-    app[api.RUNTIME_KEY] = rt
+    app[reads.RUNTIME_KEY] = rt
     if role is not None:
         app[ROLE_KEY] = role
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics_page)
     if enabled:
-        dashboard.add_routes(app)
+        pages.add_routes(app)
     return app
 
 

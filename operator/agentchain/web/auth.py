@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from agentchain.engine.runtime import Runtime
-from agentchain.policy import storetrust
+from agentchain.core.runtime import Runtime
+from agentchain.prompts.rules import storetrust
 from agentchain.store.tokens import TokenScope
 from agentchain.web.responses import ApiError, Handler
 
@@ -154,7 +154,7 @@ def writer_for(principal: Principal) -> str:
 
 
 def trust_for(principal: Principal) -> str:
-    """The trust mark a store write gets (``policy/storetrust.py``): the job's, fixed at
+    """The trust mark a store write gets (``prompts/rules/storetrust.py``): the job's, fixed at
     its launch from its chain's event, or an admin's."""
     if isinstance(principal, JobCaller):
         return principal.scope.trust

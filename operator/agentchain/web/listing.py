@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentchain import models
+from agentchain.core.rules import naming
+from agentchain.github.rules.matching import AgentCandidate
 from agentchain.kube import resources
 from agentchain.models.aiagent import AiAgent
-from agentchain.policy import naming
-from agentchain.policy.matching import AgentCandidate
 
 Obj = dict[str, Any]
 PAGE = 500

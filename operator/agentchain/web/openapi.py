@@ -14,7 +14,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 
-from agentchain.store.anchors import JOB_ANCHOR_FIELDS, JOB_ANCHOR_MAX_BYTES
+from agentchain.memory.anchors import JOB_ANCHOR_FIELDS, JOB_ANCHOR_MAX_BYTES
 from agentchain.web.responses import json_response
 from agentchain.web.schemas import (
     AdminJobRequest,
@@ -158,7 +158,7 @@ _CHAIN_SCHEMA: dict[str, Any] = {
 
 
 def _job_anchor() -> dict[str, Any]:
-    """The job anchor's shape, from the table ``store/anchors.py`` validates with."""
+    """The job anchor's shape, from the table ``memory/anchors.py`` validates with."""
     kinds: dict[type, dict[str, str]] = {str: {"type": "string"}, list: {"type": "array"}}
     return {
         "type": "object",
@@ -187,7 +187,7 @@ def _query(model: type[BaseModel]) -> list[dict[str, Any]]:
 
 
 _FORM = {"type": "object", "properties": {"payload": {"type": "string"}}}
-# What GitHub sends with every delivery (web/webhook.py checks them before the body): a
+# What GitHub sends with every delivery (web/hooks/webhook.py checks them before the body): a
 # missing or malformed event or delivery id is a 400, a missing signature a 401.
 _WEBHOOK_HEADERS = [
     {

@@ -18,7 +18,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 from redis.exceptions import RedisError
 
-from agentchain.kube import errors as kube
+from agentchain.kube import apierrors as kube
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

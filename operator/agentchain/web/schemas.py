@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from agentchain.github.rules.progress import NOTE_MAX_CHARS
 from agentchain.models.aiagent import TRIGGER_NAME_PATTERN
-from agentchain.policy.progress import NOTE_MAX_CHARS
 from agentchain.store.answers import ANSWER_MAX_BYTES
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

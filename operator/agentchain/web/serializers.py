@@ -20,7 +20,7 @@ from typing import Any
 
 from agentchain import models
 from agentchain.models.aiagent import AiAgentSpec
-from agentchain.store.chains import ChainRecord
+from agentchain.store.chainrecords import ChainRecord
 
 Obj = dict[str, Any]
 DEFAULT_CURRENCY = "USD"  # As the usage route reports a chain without a budget.

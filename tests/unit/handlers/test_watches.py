@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from agentchain import models
-from agentchain.engine.unsettled import Backlog, Unsettled
-from agentchain.handlers import agentjobs, workloads
-from agentchain.handlers.dispatching import Dispatcher
+from agentchain.core.unsettled import Backlog, Unsettled
+from agentchain.handlers import jobevents, podevents
+from agentchain.handlers.ordering import Dispatcher
 from agentchain.handlers.watches import namespace_filter
-from agentchain.policy import wsjob
+from agentchain.workspaces.rules import jobmounts
 
 Obj = dict[str, Any]
 SETTLED: dict[str, Any] = {
@@ -70,7 +70,7 @@ def batch_job(owner: str = "aj", owned: bool = True) -> Obj:
 
 def test_trimmed_pod_and_job_keep_what_the_engine_reads() -> None:
     terminated: dict[str, Any] = {"terminated": {"exitCode": 0}}
-    assert workloads.trim_pod(pod(**terminated)) == {
+    assert podevents.trim_pod(pod(**terminated)) == {
         "metadata": {
             "name": "p",
             "namespace": "ns",
@@ -84,12 +84,12 @@ def test_trimmed_pod_and_job_keep_what_the_engine_reads() -> None:
             "containerStatuses": [{"name": "agent", "state": terminated}],
         },
     }
-    trimmed = workloads.trim_job(batch_job())
+    trimmed = podevents.trim_job(batch_job())
     assert set(trimmed) == {"metadata", "status"} and "managedFields" not in trimmed["metadata"]
     assert trimmed["status"] == {
         "conditions": [{"type": "Complete", "status": "True", "reason": None}]
     }
-    assert "managedFields" not in agentjobs.trim(batch_job())["metadata"]
+    assert "managedFields" not in jobevents.trim(batch_job())["metadata"]
 
 
 class Submitted:
@@ -104,7 +104,7 @@ class FakeRuntime:
     """Only the indexes the watch consumers read: no stores, no I/O."""
 
     def __init__(self) -> None:
-        from agentchain.engine.ownership import BatchJobs
+        from agentchain.core.podowners import BatchJobs
 
         self.unsettled = Unsettled()
         self.jobs = BatchJobs()
@@ -119,11 +119,11 @@ def test_settled_jobs_pods_and_jobs_are_dropped() -> None:
     rt: Any = FakeRuntime()
     rt.unsettled.observe(agentjob(**SETTLED), 0.0, 1.0)
     submitted = Submitted()
-    workloads.pod_changed(rt, submitted, "ADDED", pod(terminated={"exitCode": 0}))
-    workloads.job_changed(rt, submitted, "ADDED", batch_job())
+    podevents.pod_changed(rt, submitted, "ADDED", pod(terminated={"exitCode": 0}))
+    podevents.job_changed(rt, submitted, "ADDED", batch_job())
     assert submitted.keys == []
     assert rt.jobs.get("ns", "aj-a1") is None  # Not even indexed.
-    workloads.job_changed(rt, submitted, "ADDED", batch_job(owned=False))
+    podevents.job_changed(rt, submitted, "ADDED", batch_job(owned=False))
     assert submitted.keys == []
 
 
@@ -131,11 +131,11 @@ def test_a_running_pod_of_a_job_that_says_so_is_dropped_a_terminated_one_not() -
     rt: Any = FakeRuntime()
     rt.unsettled.observe(agentjob(phase="Running", podName="p"), 0.0, 1.0)
     submitted = Submitted()
-    workloads.pod_changed(rt, submitted, "MODIFIED", pod(running={}))
+    podevents.pod_changed(rt, submitted, "MODIFIED", pod(running={}))
     assert submitted.keys == []
-    workloads.pod_changed(rt, submitted, "MODIFIED", pod("other", running={}))
-    workloads.pod_changed(rt, submitted, "MODIFIED", pod(terminated={"exitCode": 1}))
-    workloads.job_changed(rt, submitted, "MODIFIED", batch_job())
+    podevents.pod_changed(rt, submitted, "MODIFIED", pod("other", running={}))
+    podevents.pod_changed(rt, submitted, "MODIFIED", pod(terminated={"exitCode": 1}))
+    podevents.job_changed(rt, submitted, "MODIFIED", batch_job())
     assert submitted.keys == [("pods", "ns", "other"), ("pods", "ns", "p"), ("jobs", "ns", "aj-a1")]
     assert rt.jobs.get("ns", "aj-a1") is not None  # Indexed before its pods are looked at.
 
@@ -206,12 +206,12 @@ def test_job_events_tell_the_index_whether_the_running_job_is_quiet() -> None:
     submitted = Submitted()
     not_ended = batch_job()
     not_ended["status"]["conditions"] = []
-    workloads.job_changed(rt, submitted, "ADDED", not_ended)
+    podevents.job_changed(rt, submitted, "ADDED", not_ended)
     assert rt.unsettled.quiet(running)
-    workloads.job_changed(rt, submitted, "MODIFIED", batch_job())
+    podevents.job_changed(rt, submitted, "MODIFIED", batch_job())
     assert not rt.unsettled.quiet(running)
-    workloads.job_changed(rt, submitted, "MODIFIED", not_ended)
-    workloads.job_changed(rt, submitted, "DELETED", not_ended)
+    podevents.job_changed(rt, submitted, "MODIFIED", not_ended)
+    podevents.job_changed(rt, submitted, "DELETED", not_ended)
     assert not rt.unsettled.quiet(running)
 
 
@@ -222,12 +222,12 @@ def test_a_chains_publish_job_is_handed_on_once_ended_even_after_the_root_settle
     rt.unsettled.observe(agentjob(**SETTLED), 0.0, 1.0)
     job = batch_job()
     job["metadata"]["name"] = "agentchain-publish-c0ffee"
-    job["metadata"]["labels"][wsjob.WORKSPACE_LABEL] = "c0ffee"
+    job["metadata"]["labels"][jobmounts.WORKSPACE_LABEL] = "c0ffee"
     running = {**job, "status": {"conditions": []}}
     submitted = Submitted()
-    workloads.job_changed(rt, submitted, "MODIFIED", running)
-    workloads.job_changed(rt, submitted, "DELETED", job)
+    podevents.job_changed(rt, submitted, "MODIFIED", running)
+    podevents.job_changed(rt, submitted, "DELETED", job)
     assert submitted.keys == []
-    workloads.job_changed(rt, submitted, "MODIFIED", job)
+    podevents.job_changed(rt, submitted, "MODIFIED", job)
     assert submitted.keys == [("jobs", "ns", "agentchain-publish-c0ffee")]
     assert rt.jobs.get("ns", "agentchain-publish-c0ffee") is None  # Not an attempt's Job.

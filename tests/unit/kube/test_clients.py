@@ -21,7 +21,7 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from agentchain.kube import clients, errors
+from agentchain.kube import apierrors, clients
 
 Script = list[tuple[int, Any, dict[str, str]]]
 
@@ -116,7 +116,7 @@ async def test_too_many_requests_waits_its_retry_after(api: FakeApi) -> None:
 
 async def test_a_refusal_is_raised_typed_after_one_attempt(api: FakeApi) -> None:
     api.script = [(409, status(409, "AlreadyExists", message="exists"), {})]
-    with pytest.raises(errors.AlreadyExists) as caught:
+    with pytest.raises(apierrors.AlreadyExists) as caught:
         await clients.request("POST", "/x", body={})
     assert (caught.value.code, caught.value.message) == (409, "exists")
     assert len(api.seen) == 1
@@ -124,15 +124,15 @@ async def test_a_refusal_is_raised_typed_after_one_attempt(api: FakeApi) -> None
 
 async def test_failures_past_the_attempts_are_raised(api: FakeApi) -> None:
     api.script = [(500, status(500, "InternalError"), {})] * 10
-    with pytest.raises(errors.ServerError):
+    with pytest.raises(apierrors.ServerError):
         await clients.request("GET", "/x")
-    assert len(api.seen) == errors.DEFAULT_POLICY.attempts
+    assert len(api.seen) == apierrors.DEFAULT_POLICY.attempts
 
 
 async def test_an_unreachable_server_is_unreachable(kubeconfig: Path) -> None:
     write_kubeconfig(kubeconfig, "http://127.0.0.1:9", "t")  # Discard port: refused.
-    policy = errors.RetryPolicy(attempts=2)
-    with pytest.raises(errors.Unreachable):
+    policy = apierrors.RetryPolicy(attempts=2)
+    with pytest.raises(apierrors.Unreachable):
         async with clients.open_response("GET", "/x", policy=policy):
             pass
     await clients.close()
@@ -146,14 +146,14 @@ async def test_a_401_logs_in_again_and_retries_once(api: FakeApi, kubeconfig: Pa
     assert await clients.request("GET", "/b") == {"ok": True, "body": ""}
     assert [auth for _, _, auth in api.seen] == ["Bearer first", "Bearer first", "Bearer rotated"]
     api.script = [(401, status(401, "Unauthorized"), {})] * 2
-    with pytest.raises(errors.Unauthorized):
+    with pytest.raises(apierrors.Unauthorized):
         await clients.request("GET", "/c")
 
 
 async def test_a_callers_timeout_bounds_the_retries_too(api: FakeApi) -> None:
     api.script = [(429, status(429, "TooManyRequests"), {"Retry-After": "2"})]
     started = time.monotonic()
-    with pytest.raises(errors.TooManyRequests):
+    with pytest.raises(apierrors.TooManyRequests):
         await clients.request("POST", "/x", body={}, timeout=1.0)
     assert time.monotonic() - started < 1.0
     assert len(api.seen) == 1
@@ -165,7 +165,7 @@ async def test_a_401_with_no_credentials_left_to_read_stays_a_401(
     assert await clients.request("GET", "/a") == {"ok": True, "body": ""}
     kubeconfig.unlink()
     api.script = [(401, status(401, "Unauthorized"), {})]
-    with pytest.raises(errors.Unauthorized):
+    with pytest.raises(apierrors.Unauthorized):
         await clients.request("GET", "/b")
 
 
@@ -178,7 +178,7 @@ async def test_a_closed_write_fence_sends_no_write_but_still_reads(api: FakeApi)
         await clients.request("PATCH", "/a", body={})
         leading[0] = False
         for method in ("POST", "PATCH", "PUT", "DELETE"):
-            with pytest.raises(errors.Fenced):
+            with pytest.raises(apierrors.Fenced):
                 await clients.request(method, "/b", body={})
         await clients.request("GET", "/c")
     finally:

@@ -24,12 +24,12 @@ import logging
 import pytest
 from redis.asyncio import Redis
 
+from agentchain.github.githubrecords import JobTokens
 from agentchain.store import keys, sealing, signing
-from agentchain.store.github import JobTokens
-from agentchain.store.sessions import RECORD_FIELD, SessionStore
+from agentchain.store.sessionrecords import RECORD_FIELD, SessionStore
 from agentchain.store.signing import OperatorKeys
 from agentchain.store.tokens import TokenScope, TokenStore, token_digest
-from agentchain.store.workspaces import WorkspaceStore
+from agentchain.workspaces.workspacerecords import WorkspaceStore
 
 pytestmark = pytest.mark.redis
 

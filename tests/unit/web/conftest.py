@@ -18,7 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from redis.asyncio import Redis
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.settings import Settings
 from agentchain.web import server
 from agentchain.web.app import build_app, build_internal_app

@@ -16,14 +16,15 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
+from agentchain.flow.rules import stoprules
+from agentchain.github.rules.matching import AgentCandidate
+from agentchain.hop.rules import chains
 from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import AiAgentSpec
-from agentchain.policy import chains, stops
-from agentchain.policy.matching import AgentCandidate
 from agentchain.store.signing import OperatorKeys
-from agentchain.web import commands
-from tests.unit.engine.fakeapi import OPERATOR_KEY, FakeApi, Obj, sealed
-from tests.unit.engine.test_hop_write_order import NS, api, kubeconfig
+from agentchain.web.hooks import commands
+from tests.unit.fakeapi import OPERATOR_KEY, FakeApi, Obj, sealed
+from tests.unit.hop.test_hop_write_order import NS, api, kubeconfig
 
 __all__ = ["api", "kubeconfig"]  # Fixtures.
 
@@ -90,8 +91,8 @@ async def test_each_comment_command_counts_once_by_verb_and_result(api: FakeApi)
     assert done is not None and done["result"] == "applied"
     assert count("stop", "applied") == before["applied"] + 1
     annotations = api.objects[("agentjobs", "job-7")]["metadata"]["annotations"]
-    assert annotations[stops.STOP] == "true"
-    assert annotations[stops.STOPPED_BY] == "github:octocat"
+    assert annotations[stoprules.STOP] == "true"
+    assert annotations[stoprules.STOPPED_BY] == "github:octocat"
 
     nothing = await commands.handle(
         "issue_comment", comment("/agentchain stop", 8, "OWNER"), AGENTS, KEYS

@@ -24,18 +24,20 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
+from agentchain.flow.rules import approvals, stoprules
+from agentchain.github.rules.matching import AgentCandidate
+from agentchain.hop.rules import chains
 from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import AiAgentSpec
-from agentchain.policy import approvals, chains, stops
-from agentchain.policy.matching import AgentCandidate
 from agentchain.settings import Settings
-from agentchain.web import commands, listing
+from agentchain.web import listing
 from agentchain.web.app import build_app
-from tests.unit.engine.fakeapi import OPERATOR_KEY, FakeApi, Obj, sealed
-from tests.unit.engine.test_hop_write_order import NS, api, kubeconfig
+from agentchain.web.hooks import commands
+from tests.unit.fakeapi import OPERATOR_KEY, FakeApi, Obj, sealed
+from tests.unit.hop.test_hop_write_order import NS, api, kubeconfig
 from tests.unit.web.conftest import Client
-from tests.unit.web.test_webhook_http import PATH, headers
+from tests.unit.web.hooks.test_webhook_http import PATH, headers
 
 __all__ = ["api", "kubeconfig"]  # Fixtures.
 
@@ -131,17 +133,17 @@ async def test_a_replayed_stop_acts_once_whatever_runs_by_then(
     job(api, "first", "worker", "Running")
     stop = comment("/agentchain stop", "alice", "OWNER", comment_id=43)
     assert (await deliver(webhook, stop, "s-1"))["result"] == "applied"
-    assert annotations_of(api, "first")[stops.STOP] == "true"
+    assert annotations_of(api, "first")[stoprules.STOP] == "true"
 
     job(api, "second", "worker", "Running")
     assert (await deliver(webhook, stop, "s-1"))["result"] == commands.DUPLICATE
     again = comment("/agentchain stop", "alice", "OWNER", comment_id=43, installation={"id": 9})
     assert (await deliver(webhook, again, "s-2"))["result"] == commands.DUPLICATE
-    assert stops.STOP not in annotations_of(api, "second")
+    assert stoprules.STOP not in annotations_of(api, "second")
     # Another comment is another command: it acts.
     other = comment("/agentchain stop", "alice", "OWNER", comment_id=44)
     assert (await deliver(webhook, other, "s-3"))["result"] == "applied"
-    assert annotations_of(api, "second")[stops.STOP] == "true"
+    assert annotations_of(api, "second")[stoprules.STOP] == "true"
 
 
 @pytest.mark.parametrize(
@@ -167,7 +169,7 @@ async def test_the_issues_jobs_are_listed_by_label_page_by_page(
     job(api, "elsewhere", "worker", "Running", number=8)
     answer = await deliver(webhook, comment("/agentchain stop", "alice", "OWNER"), "p-1")
     assert sorted(j["job"] for j in answer["jobs"]) == [f"run-{n}" for n in range(5)], answer
-    assert stops.STOP not in annotations_of(api, "elsewhere")
+    assert stoprules.STOP not in annotations_of(api, "elsewhere")
     label = chains.issue_labels(JobEvent(source="github", repository=REPOSITORY, number=7))
     [(key, value)] = label.items()
     assert [q.get("labelSelector") for _, q in api.lists] == [f"{key}={value}"] * 3

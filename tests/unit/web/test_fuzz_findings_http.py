@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
+from agentchain.web.hooks.signatures import sign
 from agentchain.web.requests import loads_unicode
 from agentchain.web.responses import json_response
-from agentchain.web.signatures import sign
 from tests.unit.web.conftest import ADMIN_TOKEN, WEBHOOK_SECRET, Client
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}

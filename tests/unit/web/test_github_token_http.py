@@ -1,5 +1,5 @@
 """``POST /api/github/token`` is bound to the caller's AgentJob incarnation, over HTTP on
-a real Redis (``web/githubapi.py``, ``engine/githubtokens.py``).
+a real Redis (``web/jobapi/tokenroute.py``, ``github/tokenminting.py``).
 
 The App is a small stand-in that mints numbered tokens (GitHub itself is not reached);
 the job tokens, the scope records and the web app are the operator's own.
@@ -20,13 +20,13 @@ from typing import cast
 import pytest
 from redis.asyncio import Redis
 
-from agentchain.engine import githubtokens
-from agentchain.engine.githubapp import GitHubSide
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
+from agentchain.github import tokenminting
+from agentchain.github.appruntime import GitHubSide
 from agentchain.github.apps import GitHubApp, Minted
-from agentchain.policy.githubscope import Scope
-from agentchain.store import seals
-from agentchain.store.github import JobTokens, WriteBackRecords
+from agentchain.github.githubrecords import JobTokens, WriteBackRecords
+from agentchain.github.rules.githubscope import Scope
+from agentchain.store import sealing
 from agentchain.web.app import build_app
 from tests.unit.web.conftest import Client, serving
 
@@ -95,8 +95,8 @@ async def api(rt: Runtime) -> AsyncIterator[Client]:
 async def _launched(rt: Runtime, uid: str) -> str:
     """Launch incarnation ``uid``, made by the webhook (its event under the operator's
     seals): its GitHub scope recorded, its job token issued."""
-    job = seals.seal(rt.operator_keys, _job(uid))
-    assert await githubtokens.secret_data(rt, job) != {}
+    job = sealing.seal_job(rt.operator_keys, _job(uid))
+    assert await tokenminting.secret_data(rt, job) != {}
     return await rt.tokens.issue(NS, NAME, uid, "chain", 3600)
 
 
@@ -127,7 +127,7 @@ async def test_the_scope_is_dropped_when_the_jobs_tokens_are_revoked(
     token = await _launched(rt, "uid-1")
     side = rt.github
     assert isinstance(side, GitHubSide)
-    await githubtokens.revoke(side, NS, NAME, "uid-1")
+    await tokenminting.revoke(side, NS, NAME, "uid-1")
     assert app.revoked == ["ghs_1"]
     assert await side.tokens.scope(NS, NAME, "uid-1") is None
     assert await _refresh(api, token) == 404

@@ -26,11 +26,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from agentchain import models
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.settings import Settings
 from agentchain.web import openapi, serializers
-from tests.unit.engine.fakeapi import OPERATOR_KEY, FakeApi, Obj, sealed
-from tests.unit.engine.test_hop_write_order import agent, api, kubeconfig
+from tests.unit.fakeapi import OPERATOR_KEY, FakeApi, Obj, sealed
+from tests.unit.hop.test_hop_write_order import agent, api, kubeconfig
 from tests.unit.web.conftest import ADMIN_TOKEN, WEBHOOK_SECRET, Client
 
 __all__ = ["api", "kubeconfig"]  # Fixtures.

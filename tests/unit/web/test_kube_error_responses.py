@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from agentchain.kube import errors
+from agentchain.kube import apierrors
 from agentchain.web.responses import kube_error_response
 
 
@@ -34,14 +34,14 @@ def _status(code: int, reason: str) -> bytes:
     ],
 )
 def test_api_refusals_map_to_json(code: int, reason: str, answer: int, error: str) -> None:
-    response = kube_error_response(errors.from_status(code, _status(code, reason)))
+    response = kube_error_response(apierrors.from_status(code, _status(code, reason)))
     assert response.status == answer
     assert response.body is not None and isinstance(response.body, bytes)
     assert json.loads(response.body)["error"] == error
 
 
 def test_an_unreachable_api_server_is_503() -> None:
-    response = kube_error_response(errors.Unreachable("connection refused"))
+    response = kube_error_response(apierrors.Unreachable("connection refused"))
     assert response.status == 503
     assert isinstance(response.body, bytes)
     assert json.loads(response.body) == {

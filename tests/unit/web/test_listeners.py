@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.settings import Settings
 from agentchain.web.app import build_app, build_internal_app, serve
 from tests.unit.web.conftest import Client, serving

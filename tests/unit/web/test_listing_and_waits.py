@@ -17,9 +17,10 @@ import contextlib
 import pytest
 
 from agentchain import models
-from agentchain.policy import naming
+from agentchain.core.rules import naming
 from agentchain.store.tokens import TokenScope
-from agentchain.web import auth, listing, waiting
+from agentchain.web import auth, listing
+from agentchain.web.jobapi import waiting
 from agentchain.web.responses import ApiError
 
 

@@ -33,12 +33,13 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from agentchain.github.rules.matching import AgentCandidate
 from agentchain.models.aiagent import AiAgentSpec
-from agentchain.policy.matching import AgentCandidate
-from agentchain.web import dispatch, listing
-from agentchain.web.signatures import sign
+from agentchain.web import listing
+from agentchain.web.hooks import jobqueue
+from agentchain.web.hooks.signatures import sign
 from tests.unit.web.conftest import WEBHOOK_SECRET, Client
-from tests.unit.web.test_webhook_http import NAMESPACE, PATH, FakeKube, kube
+from tests.unit.web.hooks.test_webhook_http import NAMESPACE, PATH, FakeKube, kube
 
 __all__ = ["kube"]  # The fixture is used by name.
 
@@ -93,7 +94,7 @@ def every_event(monkeypatch: pytest.MonkeyPatch) -> tuple[FakeKube, list[dict[st
         return {NAMESPACE: [AgentCandidate("all-events", spec)]}
 
     monkeypatch.setattr(listing, "agents_by_namespace", agents)
-    monkeypatch.setattr(dispatch, "_create", fake.create)
+    monkeypatch.setattr(jobqueue, "_create", fake.create)
     return fake, events
 
 

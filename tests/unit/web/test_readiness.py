@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from agentchain.kube import clients
 from agentchain.web import app
 from agentchain.web.app import build_internal_app

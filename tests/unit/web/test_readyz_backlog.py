@@ -9,7 +9,7 @@ Aspects covered:
 
 from __future__ import annotations
 
-from agentchain.engine.runtime import Runtime
+from agentchain.core.runtime import Runtime
 from tests.unit.web.conftest import Client
 
 

@@ -1,6 +1,6 @@
 """Store entries reach an agent's prompt only if its sender policy admits their writer,
-over HTTP on a real Redis (``policy/storetrust.py``, ``web/storeapi.py``,
-``engine/prompting.py``).
+over HTTP on a real Redis (``prompts/rules/storetrust.py``, ``web/jobapi/storeapi.py``,
+``prompts/prompting.py``).
 
 A job token may write any store namespace of its tenant; what it writes must not carry
 a stranger's text into the prompt of an agent strangers may not start (the rule
@@ -20,11 +20,13 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agentchain.engine import prompting, records
-from agentchain.engine.runtime import Runtime
+from agentchain.core import statuswriting
+from agentchain.core.runtime import Runtime
+from agentchain.hop.rules import chains
 from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import AiAgent
-from agentchain.policy import chains, storetrust
+from agentchain.prompts import prompting
+from agentchain.prompts.rules import storetrust
 from agentchain.web.app import build_app
 from tests.unit.web.conftest import ADMIN_TOKEN, Client, serving
 
@@ -57,12 +59,12 @@ async def _prompt(rt: Runtime, **sender_policy: object) -> str:
     if sender_policy:
         spec["senderPolicy"] = sender_policy
     agent = AiAgent.model_validate({"spec": spec})
-    obj: records.Obj = {
+    obj: statuswriting.Obj = {
         "metadata": {"name": "coder-1", "namespace": NS, "uid": "u"},
         "spec": {"agentRole": "coder", "prompt": "the task"},
     }
     pos = chains.root_position("c1", "coder")
-    return await prompting.build(rt, obj, records.parse(obj), agent, pos, [])
+    return await prompting.build(rt, obj, statuswriting.parse(obj), agent, pos, [])
 
 
 async def _written(rt: Runtime, api: Client) -> None:

@@ -1,0 +1,240 @@
+"""One write-back of one chain: list its jobs, render, and bring GitHub up to date.
+
+Called by the worker (``writeback.py``), never on a chain's own path.  Each call is
+idempotent and works from recorded state only, so it can be repeated at any time
+(after a crash, a redelivery, a retry) and converges on one comment and one Check Run
+showing the chain as it is now:
+
+1. the chain's AgentJobs are listed by their chain-id label and rendered
+   (``github/rules/progress.py``), with each job's last progress note (an annotation its
+   agent sets through the job API); the digest of the render is compared with the digest
+   last written (``github/githubrecords.py``): equal means nothing to send;
+2. a recorded comment id is edited in place; without one, the creation is claimed
+   (one writer at a time), the issue's comments are searched for the operator's own
+   marked comment (a crash may have created it without recording it), and only
+   when there is none is a comment created; its id is recorded right after;
+3. the same for the Check Run of a pull request, found again by its ``external_id``.
+
+A comment deleted by someone while the chain runs (404 on edit) is created again:
+the chain's progress stays visible.  Once the chain's end is written the chain is
+marked final and never listed or written again (a restart's watch shows every old
+job; each costs one Redis read).  The crashpoint ``github-comment-created`` (between creating and
+recording) is how the e2e suite proves the search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal
+
+from agentchain import faults, models
+from agentchain.core.rules import provenance
+from agentchain.github.appruntime import GitHubSide
+from agentchain.github.apps import is_not_found
+from agentchain.github.githuberrors import UNAVAILABLE, GitHubError
+from agentchain.github.rules import progress
+from agentchain.github.rules.githubscope import NoScope, Target, writeback_target
+from agentchain.kube import resources
+from agentchain.models.agentjob import AgentJob
+from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, GitHubWriteBack
+from agentchain.store import keys, sealing
+
+Obj = dict[str, Any]
+Result = Literal["written", "unchanged", "skipped"]
+MAX_CHAIN_OBJECTS = 500
+CLAIM_MARGIN_SECONDS = 5
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A chain as listed: its jobs, the root job's object and what its agent asks."""
+
+    jobs: list[progress.JobRecord]
+    root: Obj
+    write_back: GitHubWriteBack
+    handoff_heading: str
+    agent: Obj | None = None
+    """The root job's AiAgent (None when it is gone or its triggerName is ambiguous)."""
+    vouched: bool = False
+    """Whether the operator vouches for the root job's event (``store.sealing``)."""
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed | None:
+    items, _ = await resources.list_objects(
+        namespace,
+        resources.AGENTJOBS,
+        label_selector=f"{models.CHAIN_ID}={chain_id}",
+        limit=MAX_CHAIN_OBJECTS,
+    )
+    # Only jobs the operator placed in the chain: a hand-made AgentJob carrying the
+    # chain's label is no step of it and never reaches GitHub.
+    items = [i for i in items if sealing.placed(side.rt.operator_keys, i)]
+    if not items:
+        return None
+    jobs = [
+        progress.JobRecord(
+            i["metadata"]["name"],
+            str(i["metadata"].get("creationTimestamp") or ""),
+            AgentJob.model_validate({"spec": i.get("spec") or {}, "status": i.get("status") or {}}),
+            (i["metadata"].get("annotations") or {}).get(models.PROGRESS_NOTE),
+        )
+        for i in items
+    ]
+    root_index = min(
+        range(len(jobs)), key=lambda n: (jobs[n].job.status.chain_depth or 0, jobs[n].created)
+    )
+    root = items[root_index]
+    role = jobs[root_index].job.spec.agent_role
+    entries = await side.rt.agents.agents_in(namespace)
+    found = [(obj, agent) for obj, agent in entries if agent.spec.trigger_name == role]
+    agent_obj, spec = (found[0][0], found[0][1].spec) if len(found) == 1 else (None, None)
+    access = spec.github if spec is not None else None
+    heading = spec.handoff_heading if spec is not None else DEFAULT_HANDOFF_HEADING
+    write_back = access.write_back if access else GitHubWriteBack()
+    vouched = sealing.vouched(side.rt.operator_keys, root)
+    return Listed(jobs, root, write_back, heading, agent_obj, vouched)
+
+
+def target_of(listed: Listed) -> Target | NoScope:
+    root = AgentJob.model_validate({"spec": listed.root.get("spec") or {}})
+    event = provenance.trusted_event(root.spec.event, listed.vouched)
+    return writeback_target(event, check_run=listed.write_back.check_run)
+
+
+async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result, Obj | None]:
+    """Bring the chain's comment and Check Run up to date; its root job's AiAgent (for
+    its ``GitHubWriteBack`` condition) when something was written.
+
+    A chain whose end is written is not listed again: after a restart the watch
+    shows every job of every old chain, and their write-back costs one Redis read.
+    """
+    if (await side.records.get(namespace, chain_id)).final:
+        return "unchanged", None
+    listed = await list_chain(side, namespace, chain_id)
+    if listed is None:
+        return "skipped", None
+    target = target_of(listed)
+    if isinstance(target, NoScope):
+        return "skipped", None
+    view = progress.chain_view(namespace, chain_id, listed.jobs, listed.handoff_heading)
+    results: list[Result] = []
+    wb = listed.write_back
+    if wb.comment:
+        results.append(await _comment(side, target, view, wb))
+    if wb.check_run and target.pull_request and target.head_sha:
+        results.append(await _check_run(side, target, view, wb))
+    if view.done:
+        await side.records.set_final(namespace, chain_id)
+    if "written" in results:
+        return "written", listed.agent
+    return "unchanged", None
+
+
+async def _comment(
+    side: GitHubSide, target: Target, view: progress.ChainView, wb: GitHubWriteBack
+) -> Result:
+    url = side.rt.settings.github_dashboard_url
+    body = progress.render_comment(view, dashboard_url=url, allow_mentions=wb.allow_mentions)
+    ns, chain = view.namespace, view.chain_id
+    record = await side.records.get(ns, chain)
+    if record.comment_digest == digest(body):
+        return "unchanged"
+    app, scope = side.app, target.scope
+    if record.comment_id is not None:
+        try:
+            await app.update_comment(scope, record.comment_id, body)
+        except GitHubError as exc:
+            if not is_not_found(exc):
+                raise
+            await side.records.forget_id(ns, chain, "comment")  # Deleted by someone.
+        else:
+            await side.records.set_digest(ns, chain, "comment", digest(body))
+            return "written"
+    async with _claimed(side, ns, chain):
+        found = await app.find_comment(scope, target.number, progress.marker(ns, chain))
+        if found is None:
+            found = await app.create_comment(scope, target.number, body)
+            faults.crashpoint("github-comment-created")
+        else:
+            await app.update_comment(scope, found, body)
+        await side.records.set_id(ns, chain, "comment", found)
+        await side.records.set_digest(ns, chain, "comment", digest(body))
+    return "written"
+
+
+async def _check_run(
+    side: GitHubSide, target: Target, view: progress.ChainView, wb: GitHubWriteBack
+) -> Result:
+    settings = side.rt.settings
+    url = settings.github_dashboard_url
+    fields = progress.check_run(view, dashboard_url=url, allow_mentions=wb.allow_mentions).body()
+    if url:
+        fields["details_url"] = f"{url.rstrip('/')}/ui/chains/{view.namespace}/{view.chain_id}"
+    ns, chain = view.namespace, view.chain_id
+    body_digest = digest(repr(sorted(fields.items())))
+    record = await side.records.get(ns, chain)
+    if record.check_digest == body_digest:
+        return "unchanged"
+    app, scope, sha = side.app, target.scope, target.head_sha
+    assert sha is not None
+    if record.check_id is not None:
+        try:
+            await app.update_check_run(scope, record.check_id, fields)
+        except GitHubError as exc:
+            if not is_not_found(exc):
+                raise
+            await side.records.forget_id(ns, chain, "check")
+        else:
+            await side.records.set_digest(ns, chain, "check", body_digest)
+            return "written"
+    external = progress.external_id(ns, chain)
+    async with _claimed(side, ns, chain):
+        found = await app.find_check_run(scope, settings.github_check_name, sha, external)
+        if found is None:
+            found = await app.create_check_run(
+                scope, settings.github_check_name, sha, external, fields
+            )
+        else:
+            await app.update_check_run(scope, found, fields)
+        await side.records.set_id(ns, chain, "check", found)
+        await side.records.set_digest(ns, chain, "check", body_digest)
+    return "written"
+
+
+class _claimed:
+    """``async with``: hold the chain's creation claim, or fail to be retried later.
+
+    The work inside must end before the claim's TTL does (else a second writer could
+    start creating while this one still is): it is cut off a few seconds before, and
+    the next attempt finds whatever it got done by its marker.
+    """
+
+    def __init__(self, side: GitHubSide, namespace: str, chain_id: str) -> None:
+        self._side, self._ns, self._chain = side, namespace, chain_id
+        self._owner: str | None = None
+        self._deadline = asyncio.timeout(keys.GITHUB_CLAIM_TTL_SECONDS - CLAIM_MARGIN_SECONDS)
+
+    async def __aenter__(self) -> None:
+        self._owner = await self._side.records.claim(self._ns, self._chain)
+        if self._owner is None:
+            raise GitHubError(UNAVAILABLE, "another writer is creating this chain's GitHub objects")
+        await self._deadline.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self._deadline.__aexit__(exc_type, exc, tb)
+        finally:
+            if self._owner is not None:
+                await self._side.records.release(self._ns, self._chain, self._owner)

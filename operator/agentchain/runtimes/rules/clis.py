@@ -1,0 +1,490 @@
+"""The agent CLIs the runner drives, as pure functions: no I/O.
+
+For each runtime (``claude-code``: Claude Code's ``claude``; ``codex``: ``codex exec``):
+the command line built from the runner's settings (``command_for``), the reading of the
+CLI's JSON event stream (``Transcript.feed``), a one-line rendering of each event for
+the pod log (``log_line``) and the end of the run (``outcome``): the final answer, the
+usage to report, or the provider error and the exit code of ``runnerexits`` it maps to.
+
+Both CLIs are run non-interactively with the prompt on stdin (a prompt may be larger
+than one argument may be), printing one JSON event a line on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentchain.core.rules import runnerexits as exits
+
+CLAUDE_CODE = "claude-code"
+CODEX = "codex"
+RUNTIMES = (CLAUDE_CODE, CODEX)
+DEFAULT_CLIS = {CLAUDE_CODE: "claude", CODEX: "codex"}
+EFFORTS = ("low", "medium", "high")
+MESSAGE_MAX_CHARS = 300
+LOG_LINE_MAX_CHARS = 2000
+
+RUNTIME_ENV = "AGENTCHAIN_RUNTIME"
+CLI_ENV = "AGENTCHAIN_AGENT_CLI"
+MAX_TURNS_ENV = "AGENTCHAIN_MAX_TURNS"
+ALLOWED_TOOLS_ENV = "AGENTCHAIN_ALLOWED_TOOLS"
+MODEL_RETRIES_ENV = "AGENTCHAIN_MODEL_RETRIES"
+CODEX_BASE_URL_ENV = "OPENAI_BASE_URL"
+CODEX_SANDBOX_ENV = "AGENTCHAIN_CODEX_SANDBOX"
+CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+CODEX_PROVIDER = "agentchain"
+INSTRUCTIONS_ENV = "AGENTCHAIN_INSTRUCTIONS"
+MCP_SERVERS_ENV = "AGENTCHAIN_MCP_SERVERS"
+MCP_CONFIG_FILE = "mcp.json"
+
+
+class SettingsError(ValueError):
+    """The runner's environment does not make a run (exit ``EXIT_RUNNER_MISCONFIGURED``)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the runner was asked to run, from the pod's environment (see ``settings_from``)."""
+
+    runtime: str
+    cli: str
+    prompt: str
+    model: str = ""
+    effort: str = ""
+    max_turns: int | None = None
+    allowed_tools: tuple[str, ...] = ()
+    model_retries: int | None = None
+    base_url: str = ""  # codex: an OpenAI-compatible server's URL (OPENAI_BASE_URL)
+    codex_sandbox: str = ""  # codex: its own sandbox mode; empty: the pod is the sandbox
+    instructions: str = ""  # standing instructions besides the prompt
+    mcp_servers: tuple[McpServer, ...] = ()
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """A stdio MCP server for the CLI: its variables are named, their values are the
+    pod's (``AGENTCHAIN_MCP_SERVERS`` never holds a value)."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+
+
+def _mcp_servers(raw: str) -> tuple[McpServer, ...]:
+    if not raw.strip():
+        return ()
+    try:
+        table = json.loads(raw)
+        servers = tuple(
+            McpServer(
+                str(name),
+                str(spec["command"]),
+                tuple(str(a) for a in spec.get("args", [])),
+                tuple(str(e) for e in spec.get("env", [])),
+            )
+            for name, spec in table.items()
+        )
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise SettingsError(f"{MCP_SERVERS_ENV} is not a table of MCP servers: {error}") from None
+    if any(not re.fullmatch(r"[A-Za-z0-9_-]+", server.name) for server in servers):
+        raise SettingsError(f"{MCP_SERVERS_ENV}: a server name is not [A-Za-z0-9_-]+")
+    return servers
+
+
+def _positive(env: Mapping[str, str], name: str, minimum: int) -> int | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < minimum:
+        raise SettingsError(f"{name} must be an integer >= {minimum}, not {raw[:40]!r}")
+    return int(raw)
+
+
+def settings_from(env: Mapping[str, str], prompt: str, runtime: str | None = None) -> Settings:
+    """The run ``env`` describes; ``prompt`` was read by the caller (file or variable)."""
+    chosen = (runtime or env.get(RUNTIME_ENV, "")).strip()
+    if chosen not in RUNTIMES:
+        raise SettingsError(f"unknown runtime {chosen[:40]!r} (one of: {', '.join(RUNTIMES)})")
+    if not prompt.strip():
+        raise SettingsError("the prompt is empty (AGENT_PROMPT_FILE or AGENT_PROMPT)")
+    effort = env.get("AGENT_EFFORT", "").strip().lower()
+    if effort and effort not in EFFORTS:
+        raise SettingsError(f"AGENT_EFFORT must be one of {', '.join(EFFORTS)}")
+    # Commas (or lines) separate tools: a pattern may hold spaces ("Bash(git log:*)").
+    sandbox = env.get(CODEX_SANDBOX_ENV, "").strip()
+    if sandbox and sandbox not in CODEX_SANDBOXES:
+        raise SettingsError(f"{CODEX_SANDBOX_ENV} must be one of {', '.join(CODEX_SANDBOXES)}")
+    tools = tuple(
+        t.strip() for t in re.split(r"[,\n]", env.get(ALLOWED_TOOLS_ENV, "")) if t.strip()
+    )
+    return Settings(
+        runtime=chosen,
+        cli=env.get(CLI_ENV, "").strip() or DEFAULT_CLIS[chosen],
+        prompt=prompt,
+        model=env.get("AGENT_MODEL", "").strip(),
+        effort=effort,
+        max_turns=_positive(env, MAX_TURNS_ENV, 1),
+        allowed_tools=tools,
+        model_retries=_positive(env, MODEL_RETRIES_ENV, 0),
+        base_url=env.get(CODEX_BASE_URL_ENV, "").strip() if chosen == CODEX else "",
+        codex_sandbox=sandbox,
+        instructions=env.get(INSTRUCTIONS_ENV, "").strip(),
+        mcp_servers=_mcp_servers(env.get(MCP_SERVERS_ENV, "")),
+    )
+
+
+@dataclass(frozen=True)
+class Command:
+    """How to start the CLI: its argv, the variables added to the pod's, and warnings."""
+
+    argv: list[str]
+    env: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    """Files the runner writes (owner-only) before starting the CLI: name → content."""
+
+
+def command_for(
+    settings: Settings, env: Mapping[str, str] | None = None, scratch: str = "."
+) -> Command:
+    """The CLI's command; ``env`` is the pod's (an MCP server's variables come from it),
+    ``scratch`` a private directory for ``Command.files``."""
+    if settings.runtime == CLAUDE_CODE:
+        return _claude_command(settings, env or {}, scratch)
+    return _codex_command(settings)
+
+
+def mcp_config(servers: tuple[McpServer, ...], env: Mapping[str, str]) -> str:
+    """Claude Code's ``--mcp-config`` file, each server's variables with the pod's
+    values (a file, not an argument: a secret in an argument is visible to ``ps``)."""
+    table = {
+        server.name: {
+            "type": "stdio",
+            "command": server.command,
+            "args": list(server.args),
+            "env": {name: env[name] for name in server.env if name in env},
+        }
+        for server in servers
+    }
+    return json.dumps({"mcpServers": table})
+
+
+def _claude_command(settings: Settings, env: Mapping[str, str], scratch: str) -> Command:
+    argv = [settings.cli, "-p", "--output-format", "stream-json", "--verbose"]
+    if settings.model:
+        argv += ["--model", settings.model]
+    if settings.effort:
+        argv += ["--effort", settings.effort]
+    if settings.max_turns is not None:
+        argv += ["--max-turns", str(settings.max_turns)]
+    if settings.allowed_tools:
+        # One argument per tool: a tool pattern may hold spaces ("Bash(git log:*)").
+        argv += ["--allowedTools", *settings.allowed_tools]
+    if settings.instructions:
+        argv += ["--append-system-prompt", settings.instructions]
+    files = {}
+    if settings.mcp_servers:
+        path = f"{scratch.rstrip('/')}/{MCP_CONFIG_FILE}"
+        files[path] = mcp_config(settings.mcp_servers, env)
+        argv += ["--mcp-config", path]
+    added = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    if settings.model_retries is not None:
+        added["CLAUDE_CODE_MAX_RETRIES"] = str(settings.model_retries)
+    return Command(argv, added, files=files)
+
+
+def _codex_command(settings: Settings) -> Command:
+    argv = [settings.cli, "exec", "--json", "--skip-git-repo-check"]
+    if settings.model:
+        argv += ["--model", settings.model]
+    if settings.effort:
+        argv += ["-c", f"model_reasoning_effort={json.dumps(settings.effort)}"]
+    warnings = []
+    if settings.max_turns is not None:
+        warnings.append(f"{MAX_TURNS_ENV} is ignored: codex exec has no turn limit")
+    if settings.allowed_tools:
+        warnings.append(f"{ALLOWED_TOOLS_ENV} is ignored: codex exec has no tool allow-list")
+    if settings.codex_sandbox:
+        argv += ["--sandbox", settings.codex_sandbox]
+    else:
+        # codex's own sandbox needs bubblewrap and user namespaces, which a restricted pod
+        # does not grant (every command would fail); the pod is the sandbox: non-root, no
+        # capabilities, no API credentials.
+        argv.append("--dangerously-bypass-approvals-and-sandbox")
+    argv += _codex_provider(settings)
+    if settings.instructions:
+        argv += ["-c", f"developer_instructions={json.dumps(settings.instructions)}"]
+    for server in settings.mcp_servers:
+        # env_vars passes the pod's variables by name: no secret on the command line.
+        key = f"mcp_servers.{server.name}"
+        argv += ["-c", f"{key}.command={json.dumps(server.command)}"]
+        argv += ["-c", f"{key}.args={json.dumps(list(server.args))}"]
+        if server.env:
+            argv += ["-c", f"{key}.env_vars={json.dumps(list(server.env))}"]
+    argv.append("-")  # the prompt, from stdin
+    return Command(argv, {}, warnings)
+
+
+def _codex_provider(settings: Settings) -> list[str]:
+    """``-c`` overrides for a model provider at ``base_url`` (Responses API, key from
+    ``OPENAI_API_KEY``), and the retries of ``AGENTCHAIN_MODEL_RETRIES``.
+
+    codex reads ``OPENAI_BASE_URL`` for its built-in provider too, but only a provider of
+    its own takes retry settings, so the runner declares one. Values are JSON strings,
+    which TOML reads as the same basic strings.
+    """
+    if not settings.base_url:
+        return []
+    fields = {
+        "name": CODEX_PROVIDER,
+        "base_url": settings.base_url,
+        "wire_api": "responses",
+        "env_key": "OPENAI_API_KEY",
+    }
+    table = ", ".join(f"{key} = {json.dumps(value)}" for key, value in fields.items())
+    if settings.model_retries is not None:
+        table += (
+            f", request_max_retries = {settings.model_retries}"
+            f", stream_max_retries = {settings.model_retries}"
+        )
+    return [
+        "-c",
+        f"model_provider={json.dumps(CODEX_PROVIDER)}",
+        "-c",
+        f"model_providers.{CODEX_PROVIDER}={{ {table} }}",
+    ]
+
+
+def one_line(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
+    """``text`` (untrusted: the CLI's or the provider's words) as one bounded line."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass
+class Transcript:
+    """What the runner has read of one run's event stream so far."""
+
+    runtime: str
+    result: dict[str, Any] | None = None  # claude-code: the final ``result`` event
+    messages: list[str] = field(default_factory=list)  # codex: its agent_message texts
+    errors: list[str] = field(default_factory=list)  # codex: error / turn.failed messages
+    tokens: int = 0  # codex: summed over turn.completed
+    turns: int = 0  # codex: turn.completed events
+
+    def feed(self, line: str) -> dict[str, Any] | None:
+        """Take one line of the CLI's stdout; the event it holds, if it is one."""
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(event, dict):
+            return None
+        if self.runtime == CLAUDE_CODE:
+            if event.get("type") == "result":
+                self.result = event
+        else:
+            self._feed_codex(event)
+        return event
+
+    def _feed_codex(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        item = _object(event.get("item"))
+        if kind == "item.completed" and item.get("type") == "agent_message":
+            self.messages.append(str(item.get("text", "")))
+        elif kind == "turn.completed":
+            self.turns += 1
+            usage = _object(event.get("usage"))
+            self.tokens += sum(_count(usage.get(key)) for key in ("input_tokens", "output_tokens"))
+        elif kind == "turn.failed":
+            error = _object(event.get("error"))
+            self.errors.append(str(error.get("message", "")))
+        elif kind == "error":
+            self.errors.append(str(event.get("message", "")))
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """``value`` if the CLI sent a JSON object there, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def _count(value: Any) -> int:
+    """A token or turn count the CLI reported; 0 for anything but a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return max(value, 0)
+
+
+def _cost(value: Any) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+    return float(value) if ok else 0.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended: the exit code, the answer (stdout) or the one-line message."""
+
+    exit_code: int
+    answer: str = ""
+    message: str = ""
+    tokens: int = 0
+    cost: float = 0.0
+    turns: int = 0
+
+
+def _status_exit(status: int) -> int:
+    if status in (401, 403):
+        return exits.EXIT_MODEL_AUTH
+    if status == 429:
+        return exits.EXIT_MODEL_RATE_LIMITED
+    if status >= 500:
+        return exits.EXIT_MODEL_UNAVAILABLE
+    return exits.EXIT_MODEL_REQUEST_REJECTED
+
+
+@dataclass(frozen=True)
+class Usage:
+    tokens: int = 0
+    cost: float = 0.0
+    turns: int = 0
+
+
+def _ok(answer: str, usage: Usage) -> Outcome:
+    return Outcome(exits.EXIT_OK, answer, "", usage.tokens, usage.cost, usage.turns)
+
+
+def _failure(code: int, detail: str, usage: Usage | None = None) -> Outcome:
+    reason = exits.reason_of_exit(code)
+    summary = reason.summary if reason is not None else "the agent failed"
+    message = one_line(f"{summary}: {detail}" if detail else summary)
+    used = usage or Usage()
+    return Outcome(code, "", message, used.tokens, used.cost, used.turns)
+
+
+def outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
+    """The end of a run, from what the CLI printed and its exit status."""
+    if transcript.runtime == CLAUDE_CODE:
+        return _claude_outcome(transcript.result, returncode, stderr_tail)
+    return _codex_outcome(transcript, returncode, stderr_tail)
+
+
+def _claude_usage(result: Mapping[str, Any]) -> Usage:
+    usage = _object(result.get("usage"))
+    keys = (
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    )
+    return Usage(
+        tokens=sum(_count(usage.get(key)) for key in keys),
+        cost=_cost(result.get("total_cost_usd")),
+        turns=_count(result.get("num_turns")),
+    )
+
+
+def _claude_outcome(result: dict[str, Any] | None, returncode: int, stderr_tail: str) -> Outcome:
+    if result is None:
+        detail = f"claude exited {returncode} with no result"
+        tail = one_line(stderr_tail, 200)
+        return _failure(exits.EXIT_AGENT_FAILED, f"{detail}: {tail}" if tail else detail)
+    usage = _claude_usage(result)
+    text = str(result.get("result") or "")
+    errors = result.get("errors")
+    errors = errors if isinstance(errors, list) else []
+    detail = text or "; ".join(str(e) for e in errors)
+    status = result.get("api_error_status")
+    if result.get("subtype") == "error_max_turns" or result.get("terminal_reason") == "max_turns":
+        return _failure(exits.EXIT_TURN_LIMIT, detail, usage)
+    if isinstance(status, int) and not isinstance(status, bool) and status >= 400:
+        kind = result.get("api_error_type")
+        said = f"HTTP {status}" + (f" {kind}" if isinstance(kind, str) and kind else "")
+        return _failure(_status_exit(status), f"{said}: {detail}", usage)
+    if result.get("terminal_reason") == "api_error":
+        return _failure(exits.EXIT_MODEL_UNAVAILABLE, detail, usage)
+    if result.get("is_error") or returncode != 0 or not text.strip():
+        return _failure(exits.EXIT_AGENT_FAILED, detail or f"claude exited {returncode}", usage)
+    return _ok(text, usage)
+
+
+_STATUS_IN_TEXT = re.compile(
+    r"\b(401|403|429|5\d\d)\b|unauthorized|too many requests|high demand", re.I
+)
+# codex words some statuses without their number: a 5xx is "high demand" (codex 0.169).
+_STATUS_WORDS = {"unauthorized": 401, "too many requests": 429, "high demand": 500}
+
+
+def _status_in(text: str) -> int | None:
+    """The HTTP status a codex error message names (codex reports no status field)."""
+    found = _STATUS_IN_TEXT.search(text)
+    if found is None:
+        return None
+    word = found.group(0).lower()
+    return _STATUS_WORDS.get(word) or int(word)
+
+
+def _codex_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
+    usage = Usage(tokens=transcript.tokens, turns=transcript.turns)
+    if transcript.errors:
+        detail = transcript.errors[-1]
+        status = _status_in(detail)
+        code = _status_exit(status) if status is not None else exits.EXIT_AGENT_FAILED
+        return _failure(code, detail, usage)
+    answer = transcript.messages[-1] if transcript.messages else ""
+    if returncode != 0 or not answer.strip():
+        tail = one_line(stderr_tail, 200)
+        return _failure(exits.EXIT_AGENT_FAILED, f"codex exited {returncode}: {tail}", usage)
+    return _ok(answer, usage)
+
+
+def log_line(runtime: str, event: Mapping[str, Any]) -> str | None:
+    """One event as a line of the pod's log; None for events not worth a line."""
+    kind = str(event.get("type", ""))
+    text: str | None
+    if runtime == CLAUDE_CODE:
+        text = _claude_log(kind, event)
+    else:
+        text = _codex_log(kind, event)
+    return None if text is None else one_line(text, LOG_LINE_MAX_CHARS)
+
+
+def _blocks(event: Mapping[str, Any]) -> list[dict[str, Any]]:
+    content = _object(event.get("message")).get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _claude_log(kind: str, event: Mapping[str, Any]) -> str | None:
+    if kind == "system":
+        if event.get("subtype") != "init":
+            return None
+        return f"[system] session started, model {event.get('model', '?')}"
+    if kind in ("assistant", "user"):
+        parts = []
+        for block in _blocks(event):
+            if block.get("type") == "text":
+                parts.append(f"[{kind}] {block.get('text', '')}")
+            elif block.get("type") == "tool_use":
+                parts.append(f"[tool call] {block.get('name')} {json.dumps(block.get('input'))}")
+            elif block.get("type") == "tool_result":
+                parts.append(f"[tool result] {json.dumps(block.get('content'))}")
+        return " | ".join(parts) or None
+    if kind == "result":
+        return (
+            f"[result] {event.get('subtype')}, {event.get('num_turns')} turns, "
+            f"cost {event.get('total_cost_usd')} USD"
+        )
+    return None
+
+
+def _codex_log(kind: str, event: Mapping[str, Any]) -> str | None:
+    item = _object(event.get("item"))
+    if kind == "item.completed":
+        return f"[{item.get('type', 'item')}] {json.dumps(item)}"
+    if kind in ("turn.completed", "turn.failed", "error", "thread.started"):
+        return f"[{kind}] {json.dumps(dict(event))}"
+    return None

@@ -1,0 +1,182 @@
+"""What an AiAgent's ``spec.runtime`` makes of its job's container: pure, no I/O.
+
+``command`` (the default, and an AiAgent without ``runtime``) leaves the container as
+``spec.image``/``spec.command`` make it.  ``claude-code`` and ``codex`` run the in-pod
+runner (``agentchain agent run``, ``runtimes/inpod/runner.py``) in the runtime's image, with its
+settings as environment variables, exactly the names ``runtimes/rules/clis.py`` reads:
+
+- ``AGENTCHAIN_RUNTIME``, ``AGENTCHAIN_MAX_TURNS``, ``AGENTCHAIN_ALLOWED_TOOLS``,
+  ``AGENTCHAIN_AGENT_CLI``, ``AGENTCHAIN_INSTRUCTIONS``, ``AGENTCHAIN_MCP_SERVERS``;
+  the model and effort are SPEC §1's ``AGENT_MODEL`` and ``AGENT_EFFORT``, which the
+  runner maps to the CLI's flags;
+- the provider's credential as its CLI's variable, through ``secretKeyRef``: the
+  operator never reads it, and nothing here holds a secret value;
+- the base URL of a self-hosted model server (``ANTHROPIC_BASE_URL``,
+  ``OPENAI_BASE_URL``);
+- each MCP server's variables as the pod's own (``value`` escaped, or ``secretKeyRef``);
+  ``AGENTCHAIN_MCP_SERVERS`` names them, never their values.
+
+Every plain value has its ``$`` doubled (``jobspec.literal``), so Kubernetes' ``$(VAR)``
+expansion gives it back unchanged.  ``gemini`` and ``opencode`` are accepted by the
+schema but the runner cannot drive them yet: building their Job raises
+:class:`RuntimeUnsupported`, and the job fails saying so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from agentchain.models.aiagent import RUNNER_RUNTIMES, AgentRuntime, AiAgentSpec
+from agentchain.models.conditions import Reason
+from agentchain.prompts.rules.assembly import PromptRenderError
+from agentchain.settings import Settings
+
+COMMAND = "command"
+CLAUDE_CODE = "claude-code"
+CODEX = "codex"
+AGENTCHAIN_MCP = "agentchain"
+MCP_JOB_ENV = ("AGENT_API_URL", "AGENT_TOKEN", "AGENT_NAMESPACE", "AGENT_JOB", "AGENT_CHAIN_ID")
+"""What ``agentchain mcp`` reads of the pod's environment (``runtimes/inpod/toolcalls.py``)."""
+
+RUNTIME_ENV = "AGENTCHAIN_RUNTIME"
+CLI_ENV = "AGENTCHAIN_AGENT_CLI"
+MAX_TURNS_ENV = "AGENTCHAIN_MAX_TURNS"
+ALLOWED_TOOLS_ENV = "AGENTCHAIN_ALLOWED_TOOLS"
+INSTRUCTIONS_ENV = "AGENTCHAIN_INSTRUCTIONS"
+MCP_SERVERS_ENV = "AGENTCHAIN_MCP_SERVERS"
+
+BASE_URL_ENV = {CLAUDE_CODE: "ANTHROPIC_BASE_URL", CODEX: "OPENAI_BASE_URL"}
+CREDENTIAL_ENV = {
+    (CLAUDE_CODE, "apiKey"): "ANTHROPIC_API_KEY",
+    (CLAUDE_CODE, "oauthToken"): "CLAUDE_CODE_OAUTH_TOKEN",
+    (CODEX, "apiKey"): "OPENAI_API_KEY",
+}
+
+
+class RuntimeUnsupported(PromptRenderError):
+    """The AiAgent's runtime type is accepted by the schema but cannot run yet."""
+
+    reason: ClassVar[str] = Reason.RUNTIME_UNSUPPORTED
+
+
+@dataclass(frozen=True)
+class RuntimeContainer:
+    """What a runner runtime sets of the container: the rest is ``jobspec``'s."""
+
+    image: str
+    command: list[str]
+    env: list[dict[str, Any]]
+
+
+def runtime_of(agent: AiAgentSpec) -> AgentRuntime:
+    return agent.runtime or AgentRuntime()
+
+
+def uses_runner(agent: AiAgentSpec) -> bool:
+    """Whether the job's container runs ``agentchain agent run`` (its exit codes mean
+    something, see ``runnerexits``)."""
+    return runtime_of(agent).type in RUNNER_RUNTIMES
+
+
+def _literal(value: str) -> str:
+    return value.replace("$", "$$")
+
+
+def _plain(name: str, value: str) -> dict[str, Any]:
+    return {"name": name, "value": _literal(value)}
+
+
+def _secret(name: str, secret: str, key: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def mcp_command(settings: Settings) -> list[str]:
+    """How the image starts ``agentchain mcp``: the runner's command with ``mcp`` for its
+    ``agent run``."""
+    base = list(settings.runtime_command)
+    if base[-2:] == ["agent", "run"]:
+        base = base[:-2]
+    return [*base, "mcp"]
+
+
+def container_for(agent: AiAgentSpec, settings: Settings) -> RuntimeContainer | None:
+    """The runner's image, command and variables; None for type ``command``."""
+    runtime = runtime_of(agent)
+    if runtime.type == COMMAND:
+        return None
+    if runtime.type not in RUNNER_RUNTIMES:
+        raise RuntimeUnsupported(
+            f"Runtime type {runtime.type} is not yet supported by the agent runner; use "
+            f"claude-code or codex, or type command with an image of your own."
+        )
+    image = agent.image or (
+        settings.runtime_image_claude_code
+        if runtime.type == CLAUDE_CODE
+        else settings.runtime_image_codex
+    )
+    return RuntimeContainer(image, list(settings.runtime_command), runtime_env(runtime, settings))
+
+
+def runtime_env(runtime: AgentRuntime, settings: Settings) -> list[dict[str, Any]]:
+    """The runner's variables for ``runtime`` (a runner type)."""
+    kind = runtime.type
+    env = [_plain(RUNTIME_ENV, kind)]
+    if settings.runtime_cli_path:
+        env.append(_plain(CLI_ENV, settings.runtime_cli_path))
+    if runtime.max_turns is not None:
+        env.append(_plain(MAX_TURNS_ENV, str(runtime.max_turns)))
+    tools = list(runtime.allowed_tools or [])
+    if runtime.mcp and kind == CLAUDE_CODE and f"mcp__{AGENTCHAIN_MCP}" not in tools:
+        # Claude Code asks before any MCP tool, and a non-interactive run cannot answer:
+        # the agentchain tools, which gain nothing beyond the job's token, are allowed.
+        tools.append(f"mcp__{AGENTCHAIN_MCP}")
+    if tools:
+        env.append(_plain(ALLOWED_TOOLS_ENV, "\n".join(tools)))
+    instructions = runtime.instructions
+    if instructions is not None and instructions.config_map_ref is not None:
+        ref = instructions.config_map_ref
+        source = {"configMapKeyRef": {"name": ref.name, "key": ref.key}}
+        env.append({"name": INSTRUCTIONS_ENV, "valueFrom": source})
+    elif instructions is not None and instructions.text is not None:
+        env.append(_plain(INSTRUCTIONS_ENV, instructions.text))
+    if runtime.credentials is not None:
+        cred = runtime.credentials
+        name = CREDENTIAL_ENV[(kind, cred.kind)]
+        env.append(_secret(name, cred.secret_name, cred.key))
+    if runtime.base_url:
+        env.append(_plain(BASE_URL_ENV[kind], runtime.base_url))
+    return env + _mcp_env(runtime, settings)
+
+
+def _mcp_env(runtime: AgentRuntime, settings: Settings) -> list[dict[str, Any]]:
+    """``AGENTCHAIN_MCP_SERVERS`` (names of variables, never values) and the servers'
+    own variables; the first server to name a variable gives its value."""
+    servers: dict[str, dict[str, Any]] = {}
+    env: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    if runtime.mcp:
+        command = mcp_command(settings)
+        servers[AGENTCHAIN_MCP] = _server(command[0], command[1:], MCP_JOB_ENV)
+    for server in runtime.mcp_servers or []:
+        names = []
+        for var in server.env:
+            names.append(var.name)
+            if var.name in seen:
+                continue
+            seen.add(var.name)
+            if var.value_from is not None:
+                ref = var.value_from.secret_key_ref
+                env.append(_secret(var.name, ref.name, ref.key))
+            else:
+                env.append(_plain(var.name, var.value or ""))
+        servers[server.name] = _server(server.command, server.args, names)
+    if not servers:
+        return []
+    return [_plain(MCP_SERVERS_ENV, json.dumps(servers, sort_keys=True)), *env]
+
+
+def _server(command: str, args: Sequence[str], env: Sequence[str]) -> dict[str, Any]:
+    return {"command": command, "args": list(args), "env": list(env)}

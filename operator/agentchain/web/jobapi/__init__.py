@@ -1,0 +1,4 @@
+"""The job API: jobs (``reads``, ``submitting``, ``waiting``), the store and anchors
+(``storeapi``), flow control (``stoproutes``), a job's GitHub token (``tokenroute``) and
+the AgentJob bodies the web side creates (``bodies``).
+"""

@@ -1,1 +1,0 @@
-"""Unit tests of agentchain.policy: pure decisions, no cluster and no Redis."""
