@@ -226,6 +226,11 @@ def _codex_command(settings: Settings) -> Command:
         argv += ["-c", f"{key}.args={json.dumps(list(server.args))}"]
         if server.env:
             argv += ["-c", f"{key}.env_vars={json.dumps(list(server.env))}"]
+        # codex exec sends its first model request without waiting for the MCP servers
+        # still starting (codex 0.169), so a model whose first step is a tool call would
+        # not find the tool; a required server is waited for, and one that cannot start
+        # fails the run, saying so, instead of leaving the model without its tools.
+        argv += ["-c", f"{key}.required=true"]
     argv.append("-")  # the prompt, from stdin
     return Command(argv, {}, warnings)
 

@@ -375,6 +375,9 @@ def test_codex_gets_instructions_and_mcp_servers_by_variable_name() -> None:
         'mcp_servers.agentchain.args=["mcp"]',
         'mcp_servers.agentchain.env_vars=["AGENT_TOKEN"]',
         'mcp_servers.tracker.env_vars=["T", "UNSET"]',
+        # Waited for before the first model request, which would otherwise go without them.
+        "mcp_servers.agentchain.required=true",
+        "mcp_servers.tracker.required=true",
     } <= set(pairs)
     assert "tok" not in " ".join(command.argv) and "sek" not in " ".join(command.argv)
     assert command.argv[-1] == "-"
