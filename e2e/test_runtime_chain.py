@@ -26,7 +26,13 @@ Aspects covered:
 - a chain budget stops the chain from the reported cost alone: the first job's reported
   Claude Code cost takes the chain over ``maxCost``, the job ends ``BudgetExceeded`` and
   the next step never starts, although the agents' command, tokens and time are far
-  from any limit.
+  from any limit;
+- a provider refusing the key (401), a 429 storm (still 429 after the CLI's retry), an
+  overloaded provider (529) and a turn limit each end the job ``Failed`` with their own
+  reason (``ModelAuthFailed``, ``ModelRateLimited``, ``ModelUnavailable``,
+  ``TurnLimitReached``) and the runner's one-line message: in the REASON column of
+  ``kubectl get aj -o wide``, as the Warning Event's reason, and in the chain's GitHub
+  comment (the message, as the last line of the failed step's result).
 """
 
 from __future__ import annotations
@@ -41,12 +47,12 @@ from typing import Any
 
 import pytest
 
-from e2e import delivering, operating
+from e2e import chaining, delivering, operating
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
 from e2e.github.gitserver import GitServer
 from e2e.githubloop import REPOSITORY, Installed, app_delivery, app_operator, install
-from e2e.models import DEFAULT_API_KEY, ModelStandIn, Reply, mcp_tool, text, tool
+from e2e.models import DEFAULT_API_KEY, ModelStandIn, Reply, failure, mcp_tool, text, tool
 from e2e.models.fixtures import agent_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -367,3 +373,77 @@ def test_a_budget_stops_the_chain_from_the_reported_cost_alone(
     assert status["reason"] == "BudgetExceeded", status
     assert status["usage"]["cost"] == pytest.approx(0.03015)
     assert len(model_standin.exchanges()) == 1  # The developer never asked the model.
+
+
+@pytest.mark.parametrize(
+    ("case", "reason", "summary"),
+    [
+        ("401", "ModelAuthFailed", "the model provider refused the credentials: HTTP 401"),
+        ("429-storm", "ModelRateLimited", "the model provider kept rate-limiting the agent"),
+        ("5xx", "ModelUnavailable", "the model provider failed or could not be reached"),
+        ("turn-limit", "TurnLimitReached", "the agent reached its turn limit"),
+    ],
+    ids=["401", "429-storm", "5xx", "turn-limit"],
+)
+def test_a_failing_provider_or_turn_limit_ends_the_job_with_its_own_reason(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    github: GitHubStandIn,
+    model_standin: ModelStandIn,
+    tmp_path: Path,
+    case: str,
+    reason: str,
+    summary: str,
+) -> None:
+    info = cluster_info
+    installed = install(github, tmp_path)
+    secrets = secrets_for_models()
+    extra: Obj = {}
+    retries = "0"
+    if case == "401":
+        secrets[0]["stringData"]["api-key"] = "sk-wrong"
+    elif case == "429-storm":
+        model_standin.always(failure(429, retry_after=0))
+        retries = "1"  # One retry, refused again: a storm, not one 429.
+    elif case == "5xx":
+        model_standin.always(failure(529))  # Anthropic's "overloaded".
+    else:
+        model_standin.script(
+            tool("Bash", {"command": "echo checking", "description": "Check"}),
+            text("never asked for"),
+        )
+        extra = {"maxTurns": 1, "allowedTools": ["Bash(echo:*)"]}
+    triage = runtime_agent(
+        "ai-triage",
+        "claude-code",
+        model_standin,
+        tmp_path / "home",
+        triggers=[{"source": "github", "events": ["issues.opened"]}],
+    )
+    triage["spec"]["runtime"].update(extra)
+    for variable in triage["spec"]["env"]:
+        if variable["name"] == "AGENTCHAIN_MODEL_RETRIES":
+            variable["value"] = retries
+    with app_operator(operator, info, namespace, installed, runtime_env()) as op:
+        apply(info, namespace, [*secrets, triage])
+        deliver_issue(op, installed)
+        [job] = jobs_when(
+            info,
+            namespace,
+            lambda jobs: any((j.get("status") or {}).get("chainComplete") for j in jobs),
+            "the job to end",
+        )
+        name, status = job["metadata"]["name"], job["status"]
+        assert (status["phase"], status["reason"]) == ("Failed", reason), status
+        assert status["message"].startswith(summary), status["message"]
+        wide = info.kubectl("get", "aj", name, "-n", namespace, "-o", "wide").stdout
+        header, row = wide.splitlines()
+        assert header.split()[-1] == "REASON" and row.split()[-1] == reason, wide
+        assert chaining.has_event(info, namespace, name, "Warning", reason)
+
+        def commented() -> str:
+            bodies = [c.body for c in installed.comments() if "Failed" in c.body]
+            return next((b for b in bodies if summary in b), "")
+
+        operating.wait_until(commented, timeout=60, what="the failure on the chain's comment")
