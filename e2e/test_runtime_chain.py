@@ -20,6 +20,8 @@ Aspects covered:
   reviewer delegates to a security agent and waits for its answer; each is then visible
   through the job API (the entry with its writer, the anchor, the delegated job with its
   parent and result);
+- the chain's protocol (learnings first, the hand-off section, the anchor kept through
+  the MCP tool) reaches both CLIs' models as standing instructions;
 - the developer commits in the chain's workspace with codex's own shell tool, and the
   reviewer's prompt (what its CLI sent to the model) carries the workspace's summary of
   that commit;
@@ -291,6 +293,13 @@ def test_issue_to_review_on_real_clis_with_mcp_tools_workspace_and_usage(
     assert "Triage: the README has a typo." in statuses["ai-triage"]["result"]
     assert statuses["ai-developer"]["result"].strip() == "Fixed the typo."
     assert statuses["ai-reviewer"]["result"].strip() == "APPROVE: the typo is fixed."
+
+    # The chain's protocol reached both CLIs' models as standing instructions.
+    first_claude = model_standin.exchanges("anthropic")[0].body
+    first_codex = model_standin.exchanges("responses")[0].body
+    for said in (json.dumps(first_claude["system"]), json.dumps(first_codex["input"])):
+        assert "a section headed '## Downstream Directives'" in said
+        assert "## MANDATORY: Learnings" in said and "anchor_set" in said
 
     # Usage from every step: Claude Code's tokens and cost, codex's tokens (no cost).
     for agent, status in statuses.items():

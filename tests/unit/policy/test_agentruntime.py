@@ -110,6 +110,10 @@ def test_the_container_of_a_claude_code_agent() -> None:
             "valueFrom": {"configMapKeyRef": {"name": "rules", "key": "AGENTS.md"}},
         },
         {
+            "name": "AGENTCHAIN_PROTOCOL",
+            "value": agentruntime.protocol(AiAgentSpec.model_validate({"triggerName": "c"})),
+        },
+        {
             "name": "ANTHROPIC_API_KEY",
             "valueFrom": {"secretKeyRef": {"name": "provider", "key": "api-key"}},
         },
@@ -129,6 +133,10 @@ def test_the_container_of_a_claude_code_agent() -> None:
         },
         {"name": "MINE", "value": "1"},
     ]
+
+
+def agent_spec(agent: dict[str, Any]) -> dict[str, Any]:
+    return {"triggerName": "coder", **agent}
 
 
 def jobspec_names() -> set[str]:
@@ -275,5 +283,10 @@ def test_any_runtime_reaches_the_cli_literally_and_without_a_secret_in_sight(
             assert not command.files
     assert MCP_SECRET not in " ".join(command.argv)
     assert PROVIDER_KEY not in " ".join(command.argv) + config
-    if instructions and kind == "claude-code":
-        assert command.argv[command.argv.index("--append-system-prompt") + 1] == got.instructions
+    # The chain's protocol, then the AiAgent's own instructions, reach the CLI.
+    assert got.protocol == agentruntime.protocol(AiAgentSpec.model_validate(agent_spec(agent)))
+    standing = f"{got.protocol}\n\n{got.instructions}" if got.instructions else got.protocol
+    if kind == "claude-code":
+        assert command.argv[command.argv.index("--append-system-prompt") + 1] == standing
+    else:
+        assert f"developer_instructions={json.dumps(standing)}" in command.argv
