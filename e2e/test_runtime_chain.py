@@ -34,11 +34,15 @@ Aspects covered:
   reason (``ModelAuthFailed``, ``ModelRateLimited``, ``ModelUnavailable``,
   ``TurnLimitReached``) and the runner's one-line message: in the REASON column of
   ``kubectl get aj -o wide``, as the Warning Event's reason, and in the chain's GitHub
-  comment (the message, as the last line of the failed step's result).
+  comment (the message, as the last line of the failed step's result);
+- seed 004 after a compaction: Claude Code, made to compact after a turn that wrote the
+  job's anchor through the MCP tool, sends the anchor (read back by the runner's
+  ``SessionStart``/``compact`` hook through the job API) in its first request after.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import urllib.parse
@@ -49,6 +53,7 @@ from typing import Any
 
 import pytest
 
+from agentchain.agents import runtimes
 from e2e import chaining, delivering, operating
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
@@ -456,3 +461,45 @@ def test_a_failing_provider_or_turn_limit_ends_the_job_with_its_own_reason(
             return next((b for b in bodies if summary in b), "")
 
         operating.wait_until(commented, timeout=60, what="the failure on the chain's comment")
+
+
+def test_claude_code_gets_its_anchor_back_after_compacting(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    model_standin: ModelStandIn,
+    tmp_path: Path,
+) -> None:
+    """Seed 004's recovery point on the real CLI: the model keeps its anchor through the
+    MCP tool; its turn then reports a nearly full context, Claude Code compacts the
+    conversation, and the request after the compaction carries the job's anchor, which
+    the runner's hook read back through the job API."""
+    info = cluster_info
+    anchor = {"task": "rename the flag", "status": "halfway: 3 of 6 files"}
+    # The anchor_set turn reports 195,000 input tokens, over the compaction threshold set
+    # below; every later request (the summary, then the work) gets the standing answer.
+    model_standin.script(dataclasses.replace(mcp_tool("anchor_set", anchor), input_tokens=195_000))
+    model_standin.always(text("Done: the flag is renamed."))
+    agent = runtime_agent("ai-worker", "claude-code", model_standin, tmp_path / "home")
+    agent["spec"]["env"] += [
+        # Compact once a turn used 1% of a 100,000-token window: right after the first.
+        {"name": "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "value": "1"},
+        {"name": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "value": "100000"},
+    ]
+    with app_operator(operator, info, namespace, None, runtime_env()):
+        apply(info, namespace, [*secrets_for_models(), agent])
+        apply(info, namespace, [chaining.root_job("work-1", "ai-worker")])
+        [job] = jobs_when(
+            info,
+            namespace,
+            lambda jobs: any((j.get("status") or {}).get("chainComplete") for j in jobs),
+            "the job to end",
+        )
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    bodies = [json.dumps(e.body) for e in model_standin.exchanges("anthropic")]
+    summary = next(i for i, b in enumerate(bodies) if "<summary>" in b)
+    after = [b for b in bodies[summary:] if runtimes.ANCHOR_RECOVERY_HEADING in b]
+    assert after, "no request after the compaction carried the anchor"
+    assert "halfway: 3 of 6 files" in after[-1]
+    # Before the compaction the model had only its own tool call: no injected anchor.
+    assert not any(runtimes.ANCHOR_RECOVERY_HEADING in b for b in bodies[:summary])
