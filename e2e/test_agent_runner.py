@@ -19,11 +19,14 @@ Aspects covered:
   the command, sends its output back, and the next answer is the final one;
 - codex (``codex exec --json``, a provider declared with ``base_url`` and
   ``wire_api = "responses"``): the answer alone on stdout, its tokens reported (it reports
-  no cost), and a bad key, a 429 storm and a 500 each with their own exit code.
+  no cost), and a bad key, a 429 storm and a 500 each with their own exit code;
+- codex waits for the registered MCP servers: its first request already lists
+  ``agentchain mcp``'s tools.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -353,3 +356,31 @@ def test_a_tool_call_round_trip_then_the_answer(
     assert "checking" in str(_tool_outputs(second.body))
     [report] = usage_sink.reports
     assert report["tokens"] == 240
+
+
+def test_codex_waits_for_its_mcp_servers_before_the_first_request(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    """codex exec does not wait for an MCP server still starting: without ``required``
+    the first request (often the only one) went out without ``agentchain mcp``'s tools."""
+    model_standin.script(text("Nothing to do."))
+    tree = f"PYTHONPATH={Path(__file__).resolve().parents[1] / 'operator'}"
+    server = {
+        # codex gives a server a short list of variables, without PYTHONPATH: the tree's
+        # path is in its command, as in the operator's runtime command.
+        "command": "env",
+        "args": [tree, sys.executable, "-m", "agentchain", "mcp"],
+        "env": ["AGENT_API_URL", "AGENT_TOKEN", "AGENT_NAMESPACE", "AGENT_JOB", "AGENT_CHAIN_ID"],
+    }
+    run = run_agent(
+        tmp_path,
+        model_standin,
+        usage_sink.url,
+        "codex",
+        AGENT_CHAIN_ID="chain-1",
+        AGENTCHAIN_MCP_SERVERS=json.dumps({"agentchain": server}),
+    )
+    assert (run.code, run.stdout) == (0, "Nothing to do.\n"), run.stderr
+    [request] = model_standin.exchanges("responses")
+    [namespace] = [t for t in request.body["tools"] if t.get("name") == "mcp__agentchain"]
+    assert {"store_get", "anchor_set", "delegate"} <= {t["name"] for t in namespace["tools"]}

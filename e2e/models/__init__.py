@@ -8,17 +8,28 @@ was asked. Every request and answer is validated against the official SDKs' type
 violation. See README.md.
 """
 
-from e2e.models.script import Failure, Reply, ToolCall, failure, text, tool
+from e2e.models.script import (
+    MCP_AGENTCHAIN,
+    Failure,
+    Reply,
+    ToolCall,
+    failure,
+    mcp_tool,
+    text,
+    tool,
+)
 from e2e.models.server import DEFAULT_API_KEY, Exchange, ModelStandIn
 
 __all__ = [
     "DEFAULT_API_KEY",
+    "MCP_AGENTCHAIN",
     "Exchange",
     "Failure",
     "ModelStandIn",
     "Reply",
     "ToolCall",
     "failure",
+    "mcp_tool",
     "text",
     "tool",
 ]

@@ -10,14 +10,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+MCP_AGENTCHAIN = "mcp__agentchain"
+"""The namespace both CLIs give ``agentchain mcp``'s tools (the server is ``agentchain``)."""
+
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A tool the model calls; ``call_id`` is generated when empty."""
+    """A tool the model calls; ``call_id`` is generated when empty.
+
+    ``namespace`` is a group of tools, as codex lists an MCP server's (a Responses API
+    ``namespace`` tool): the Responses API calls ``name`` in it, the APIs without
+    namespaces call ``<namespace>__<name>``, which is how Claude Code names an MCP
+    server's tools, so one script calls the same MCP tool through either CLI.
+    """
 
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
     call_id: str = ""
+    namespace: str = ""
+
+    @property
+    def flat_name(self) -> str:
+        """The name where tools have no namespaces (Anthropic, Chat Completions)."""
+        return f"{self.namespace}__{self.name}" if self.namespace else self.name
 
 
 @dataclass(frozen=True)
@@ -66,8 +81,15 @@ def text(value: str, input_tokens: int = 100, output_tokens: int = 20) -> Reply:
     return Reply(text=value, input_tokens=input_tokens, output_tokens=output_tokens)
 
 
-def tool(name: str, arguments: dict[str, Any] | None = None, text: str = "") -> Reply:
-    return Reply(text=text, tool_calls=(ToolCall(name, dict(arguments or {})),))
+def tool(
+    name: str, arguments: dict[str, Any] | None = None, text: str = "", namespace: str = ""
+) -> Reply:
+    return Reply(text=text, tool_calls=(ToolCall(name, dict(arguments or {}), "", namespace),))
+
+
+def mcp_tool(name: str, arguments: dict[str, Any] | None = None, text: str = "") -> Reply:
+    """A call of one of ``agentchain mcp``'s tools, as either CLI lists it."""
+    return tool(name, arguments, text, MCP_AGENTCHAIN)
 
 
 def failure(status: int, message: str = "", retry_after: float | None = 0) -> Failure:

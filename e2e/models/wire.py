@@ -34,7 +34,7 @@ def _anthropic_blocks(reply: Reply, ids: list[str]) -> list[Json]:
         blocks.append({"type": "text", "text": reply.text})
     for call, call_id in zip(reply.tool_calls, ids, strict=True):
         blocks.append(
-            {"type": "tool_use", "id": call_id, "name": call.name, "input": call.arguments}
+            {"type": "tool_use", "id": call_id, "name": call.flat_name, "input": call.arguments}
         )
     return blocks
 
@@ -109,16 +109,17 @@ def _responses_items(reply: Reply, response_id: str, ids: list[str]) -> list[Jso
             }
         )
     for call, call_id in zip(reply.tool_calls, ids, strict=True):
-        items.append(
-            {
-                "type": "function_call",
-                "id": f"fc_{call_id}",
-                "call_id": call_id,
-                "name": call.name,
-                "arguments": json.dumps(call.arguments),
-                "status": "completed",
-            }
-        )
+        item = {
+            "type": "function_call",
+            "id": f"fc_{call_id}",
+            "call_id": call_id,
+            "name": call.name,
+            "arguments": json.dumps(call.arguments),
+            "status": "completed",
+        }
+        if call.namespace:
+            item["namespace"] = call.namespace
+        items.append(item)
     return items
 
 
@@ -193,7 +194,7 @@ def _chat_calls(reply: Reply, ids: list[str]) -> list[Json]:
             "index": index,
             "id": call_id,
             "type": "function",
-            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            "function": {"name": call.flat_name, "arguments": json.dumps(call.arguments)},
         }
         for index, (call, call_id) in enumerate(zip(reply.tool_calls, ids, strict=True))
     ]

@@ -14,7 +14,10 @@ CLI non-interactively with the prompt on stdin, and:
 - reports the run's tokens and cost to the job API's usage route with the job's token
   (no agent-side code), also when the run failed after using some;
 - exits with a code of ``runnerexits`` and, on failure, a one-line message as the last
-  line of stderr (bad key, rate limit, provider failure, turn limit, ...).
+  line of stderr (bad key, rate limit, provider failure, turn limit, ...);
+- gives Claude Code seed 004's post-compaction recovery point: a ``SessionStart`` hook
+  (matcher ``compact``) running ``agentchain agent anchor``, which prints the job's
+  anchor, read with its token, as context for the model.
 
 The CLI's words are untrusted: they are logged as one bounded line per event and never
 interpreted beyond the JSON fields read in ``clis.py``.
@@ -66,20 +69,38 @@ def add_parser(sub: Any) -> None:
         default=None,
         help=f"the agent CLI (default: ${clis.RUNTIME_ENV})",
     )
+    commands.add_parser(
+        "anchor",
+        help="print the job's anchor as a Claude Code SessionStart hook's context "
+        "(the runner's post-compaction hook)",
+    )
 
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+JOB_ENV = ("AGENT_API_URL", "AGENT_TOKEN", "AGENT_NAMESPACE", "AGENT_JOB")
+
+
+def anchor_command() -> list[str]:
+    """How Claude Code's compaction hook runs ``agentchain agent anchor``: with this
+    runner's own interpreter and package, whatever the image's ``PATH`` holds."""
+    return [sys.executable, "-m", "agentchain", "agent", "anchor"]
+
+
 def main(args: argparse.Namespace) -> int:
+    if getattr(args, "agent_command", "run") == "anchor":
+        return print_anchor(dict(os.environ))
     env = dict(os.environ)
     try:
         settings = clis.settings_from(env, read_prompt(env), args.runtime)
     except (clis.SettingsError, OSError) as error:
         return _fail(exits.EXIT_RUNNER_MISCONFIGURED, str(error))
     with tempfile.TemporaryDirectory(prefix="agentchain-runner-") as scratch:
-        command = clis.command_for(settings, env, scratch)
+        # Seed 004's recovery point, where the job's anchor can be read back.
+        hook = anchor_command() if all(env.get(name) for name in JOB_ENV) else []
+        command = clis.command_for(settings, env, scratch, hook)
         for warning in command.warnings:
             _say(f"[runner] warning: {warning}")
         try:
@@ -243,3 +264,33 @@ def _report_usage(env: Mapping[str, str], result: clis.Outcome) -> None:
     answered = _api_call(env, "POST", "usage", body, "usage not reported")
     if answered is not None:
         _say(f"[runner] usage reported: {answered}")
+
+
+def print_anchor(env: Mapping[str, str]) -> int:
+    """``agentchain agent anchor``: the job's anchor, read with its token, as a
+    ``SessionStart`` hook's context on stdout. Nothing when the job wrote none or the
+    API cannot say (the reason on stderr); always 0, so the hook never stops the agent."""
+    missing = [name for name in JOB_ENV if not env.get(name)]
+    if missing:
+        _say(f"[anchor] no anchor: {', '.join(missing)} unset")
+        return 0
+    quote = urllib.parse.quote
+    url = (
+        f"{env['AGENT_API_URL'].rstrip('/')}/api/jobs/{quote(env['AGENT_NAMESPACE'], '')}"
+        f"/{quote(env['AGENT_JOB'], '')}/anchor"
+    )
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {env['AGENT_TOKEN']}"})
+    try:
+        with urllib.request.urlopen(request, timeout=API_TIMEOUT_SECONDS) as answer:
+            body = json.loads(answer.read(API_MAX_BODY_BYTES))
+    except urllib.error.HTTPError as error:
+        if error.code != 404:  # 404: the job has written no anchor yet.
+            _say(f"[anchor] not read: HTTP {error.code}")
+        return 0
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        _say(f"[anchor] not read: {clis.one_line(str(error), 200)}")
+        return 0
+    anchor = body.get("anchor") if isinstance(body, dict) else None
+    if isinstance(anchor, dict) and anchor:
+        print(clis.session_start_output(clis.anchor_context(anchor)), flush=True)
+    return 0

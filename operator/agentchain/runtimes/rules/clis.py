@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,9 @@ CODEX_SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 CODEX_PROVIDER = "agentchain"
 INSTRUCTIONS_ENV = "AGENTCHAIN_INSTRUCTIONS"
 MCP_SERVERS_ENV = "AGENTCHAIN_MCP_SERVERS"
+PROTOCOL_ENV = "AGENTCHAIN_PROTOCOL"
 MCP_CONFIG_FILE = "mcp.json"
+SETTINGS_FILE = "claude-settings.json"
 
 
 class SettingsError(ValueError):
@@ -62,6 +65,13 @@ class Settings:
     codex_sandbox: str = ""  # codex: its own sandbox mode; empty: the pod is the sandbox
     instructions: str = ""  # standing instructions besides the prompt
     mcp_servers: tuple[McpServer, ...] = ()
+    protocol: str = ""  # the chain's protocol (the operator's), before the instructions
+
+    @property
+    def standing_instructions(self) -> str:
+        """What the CLI gets besides the prompt: the chain's protocol, then the AiAgent's
+        own instructions, which may refine it."""
+        return "\n\n".join(part for part in (self.protocol, self.instructions) if part)
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,7 @@ def settings_from(env: Mapping[str, str], prompt: str, runtime: str | None = Non
         base_url=env.get(CODEX_BASE_URL_ENV, "").strip() if chosen == CODEX else "",
         codex_sandbox=sandbox,
         instructions=env.get(INSTRUCTIONS_ENV, "").strip(),
+        protocol=env.get(PROTOCOL_ENV, "").strip(),
         mcp_servers=_mcp_servers(env.get(MCP_SERVERS_ENV, "")),
     )
 
@@ -150,13 +161,48 @@ class Command:
 
 
 def command_for(
-    settings: Settings, env: Mapping[str, str] | None = None, scratch: str = "."
+    settings: Settings,
+    env: Mapping[str, str] | None = None,
+    scratch: str = ".",
+    anchor_command: Sequence[str] = (),
 ) -> Command:
     """The CLI's command; ``env`` is the pod's (an MCP server's variables come from it),
-    ``scratch`` a private directory for ``Command.files``."""
+    ``scratch`` a private directory for ``Command.files``, ``anchor_command`` how to
+    print the job's anchor (``agentchain agent anchor``) for Claude Code's compaction
+    hook."""
     if settings.runtime == CLAUDE_CODE:
-        return _claude_command(settings, env or {}, scratch)
+        return _claude_command(settings, env or {}, scratch, anchor_command)
     return _codex_command(settings)
+
+
+def compact_hook_settings(anchor_command: Sequence[str]) -> str:
+    """Claude Code settings (``--settings``) with seed 004's post-compaction recovery
+    point: after Claude Code compacted its context (hook ``SessionStart``, matcher
+    ``compact``), ``anchor_command`` prints the job's anchor as context for the model."""
+    hook = {"type": "command", "command": shlex.join(anchor_command), "timeout": 30}
+    return json.dumps({"hooks": {"SessionStart": [{"matcher": "compact", "hooks": [hook]}]}})
+
+
+ANCHOR_RECOVERY_HEADING = "## Your anchor, restored after your context was compacted"
+
+
+def anchor_context(anchor: Mapping[str, Any]) -> str:
+    """What the compaction hook gives the model: its anchor, as a JSON block (its own
+    words: data, shown as the API stored them)."""
+    intro = (
+        "Your context was just compacted. This is the anchor you kept with anchor_set: "
+        "continue from it, do not repeat completed work, and keep its decisions."
+    )
+    # Indented JSON starts every value's line with whitespace or a bracket: nothing in
+    # it can close the fence.
+    body = json.dumps(dict(anchor), indent=2, ensure_ascii=False, default=str)
+    return f"{ANCHOR_RECOVERY_HEADING}\n\n{intro}\n\n```json\n{body}\n```"
+
+
+def session_start_output(context: str) -> str:
+    """A ``SessionStart`` hook's answer that adds ``context`` for the model."""
+    output = {"hookEventName": "SessionStart", "additionalContext": context}
+    return json.dumps({"hookSpecificOutput": output})
 
 
 def mcp_config(servers: tuple[McpServer, ...], env: Mapping[str, str]) -> str:
@@ -174,7 +220,9 @@ def mcp_config(servers: tuple[McpServer, ...], env: Mapping[str, str]) -> str:
     return json.dumps({"mcpServers": table})
 
 
-def _claude_command(settings: Settings, env: Mapping[str, str], scratch: str) -> Command:
+def _claude_command(
+    settings: Settings, env: Mapping[str, str], scratch: str, anchor_command: Sequence[str]
+) -> Command:
     argv = [settings.cli, "-p", "--output-format", "stream-json", "--verbose"]
     if settings.model:
         argv += ["--model", settings.model]
@@ -185,13 +233,17 @@ def _claude_command(settings: Settings, env: Mapping[str, str], scratch: str) ->
     if settings.allowed_tools:
         # One argument per tool: a tool pattern may hold spaces ("Bash(git log:*)").
         argv += ["--allowedTools", *settings.allowed_tools]
-    if settings.instructions:
-        argv += ["--append-system-prompt", settings.instructions]
+    if settings.standing_instructions:
+        argv += ["--append-system-prompt", settings.standing_instructions]
     files = {}
     if settings.mcp_servers:
         path = f"{scratch.rstrip('/')}/{MCP_CONFIG_FILE}"
         files[path] = mcp_config(settings.mcp_servers, env)
         argv += ["--mcp-config", path]
+    if anchor_command:
+        path = f"{scratch.rstrip('/')}/{SETTINGS_FILE}"
+        files[path] = compact_hook_settings(anchor_command)
+        argv += ["--settings", path]
     added = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
     if settings.model_retries is not None:
         added["CLAUDE_CODE_MAX_RETRIES"] = str(settings.model_retries)
@@ -217,8 +269,9 @@ def _codex_command(settings: Settings) -> Command:
         # capabilities, no API credentials.
         argv.append("--dangerously-bypass-approvals-and-sandbox")
     argv += _codex_provider(settings)
-    if settings.instructions:
-        argv += ["-c", f"developer_instructions={json.dumps(settings.instructions)}"]
+    if settings.standing_instructions:
+        text = json.dumps(settings.standing_instructions)
+        argv += ["-c", f"developer_instructions={text}"]
     for server in settings.mcp_servers:
         # env_vars passes the pod's variables by name: no secret on the command line.
         key = f"mcp_servers.{server.name}"
@@ -226,6 +279,11 @@ def _codex_command(settings: Settings) -> Command:
         argv += ["-c", f"{key}.args={json.dumps(list(server.args))}"]
         if server.env:
             argv += ["-c", f"{key}.env_vars={json.dumps(list(server.env))}"]
+        # codex exec sends its first model request without waiting for the MCP servers
+        # still starting (codex 0.169), so a model whose first step is a tool call would
+        # not find the tool; a required server is waited for, and one that cannot start
+        # fails the run, saying so, instead of leaving the model without its tools.
+        argv += ["-c", f"{key}.required=true"]
     argv.append("-")  # the prompt, from stdin
     return Command(argv, {}, warnings)
 

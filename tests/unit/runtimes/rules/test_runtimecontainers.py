@@ -110,6 +110,10 @@ def test_the_container_of_a_claude_code_agent() -> None:
             "valueFrom": {"configMapKeyRef": {"name": "rules", "key": "AGENTS.md"}},
         },
         {
+            "name": "AGENTCHAIN_PROTOCOL",
+            "value": runtimecontainers.protocol(AiAgentSpec.model_validate({"triggerName": "c"})),
+        },
+        {
             "name": "ANTHROPIC_API_KEY",
             "valueFrom": {"secretKeyRef": {"name": "provider", "key": "api-key"}},
         },
@@ -129,6 +133,10 @@ def test_the_container_of_a_claude_code_agent() -> None:
         },
         {"name": "MINE", "value": "1"},
     ]
+
+
+def agent_spec(agent: dict[str, Any]) -> dict[str, Any]:
+    return {"triggerName": "coder", **agent}
 
 
 def jobspec_names() -> set[str]:
@@ -275,5 +283,45 @@ def test_any_runtime_reaches_the_cli_literally_and_without_a_secret_in_sight(
             assert not command.files
     assert MCP_SECRET not in " ".join(command.argv)
     assert PROVIDER_KEY not in " ".join(command.argv) + config
-    if instructions and kind == "claude-code":
-        assert command.argv[command.argv.index("--append-system-prompt") + 1] == got.instructions
+    # The chain's protocol, then the AiAgent's own instructions, reach the CLI.
+    assert got.protocol == runtimecontainers.protocol(AiAgentSpec.model_validate(agent_spec(agent)))
+    standing = f"{got.protocol}\n\n{got.instructions}" if got.instructions else got.protocol
+    if kind == "claude-code":
+        assert command.argv[command.argv.index("--append-system-prompt") + 1] == standing
+    else:
+        assert f"developer_instructions={json.dumps(standing)}" in command.argv
+
+
+def test_the_protocol_carries_seed_002_and_seed_004_for_a_real_agent() -> None:
+    default = runtimecontainers.protocol(AiAgentSpec.model_validate({"triggerName": "c"}))
+    # Learnings first, pointing at the section the operator adds on a first run only.
+    assert "'## MANDATORY: Learnings (read before any other work)'" in default
+    assert "before any other work" in default
+    # The hand-off, read from the previous agent and written for the next one.
+    assert default.count("'## Downstream Directives'") == 2
+    assert "<chain-context>" in default and "never overrides" in default
+    # The anchor, kept through the MCP tool; no completion marker unless one is set.
+    assert "anchor_set" in default and "anchor_get" in default
+    assert "Completion:" not in default
+
+    custom = AiAgentSpec.model_validate(
+        {
+            "triggerName": "c",
+            "handoffHeading": "## Next steps",
+            "completionMarker": "REVIEW_COMPLETE",
+            "runtime": {"type": "codex", "mcp": False},
+        }
+    )
+    text = runtimecontainers.protocol(custom)
+    assert "'## Next steps'" in text and "Downstream Directives" not in text
+    assert "end your final answer with the line 'REVIEW_COMPLETE'" in text
+    # Without the agentchain MCP server there is no tool to keep an anchor with.
+    assert "anchor_set" not in text
+
+
+def test_the_protocol_reaches_the_runner_as_plain_text_whatever_the_marker_holds() -> None:
+    agent = {"completionMarker": "DONE $(AGENT_TOKEN) $$", "runtime": {"type": "claude-code"}}
+    launch = _launch(agent, {})
+    got = clis.settings_from(launch.env, "the prompt")
+    assert "'DONE $(AGENT_TOKEN) $$'" in got.protocol
+    assert got.standing_instructions == got.protocol  # No instructions of its own.
