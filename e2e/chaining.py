@@ -72,6 +72,11 @@ def ai_agent(
     }
 
 
+def demo_command(*flags: str) -> list[str]:
+    """The command that runs the demo agent with ``flags``."""
+    return ["agentchain", "demo-agent", *flags]
+
+
 def python_command(script: str, *args: str) -> list[str]:
     """The command that runs ``script`` with this interpreter, ``args`` after it."""
     return [sys.executable, "-c", script, *args]
@@ -83,13 +88,15 @@ def agent(
     next_: Obj | None = None,
     github: str | None = None,
     enabled: bool = True,
+    github_settings: Obj | None = None,
     **spec: Any,
 ) -> Obj:
     """An AiAgent named after its triggerName, running the demo agent with ``flags``.
 
     ``next_`` goes on its manual trigger, or on a github trigger for events
     ``github`` (e.g. ``"issues.labeled"``) when that is given.  ``spec`` adds fields
-    as :func:`ai_agent` does.
+    as :func:`ai_agent` does; the spec's own ``github`` field (permissions, write-back)
+    is ``github_settings``, since ``github`` names the trigger's event.
     """
     trigger_entry: Obj = {"source": "manual"}
     if github is not None:
@@ -98,10 +105,11 @@ def agent(
         trigger_entry["next"] = next_
     return ai_agent(
         trigger,
-        ["agentchain", "demo-agent", *flags],
+        demo_command(*flags),
         triggers=[trigger_entry],
         name=trigger,
         enabled=enabled,
+        github=github_settings,
         **spec,
     )
 
