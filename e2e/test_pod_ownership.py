@@ -10,7 +10,6 @@ Aspects covered:
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 from agentchain import models
@@ -89,12 +88,16 @@ def test_a_pod_with_the_jobs_labels_does_not_end_it(
         timeout=60,
         what="the rogue pod to exit 0",
     )
+
     # The operator's pod watch delivers the rogue pod's end like the real one's: it
     # would have acted within this time (a hop takes well under a second here).
-    time.sleep(3)
-    status = _status(info, namespace, "real-1")
-    assert status.get("phase") == "Running", status
-    assert status.get("podName") == real_pod, status
+    def untouched() -> bool:
+        status = _status(info, namespace, "real-1")
+        assert status.get("phase") == "Running", status
+        assert status.get("podName") == real_pod, status
+        return True
+
+    operating.stays(untouched, seconds=3, what="real-1 untouched by the rogue pods")
     operating.wait_until(
         lambda: _status(info, namespace, "real-1").get("phase") in {"Succeeded", "Failed"},
         timeout=120,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from typing import Any
 
 import pytest
@@ -151,15 +150,19 @@ def test_an_ownerless_job_named_for_an_agentjob_is_not_the_operators(
         timeout=TIMEOUT,
         what="the stray Job to complete",
     )
+
     # The operator's Job and pod watches deliver the stray's end like a real one's: it
     # would have acted within this time (a hop takes well under a second here).
-    time.sleep(3)
-    status = _status(info, namespace, "own-3")
-    assert (status.get("phase"), status.get("attempt"), status.get("podName")) == (
-        "Running",
-        1,
-        real_pod,
-    ), status
+    def untouched() -> bool:
+        status = _status(info, namespace, "own-3")
+        assert (status.get("phase"), status.get("attempt"), status.get("podName")) == (
+            "Running",
+            1,
+            real_pod,
+        ), status
+        return True
+
+    operating.stays(untouched, seconds=3, what="own-3 untouched by the stray Job")
     operating.wait_until(
         lambda: _status(info, namespace, "own-3").get("phase") in {"Succeeded", "Failed"},
         timeout=TIMEOUT,
