@@ -97,15 +97,11 @@ def test_a_prompt_reaches_the_agent_byte_for_byte_never_expanded(
     prompt = "Fix it. $(SOME_SECRET_ENV) costs $$5; token $(AGENT_TOKEN), job $(AGENT_JOB) $"
     env_from = [{"secretRef": {"name": "llm-keys"}}]
     _create(info, namespace, _secret("llm-keys", {"SOME_SECRET_ENV": LEAKED}))
+    command = chaining.python_command(ECHO, "$(AGENT_PROMPT)")
     _create(
         info,
         namespace,
-        chaining.ai_agent(
-            "echo",
-            chaining.python_command(ECHO, "$(AGENT_PROMPT)"),
-            triggers=chaining.MANUAL,
-            envFrom=env_from,
-        ),
+        chaining.ai_agent("echo", command, triggers=chaining.MANUAL, envFrom=env_from),
     )
     _create(info, namespace, _job("hostile-1", "echo", prompt))
 
@@ -121,15 +117,8 @@ def test_a_long_prompt_is_whole_in_the_file_and_one_too_large_fails_the_job(
 ) -> None:
     info = cluster_info
     long_prompt = "$(AGENT_JOB) " + "ü" * 100_000  # 200 KB: over one env string's limit.
-    _create(
-        info,
-        namespace,
-        chaining.ai_agent(
-            "sizer",
-            chaining.python_command(SIZES, "$(AGENT_PROMPT)"),
-            triggers=chaining.MANUAL,
-        ),
-    )
+    command = chaining.python_command(SIZES, "$(AGENT_PROMPT)")
+    _create(info, namespace, chaining.ai_agent("sizer", command, triggers=chaining.MANUAL))
     _create(info, namespace, _job("long-1", "sizer", long_prompt))
     _create(info, namespace, _job("huge-1", "sizer", "x" * (jobspec.PROMPT_MAX_BYTES + 1)))
 
@@ -150,15 +139,8 @@ def test_a_secret_named_like_the_job_never_reaches_the_agent(
 ) -> None:
     info = cluster_info
     _create(info, namespace, _secret("victim-1-token", {"token": "stolen", "prompt": "p"}))
-    _create(
-        info,
-        namespace,
-        chaining.ai_agent(
-            "tokens",
-            chaining.python_command(TOKEN, "$(AGENT_PROMPT)"),
-            triggers=chaining.MANUAL,
-        ),
-    )
+    command = chaining.python_command(TOKEN, "$(AGENT_PROMPT)")
+    _create(info, namespace, chaining.ai_agent("tokens", command, triggers=chaining.MANUAL))
     _create(info, namespace, _job("victim-1", "tokens", "use your token"))
 
     job = chaining.wait_job(info, namespace, "victim-1")

@@ -107,16 +107,9 @@ def test_a_queue_of_one_runs_fifty_chains_one_at_a_time_in_delivery_order(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(
-        info,
-        namespace,
-        chaining.ai_agent(
-            "serial",
-            chaining.python_command(TIMED.format(sleep=0.2)),
-            triggers=OPENED,
-            concurrency=_per_issue("queue"),
-        ),
-    )
+    timed = chaining.python_command(TIMED.format(sleep=0.2))
+    agent = chaining.ai_agent("serial", timed, triggers=OPENED, concurrency=_per_issue("queue"))
+    chaining.apply(info, namespace, agent)
     _wait_ready(info, namespace, "serial")
     names = _deliver(operator, namespace, QUEUED, number=7)
     assert len(set(names)) == QUEUED
@@ -145,16 +138,11 @@ def test_cancel_in_progress_leaves_only_the_newest_chain(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(
-        info,
-        namespace,
-        chaining.ai_agent(
-            "latest",
-            chaining.python_command(TIMED.format(sleep=4)),
-            triggers=OPENED,
-            concurrency=_per_issue("cancel-in-progress"),
-        ),
+    timed = chaining.python_command(TIMED.format(sleep=4))
+    agent = chaining.ai_agent(
+        "latest", timed, triggers=OPENED, concurrency=_per_issue("cancel-in-progress")
     )
+    chaining.apply(info, namespace, agent)
     _wait_ready(info, namespace, "latest")
     names = _deliver(operator, namespace, QUEUED, number=8)
     assert len(set(names)) == QUEUED
@@ -192,16 +180,9 @@ def test_refuse_ends_a_second_chain_while_one_runs(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(
-        info,
-        namespace,
-        chaining.ai_agent(
-            "single",
-            chaining.python_command(TIMED.format(sleep=6)),
-            triggers=OPENED,
-            concurrency=_per_issue("refuse"),
-        ),
-    )
+    timed = chaining.python_command(TIMED.format(sleep=6))
+    agent = chaining.ai_agent("single", timed, triggers=OPENED, concurrency=_per_issue("refuse"))
+    chaining.apply(info, namespace, agent)
     _wait_ready(info, namespace, "single")
     [first] = _deliver(operator, namespace, 1, number=9)
     operating.wait_until(

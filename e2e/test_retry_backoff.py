@@ -52,16 +52,9 @@ def test_attempts_wait_their_exponential_backoff(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(
-        info,
-        namespace,
-        chaining.ai_agent(
-            "backer",
-            chaining.python_command(FAILING.format(code=3)),
-            backoffLimit=2,
-            retry=BACKOFF,
-        ),
-    )
+    failing = chaining.python_command(FAILING.format(code=3))
+    agent = chaining.ai_agent("backer", failing, backoffLimit=2, retry=BACKOFF)
+    chaining.apply(info, namespace, agent)
     chaining.apply(info, namespace, chaining.root_job("back-1", "backer"))
     operating.wait_until(
         lambda: chaining.job_status(info, namespace, "back-1").get("retryAt") is not None,
@@ -83,16 +76,9 @@ def test_a_backoff_survives_an_operator_restart(
 ) -> None:
     info = cluster_info
     slow = {"backoff": {"baseSeconds": 6, "factor": 1, "maxSeconds": 30}}
-    chaining.apply(
-        info,
-        namespace,
-        chaining.ai_agent(
-            "patient",
-            chaining.python_command(FAILING.format(code=3)),
-            backoffLimit=2,
-            retry=slow,
-        ),
-    )
+    failing = chaining.python_command(FAILING.format(code=3))
+    agent = chaining.ai_agent("patient", failing, backoffLimit=2, retry=slow)
+    chaining.apply(info, namespace, agent)
     chaining.apply(info, namespace, chaining.root_job("back-2", "patient"))
     operating.wait_until(
         lambda: chaining.job_status(info, namespace, "back-2").get("retryAt") is not None,
@@ -112,16 +98,11 @@ def test_exit_codes_limit_what_is_retried(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(
-        info,
-        namespace,
-        chaining.ai_agent(
-            "picky",
-            chaining.python_command(FAILING.format(code=2)),
-            backoffLimit=2,
-            retry={**BACKOFF, "exitCodes": [75]},
-        ),
+    failing = chaining.python_command(FAILING.format(code=2))
+    agent = chaining.ai_agent(
+        "picky", failing, backoffLimit=2, retry={**BACKOFF, "exitCodes": [75]}
     )
+    chaining.apply(info, namespace, agent)
     chaining.apply(info, namespace, chaining.root_job("back-3", "picky"))
     status = chaining.wait_phase(info, namespace, "back-3")
     assert (status["phase"], status["attempt"], status["exitCode"]) == ("Failed", 1, 2), status
