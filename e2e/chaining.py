@@ -1,11 +1,12 @@
 """Building and observing chains in end-to-end tests: manifests in, finished chains out.
 
-The chain-policy tests each declare a handful of small agents and read back
-what the operator did; these helpers keep that declaration one line per agent
-and every observation (a chain's jobs, a child's prompt, an object's Events) one
-call, so the tests read as the behaviour they check.  Agents run the demo agent,
-whose flags (``--exit-code``, ``--print-chars``, ``--say``, ``--no-context``) make
-each outcome deterministic.
+The tests each declare a handful of small agents and read back what the operator
+did; these helpers keep that declaration one line per agent and every observation
+(a job's status, its wait for a phase, a chain's jobs, a child's prompt, an object's
+Events) one call, so the tests read as the behaviour they check and differ only
+where the behaviour does.  :func:`agent` runs the demo agent, whose flags
+(``--exit-code``, ``--print-chars``, ``--say``, ``--no-context``) make each outcome
+deterministic; :func:`ai_agent` takes any command and spec fields.
 """
 
 from __future__ import annotations
