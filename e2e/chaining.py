@@ -1,18 +1,21 @@
 """Building and observing chains in end-to-end tests: manifests in, finished chains out.
 
-The chain-policy tests each declare a handful of small agents and read back
-what the operator did; these helpers keep that declaration one line per agent
-and every observation (a chain's jobs, a child's prompt, an object's Events) one
-call, so the tests read as the behaviour they check.  Agents run the demo agent,
-whose flags (``--exit-code``, ``--print-chars``, ``--say``, ``--no-context``) make
-each outcome deterministic.
+The tests each declare a handful of small agents and read back what the operator
+did; these helpers keep that declaration one line per agent and every observation
+(a job's status, its wait for a phase, a chain's jobs, a child's prompt, an object's
+Events) one call, so the tests read as the behaviour they check and differ only
+where the behaviour does.  :func:`agent` runs the demo agent, whose flags
+(``--exit-code``, ``--print-chars``, ``--say``, ``--no-context``) make each outcome
+deterministic; :func:`ai_agent` takes any command and spec fields.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import sys
 import urllib.request
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -36,35 +39,80 @@ def step(
     return out
 
 
+MANUAL: tuple[Obj, ...] = ({"source": "manual"},)
+# The phases a job ends in: nothing changes it afterwards.
+ENDED = ("Succeeded", "Failed", "Cancelled")
+
+
+def ai_agent(
+    trigger: str,
+    command: list[str] | None = None,
+    *,
+    object_name: str | None = None,
+    triggers: Sequence[Obj] | None = None,
+    **spec: Any,
+) -> Obj:
+    """An AiAgent for ``triggerName`` ``trigger``, named ``object_name`` (``trigger`` by
+    default), running ``command``, with ``triggers`` as its ``eventTriggers``.
+
+    ``spec`` adds fields spelled as in the CRD (``backoffLimit=2``); a field given as
+    None is left out, so a caller passes an optional one through as it is.  With no
+    ``triggers`` the agent declares none; :data:`MANUAL` is the manual trigger alone.
+    """
+    fields: Obj = {"triggerName": trigger}
+    if command is not None:
+        fields["command"] = command
+    if triggers is not None:
+        fields["eventTriggers"] = [dict(t) for t in triggers]
+    fields.update((key, value) for key, value in spec.items() if value is not None)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "AiAgent",
+        "metadata": {"name": object_name or trigger},
+        "spec": fields,
+    }
+
+
+def demo_command(*flags: str) -> list[str]:
+    """The command that runs the demo agent with ``flags``."""
+    return ["agentchain", "demo-agent", *flags]
+
+
+def python_command(script: str, *args: str) -> list[str]:
+    """The command that runs ``script`` with this interpreter, ``args`` after it."""
+    return [sys.executable, "-c", script, *args]
+
+
 def agent(
     trigger: str,
     *flags: str,
     next_: Obj | None = None,
     github: str | None = None,
     enabled: bool = True,
+    github_settings: Obj | None = None,
+    **spec: Any,
 ) -> Obj:
     """An AiAgent named after its triggerName, running the demo agent with ``flags``.
 
     ``next_`` goes on its manual trigger, or on a github trigger for events
-    ``github`` (e.g. ``"issues.labeled"``) when that is given.
+    ``github`` (e.g. ``"issues.labeled"``) when that is given.  ``spec`` adds fields
+    as :func:`ai_agent` does; the spec's own ``github`` field (permissions, write-back)
+    is ``github_settings``, since ``github`` names the trigger's event.
     """
     trigger_entry: Obj = {"source": "manual"}
     if github is not None:
         trigger_entry = {"source": "github", "events": [github]}
     if next_ is not None:
         trigger_entry["next"] = next_
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "AiAgent",
-        "metadata": {"name": trigger},
-        "spec": {
-            "name": trigger,
-            "triggerName": trigger,
-            "enabled": enabled,
-            "command": ["agentchain", "demo-agent", *flags],
-            "eventTriggers": [trigger_entry],
-        },
-    }
+    return ai_agent(
+        trigger,
+        demo_command(*flags),
+        triggers=[trigger_entry],
+        name=trigger,
+        enabled=enabled,
+        github=github_settings,
+        **spec,
+    )
 
 
 def root_job(name: str, agent_role: str, *, github_event: str | None = None) -> Obj:
@@ -90,6 +138,54 @@ def chain_jobs(info: ClusterInfo, namespace: str, chain_id: str) -> list[Obj]:
     out = info.kubectl("get", "agentjobs", "-n", namespace, "-l", selector, "-o", "json")
     items: list[Obj] = json.loads(out.stdout)["items"]
     return sorted(items, key=lambda j: (j.get("status") or {}).get("chainDepth", 0))
+
+
+def find_job(info: ClusterInfo, namespace: str, name: str) -> Obj:
+    """AgentJob ``name``, or ``{}`` while it does not exist (a delivery's job is created
+    by the webhook's dispatcher, a moment after the answer names it)."""
+    found = info.kubectl("get", "agentjob", name, "-n", namespace, "-o", "json", check=False)
+    if found.returncode != 0 and "NotFound" in found.stderr:
+        return {}
+    if found.returncode != 0:
+        raise AssertionError(f"kubectl get agentjob {name}: {found.stderr}")
+    job: Obj = json.loads(found.stdout)
+    return job
+
+
+def job_status(info: ClusterInfo, namespace: str, name: str) -> Obj:
+    """AgentJob ``name``'s status; ``{}`` while it has none or does not exist."""
+    return dict(find_job(info, namespace, name).get("status") or {})
+
+
+def wait_job(
+    info: ClusterInfo,
+    namespace: str,
+    name: str,
+    *phases: str,
+    timeout: float = CHAIN_TIMEOUT_SECONDS,
+) -> Obj:
+    """Wait until AgentJob ``name`` is in one of ``phases`` (by default: ended); return it."""
+    wanted = phases or ENDED
+    found: list[Obj] = [{}]
+
+    def reached() -> bool:
+        found[0] = find_job(info, namespace, name)
+        return (found[0].get("status") or {}).get("phase") in wanted
+
+    operating.wait_until(reached, timeout=timeout, what=f"{name} to be {'/'.join(wanted)}")
+    return found[0]
+
+
+def wait_phase(
+    info: ClusterInfo,
+    namespace: str,
+    name: str,
+    *phases: str,
+    timeout: float = CHAIN_TIMEOUT_SECONDS,
+) -> Obj:
+    """Wait until AgentJob ``name`` is in one of ``phases`` (by default: ended); return
+    its status."""
+    return dict(wait_job(info, namespace, name, *phases, timeout=timeout).get("status") or {})
 
 
 def wait_chain(

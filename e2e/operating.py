@@ -325,6 +325,30 @@ def wait_until(check: object, *, timeout: float, interval: float = 0.25, what: s
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 
+def stays(
+    check: Callable[[], object], *, seconds: float, what: str, interval: float = 0.25
+) -> None:
+    """Poll a zero-argument callable for the whole of ``seconds``; fail at its first false
+    answer (or the AssertionError it raises).
+
+    The guard for "nothing happens within X": a fixed sleep before one look would see a
+    forbidden change only at the end of the window, and not at all if it came and went.
+    Polling the whole window fails as soon as the change shows and reads as the intent.
+    A check made of ``assert`` statements must end with ``return True``: a forgotten
+    return fails at once rather than passing in silence.
+    """
+    started = time.monotonic()
+    deadline = started + seconds
+    while True:
+        last = check()
+        if not last:
+            elapsed = time.monotonic() - started
+            raise AssertionError(f"{what} stopped holding after {elapsed:.1f}s: {last!r}")
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+
+
 def get_json(info: ClusterInfo, *args: str) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(info.kubectl("get", *args, "-o", "json").stdout)
     return result

@@ -47,21 +47,8 @@ def _get(info: ClusterInfo, kind: str, name: str, namespace: str) -> Obj:
     return operating.get_json(info, kind, name, "-n", namespace)
 
 
-def _status(info: ClusterInfo, name: str, namespace: str) -> Obj:
-    return _get(info, "agentjob", name, namespace).get("status") or {}
-
-
 def _condition(info: ClusterInfo, name: str, namespace: str, type_: str) -> Obj:
     return chaining.condition(_get(info, "aiagent", name, namespace), type_) or {}
-
-
-def _wait_phase(info: ClusterInfo, name: str, namespace: str, phase: str) -> Obj:
-    operating.wait_until(
-        lambda: _status(info, name, namespace).get("phase") == phase,
-        timeout=60,
-        what=f"{name} to be {phase}",
-    )
-    return _status(info, name, namespace)
 
 
 def _post_job(op: operating.OperatorProcess, body: Obj) -> tuple[int, Obj]:
@@ -134,17 +121,17 @@ def test_a_job_created_for_a_shared_trigger_name_fails(
     info = cluster_info
     _duplicates(info, namespace)
     chaining.apply(info, namespace, root_job("manual-dup", DUP))
-    status = _wait_phase(info, "manual-dup", namespace, "Failed")
+    status = chaining.wait_phase(info, namespace, "manual-dup", "Failed")
     assert status["reason"] == "DuplicateTriggerName", status
     assert _names_both(status["message"])
     assert "jobName" not in status
     assert chaining.has_event(info, namespace, "manual-dup", "Warning", "DuplicateTriggerName")
     operating.wait_until(
-        lambda: _status(info, "manual-dup", namespace).get("chainComplete"),
+        lambda: chaining.job_status(info, namespace, "manual-dup").get("chainComplete"),
         timeout=30,
         what="manual-dup's chain to complete",
     )
-    assert _status(info, "manual-dup", namespace)["next"][0]["action"] == "none"
+    assert chaining.job_status(info, namespace, "manual-dup")["next"][0]["action"] == "none"
     assert chaining.batch_job_names(info, namespace) == []
 
 
@@ -209,13 +196,13 @@ def test_dependency_cycles_end_with_a_reason(
         "cyc-b": "cyc-b → cyc-a → cyc-b",
     }
     for name, words in expected.items():
-        status = _wait_phase(info, name, namespace, "Failed")
+        status = chaining.wait_phase(info, namespace, name, "Failed")
         assert status["reason"] == "DependencyCycle", status
         assert words in status["message"], status
         assert "jobName" not in status
         assert chaining.has_event(info, namespace, name, "Warning", "DependencyCycle")
     # Depending on a job of the cycle is not being in it: it goes on once that ends.
-    assert _wait_phase(info, "after-cycle", namespace, "Succeeded")["reason"] == "Succeeded"
+    assert chaining.wait_phase(info, namespace, "after-cycle", "Succeeded")["reason"] == "Succeeded"
 
 
 def test_the_second_half_of_a_cycle_ends_after_the_first_has(
@@ -227,14 +214,14 @@ def test_the_second_half_of_a_cycle_ends_after_the_first_has(
     info = cluster_info
     chaining.apply(info, namespace, agent("ai-work", "--no-context"))
     chaining.apply(info, namespace, _job("cyc-a", "ai-work", ["cyc-b"]))
-    _wait_phase(info, "cyc-a", namespace, "Waiting")
+    chaining.wait_phase(info, namespace, "cyc-a", "Waiting")
     ended = {"phase": "Failed", "reason": "DependencyCycle", "message": "cyc-a → cyc-b → cyc-a"}
     info.kubectl(
         "patch", "agentjob", "cyc-a", "-n", namespace, "--subresource=status",
         "--type=merge", "-p", json.dumps({"status": ended}),
     )  # fmt: skip
     chaining.apply(info, namespace, _job("cyc-b", "ai-work", ["cyc-a"]))
-    status = _wait_phase(info, "cyc-b", namespace, "Failed")
+    status = chaining.wait_phase(info, namespace, "cyc-b", "Failed")
     assert status["reason"] == "DependencyCycle", status
     assert "cyc-b → cyc-a → cyc-b" in status["message"], status
     assert "jobName" not in status
@@ -255,14 +242,14 @@ def test_a_waiting_message_follows_the_dependencys_phase(
     )
 
     def says(phase: str) -> bool:
-        message = _status(info, "waiter", namespace).get("message")
+        message = chaining.job_status(info, namespace, "waiter").get("message")
         return message == f"Waiting for middle (phase {phase})."
 
     operating.wait_until(lambda: says("Waiting"), timeout=30, what="waiter: middle Waiting")
     chaining.apply(info, namespace, root_job("gate", "ai-work"))
     # Same reason (WaitingForDependencies) all along; only the dependency's phase moves.
     operating.wait_until(lambda: says("Running"), timeout=30, what="waiter: middle Running")
-    assert _wait_phase(info, "waiter", namespace, "Succeeded")
+    assert chaining.wait_phase(info, namespace, "waiter", "Succeeded")
 
 
 def test_static_rings_are_flagged_and_ready_stays_true(

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import sys
 from typing import Any
 
 import pytest
@@ -32,7 +31,6 @@ from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 
 Obj = dict[str, Any]
-TIMEOUT = 120
 LEAKED = "sk-leak-0123456789"
 
 # Prints what the agent received, as JSON on one line. Standard library only.
@@ -66,20 +64,6 @@ print(json.dumps({"stolen": token == "stolen", "api": status}))
 """
 
 
-def _agent(trigger: str, script: str, **spec: Any) -> Obj:
-    return {
-        "apiVersion": chaining.API_VERSION,
-        "kind": "AiAgent",
-        "metadata": {"name": trigger},
-        "spec": {
-            "triggerName": trigger,
-            "command": [sys.executable, "-c", script, "$(AGENT_PROMPT)"],
-            "eventTriggers": [{"source": "manual"}],
-            **spec,
-        },
-    }
-
-
 def _job(name: str, agent: str, prompt: str) -> Obj:
     return {
         "apiVersion": chaining.API_VERSION,
@@ -100,17 +84,6 @@ def _create(info: ClusterInfo, namespace: str, *docs: Obj) -> None:
         info.kubectl("create", "-n", namespace, "-f", "-", input=json.dumps(doc))
 
 
-def _ended(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    def status() -> Obj:
-        job = operating.get_json(info, "agentjob", name, "-n", namespace)
-        return dict(job.get("status") or {})
-
-    operating.wait_until(
-        lambda: status().get("phase") in {"Succeeded", "Failed"}, timeout=TIMEOUT, what=name
-    )
-    return {"status": status()}
-
-
 def _said(info: ClusterInfo, namespace: str, job: Obj) -> Obj:
     """The JSON line the agent printed."""
     said: Obj = json.loads(chaining.output_of(info, namespace, job).splitlines()[-1])
@@ -124,10 +97,15 @@ def test_a_prompt_reaches_the_agent_byte_for_byte_never_expanded(
     prompt = "Fix it. $(SOME_SECRET_ENV) costs $$5; token $(AGENT_TOKEN), job $(AGENT_JOB) $"
     env_from = [{"secretRef": {"name": "llm-keys"}}]
     _create(info, namespace, _secret("llm-keys", {"SOME_SECRET_ENV": LEAKED}))
-    _create(info, namespace, _agent("echo", ECHO, envFrom=env_from))
+    command = chaining.python_command(ECHO, "$(AGENT_PROMPT)")
+    _create(
+        info,
+        namespace,
+        chaining.ai_agent("echo", command, triggers=chaining.MANUAL, envFrom=env_from),
+    )
     _create(info, namespace, _job("hostile-1", "echo", prompt))
 
-    job = _ended(info, namespace, "hostile-1")
+    job = chaining.wait_job(info, namespace, "hostile-1")
     assert job["status"]["phase"] == "Succeeded", job["status"]
     assert chaining.prompt_of(info, namespace, job) == prompt
     assert _said(info, namespace, job) == {"env": prompt, "file": prompt, "arg": prompt}
@@ -139,18 +117,19 @@ def test_a_long_prompt_is_whole_in_the_file_and_one_too_large_fails_the_job(
 ) -> None:
     info = cluster_info
     long_prompt = "$(AGENT_JOB) " + "ü" * 100_000  # 200 KB: over one env string's limit.
-    _create(info, namespace, _agent("sizer", SIZES))
+    command = chaining.python_command(SIZES, "$(AGENT_PROMPT)")
+    _create(info, namespace, chaining.ai_agent("sizer", command, triggers=chaining.MANUAL))
     _create(info, namespace, _job("long-1", "sizer", long_prompt))
     _create(info, namespace, _job("huge-1", "sizer", "x" * (jobspec.PROMPT_MAX_BYTES + 1)))
 
-    job = _ended(info, namespace, "long-1")
+    job = chaining.wait_job(info, namespace, "long-1")
     assert job["status"]["phase"] == "Succeeded", job["status"]
     said = _said(info, namespace, job)
     assert said["file"] == hashlib.sha256(long_prompt.encode()).hexdigest()
     assert 100_000 < said["env_bytes"] <= jobspec.ENV_PROMPT_MAX_BYTES
     assert jobspec.PROMPT_FILE in said["env_tail"] and "AGENT_PROMPT_FILE" in said["env_tail"]
 
-    huge = _ended(info, namespace, "huge-1")["status"]
+    huge = chaining.wait_job(info, namespace, "huge-1")["status"]
     assert (huge["phase"], huge["reason"]) == ("Failed", Reason.PROMPT_TOO_LARGE)
     assert "jobName" not in huge  # Nothing ran.
 
@@ -160,10 +139,11 @@ def test_a_secret_named_like_the_job_never_reaches_the_agent(
 ) -> None:
     info = cluster_info
     _create(info, namespace, _secret("victim-1-token", {"token": "stolen", "prompt": "p"}))
-    _create(info, namespace, _agent("tokens", TOKEN))
+    command = chaining.python_command(TOKEN, "$(AGENT_PROMPT)")
+    _create(info, namespace, chaining.ai_agent("tokens", command, triggers=chaining.MANUAL))
     _create(info, namespace, _job("victim-1", "tokens", "use your token"))
 
-    job = _ended(info, namespace, "victim-1")
+    job = chaining.wait_job(info, namespace, "victim-1")
     assert job["status"]["phase"] == "Succeeded", job["status"]
     assert _said(info, namespace, job) == {"stolen": False, "api": 200}
     assert chaining.job_secret(info, namespace, job)["token"] != "stolen"

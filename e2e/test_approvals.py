@@ -35,13 +35,6 @@ Obj = dict[str, Any]
 REPO = "acme/gates"
 
 
-def _agent(trigger: str, *flags: str, approval: Obj | None = None, next_: Obj | None = None) -> Obj:
-    agent = chaining.agent(trigger, *flags, next_=next_, github="issues.labeled")
-    if approval is not None:
-        agent["spec"]["approval"] = approval
-    return agent
-
-
 def _labeled(number: int) -> Obj:
     return {
         "action": "labeled",
@@ -88,23 +81,6 @@ def _start(operator: operating.OperatorProcess, namespace: str, number: int) -> 
     return str(job)
 
 
-def _status(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    """The job's status; {} until the webhook's dispatcher has created it."""
-    found = info.kubectl("get", "agentjob", name, "-n", namespace, "-o", "json", check=False)
-    if found.returncode != 0:
-        return {}
-    return dict(json.loads(found.stdout).get("status") or {})
-
-
-def _phase_is(info: ClusterInfo, namespace: str, name: str, *phases: str) -> Obj:
-    operating.wait_until(
-        lambda: _status(info, namespace, name).get("phase") in phases,
-        timeout=90,
-        what=f"{name} to be {'/'.join(phases)}",
-    )
-    return _status(info, namespace, name)
-
-
 def _mine(answer: Obj, namespace: str) -> list[Obj]:
     return [j for j in answer["command"]["jobs"] if j["namespace"] == namespace]
 
@@ -114,25 +90,32 @@ def test_a_comment_approves_only_from_an_allowed_sender(
 ) -> None:
     info = cluster_info
     gate = {"approvers": ["carol"], "associations": ["OWNER"]}
-    chaining.apply(info, namespace, _agent("gated", "--no-context", approval=gate))
+    chaining.apply(
+        info,
+        namespace,
+        chaining.agent("gated", "--no-context", approval=gate, github="issues.labeled"),
+    )
     time.sleep(2.5)  # The webhook's agent listing is refreshed every 2 s.
     name = _start(operator, namespace, 4101)
-    status = _phase_is(info, namespace, name, "AwaitingApproval")
+    status = chaining.wait_phase(info, namespace, name, "AwaitingApproval")
     assert status["reason"] == "AwaitingApproval"
     stranger = _send(
         operator, _comment(4101, "mallory", "NONE", "/agentchain approve"), "issue_comment"
     )
     assert [j["result"] for j in _mine(stranger, namespace)] == ["refused"], stranger
     assert stranger["command"]["reply"].startswith("no reply on GitHub")
-    time.sleep(3)
-    assert _status(info, namespace, name)["phase"] == "AwaitingApproval"
+    operating.stays(
+        lambda: chaining.job_status(info, namespace, name)["phase"] == "AwaitingApproval",
+        seconds=3,
+        what=f"{name} awaiting approval after a stranger's approve",
+    )
     carol = _send(
         operator,
         _comment(4101, "carol", "CONTRIBUTOR", "/agentchain approve lgtm"),
         "issue_comment",
     )
     assert [j["result"] for j in _mine(carol, namespace)] == ["approved"], carol
-    status = _phase_is(info, namespace, name, "Succeeded", "Failed")
+    status = chaining.wait_phase(info, namespace, name, "Succeeded", "Failed")
     assert status["phase"] == "Succeeded" and status["approvedBy"] == "github:carol", status
 
 
@@ -140,10 +123,14 @@ def test_without_an_app_only_the_owner_approves_by_default_and_once(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(info, namespace, _agent("plain", "--no-context", approval={}))
+    chaining.apply(
+        info,
+        namespace,
+        chaining.agent("plain", "--no-context", approval={}, github="issues.labeled"),
+    )
     time.sleep(2.5)  # The webhook's agent listing is refreshed every 2 s.
     first = _start(operator, namespace, 4121)
-    _phase_is(info, namespace, first, "AwaitingApproval")
+    chaining.wait_phase(info, namespace, first, "AwaitingApproval")
     member = _send(
         operator, _comment(4121, "mia", "MEMBER", "/agentchain approve"), "issue_comment"
     )
@@ -152,13 +139,16 @@ def test_without_an_app_only_the_owner_approves_by_default_and_once(
     body, headers = delivering.signed(operator.webhook_secret, owner, event="issue_comment")
     code, approved = delivering.send(operator, body, headers)
     assert code == 200 and [j["result"] for j in _mine(approved, namespace)] == ["approved"]
-    _phase_is(info, namespace, first, "Succeeded")
+    chaining.wait_phase(info, namespace, first, "Succeeded")
     second = _start(operator, namespace, 4121)  # Waits when the approval is replayed.
-    _phase_is(info, namespace, second, "AwaitingApproval")
+    chaining.wait_phase(info, namespace, second, "AwaitingApproval")
     code, replayed = delivering.send(operator, body, headers)
     assert code == 200 and replayed["command"]["result"] == "duplicate", replayed
-    time.sleep(3)
-    assert _status(info, namespace, second)["phase"] == "AwaitingApproval"
+    operating.stays(
+        lambda: chaining.job_status(info, namespace, second)["phase"] == "AwaitingApproval",
+        seconds=3,
+        what=f"{second} awaiting approval after a replayed approve",
+    )
 
 
 def test_a_reject_comment_from_an_approver_fails_the_job_unrun(
@@ -166,10 +156,14 @@ def test_a_reject_comment_from_an_approver_fails_the_job_unrun(
 ) -> None:
     info = cluster_info
     gate = {"approvers": ["carol"], "associations": ["OWNER"]}
-    chaining.apply(info, namespace, _agent("vetoed", "--no-context", approval=gate))
+    chaining.apply(
+        info,
+        namespace,
+        chaining.agent("vetoed", "--no-context", approval=gate, github="issues.labeled"),
+    )
     time.sleep(2.5)  # The webhook's agent listing is refreshed every 2 s.
     name = _start(operator, namespace, 4111)
-    _phase_is(info, namespace, name, "AwaitingApproval")
+    chaining.wait_phase(info, namespace, name, "AwaitingApproval")
     stranger = _send(
         operator, _comment(4111, "mallory", "NONE", "/agentchain reject"), "issue_comment"
     )
@@ -180,7 +174,7 @@ def test_a_reject_comment_from_an_approver_fails_the_job_unrun(
         "issue_comment",
     )
     assert [j["result"] for j in _mine(carol, namespace)] == ["rejected"], carol
-    status = _phase_is(info, namespace, name, "Failed", "Succeeded")
+    status = chaining.wait_phase(info, namespace, name, "Failed", "Succeeded")
     assert status["reason"] == "ApprovalRejected", status
     assert "carol" in status["message"] and "not this one" in status["message"], status
     assert chaining.batch_jobs(info, namespace, name) == []  # It never ran.
@@ -195,8 +189,8 @@ def test_an_approval_timeout_applies_the_failure_policy(
     gated["spec"]["approval"] = {"timeoutSeconds": 3}
     chaining.apply(info, namespace, gated, chaining.agent("cleanup", "--no-context"))
     chaining.apply(info, namespace, chaining.root_job("hasty-1", "hasty"))
-    _phase_is(info, namespace, "hasty-1", "AwaitingApproval")
-    status = _phase_is(info, namespace, "hasty-1", "Failed")
+    chaining.wait_phase(info, namespace, "hasty-1", "AwaitingApproval")
+    status = chaining.wait_phase(info, namespace, "hasty-1", "Failed")
     assert status["reason"] == "ApprovalTimedOut", status
     jobs = chaining.wait_chain(info, namespace, "hasty-1", 2)
     assert jobs[1]["spec"]["agentRole"] == "cleanup"
@@ -227,14 +221,14 @@ def test_the_api_rejects_and_an_annotation_approves(
     chaining.apply(
         info, namespace, chaining.root_job("no-1", "guarded"), chaining.root_job("yes-1", "guarded")
     )
-    _phase_is(info, namespace, "no-1", "AwaitingApproval")
+    chaining.wait_phase(info, namespace, "no-1", "AwaitingApproval")
     assert _api(operator, f"/api/jobs/{namespace}/no-1/reject", {"reason": "not today"}) == 202
-    status = _phase_is(info, namespace, "no-1", "Failed")
+    status = chaining.wait_phase(info, namespace, "no-1", "Failed")
     assert status["reason"] == "ApprovalRejected" and "not today" in status["message"], status
     assert chaining.batch_jobs(info, namespace, "no-1") == []
-    _phase_is(info, namespace, "yes-1", "AwaitingApproval")
+    chaining.wait_phase(info, namespace, "yes-1", "AwaitingApproval")
     info.kubectl("annotate", "aj", "yes-1", "-n", namespace, "labrats.work/approval=approved")
-    status = _phase_is(info, namespace, "yes-1", "Succeeded", "Failed")
+    status = chaining.wait_phase(info, namespace, "yes-1", "Succeeded", "Failed")
     assert status["phase"] == "Succeeded" and status["approvedBy"] == "annotation", status
 
 
@@ -243,11 +237,13 @@ def test_a_stop_comment_from_the_owner_stops_and_from_a_stranger_does_nothing(
 ) -> None:
     info = cluster_info
     always = chaining.step("after", "always")
-    worker = _agent("worker", "--no-context", "--sleep", "60", next_=always)
+    worker = chaining.agent(
+        "worker", "--no-context", "--sleep", "60", next_=always, github="issues.labeled"
+    )
     chaining.apply(info, namespace, worker, chaining.agent("after", "--no-context"))
     time.sleep(2.5)  # The webhook's agent listing is refreshed every 2 s.
     name = _start(operator, namespace, 4102)
-    _phase_is(info, namespace, name, "Running")
+    chaining.wait_phase(info, namespace, name, "Running")
     stranger = _send(
         operator, _comment(4102, "mallory", "NONE", "/agentchain stop"), "issue_comment"
     )
@@ -256,10 +252,10 @@ def test_a_stop_comment_from_the_owner_stops_and_from_a_stranger_does_nothing(
         operator, _comment(4102, "alice", "OWNER", "/agentchain stop enough"), "issue_comment"
     )
     assert [j["result"] for j in _mine(owner, namespace)] == ["stopping"], owner
-    status = _phase_is(info, namespace, name, "Cancelled")
+    status = chaining.wait_phase(info, namespace, name, "Cancelled")
     assert status["stoppedBy"] == "github:alice" and "enough" in status["message"], status
     operating.wait_until(
-        lambda: _status(info, namespace, name).get("chainComplete") is True,
+        lambda: chaining.job_status(info, namespace, name).get("chainComplete") is True,
         timeout=30,
         what="the stopped chain to complete",
     )
@@ -277,12 +273,16 @@ def test_a_retry_comment_runs_the_failed_step_again_as_a_new_chain(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(info, namespace, _agent("fixer", "--no-context", "--exit-code", "3"))
+    chaining.apply(
+        info,
+        namespace,
+        chaining.agent("fixer", "--no-context", "--exit-code", "3", github="issues.labeled"),
+    )
     time.sleep(2.5)  # The webhook's agent listing is refreshed every 2 s.
     failed = _start(operator, namespace, 4103)
-    status = _phase_is(info, namespace, failed, "Failed")
+    status = chaining.wait_phase(info, namespace, failed, "Failed")
     operating.wait_until(
-        lambda: _status(info, namespace, failed).get("chainComplete") is True,
+        lambda: chaining.job_status(info, namespace, failed).get("chainComplete") is True,
         timeout=30,
         what="the failed chain to complete",
     )
@@ -293,7 +293,7 @@ def test_a_retry_comment_runs_the_failed_step_again_as_a_new_chain(
     owner = _send(operator, _comment(4103, "alice", "OWNER", "/agentchain retry"), "issue_comment")
     [done] = _mine(owner, namespace)
     assert done["result"] == "retried" and done["job"] == failed, owner
-    again = _phase_is(info, namespace, done["retry"], "Failed", "Succeeded")
+    again = chaining.wait_phase(info, namespace, done["retry"], "Failed", "Succeeded")
     assert again["chainId"] != status["chainId"] and again["chainDepth"] == 0
     retried = operating.get_json(info, "agentjob", done["retry"], "-n", namespace)
     assert retried["metadata"]["annotations"]["labrats.work/retry-of"] == failed

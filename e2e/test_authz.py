@@ -27,6 +27,7 @@ from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.store import sealing
 from agentchain.web.jobapi import bodies, waiting
+from e2e import operating
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.webharness import (
     ADMIN,
@@ -44,6 +45,7 @@ from e2e.webharness import (
 __all__ = ["kube"]
 
 PATH = "/webhooks/github"
+OPENED = [{"source": "github", "events": ["issues.opened"]}]
 
 
 # These tests run the API in-process and leave their jobs as they create them; the
@@ -118,17 +120,16 @@ async def test_a_strangers_event_does_not_travel_past_the_targets_sender_policy(
         assert "author_association NONE not allowed" in answer["detail"]
 
 
-def _agent(name: str, **spec: Any) -> str:
-    triggers = [{"source": "github", "events": ["issues.opened"]}]
-    return agent_manifest(name, eventTriggers=triggers, **spec)
-
-
 async def test_private_repositories_reach_bound_agents_only(
     kube: ClusterInfo, namespace: str
 ) -> None:
-    apply(kube, namespace, _agent("unbound"))
-    apply(kube, namespace, _agent("bound", repositories=["ACME/*"]))
-    apply(kube, namespace, _agent("elsewhere", repositories=["other/app"]))
+    apply(kube, namespace, agent_manifest("unbound", eventTriggers=OPENED))
+    apply(kube, namespace, agent_manifest("bound", eventTriggers=OPENED, repositories=["ACME/*"]))
+    apply(
+        kube,
+        namespace,
+        agent_manifest("elsewhere", eventTriggers=OPENED, repositories=["other/app"]),
+    )
     payload = issue_opened()
     payload["repository"] = {"full_name": "acme/app", "private": True}
     body, headers = signed(payload)
@@ -188,7 +189,13 @@ async def test_waits_share_a_watch_and_are_capped_per_token(kube: ClusterInfo, t
             await asyncio.sleep(0.2)
         # Every wait reads its job once, then listens to the watch: settle first.
         before = await _settled_agentjob_gets(kube)
-        await asyncio.sleep(5)
+        await asyncio.to_thread(
+            operating.stays,
+            lambda: _agentjob_gets(kube) - before <= len(waits) + 2,
+            seconds=5,
+            interval=1,
+            what="few AgentJob reads while waiting",
+        )
         after = await asyncio.to_thread(_agentjob_gets, kube)
         # Polling read each job twice a second per waiter: 40 reads here. A wait whose
         # request a loaded machine served late still makes its one first read.

@@ -16,7 +16,6 @@ Aspects covered:
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 from agentchain import models
@@ -38,41 +37,19 @@ for _ in range(3):
     time.sleep(0.5)
 time.sleep(120)
 """
-
-
-def _agent(trigger: str, command: list[str], budget: Obj, backoff: int = 0) -> Obj:
-    return {
-        "apiVersion": "labrats.work/v1alpha1",
-        "kind": "AiAgent",
-        "metadata": {"name": trigger},
-        "spec": {
-            "triggerName": trigger,
-            "command": command,
-            "budget": budget,
-            "backoffLimit": backoff,
-            "eventTriggers": [
-                {"source": "manual", "next": chaining.step("after", condition="always")}
-            ],
-        },
-    }
-
-
-def _status(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    return dict(operating.get_json(info, "agentjob", name, "-n", namespace).get("status") or {})
+# Each budgeted agent is followed by "after" whatever its end: a chain stopped by its
+# budget must not spawn it.
+THEN_AFTER = [{"source": "manual", "next": chaining.step("after", condition="always")}]
 
 
 def _cancelled(info: ClusterInfo, namespace: str, name: str, timeout: float = 90) -> Obj:
+    chaining.wait_phase(info, namespace, name, timeout=timeout)
     operating.wait_until(
-        lambda: _status(info, namespace, name).get("phase") in ("Cancelled", "Succeeded", "Failed"),
-        timeout=timeout,
-        what=f"{name} to end",
-    )
-    operating.wait_until(
-        lambda: _status(info, namespace, name).get("chainComplete") is True,
+        lambda: chaining.job_status(info, namespace, name).get("chainComplete") is True,
         timeout=30,
         what=f"the chain of {name} to complete",
     )
-    status = _status(info, namespace, name)
+    status = chaining.job_status(info, namespace, name)
     assert (status["phase"], status["reason"]) == ("Cancelled", "BudgetExceeded"), status
     assert status["stoppedBy"] == "budget", status
     jobs = chaining.chain_jobs(info, namespace, status["chainId"])
@@ -82,7 +59,13 @@ def _cancelled(info: ClusterInfo, namespace: str, name: str, timeout: float = 90
 
 def _spend_over(info: ClusterInfo, namespace: str, trigger: str, budget: Obj) -> Obj:
     """A chain of SPENDER under ``budget``, stopped at a report; its job's status."""
-    spender = _agent(trigger, [sys.executable, "-c", SPENDER], budget)
+    spender = chaining.ai_agent(
+        trigger,
+        chaining.python_command(SPENDER),
+        triggers=THEN_AFTER,
+        budget=budget,
+        backoffLimit=0,
+    )
     chaining.apply(info, namespace, spender, chaining.agent("after"))
     chaining.apply(info, namespace, chaining.root_job(f"{trigger}-1", trigger))
     status = _cancelled(info, namespace, f"{trigger}-1")
@@ -118,8 +101,12 @@ def test_a_chain_past_its_wall_time_is_stopped(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    sleeper = _agent(
-        "slowpoke", ["agentchain", "demo-agent", "--sleep", "120"], {"maxChainSeconds": 3}
+    sleeper = chaining.ai_agent(
+        "slowpoke",
+        ["agentchain", "demo-agent", "--sleep", "120"],
+        triggers=THEN_AFTER,
+        budget={"maxChainSeconds": 3},
+        backoffLimit=0,
     )
     chaining.apply(info, namespace, sleeper, chaining.agent("after"))
     chaining.apply(info, namespace, chaining.root_job("slow-1", "slowpoke"))
@@ -135,7 +122,9 @@ def test_a_chain_out_of_attempts_launches_no_more(
     chaining.apply(
         info,
         namespace,
-        _agent("flaky", failing, {"maxAttempts": 2}, backoff=5),
+        chaining.ai_agent(
+            "flaky", failing, triggers=THEN_AFTER, budget={"maxAttempts": 2}, backoffLimit=5
+        ),
         chaining.agent("after"),
     )
     chaining.apply(info, namespace, chaining.root_job("flaky-1", "flaky"))
@@ -152,15 +141,21 @@ def test_a_later_agents_own_budget_stops_its_job(
 ) -> None:
     info = cluster_info
     lead = chaining.agent("lead", next_=chaining.step("spender2"))
-    spender = _agent("spender2", [sys.executable, "-c", SPENDER], {"maxCost": 1.0})
+    spender = chaining.ai_agent(
+        "spender2",
+        chaining.python_command(SPENDER),
+        triggers=THEN_AFTER,
+        budget={"maxCost": 1.0},
+        backoffLimit=0,
+    )
     chaining.apply(info, namespace, lead, spender, chaining.agent("after"))
     chaining.apply(info, namespace, chaining.root_job("lead-1", "lead"))
     operating.wait_until(
-        lambda: _status(info, namespace, "lead-1").get("phase") == "Succeeded",
+        lambda: chaining.job_status(info, namespace, "lead-1").get("phase") == "Succeeded",
         timeout=90,
         what="the first agent's job to succeed",
     )
-    chain = _status(info, namespace, "lead-1")["chainId"]
+    chain = chaining.job_status(info, namespace, "lead-1")["chainId"]
     operating.wait_until(
         lambda: len(chaining.chain_jobs(info, namespace, chain)) == 2,
         timeout=60,
@@ -175,11 +170,11 @@ def test_a_later_agents_own_budget_stops_its_job(
 
 def _cancelled_in_chain(info: ClusterInfo, namespace: str, name: str, jobs: int) -> Obj:
     operating.wait_until(
-        lambda: _status(info, namespace, name).get("chainComplete") is True,
+        lambda: chaining.job_status(info, namespace, name).get("chainComplete") is True,
         timeout=90,
         what=f"the chain of {name} to complete",
     )
-    status = _status(info, namespace, name)
+    status = chaining.job_status(info, namespace, name)
     assert (status["phase"], status["reason"]) == ("Cancelled", "BudgetExceeded"), status
     assert status["stoppedBy"] == "budget", status
     found = chaining.chain_jobs(info, namespace, status["chainId"])

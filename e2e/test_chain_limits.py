@@ -17,7 +17,6 @@ Aspects covered:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from e2e import chaining, operating
@@ -64,12 +63,16 @@ def test_loop_is_refused(
     name = refused["metadata"]["name"]
     assert chaining.has_event(info, namespace, name, "Warning", "LoopDetected")
     assert len(chaining.batch_job_names(info, namespace)) == 2
+
     # The chain is complete once, on the refusal record, and stays so: a resync
     # must not mark the refused job's parent complete as well.
-    time.sleep(RESYNC_WAIT_SECONDS)
-    jobs = chaining.chain_jobs(info, namespace, refused["status"]["chainId"])
-    complete = [j["metadata"]["name"] for j in jobs if j["status"].get("chainComplete")]
-    assert complete == [name]
+    def complete_once() -> bool:
+        jobs = chaining.chain_jobs(info, namespace, refused["status"]["chainId"])
+        complete = [j["metadata"]["name"] for j in jobs if j["status"].get("chainComplete")]
+        assert complete == [name]
+        return True
+
+    operating.stays(complete_once, seconds=RESYNC_WAIT_SECONDS, what="one complete record")
 
 
 def test_eleventh_job_exceeds_max_chain_depth(

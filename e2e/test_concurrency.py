@@ -32,33 +32,18 @@ from e2e import chaining, delivering, operating
 from e2e.controlplane.cluster import ClusterInfo
 
 Obj = dict[str, Any]
-API_VERSION = "labrats.work/v1alpha1"
 # Prints when it started and ended, with the clock's full resolution (status times
 # have whole seconds only).  Standard library only: it runs as a host process.
 TIMED = (
     "import time; print('start %.6f' % time.time(), flush=True); time.sleep({sleep}); "
     "print('end %.6f' % time.time())"
 )
+OPENED = [{"source": "github", "events": ["issues.opened"], "next": None}]
 
 
-def _agent(trigger: str, policy: str, sleep: float, limit: int = 1) -> Obj:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "AiAgent",
-        "metadata": {"name": trigger},
-        "spec": {
-            "triggerName": trigger,
-            "command": [sys.executable, "-c", TIMED.format(sleep=sleep)],
-            "eventTriggers": [
-                {"source": "github", "events": ["issues.opened"], "next": None},
-            ],
-            "concurrency": {
-                "group": "{{ repository }}#{{ issue.number }}",
-                "limit": limit,
-                "policy": policy,
-            },
-        },
-    }
+def _per_issue(policy: str) -> Obj:
+    """A ``spec.concurrency`` letting one run of an issue's chain in at a time."""
+    return {"group": "{{ repository }}#{{ issue.number }}", "limit": 1, "policy": policy}
 
 
 def _deliver(
@@ -122,7 +107,9 @@ def test_a_queue_of_one_runs_fifty_chains_one_at_a_time_in_delivery_order(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(info, namespace, _agent("serial", "queue", sleep=0.2))
+    timed = chaining.python_command(TIMED.format(sleep=0.2))
+    agent = chaining.ai_agent("serial", timed, triggers=OPENED, concurrency=_per_issue("queue"))
+    chaining.apply(info, namespace, agent)
     _wait_ready(info, namespace, "serial")
     names = _deliver(operator, namespace, QUEUED, number=7)
     assert len(set(names)) == QUEUED
@@ -151,7 +138,11 @@ def test_cancel_in_progress_leaves_only_the_newest_chain(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(info, namespace, _agent("latest", "cancel-in-progress", sleep=4))
+    timed = chaining.python_command(TIMED.format(sleep=4))
+    agent = chaining.ai_agent(
+        "latest", timed, triggers=OPENED, concurrency=_per_issue("cancel-in-progress")
+    )
+    chaining.apply(info, namespace, agent)
     _wait_ready(info, namespace, "latest")
     names = _deliver(operator, namespace, QUEUED, number=8)
     assert len(set(names)) == QUEUED
@@ -189,7 +180,9 @@ def test_refuse_ends_a_second_chain_while_one_runs(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(info, namespace, _agent("single", "refuse", sleep=6))
+    timed = chaining.python_command(TIMED.format(sleep=6))
+    agent = chaining.ai_agent("single", timed, triggers=OPENED, concurrency=_per_issue("refuse"))
+    chaining.apply(info, namespace, agent)
     _wait_ready(info, namespace, "single")
     [first] = _deliver(operator, namespace, 1, number=9)
     operating.wait_until(

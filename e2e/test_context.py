@@ -19,19 +19,6 @@ from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 
 
-def _agent(trigger: str, *args: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "labrats.work/v1alpha1",
-        "kind": "AiAgent",
-        "metadata": {"name": trigger},
-        "spec": {
-            "triggerName": trigger,
-            "command": ["agentchain", "demo-agent", "--no-context", *args],
-            **spec,
-        },
-    }
-
-
 def _job(name: str, agent: str, **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "labrats.work/v1alpha1",
@@ -41,22 +28,10 @@ def _job(name: str, agent: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def _status(info: ClusterInfo, namespace: str, name: str) -> dict[str, Any]:
-    obj = operating.get_json(info, "agentjob", name, "-n", namespace)
-    return dict(obj.get("status") or {})
-
-
-def _wait_phase(info: ClusterInfo, namespace: str, name: str, phases: set[str]) -> dict[str, Any]:
-    operating.wait_until(
-        lambda: _status(info, namespace, name).get("phase") in phases,
-        timeout=90,
-        what=f"{name} to reach {phases}",
-    )
-    return _status(info, namespace, name)
-
-
 def _prompt(info: ClusterInfo, namespace: str, name: str) -> str:
-    return chaining.prompt_of(info, namespace, {"status": _status(info, namespace, name)})
+    return chaining.prompt_of(
+        info, namespace, {"status": chaining.job_status(info, namespace, name)}
+    )
 
 
 def test_depends_on_sees_only_its_dependencies(
@@ -66,10 +41,16 @@ def test_depends_on_sees_only_its_dependencies(
     chaining.apply(
         info,
         namespace,
-        _agent("worker-a", "--say", "RESULT-FROM-A"),
-        _agent("worker-b", "--say", "RESULT-FROM-B"),
-        _agent("worker-d", "--say", "RESULT-FROM-D"),
-        _agent("synth"),
+        chaining.ai_agent(
+            "worker-a", chaining.demo_command("--no-context", "--say", "RESULT-FROM-A")
+        ),
+        chaining.ai_agent(
+            "worker-b", chaining.demo_command("--no-context", "--say", "RESULT-FROM-B")
+        ),
+        chaining.ai_agent(
+            "worker-d", chaining.demo_command("--no-context", "--say", "RESULT-FROM-D")
+        ),
+        chaining.ai_agent("synth", chaining.demo_command("--no-context")),
     )
     chaining.apply(
         info,
@@ -80,8 +61,8 @@ def test_depends_on_sees_only_its_dependencies(
         _job("job-d", "worker-d"),
     )
     for name in ("job-a", "job-b", "job-d"):
-        _wait_phase(info, namespace, name, {"Succeeded"})
-    _wait_phase(info, namespace, "job-c", {"Succeeded"})
+        chaining.wait_phase(info, namespace, name, "Succeeded")
+    chaining.wait_phase(info, namespace, "job-c", "Succeeded")
     prompt = _prompt(info, namespace, "job-c")
     assert "### analysis-a (by worker-a)" in prompt
     assert "### analysis-b (by worker-b)" in prompt
@@ -96,19 +77,22 @@ def test_memory_scope_all_gets_every_result_of_its_chain(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    scout = _agent(
+    scout = chaining.ai_agent(
         "scout",
-        "--say",
-        "RESULT-OF-SCOUT",
-        eventTriggers=[{"source": "manual", "next": {"agentTriggerName": "fixer"}}],
+        chaining.demo_command("--no-context", "--say", "RESULT-OF-SCOUT"),
+        triggers=[{"source": "manual", "next": {"agentTriggerName": "fixer"}}],
     )
     chaining.apply(
         info,
         namespace,
         scout,
-        _agent("fixer", "--say", "RESULT-OF-FIXER"),
-        _agent("outsider", "--say", "RESULT-OF-OUTSIDER"),
-        _agent("coordinator"),
+        chaining.ai_agent(
+            "fixer", chaining.demo_command("--no-context", "--say", "RESULT-OF-FIXER")
+        ),
+        chaining.ai_agent(
+            "outsider", chaining.demo_command("--no-context", "--say", "RESULT-OF-OUTSIDER")
+        ),
+        chaining.ai_agent("coordinator", chaining.demo_command("--no-context")),
     )
     chaining.apply(
         info,
@@ -117,13 +101,13 @@ def test_memory_scope_all_gets_every_result_of_its_chain(
         _job("outsider-1", "outsider", type="investigation"),
     )
     operating.wait_until(
-        lambda: _status(info, namespace, "scout-1").get("chainId"),
+        lambda: chaining.job_status(info, namespace, "scout-1").get("chainId"),
         timeout=60,
         what="the chain id of scout-1",
     )
-    chain_id = _status(info, namespace, "scout-1")["chainId"]
+    chain_id = chaining.job_status(info, namespace, "scout-1")["chainId"]
     fixer = naming.child_name("scout-1", "fixer")
-    assert _wait_phase(info, namespace, "outsider-1", {"Succeeded"})["chainId"] != chain_id
+    assert chaining.wait_phase(info, namespace, "outsider-1", "Succeeded")["chainId"] != chain_id
     # Only an AgentJob written by hand can ask for memoryScope: all (a chain step cannot),
     # and only the operator places a job in a chain: the coordinator reaches the chain
     # through its dependencies, and memoryScope: all covers their chains.
@@ -131,8 +115,11 @@ def test_memory_scope_all_gets_every_result_of_its_chain(
         "coord-1", "coordinator", type="synthesis", memoryScope="all", dependsOn=["scout-1", fixer]
     )
     chaining.apply(info, namespace, coordinator)
-    assert _wait_phase(info, namespace, "coord-1", {"Succeeded", "Failed"})["phase"] == "Succeeded"
-    assert _status(info, namespace, fixer)["chainId"] == chain_id
+    assert (
+        chaining.wait_phase(info, namespace, "coord-1", "Succeeded", "Failed")["phase"]
+        == "Succeeded"
+    )
+    assert chaining.job_status(info, namespace, fixer)["chainId"] == chain_id
     prompt = _prompt(info, namespace, "coord-1")
     assert prompt.count(CHAIN_RESULTS_HEADING) == 1
     scout_at = prompt.index("### investigation (by scout)\n")
@@ -147,21 +134,26 @@ def test_downstream_directives_are_handed_on(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    parent = _agent(
+    parent = chaining.ai_agent(
         "planner",
-        "--say",
-        "noise that the child must not see",
-        "--say",
-        "## Downstream Directives",
-        "--say",
-        "- fix LoginForm first",
-        eventTriggers=[{"source": "manual", "next": {"agentTriggerName": "doer"}}],
+        chaining.demo_command(
+            "--no-context",
+            "--say",
+            "noise that the child must not see",
+            "--say",
+            "## Downstream Directives",
+            "--say",
+            "- fix LoginForm first",
+        ),
+        triggers=[{"source": "manual", "next": {"agentTriggerName": "doer"}}],
     )
-    chaining.apply(info, namespace, parent, _agent("doer"))
+    chaining.apply(
+        info, namespace, parent, chaining.ai_agent("doer", chaining.demo_command("--no-context"))
+    )
     chaining.apply(info, namespace, _job("plan-1", "planner"))
-    _wait_phase(info, namespace, "plan-1", {"Succeeded"})
-    child = _status(info, namespace, "plan-1")["next"][0]["child"]
-    _wait_phase(info, namespace, child, {"Succeeded"})
+    chaining.wait_phase(info, namespace, "plan-1", "Succeeded")
+    child = chaining.job_status(info, namespace, "plan-1")["next"][0]["child"]
+    chaining.wait_phase(info, namespace, child, "Succeeded")
     prompt = _prompt(info, namespace, child)
     block = prompt.split("</chain-context>")[0]
     assert "- fix LoginForm first" in block
@@ -175,12 +167,21 @@ def test_missing_completion_marker_fails_the_job(
     chaining.apply(
         info,
         namespace,
-        _agent("strict", completionMarker="TRIAGE_COMPLETE"),
-        _agent("strict-ok", "--say", "TRIAGE_COMPLETE", completionMarker="TRIAGE_COMPLETE"),
+        chaining.ai_agent(
+            "strict", chaining.demo_command("--no-context"), completionMarker="TRIAGE_COMPLETE"
+        ),
+        chaining.ai_agent(
+            "strict-ok",
+            chaining.demo_command("--no-context", "--say", "TRIAGE_COMPLETE"),
+            completionMarker="TRIAGE_COMPLETE",
+        ),
     )
     chaining.apply(info, namespace, _job("strict-1", "strict"), _job("strict-2", "strict-ok"))
-    failed = _wait_phase(info, namespace, "strict-1", {"Succeeded", "Failed"})
+    failed = chaining.wait_phase(info, namespace, "strict-1", "Succeeded", "Failed")
     assert failed["phase"] == "Failed"
     assert failed["reason"] == "CompletionMarkerMissing"
     assert failed["exitCode"] == 0
-    assert _wait_phase(info, namespace, "strict-2", {"Succeeded", "Failed"})["phase"] == "Succeeded"
+    assert (
+        chaining.wait_phase(info, namespace, "strict-2", "Succeeded", "Failed")["phase"]
+        == "Succeeded"
+    )

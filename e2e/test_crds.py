@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from agentchain.models import aiagent
+from e2e import chaining
 from e2e.controlplane.cluster import ClusterInfo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -224,17 +225,6 @@ CLAUDE = {"type": "claude-code"}
 SECRET_REF = {"secretKeyRef": {"name": "s", "key": "k"}}
 
 
-def _runtime_agent(name: str, spec: dict[str, Any]) -> str:
-    return json.dumps(
-        {
-            "apiVersion": "labrats.work/v1alpha1",
-            "kind": "AiAgent",
-            "metadata": {"name": name},
-            "spec": {"triggerName": name, **spec},
-        }
-    )
-
-
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
@@ -333,7 +323,7 @@ def _runtime_agent(name: str, spec: dict[str, Any]) -> str:
 def test_an_invalid_runtime_is_refused_with_its_own_message(
     crds: ClusterInfo, namespace: str, spec: dict[str, Any], message: str
 ) -> None:
-    manifest = _runtime_agent("runtime-invalid", spec)
+    manifest = json.dumps(chaining.ai_agent("runtime-invalid", **spec))
     refused = crds.kubectl("apply", "-n", namespace, "-f", "-", input=manifest, check=False)
     assert refused.returncode != 0
     assert message in refused.stderr, refused.stderr
@@ -362,7 +352,7 @@ def test_a_runtime_applies_and_reads_back_with_its_defaults(
         namespace,
         "-f",
         "-",
-        input=_runtime_agent("runtime-ok", {"runtime": runtime}),
+        input=json.dumps(chaining.ai_agent("runtime-ok", runtime=runtime)),
     )
     stored = get_json(crds, "aiagent", "runtime-ok", "-n", namespace)["spec"]["runtime"]
     assert stored["mcp"] is True and stored["credentials"]["kind"] == "apiKey"
@@ -371,5 +361,5 @@ def test_a_runtime_applies_and_reads_back_with_its_defaults(
     )
     assert agent.runtime is not None and agent.runtime.max_turns == 5
     # A manifest without runtime still applies unchanged (no runtime added).
-    crds.kubectl("apply", "-n", namespace, "-f", "-", input=_runtime_agent("plain", {}))
+    crds.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(chaining.ai_agent("plain")))
     assert "runtime" not in get_json(crds, "aiagent", "plain", "-n", namespace)["spec"]

@@ -24,23 +24,6 @@ Obj = dict[str, Any]
 PRINTED = "PARTIAL WORK before the deadline"
 
 
-def _agent() -> Obj:
-    return {
-        "apiVersion": chaining.API_VERSION,
-        "kind": "AiAgent",
-        "metadata": {"name": "slow"},
-        "spec": {
-            "triggerName": "slow",
-            "command": ["sh", "-c", f"echo '{PRINTED}'; sleep 120"],
-            "timeoutSeconds": 4,
-        },
-    }
-
-
-def _status(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    return dict(operating.get_json(info, "agentjob", name, "-n", namespace).get("status") or {})
-
-
 def _output(op: operating.OperatorProcess, namespace: str, name: str) -> tuple[int, Obj]:
     request = urllib.request.Request(
         f"{op.url}/api/jobs/{namespace}/{name}/output",
@@ -58,13 +41,9 @@ def test_a_job_ended_by_its_deadline_keeps_what_it_printed(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(info, namespace, _agent(), chaining.root_job("late", "slow"))
-    operating.wait_until(
-        lambda: _status(info, namespace, "late").get("phase") in {"Succeeded", "Failed"},
-        timeout=120,
-        what="late to end",
-    )
-    status = _status(info, namespace, "late")
+    slow = chaining.ai_agent("slow", ["sh", "-c", f"echo '{PRINTED}'; sleep 120"], timeoutSeconds=4)
+    chaining.apply(info, namespace, slow, chaining.root_job("late", "slow"))
+    status = chaining.wait_phase(info, namespace, "late")
     assert (status["phase"], status["reason"]) == ("Failed", "DeadlineExceeded"), status
     assert PRINTED in status.get("result", ""), status
     code, body = _output(operator, namespace, "late")

@@ -57,8 +57,14 @@ async def test_one_leader_and_a_clean_handover(as_operator: str) -> None:
     await asyncio.wait_for(first.campaign(), 5)
     holding = asyncio.create_task(first.hold())
     campaign = asyncio.create_task(second.campaign())
-    await asyncio.sleep(TIMING.lease_duration * 1.5)
-    assert not campaign.done() and first.fence() and not second.fence()
+    # Watched from a thread, so the holder's renewals and the campaign run meanwhile.
+    await asyncio.to_thread(
+        operating.stays,
+        lambda: not campaign.done() and first.fence() and not second.fence(),
+        seconds=TIMING.lease_duration * 1.5,
+        interval=0.05,
+        what="the first holder alone leading",
+    )
     holding.cancel()
     await first.release()
     released = time.monotonic()

@@ -32,14 +32,7 @@ from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_opera
 Obj = dict[str, Any]
 TIMEOUT = 120.0
 SLEEP_SECONDS = 25
-
-
-def _agent(trigger: str, permissions: dict[str, str] | None, *flags: str) -> Obj:
-    agent = chaining.agent(trigger, "--no-context", *flags, github="issues.opened")
-    agent["spec"]["github"] = {"writeBack": {"comment": False}}
-    if permissions is not None:
-        agent["spec"]["github"]["permissions"] = permissions
-    return agent
+NO_COMMENT = {"writeBack": {"comment": False}}
 
 
 def _job_of(info: ClusterInfo, namespace: str, agent: str) -> Obj:
@@ -90,9 +83,21 @@ def test_job_token_scope_refresh_and_revocation(
     info = cluster_info
     installed: Installed = install(github, tmp_path)
     agents = [
-        _agent("tok", {"issues": "write"}, "--sleep", str(SLEEP_SECONDS)),
-        _agent("plain", None),
-        _agent("greedy", {"actions": "write"}),
+        chaining.agent(
+            "tok",
+            "--no-context",
+            "--sleep",
+            str(SLEEP_SECONDS),
+            github="issues.opened",
+            github_settings={**NO_COMMENT, "permissions": {"issues": "write"}},
+        ),
+        chaining.agent("plain", "--no-context", github="issues.opened", github_settings=NO_COMMENT),
+        chaining.agent(
+            "greedy",
+            "--no-context",
+            github="issues.opened",
+            github_settings={**NO_COMMENT, "permissions": {"actions": "write"}},
+        ),
     ]
     with app_operator(operator, info, namespace, installed) as op:
         chaining.apply(info, namespace, *agents)

@@ -129,13 +129,19 @@ def test_issue_chain_keeps_one_comment(
         assert condition is not None and condition["status"] == "True", condition
         status, answer = delivering.send(op, body, headers)  # A redelivery.
         assert status == 202 and answer["duplicate"] is True, answer
-        time.sleep(3)
-        assert installed.creates() == 1 and len(installed.comments()) == 1
+        operating.stays(
+            lambda: installed.creates() == 1 and len(installed.comments()) == 1,
+            seconds=3,
+            what="one comment after a redelivery",
+        )
         before = len(installed.github.requests())
         op.stop()  # A restart lists every job again: a finished chain costs GitHub nothing.
         op.start()
-        time.sleep(3)
-        assert len(installed.github.requests()) == before
+        operating.stays(
+            lambda: len(installed.github.requests()) == before,
+            seconds=3,
+            what="no GitHub request after a restart",
+        )
         assert "Traceback" not in op.log_text()
 
 

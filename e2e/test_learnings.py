@@ -39,8 +39,9 @@ HELPER_SLEEP_SECONDS = 30
 
 
 def _agents() -> list[Obj]:
-    learner = chaining.agent("learner", next_=chaining.step("helper"))  # Echoes its prompt.
-    learner["spec"]["learnings"] = {"configMapName": CONFIG_MAP}
+    learner = chaining.agent(  # Echoes its prompt.
+        "learner", next_=chaining.step("helper"), learnings={"configMapName": CONFIG_MAP}
+    )
     helper = chaining.agent("helper", "--no-context", "--sleep", str(HELPER_SLEEP_SECONDS))
     config_map = {
         "apiVersion": "v1",
@@ -51,26 +52,10 @@ def _agents() -> list[Obj]:
     return [config_map, learner, helper]
 
 
-def _job(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    return operating.get_json(info, "agentjob", name, "-n", namespace)
-
-
-def _status(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    return dict(_job(info, namespace, name).get("status") or {})
-
-
-def _wait_ended(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    operating.wait_until(
-        lambda: _status(info, namespace, name).get("phase") in {"Succeeded", "Failed"},
-        timeout=TIMEOUT,
-        what=f"{name} to end",
-    )
-    return _job(info, namespace, name)
-
-
 def _delegate(info: ClusterInfo, op: operating.OperatorProcess, namespace: str, caller: str) -> Obj:
     """What the caller's agent would do: POST /api/jobs with its own job token."""
-    token = chaining.job_secret(info, namespace, _job(info, namespace, caller))[TOKEN_SECRET_KEY]
+    job = chaining.find_job(info, namespace, caller)
+    token = chaining.job_secret(info, namespace, job)[TOKEN_SECRET_KEY]
     body = json.dumps({"agentRole": "learner", "task": "double-check the fix"}).encode()
     request = urllib.request.Request(
         f"{op.url}/api/jobs",
@@ -100,11 +85,11 @@ def test_learnings_once_per_chain_across_a_crash(
     # The claim was recorded and the process died before the prompt existed.
     try:
         assert chaining.batch_jobs(info, namespace) == []
-        assert "jobName" not in _status(info, namespace, "learn-1")
+        assert "jobName" not in chaining.job_status(info, namespace, "learn-1")
     finally:
         operator.start()
 
-    first = _wait_ended(info, namespace, "learn-1")
+    first = chaining.wait_job(info, namespace, "learn-1", timeout=TIMEOUT)
     assert first["status"]["phase"] == "Succeeded", first["status"]
     assert len(chaining.batch_jobs(info, namespace, "learn-1")) == 1
     prompt = chaining.prompt_of(info, namespace, first)
@@ -115,13 +100,13 @@ def test_learnings_once_per_chain_across_a_crash(
     # The same agent again in the same chain, by delegation from its running child.
     # status.next is written just after the child starts, so it may trail the phase.
     operating.wait_until(
-        lambda: _status(info, namespace, "learn-1").get("next"),
+        lambda: chaining.job_status(info, namespace, "learn-1").get("next"),
         timeout=TIMEOUT,
         what="learn-1's status.next",
     )
-    helper = _status(info, namespace, "learn-1")["next"][0]["child"]
+    helper = chaining.job_status(info, namespace, "learn-1")["next"][0]["child"]
     operating.wait_until(
-        lambda: _status(info, namespace, helper).get("jobName"),
+        lambda: chaining.job_status(info, namespace, helper).get("jobName"),
         timeout=TIMEOUT,
         what=f"{helper} to run (its token Secret exists by then)",
     )
@@ -131,13 +116,13 @@ def test_learnings_once_per_chain_across_a_crash(
     # Meanwhile, the agent's first run in another chain.
     chaining.apply(info, namespace, chaining.root_job("learn-3", "learner"))
 
-    second = _wait_ended(info, namespace, delegated["id"])
+    second = chaining.wait_job(info, namespace, delegated["id"], timeout=TIMEOUT)
     assert second["status"]["phase"] == "Succeeded", second["status"]
     assert LESSON not in chaining.prompt_of(info, namespace, second)
     assert LEARNINGS_HEADING not in chaining.prompt_of(info, namespace, second)
     assert LESSON not in chaining.output_of(info, namespace, second)
 
-    other = _wait_ended(info, namespace, "learn-3")
+    other = chaining.wait_job(info, namespace, "learn-3", timeout=TIMEOUT)
     assert other["status"]["chainId"] != first["status"]["chainId"]
     assert chaining.prompt_of(info, namespace, other).count(LESSON) == 1
     assert len(chaining.batch_jobs(info, namespace, "learn-1")) == 1

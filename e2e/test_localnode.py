@@ -41,6 +41,7 @@ from typing import Any
 import kubernetes
 import pytest
 
+from e2e import operating
 from e2e.controlplane.cluster import ClusterInfo
 
 TIMEOUT_SECONDS = 30.0
@@ -441,10 +442,14 @@ def test_a_pod_waits_for_its_claim_then_runs(
         [claim_volume("v", "later")],
     )  # fmt: skip
     create(cluster_info, namespace, body)
-    time.sleep(3)
     core: Any = kubernetes.client.CoreV1Api(kube_api)  # its models' fields are Optional
-    pod = core.read_namespaced_pod("patient", namespace)
-    assert pod.status.phase == "Pending" and not pod.spec.node_name  # not scheduled
+
+    def unscheduled() -> bool:
+        pod = core.read_namespaced_pod("patient", namespace)
+        assert pod.status.phase == "Pending" and not pod.spec.node_name  # not scheduled
+        return True
+
+    operating.stays(unscheduled, seconds=3, what="the pod without its claim unscheduled")
 
     create(cluster_info, namespace, make_claim("later"))
     pod = wait_for(kube_api, namespace, "patient", finished)

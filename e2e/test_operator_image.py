@@ -9,25 +9,18 @@ real node, so ``make test`` deselects it and ``make realnode`` runs it.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from e2e import realnodes
 from e2e.controlplane import operator_image, realnode_images
-from e2e.controlplane.cluster import (
-    ClusterInfo,
-    cluster,
-    existing_kubeconfig,
-    finish_workdir,
-    make_workdir,
-)
+from e2e.controlplane.cluster import cluster
 
 pytestmark = pytest.mark.realnode
 
 ROOT = Path(__file__).resolve().parents[1]
-POD_TIMEOUT_SECONDS = 120.0
 
 
 def _mounts() -> list[str]:
@@ -59,23 +52,8 @@ def _chart_pod(image: str) -> dict[str, object]:
     }  # fmt: skip
 
 
-def _finished(info: ClusterInfo, name: str) -> dict[str, object]:
-    deadline = time.monotonic() + POD_TIMEOUT_SECONDS
-    while True:
-        pod: dict[str, object] = json.loads(info.kubectl("get", "pod", name, "-o", "json").stdout)
-        status = pod.get("status") or {}
-        assert isinstance(status, dict)
-        if status.get("phase") in ("Succeeded", "Failed"):
-            return pod
-        if time.monotonic() > deadline:
-            events = info.kubectl("get", "events", "-o", "wide", check=False).stdout
-            pytest.fail(f"pod {name} did not finish: {json.dumps(status)}\n{events}")
-        time.sleep(0.5)
-
-
 def test_the_dockerfile_builds_without_a_registry_and_runs_as_the_chart_runs_it() -> None:
-    if existing_kubeconfig() is not None:
-        pytest.skip("the real node is part of the local cluster only")
+    realnodes.skip_on_an_existing_cluster()
     mounts = _mounts()
     built = operator_image.build(ROOT)
     assert _mounts() == mounts, "the build left mounts behind"
@@ -84,28 +62,22 @@ def test_the_dockerfile_builds_without_a_registry_and_runs_as_the_chart_runs_it(
     assert (again.ref, again.archive, again.cached) == (built.ref, built.archive, True)
     assert again.seconds < 10, again
 
-    workdir = make_workdir()
-    succeeded = False
-    try:
-        with cluster(workdir, node="real") as info:
-            node = info.real_node
-            assert node is not None
-            realnode_images.import_image(
-                Path("ctr"), node.paths.containerd_socket,
-                realnode_images.Image(built.ref, built.archive),
-            )  # fmt: skip
-            info.kubectl("apply", "-f", "-", input=json.dumps(_chart_pod(built.ref)))
-            pod = _finished(info, "operator-image")
-            status = pod["status"]
-            assert isinstance(status, dict)
-            (container,) = status["containerStatuses"]
-            terminated = container["state"]["terminated"]
-            logs = info.kubectl("logs", "operator-image").stdout
-            assert terminated["exitCode"] == 0, (terminated, logs)
-            assert status["phase"] == "Succeeded"
-            # The settings reference, rendered by the package installed in the image: the
-            # same text as the repository's generated copy (a unit test keeps that in sync).
-            assert logs == (ROOT / "docs" / "configuration.md").read_text(), logs[:500]
-        succeeded = True
-    finally:
-        finish_workdir(workdir, succeeded)
+    with cluster(node="real") as info:
+        node = info.real_node
+        assert node is not None
+        realnode_images.import_image(
+            Path("ctr"), node.paths.containerd_socket,
+            realnode_images.Image(built.ref, built.archive),
+        )  # fmt: skip
+        info.kubectl("apply", "-f", "-", input=json.dumps(_chart_pod(built.ref)))
+        pod = realnodes.finished_pod(info, "operator-image")
+        status = pod["status"]
+        assert isinstance(status, dict)
+        (container,) = status["containerStatuses"]
+        terminated = container["state"]["terminated"]
+        logs = info.kubectl("logs", "operator-image").stdout
+        assert terminated["exitCode"] == 0, (terminated, logs)
+        assert status["phase"] == "Succeeded"
+        # The settings reference, rendered by the package installed in the image: the
+        # same text as the repository's generated copy (a unit test keeps that in sync).
+        assert logs == (ROOT / "docs" / "configuration.md").read_text(), logs[:500]

@@ -9,8 +9,6 @@ Aspects covered:
 
 from __future__ import annotations
 
-import sys
-import time
 from typing import Any
 
 from agentchain import models
@@ -19,10 +17,6 @@ from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 
 SLOW = "import time; time.sleep(20); print('the real agent finished')"
-
-
-def _status(info: ClusterInfo, namespace: str, name: str) -> dict[str, Any]:
-    return dict(operating.get_json(info, "agentjob", name, "-n", namespace).get("status") or {})
 
 
 def _rogue(name: str, job: str, owner_refs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -56,12 +50,7 @@ def test_a_pod_with_the_jobs_labels_does_not_end_it(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    agent = {
-        "apiVersion": "labrats.work/v1alpha1",
-        "kind": "AiAgent",
-        "metadata": {"name": "slow"},
-        "spec": {"triggerName": "slow", "command": [sys.executable, "-c", SLOW]},
-    }
+    agent = chaining.ai_agent("slow", chaining.python_command(SLOW))
     job = {
         "apiVersion": "labrats.work/v1alpha1",
         "kind": "AgentJob",
@@ -69,12 +58,7 @@ def test_a_pod_with_the_jobs_labels_does_not_end_it(
         "spec": {"agentRole": "slow", "prompt": "take your time"},
     }
     chaining.apply(info, namespace, agent, job)
-    operating.wait_until(
-        lambda: _status(info, namespace, "real-1").get("phase") == "Running",
-        timeout=60,
-        what="real-1 to run",
-    )
-    real_pod = _status(info, namespace, "real-1")["podName"]
+    real_pod = chaining.wait_phase(info, namespace, "real-1", "Running", timeout=60)["podName"]
     forged = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -89,17 +73,16 @@ def test_a_pod_with_the_jobs_labels_does_not_end_it(
         timeout=60,
         what="the rogue pod to exit 0",
     )
+
     # The operator's pod watch delivers the rogue pod's end like the real one's: it
     # would have acted within this time (a hop takes well under a second here).
-    time.sleep(3)
-    status = _status(info, namespace, "real-1")
-    assert status.get("phase") == "Running", status
-    assert status.get("podName") == real_pod, status
-    operating.wait_until(
-        lambda: _status(info, namespace, "real-1").get("phase") in {"Succeeded", "Failed"},
-        timeout=120,
-        what="real-1 to end",
-    )
-    status = _status(info, namespace, "real-1")
+    def untouched() -> bool:
+        status = chaining.job_status(info, namespace, "real-1")
+        assert status.get("phase") == "Running", status
+        assert status.get("podName") == real_pod, status
+        return True
+
+    operating.stays(untouched, seconds=3, what="real-1 untouched by the rogue pods")
+    status = chaining.wait_phase(info, namespace, "real-1", timeout=120)
     assert status["phase"] == "Succeeded" and status["podName"] == real_pod, status
     assert "the real agent finished" in status["result"]

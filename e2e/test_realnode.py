@@ -10,24 +10,17 @@ session's, because the session's runs on the stand-in node.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
+from e2e import realnodes
 from e2e.controlplane import realnode_config
-from e2e.controlplane.cluster import (
-    ClusterInfo,
-    cluster,
-    existing_kubeconfig,
-    finish_workdir,
-    make_workdir,
-)
+from e2e.controlplane.cluster import cluster
 from e2e.controlplane.realnode_host import HostState
 
 pytestmark = pytest.mark.realnode
 
-POD_TIMEOUT_SECONDS = 120.0
 SCRIPT = "echo hello from a real kubelet; echo to stderr >&2; exit 3"
 # From inside a pod: the cluster DNS resolves the API server's Service, and the Service IP
 # leads to the API server (kube-proxy's rules, the bridge address). busybox speaks no TLS,
@@ -55,66 +48,45 @@ def _pod(image: str, name: str = "exits-three", script: str = SCRIPT) -> dict[st
     }  # fmt: skip
 
 
-def _finished_pod(info: ClusterInfo, name: str) -> dict[str, object]:
-    deadline = time.monotonic() + POD_TIMEOUT_SECONDS
-    while True:
-        pod: dict[str, object] = json.loads(info.kubectl("get", "pod", name, "-o", "json").stdout)
-        status = pod.get("status") or {}
-        assert isinstance(status, dict)
-        if status.get("phase") in ("Succeeded", "Failed"):
-            return pod
-        if time.monotonic() > deadline:
-            events = info.kubectl("get", "events", "-o", "wide", check=False).stdout
-            pytest.fail(f"pod {name} did not finish: {json.dumps(status)}\n{events}")
-        time.sleep(0.5)
-
-
 def test_real_kubelet_runs_a_local_image_and_teardown_restores_the_machine() -> None:
-    if existing_kubeconfig() is not None:
-        pytest.skip("the real node is part of the local cluster only")
+    realnodes.skip_on_an_existing_cluster()
     before = HostState.capture()
-    workdir = make_workdir()
-    succeeded = False
-    try:
-        with cluster(workdir, node="real") as info:
-            node = info.real_node
-            assert node is not None
-            nodes = json.loads(info.kubectl("get", "nodes", "-o", "json").stdout)["items"]
-            assert [n["metadata"]["name"] for n in nodes] == [realnode_config.NODE_NAME]
-            runtime = nodes[0]["status"]["nodeInfo"]["containerRuntimeVersion"]
-            assert runtime.startswith("containerd://"), runtime
+    with cluster(node="real") as info:
+        node = info.real_node
+        assert node is not None
+        nodes = json.loads(info.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        assert [n["metadata"]["name"] for n in nodes] == [realnode_config.NODE_NAME]
+        runtime = nodes[0]["status"]["nodeInfo"]["containerRuntimeVersion"]
+        assert runtime.startswith("containerd://"), runtime
 
-            info.kubectl("apply", "-f", "-", input=json.dumps(_pod(node.test_image)))
-            pod = _finished_pod(info, "exits-three")
-            spec, status = pod["spec"], pod["status"]
-            assert isinstance(spec, dict) and isinstance(status, dict)
-            assert spec["nodeName"] == realnode_config.NODE_NAME
-            assert status["phase"] == "Failed"
-            (container,) = status["containerStatuses"]
-            terminated = container["state"]["terminated"]
-            assert terminated["exitCode"] == 3, terminated
-            assert terminated["reason"] == "Error", terminated
-            assert container["containerID"].startswith("containerd://"), container
-            assert container["imageID"], container
-            # Through the API server, which reads them from the kubelet on its bridge
-            # address: both streams (containerd reads them through two pipes, so their
-            # relative order is not kept).
-            logs = info.kubectl("logs", "exits-three").stdout
-            assert sorted(logs.splitlines()) == ["hello from a real kubelet", "to stderr"]
+        info.kubectl("apply", "-f", "-", input=json.dumps(_pod(node.test_image)))
+        pod = realnodes.finished_pod(info, "exits-three")
+        spec, status = pod["spec"], pod["status"]
+        assert isinstance(spec, dict) and isinstance(status, dict)
+        assert spec["nodeName"] == realnode_config.NODE_NAME
+        assert status["phase"] == "Failed"
+        (container,) = status["containerStatuses"]
+        terminated = container["state"]["terminated"]
+        assert terminated["exitCode"] == 3, terminated
+        assert terminated["reason"] == "Error", terminated
+        assert container["containerID"].startswith("containerd://"), container
+        assert container["imageID"], container
+        # Through the API server, which reads them from the kubelet on its bridge
+        # address: both streams (containerd reads them through two pipes, so their
+        # relative order is not kept).
+        logs = info.kubectl("logs", "exits-three").stdout
+        assert sorted(logs.splitlines()) == ["hello from a real kubelet", "to stderr"]
 
-            pod_json = json.dumps(_pod(node.test_image, "reaches-the-api", REACH_API))
-            info.kubectl("apply", "-f", "-", input=pod_json)
-            _finished_pod(info, "reaches-the-api")
-            logs = info.kubectl("logs", "reaches-the-api").stdout
-            assert f"Server:\t\t{realnode_config.DNS_SERVICE_IP}" in logs, logs
-            assert "Address: 10.0.0.1\n" in logs, logs
-            assert "400 Bad Request" in logs, logs
-        succeeded = True
-    finally:
-        finish_workdir(workdir, succeeded)
+        pod_json = json.dumps(_pod(node.test_image, "reaches-the-api", REACH_API))
+        info.kubectl("apply", "-f", "-", input=pod_json)
+        realnodes.finished_pod(info, "reaches-the-api")
+        logs = info.kubectl("logs", "reaches-the-api").stdout
+        assert f"Server:\t\t{realnode_config.DNS_SERVICE_IP}" in logs, logs
+        assert "Address: 10.0.0.1\n" in logs, logs
+        assert "400 Bad Request" in logs, logs
     assert before.differences(HostState.capture()) == {}
     # containerd's shims detach from containerd; none may outlive the cluster.
-    assert _processes_naming(str(workdir)) == []
+    assert _processes_naming(str(info.workdir)) == []
 
 
 def _processes_naming(text: str) -> list[str]:

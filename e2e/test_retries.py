@@ -13,7 +13,6 @@ Aspects covered:
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from agentchain import models
@@ -47,15 +46,6 @@ sys.exit(0 if resumed else 4)
 """
 
 
-def _agent(trigger: str, command: list[str], backoff: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "labrats.work/v1alpha1",
-        "kind": "AiAgent",
-        "metadata": {"name": trigger},
-        "spec": {"triggerName": trigger, "command": command, "backoffLimit": backoff},
-    }
-
-
 def _job(name: str, agent: str) -> dict[str, Any]:
     return {
         "apiVersion": "labrats.work/v1alpha1",
@@ -63,20 +53,6 @@ def _job(name: str, agent: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"agentRole": agent, "prompt": f"task for {name}"},
     }
-
-
-def _status(info: ClusterInfo, namespace: str, name: str) -> dict[str, Any]:
-    obj = operating.get_json(info, "agentjob", name, "-n", namespace)
-    return dict(obj.get("status") or {})
-
-
-def _ended(info: ClusterInfo, namespace: str, name: str) -> dict[str, Any]:
-    operating.wait_until(
-        lambda: _status(info, namespace, name).get("phase") in {"Succeeded", "Failed"},
-        timeout=120,
-        what=f"{name} to end",
-    )
-    return _status(info, namespace, name)
 
 
 def _batch_jobs(info: ClusterInfo, namespace: str, name: str) -> dict[str, dict[str, Any]]:
@@ -102,9 +78,13 @@ def test_a_retried_attempt_resumes_from_its_anchor(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(info, namespace, _agent("resumer", [sys.executable, "-c", RESUMER], backoff=2))
+    chaining.apply(
+        info,
+        namespace,
+        chaining.ai_agent("resumer", chaining.python_command(RESUMER), backoffLimit=2),
+    )
     chaining.apply(info, namespace, _job("resume-1", "resumer"))
-    status = _ended(info, namespace, "resume-1")
+    status = chaining.wait_phase(info, namespace, "resume-1")
     assert status["phase"] == "Succeeded", status
     assert status["attempt"] == 2 and status["jobName"] == "resume-1-a2", status
     batches = _batch_jobs(info, namespace, "resume-1")
@@ -129,13 +109,16 @@ def test_retries_stop_at_the_backoff_limit(
     failing = ["agentchain", "demo-agent", "--no-context", "--exit-code", "5"]
     steady = ["agentchain", "demo-agent", "--no-context"]
     chaining.apply(
-        info, namespace, _agent("flaky", failing, backoff=1), _agent("steady", steady, 0)
+        info,
+        namespace,
+        chaining.ai_agent("flaky", failing, backoffLimit=1),
+        chaining.ai_agent("steady", steady, backoffLimit=0),
     )
     chaining.apply(info, namespace, _job("flaky-1", "flaky"), _job("steady-1", "steady"))
-    status = _ended(info, namespace, "flaky-1")
+    status = chaining.wait_phase(info, namespace, "flaky-1")
     assert status["phase"] == "Failed" and status["exitCode"] == 5, status
     assert status["attempt"] == 2, status
     assert sorted(_batch_jobs(info, namespace, "flaky-1")) == ["flaky-1", "flaky-1-a2"]
-    steady_status = _ended(info, namespace, "steady-1")
+    steady_status = chaining.wait_phase(info, namespace, "steady-1")
     assert steady_status["phase"] == "Succeeded" and steady_status["attempt"] == 1
     assert sorted(_batch_jobs(info, namespace, "steady-1")) == ["steady-1"]

@@ -12,7 +12,6 @@ Aspects covered:
 from __future__ import annotations
 
 import itertools
-import sys
 from typing import Any
 
 from agentchain import models
@@ -28,25 +27,7 @@ SLACK_SECONDS = 5.0
 """Launching a batch Job and starting its pod, on a loaded machine."""
 
 
-def _agent(trigger: str, code: int, retry: Obj) -> Obj:
-    return {
-        "apiVersion": "labrats.work/v1alpha1",
-        "kind": "AiAgent",
-        "metadata": {"name": trigger},
-        "spec": {
-            "triggerName": trigger,
-            "command": [sys.executable, "-c", FAILING.format(code=code)],
-            "backoffLimit": 2,
-            "retry": retry,
-        },
-    }
-
-
 BACKOFF = {"backoff": {"baseSeconds": 2, "factor": 2, "maxSeconds": 30}}
-
-
-def _status(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    return dict(operating.get_json(info, "agentjob", name, "-n", namespace).get("status") or {})
 
 
 def _times(info: ClusterInfo, namespace: str, batch: str) -> tuple[float, float]:
@@ -62,15 +43,6 @@ def _batches(info: ClusterInfo, namespace: str, name: str) -> list[str]:
     return sorted(j["metadata"]["name"] for j in found["items"])
 
 
-def _ended(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    operating.wait_until(
-        lambda: _status(info, namespace, name).get("phase") in ("Failed", "Succeeded"),
-        timeout=120,
-        what=f"{name} to end",
-    )
-    return _status(info, namespace, name)
-
-
 def _gaps(info: ClusterInfo, namespace: str, name: str) -> list[float]:
     times = [_times(info, namespace, b) for b in (name, f"{name}-a2", f"{name}-a3")]
     return [later[0] - earlier[1] for earlier, later in itertools.pairwise(times)]
@@ -80,16 +52,18 @@ def test_attempts_wait_their_exponential_backoff(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(info, namespace, _agent("backer", 3, BACKOFF))
+    failing = chaining.python_command(FAILING.format(code=3))
+    agent = chaining.ai_agent("backer", failing, backoffLimit=2, retry=BACKOFF)
+    chaining.apply(info, namespace, agent)
     chaining.apply(info, namespace, chaining.root_job("back-1", "backer"))
     operating.wait_until(
-        lambda: _status(info, namespace, "back-1").get("retryAt") is not None,
+        lambda: chaining.job_status(info, namespace, "back-1").get("retryAt") is not None,
         timeout=60,
         what="a retry to be scheduled",
     )
-    waiting = _status(info, namespace, "back-1")
+    waiting = chaining.job_status(info, namespace, "back-1")
     assert (waiting["phase"], waiting["reason"], waiting["attempt"]) == ("Pending", "Retrying", 2)
-    status = _ended(info, namespace, "back-1")
+    status = chaining.wait_phase(info, namespace, "back-1")
     assert (status["phase"], status["attempt"], status["exitCode"]) == ("Failed", 3, 3), status
     assert _batches(info, namespace, "back-1") == ["back-1", "back-1-a2", "back-1-a3"]
     first, second = _gaps(info, namespace, "back-1")
@@ -102,16 +76,18 @@ def test_a_backoff_survives_an_operator_restart(
 ) -> None:
     info = cluster_info
     slow = {"backoff": {"baseSeconds": 6, "factor": 1, "maxSeconds": 30}}
-    chaining.apply(info, namespace, _agent("patient", 3, slow))
+    failing = chaining.python_command(FAILING.format(code=3))
+    agent = chaining.ai_agent("patient", failing, backoffLimit=2, retry=slow)
+    chaining.apply(info, namespace, agent)
     chaining.apply(info, namespace, chaining.root_job("back-2", "patient"))
     operating.wait_until(
-        lambda: _status(info, namespace, "back-2").get("retryAt") is not None,
+        lambda: chaining.job_status(info, namespace, "back-2").get("retryAt") is not None,
         timeout=60,
         what="a retry to be scheduled",
     )
     operator.kill()
     operator.start()
-    status = _ended(info, namespace, "back-2")
+    status = chaining.wait_phase(info, namespace, "back-2")
     assert (status["phase"], status["attempt"]) == ("Failed", 3), status
     assert _batches(info, namespace, "back-2") == ["back-2", "back-2-a2", "back-2-a3"]
     first, second = _gaps(info, namespace, "back-2")
@@ -122,8 +98,12 @@ def test_exit_codes_limit_what_is_retried(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    chaining.apply(info, namespace, _agent("picky", 2, {**BACKOFF, "exitCodes": [75]}))
+    failing = chaining.python_command(FAILING.format(code=2))
+    agent = chaining.ai_agent(
+        "picky", failing, backoffLimit=2, retry={**BACKOFF, "exitCodes": [75]}
+    )
+    chaining.apply(info, namespace, agent)
     chaining.apply(info, namespace, chaining.root_job("back-3", "picky"))
-    status = _ended(info, namespace, "back-3")
+    status = chaining.wait_phase(info, namespace, "back-3")
     assert (status["phase"], status["attempt"], status["exitCode"]) == ("Failed", 1, 2), status
     assert _batches(info, namespace, "back-3") == ["back-3"]

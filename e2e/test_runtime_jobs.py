@@ -54,31 +54,24 @@ def runtime_operator(
         yield op
 
 
-def _agent(
-    trigger: str, secret: str, standin: ModelStandIn, home: Path, *, mcp: bool = False
-) -> Obj:
+def _claude_code(secret: str, standin: ModelStandIn, home: Path, *, mcp: bool = False) -> Obj:
+    """The spec fields of an agent running Claude Code against ``standin``, keyed by
+    Secret ``secret``."""
     return {
-        "apiVersion": "labrats.work/v1alpha1",
-        "kind": "AiAgent",
-        "metadata": {"name": trigger},
-        "spec": {
-            "triggerName": trigger,
-            "defaultModel": MODEL,
-            "eventTriggers": [{"source": "manual"}],
-            # A home of its own for the CLI's files, and no retries of a refused key.
-            "env": [
-                {"name": "HOME", "value": str(home)},
-                {"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"},
-                # MCP tools in the tool list itself, not behind Claude Code's ToolSearch.
-                {"name": "ENABLE_TOOL_SEARCH", "value": "false"},
-            ],
-            "runtime": {
-                "type": "claude-code",
-                "maxTurns": 3,
-                "baseUrl": standin.url,
-                "credentials": {"secretName": secret, "key": "api-key"},
-                "mcp": mcp,
-            },
+        "defaultModel": MODEL,
+        # A home of its own for the CLI's files, and no retries of a refused key.
+        "env": [
+            {"name": "HOME", "value": str(home)},
+            {"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"},
+            # MCP tools in the tool list itself, not behind Claude Code's ToolSearch.
+            {"name": "ENABLE_TOOL_SEARCH", "value": "false"},
+        ],
+        "runtime": {
+            "type": "claude-code",
+            "maxTurns": 3,
+            "baseUrl": standin.url,
+            "credentials": {"secretName": secret, "key": "api-key"},
+            "mcp": mcp,
         },
     }
 
@@ -90,16 +83,6 @@ def _secret(name: str, key: str) -> Obj:
         "metadata": {"name": name},
         "stringData": {"api-key": key},
     }
-
-
-def _ended(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    def status() -> Obj:
-        return dict(operating.get_json(info, "agentjob", name, "-n", namespace).get("status") or {})
-
-    operating.wait_until(
-        lambda: status().get("phase") in ("Succeeded", "Failed"), timeout=180, what=f"{name} to end"
-    )
-    return status()
 
 
 def test_a_claude_code_job_reports_usage_and_a_refused_key_says_why(
@@ -117,18 +100,26 @@ def test_a_claude_code_job_reports_usage_and_a_refused_key_says_why(
         namespace,
         _secret("anthropic", DEFAULT_API_KEY),
         _secret("anthropic-wrong", "sk-wrong"),
-        _agent("claude", "anthropic", model_standin, tmp_path / "good"),
-        _agent("claude-bad", "anthropic-wrong", model_standin, tmp_path / "bad"),
+        chaining.ai_agent(
+            "claude",
+            triggers=chaining.MANUAL,
+            **_claude_code("anthropic", model_standin, tmp_path / "good"),
+        ),
+        chaining.ai_agent(
+            "claude-bad",
+            triggers=chaining.MANUAL,
+            **_claude_code("anthropic-wrong", model_standin, tmp_path / "bad"),
+        ),
     )
     chaining.apply(cluster_info, namespace, chaining.root_job("ask-1", "claude"))
-    status = _ended(cluster_info, namespace, "ask-1")
+    status = chaining.wait_phase(cluster_info, namespace, "ask-1", timeout=180)
     assert status["phase"] == "Succeeded", status
     assert "Six times seven is 42." in status["result"]
     # Claude Code prices claude-sonnet-4-5 at $3 / $15 per million input / output tokens.
     assert status["usage"] == {"tokens": 1200, "cost": pytest.approx(0.006), "turns": 1}
 
     chaining.apply(cluster_info, namespace, chaining.root_job("ask-2", "claude-bad"))
-    status = _ended(cluster_info, namespace, "ask-2")
+    status = chaining.wait_phase(cluster_info, namespace, "ask-2", timeout=180)
     assert (status["phase"], status["reason"]) == ("Failed", "ModelAuthFailed"), status
     assert status["exitCode"] == 80
     assert status["message"].startswith("the model provider refused the credentials: HTTP 401")
@@ -149,10 +140,14 @@ def test_a_claude_code_job_calls_the_agentchain_mcp_tools(
         cluster_info,
         namespace,
         _secret("anthropic", DEFAULT_API_KEY),
-        _agent("claude-mcp", "anthropic", model_standin, tmp_path, mcp=True),
+        chaining.ai_agent(
+            "claude-mcp",
+            triggers=chaining.MANUAL,
+            **_claude_code("anthropic", model_standin, tmp_path, mcp=True),
+        ),
     )
     chaining.apply(cluster_info, namespace, chaining.root_job("ask-3", "claude-mcp"))
-    status = _ended(cluster_info, namespace, "ask-3")
+    status = chaining.wait_phase(cluster_info, namespace, "ask-3", timeout=180)
     assert status["phase"] == "Succeeded", status
     assert status["usage"]["turns"] == 2, status
     first, second = model_standin.exchanges("anthropic")

@@ -53,19 +53,6 @@ def _post(
         return exc.code, json.load(exc)
 
 
-def _status(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    return dict(operating.get_json(info, "agentjob", name, "-n", namespace).get("status") or {})
-
-
-def _wait_phase(info: ClusterInfo, namespace: str, name: str, *phases: str) -> Obj:
-    operating.wait_until(
-        lambda: _status(info, namespace, name).get("phase") in phases,
-        timeout=90,
-        what=f"{name} to be {'/'.join(phases)}",
-    )
-    return _status(info, namespace, name)
-
-
 def _pods(info: ClusterInfo, namespace: str, name: str) -> list[Obj]:
     found = operating.get_json(info, "pods", "-n", namespace, "-l", f"labrats.work/agentjob={name}")
     items: list[Obj] = found["items"]
@@ -88,12 +75,12 @@ def _sleeper(info: ClusterInfo, namespace: str, seconds: float = 60) -> None:
 
 
 def _assert_cancelled_alone(info: ClusterInfo, namespace: str, name: str, by: str, why: str) -> Obj:
-    status = _wait_phase(info, namespace, name, "Cancelled", "Succeeded", "Failed")
+    status = chaining.wait_phase(info, namespace, name, "Cancelled", "Succeeded", "Failed")
     assert status["phase"] == "Cancelled", status
     assert status["reason"] == "Stopped" and status["stoppedBy"] == by, status
     assert why in status["message"], status
     operating.wait_until(
-        lambda: _status(info, namespace, name).get("chainComplete") is True,
+        lambda: chaining.job_status(info, namespace, name).get("chainComplete") is True,
         timeout=30,
         what=f"the chain of {name} to complete",
     )
@@ -101,7 +88,7 @@ def _assert_cancelled_alone(info: ClusterInfo, namespace: str, name: str, by: st
     operating.wait_until(
         lambda: not _pods(info, namespace, name), timeout=60, what=f"the pod of {name} to go"
     )
-    status = _status(info, namespace, name)
+    status = chaining.job_status(info, namespace, name)
     jobs = chaining.chain_jobs(info, namespace, status["chainId"])
     assert [j["metadata"]["name"] for j in jobs] == [name], "a stopped job spawned a child"
     assert status["next"][0]["action"] == "stopped", status["next"]
@@ -119,8 +106,10 @@ def test_a_job_stopped_by_the_api_ends_cancelled_and_spawns_nothing(
     info = cluster_info
     _sleeper(info, namespace)
     chaining.apply(info, namespace, chaining.root_job("nap-1", "sleeper"))
-    _wait_phase(info, namespace, "nap-1", "Running")
-    token = chaining.job_secret(info, namespace, {"status": _status(info, namespace, "nap-1")})
+    chaining.wait_phase(info, namespace, "nap-1", "Running")
+    token = chaining.job_secret(
+        info, namespace, {"status": chaining.job_status(info, namespace, "nap-1")}
+    )
     mine = urllib.request.Request(
         f"{operator.url}/api/jobs/{namespace}/nap-1/stop",
         data=b"{}",
@@ -149,7 +138,7 @@ def test_a_job_stopped_by_annotation_ends_cancelled(
     info = cluster_info
     _sleeper(info, namespace)
     chaining.apply(info, namespace, chaining.root_job("nap-2", "sleeper"))
-    _wait_phase(info, namespace, "nap-2", "Running")
+    chaining.wait_phase(info, namespace, "nap-2", "Running")
     info.kubectl(
         "annotate",
         "aj",
@@ -168,7 +157,7 @@ def test_a_chain_stopped_by_the_api_ends_its_running_job(
     info = cluster_info
     _sleeper(info, namespace)
     chaining.apply(info, namespace, chaining.root_job("nap-3", "sleeper"))
-    status = _wait_phase(info, namespace, "nap-3", "Running")
+    status = chaining.wait_phase(info, namespace, "nap-3", "Running")
     code, body = _post(operator, f"/api/chains/{namespace}/{status['chainId']}/stop", {})
     assert code == 202 and body["stopping"] == ["nap-3"], body
     _assert_cancelled_alone(info, namespace, "nap-3", "api", "Stopped by api")
@@ -191,7 +180,7 @@ def test_a_stop_at_the_instant_a_job_ends_has_exactly_one_outcome(
     chaining.apply(info, namespace, *(chaining.root_job(n, "sleeper") for n in names))
 
     def stop_later(name: str, offset: float) -> None:
-        _wait_phase(info, namespace, name, "Running", "Succeeded")
+        chaining.wait_phase(info, namespace, name, "Running", "Succeeded")
         time.sleep(offset)
         _post(operator, f"/api/jobs/{namespace}/{name}/stop", {"reason": "race"})
 
@@ -202,13 +191,13 @@ def test_a_stop_at_the_instant_a_job_ends_has_exactly_one_outcome(
         thread.join(timeout=120)
     outcomes = {}
     for name in names:
-        status = _wait_phase(info, namespace, name, "Succeeded", "Cancelled", "Failed")
+        status = chaining.wait_phase(info, namespace, name, "Succeeded", "Cancelled", "Failed")
         operating.wait_until(
-            lambda n=name: _status(info, namespace, n).get("next"),
+            lambda n=name: chaining.job_status(info, namespace, n).get("next"),
             timeout=60,
             what=f"the step after {name}",
         )
-        status = _status(info, namespace, name)
+        status = chaining.job_status(info, namespace, name)
         jobs = chaining.chain_jobs(info, namespace, status["chainId"])
         stopped_event = chaining.has_event(info, namespace, name, "Normal", "Stopped")
         assert len(status["next"]) == 1, status
@@ -230,15 +219,14 @@ def _node_log(info: ClusterInfo, namespace: str, job: str) -> str:
 
 
 def _winding_agent(name: str, grace: int, handler_seconds: int) -> Obj:
-    agent = chaining.agent(name)
-    agent["spec"]["terminationGracePeriodSeconds"] = grace
-    agent["spec"]["command"] = [
-        "sh",
-        "-c",
+    """An agent that winds down for ``handler_seconds`` on SIGTERM, given ``grace``."""
+    trap = (
         f'trap "echo TERM received; sleep {handler_seconds}; echo cleaned up; exit 0" TERM;'
-        " echo started; while :; do sleep 0.1; done",
-    ]
-    return agent
+        " echo started; while :; do sleep 0.1; done"
+    )
+    return chaining.ai_agent(
+        name, ["sh", "-c", trap], triggers=chaining.MANUAL, terminationGracePeriodSeconds=grace
+    )
 
 
 def test_a_stopped_agent_gets_sigterm_and_its_grace_period(
@@ -256,7 +244,7 @@ def test_a_stopped_agent_gets_sigterm_and_its_grace_period(
         chaining.root_job("cut-1", "hasty"),
     )
     for job in ("wind-1", "cut-1"):
-        _wait_phase(info, namespace, job, "Running")
+        chaining.wait_phase(info, namespace, job, "Running")
         operating.wait_until(
             lambda j=job: "started" in _node_log(info, namespace, j), timeout=60, what=job
         )

@@ -29,29 +29,6 @@ Obj = dict[str, Any]
 TIMEOUT = 120.0
 
 
-def _agent(trigger: str) -> Obj:
-    agent = chaining.agent(trigger, "--say", "done")
-    # A github trigger (for the signed delivery) and the manual one (for hand-made runs).
-    agent["spec"]["eventTriggers"] = [
-        {"source": "github", "events": ["issues.opened"]},
-        {"source": "manual"},
-    ]
-    agent["spec"]["github"] = {"permissions": {"issues": "write", "contents": "write"}}
-    return agent
-
-
-def _ended(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    found: list[Obj] = []
-
-    def ended() -> bool:
-        obj = operating.get_json(info, "agentjob", name, "-n", namespace)
-        found[:] = [obj]
-        return (obj.get("status") or {}).get("phase") in {"Succeeded", "Failed", "Cancelled"}
-
-    operating.wait_until(ended, timeout=TIMEOUT, what=f"{name} to end")
-    return found[0]
-
-
 def _mints(github: GitHubStandIn) -> int:
     return len(github.requests("apps/create-installation-access-token", status=201))
 
@@ -82,10 +59,17 @@ def test_a_hand_written_github_event_borrows_no_app_access(
         "spec": {"agentRole": "tok", "origin": "github", "event": forged_event},
     }
     with app_operator(operator, info, namespace, installed) as op:
-        chaining.apply(info, namespace, _agent("tok"))
+        tok = chaining.ai_agent(
+            "tok",
+            chaining.demo_command("--say", "done"),
+            # A github trigger (for the signed delivery) and the manual one (for hand-made runs).
+            triggers=[{"source": "github", "events": ["issues.opened"]}, *chaining.MANUAL],
+            github={"permissions": {"issues": "write", "contents": "write"}},
+        )
+        chaining.apply(info, namespace, tok)
         before = _mints(github)
         chaining.apply(info, namespace, forged)
-        job = _ended(info, namespace, "forged")
+        job = chaining.wait_job(info, namespace, "forged", timeout=TIMEOUT)
         assert job["status"]["phase"] == "Succeeded", job["status"]
         assert "github-token" not in chaining.job_secret(info, namespace, job)
         assert _mints(github) == before
@@ -101,7 +85,7 @@ def test_a_hand_written_github_event_borrows_no_app_access(
         payload = app_delivery("issues", "opened", installed.installation.id)
         status, answer = delivering.send(op, *delivering.signed(op.webhook_secret, payload))
         assert status == 202 and len(answer["jobs"]) == 1, answer
-        sealed = _ended(info, namespace, answer["jobs"][0]["name"])
+        sealed = chaining.wait_job(info, namespace, answer["jobs"][0]["name"], timeout=TIMEOUT)
         assert sealed["status"]["phase"] == "Succeeded", sealed["status"]
         assert _mints(github) > before
 
@@ -128,7 +112,7 @@ def test_a_copied_chain_membership_is_refused(
         k: v for k, v in annotations.items() if k.startswith(models.GROUP)
     }
     chaining.apply(info, namespace, joiner)
-    status = _ended(info, namespace, "joiner")["status"]
+    status = chaining.wait_job(info, namespace, "joiner", timeout=TIMEOUT)["status"]
     assert (status["phase"], status["reason"]) == ("Failed", "InvalidChainMetadata"), status
     assert "not written by the operator" in status["message"]
     assert status.get("chainId") is None and status.get("jobName") is None

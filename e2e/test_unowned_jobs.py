@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 from typing import Any
 
 import pytest
@@ -104,10 +103,6 @@ def test_a_crash_after_the_child_is_created_replays_to_one_child_and_one_job(
 SLOW = "import time; time.sleep(15); print('the real agent finished')"
 
 
-def _status(info: ClusterInfo, namespace: str, name: str) -> Obj:
-    return dict(operating.get_json(info, "agentjob", name, "-n", namespace).get("status") or {})
-
-
 def _stray(name: str, agentjob: str, attempt: str) -> Obj:
     labels = {"labrats.work/agentjob": agentjob, "labrats.work/attempt": attempt}
     container = {"name": "agent", "image": "agent", "command": ["true"]}
@@ -138,12 +133,7 @@ def test_an_ownerless_job_named_for_an_agentjob_is_not_the_operators(
     slow = chaining.agent("own-slow")
     slow["spec"]["command"] = [sys.executable, "-c", SLOW]
     chaining.apply(info, namespace, slow, chaining.root_job("own-3", "own-slow"))
-    operating.wait_until(
-        lambda: _status(info, namespace, "own-3").get("phase") == "Running",
-        timeout=TIMEOUT,
-        what="own-3 to run",
-    )
-    real_pod = _status(info, namespace, "own-3")["podName"]
+    real_pod = chaining.wait_phase(info, namespace, "own-3", "Running", timeout=TIMEOUT)["podName"]
     # Named and labelled as the operator would name attempt 2 of own-3, but not owned.
     chaining.apply(info, namespace, _stray("own-3-a2", "own-3", "2"))
     operating.wait_until(
@@ -151,21 +141,20 @@ def test_an_ownerless_job_named_for_an_agentjob_is_not_the_operators(
         timeout=TIMEOUT,
         what="the stray Job to complete",
     )
+
     # The operator's Job and pod watches deliver the stray's end like a real one's: it
     # would have acted within this time (a hop takes well under a second here).
-    time.sleep(3)
-    status = _status(info, namespace, "own-3")
-    assert (status.get("phase"), status.get("attempt"), status.get("podName")) == (
-        "Running",
-        1,
-        real_pod,
-    ), status
-    operating.wait_until(
-        lambda: _status(info, namespace, "own-3").get("phase") in {"Succeeded", "Failed"},
-        timeout=TIMEOUT,
-        what="own-3 to end",
-    )
-    status = _status(info, namespace, "own-3")
+    def untouched() -> bool:
+        status = chaining.job_status(info, namespace, "own-3")
+        assert (status.get("phase"), status.get("attempt"), status.get("podName")) == (
+            "Running",
+            1,
+            real_pod,
+        ), status
+        return True
+
+    operating.stays(untouched, seconds=3, what="own-3 untouched by the stray Job")
+    status = chaining.wait_phase(info, namespace, "own-3", timeout=TIMEOUT)
     assert status["phase"] == "Succeeded" and status["podName"] == real_pod, status
     assert "the real agent finished" in status["result"]
     stray = operating.get_json(info, "job", "own-3-a2", "-n", namespace)

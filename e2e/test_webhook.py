@@ -27,6 +27,7 @@ from prometheus_client import REGISTRY
 from agentchain import models
 from agentchain.store import keys
 from agentchain.store.deliveries import JobQueue
+from e2e import operating
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.webharness import (
     SEED_AGENTS,
@@ -138,7 +139,13 @@ async def test_concurrent_deliveries_with_redeliveries_yield_exact_job_count(
         duplicates = [(await a.json())["duplicate"] for a in answers]
         await drained(rt, seeded, timeout=90)
         assert len(agentjobs(kube, seeded)) == DELIVERIES
-        await asyncio.sleep(OVERSHOOT_WAIT_SECONDS)
+        await asyncio.to_thread(
+            operating.stays,
+            lambda: len(agentjobs(kube, seeded)) == DELIVERIES,
+            seconds=OVERSHOOT_WAIT_SECONDS,
+            interval=0.5,
+            what="no AgentJob past one per delivery",
+        )
     assert duplicates.count(True) == DELIVERIES // 10
     assert len(agentjobs(kube, seeded)) == DELIVERIES
 

@@ -31,7 +31,6 @@ control plane); the session operator is left running whatever happens.
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,8 +189,12 @@ def redeliver_creates_nothing(
         timeout=DRAIN_TIMEOUT_SECONDS,
         what="the dispatcher to find the redelivered job existing",
     )
-    time.sleep(SETTLE_SECONDS)  # Then a late, extra object would show below.
-    assert snapshot(info, namespace) == before
+    # Then a late, extra object would show.
+    operating.stays(
+        lambda: snapshot(info, namespace) == before,
+        seconds=SETTLE_SECONDS,
+        what="no object from the redelivery",
+    )
 
 
 @pytest.fixture

@@ -63,7 +63,7 @@ from typing import Any
 
 import pytest
 
-from e2e import delivering, operating
+from e2e import chaining, delivering, operating
 from e2e.controlplane import certs
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
@@ -91,25 +91,16 @@ REVIEWER = (
 )
 
 
-def _agent(name: str, trigger: str, script: str, **spec: Any) -> Obj:
-    return {
-        "apiVersion": "labrats.work/v1alpha1",
-        "kind": "AiAgent",
-        "metadata": {"name": name},
-        "spec": {"triggerName": trigger, "command": ["sh", "-c", script], **spec},
-    }
-
-
 def seed_agents(keep_for: str = "0") -> list[Obj]:
     """Seed 003's chain, its agents scripted; the triage agent declares the workspace."""
     workspace = {"publish": True, "keepFor": keep_for}
     return [
-        _agent(
-            "issue-triage",
+        chaining.ai_agent(
             "ai-triage",
-            TRIAGE,
+            ["sh", "-c", TRIAGE],
+            object_name="issue-triage",
             workspace=workspace,
-            eventTriggers=[
+            triggers=[
                 {
                     "source": "github",
                     "events": ["issues.opened"],
@@ -117,13 +108,13 @@ def seed_agents(keep_for: str = "0") -> list[Obj]:
                 }
             ],
         ),
-        _agent(
-            "developer",
+        chaining.ai_agent(
             "ai-developer",
-            DEVELOPER,
-            eventTriggers=[{"source": "manual", "next": {"agentTriggerName": "ai-reviewer"}}],
+            ["sh", "-c", DEVELOPER],
+            object_name="developer",
+            triggers=[{"source": "manual", "next": {"agentTriggerName": "ai-reviewer"}}],
         ),
-        _agent("reviewer", "ai-reviewer", REVIEWER),
+        chaining.ai_agent("ai-reviewer", ["sh", "-c", REVIEWER], object_name="reviewer"),
     ]
 
 
@@ -504,7 +495,11 @@ def test_without_an_app_a_public_repository_is_cloned_anonymously(
     git_server.create_repo(REPOSITORY, {"README.md": "Hello Wrold\n"}, private=False)
     with app_operator(operator, info, namespace, None, workspace_env(git_server)):
         workspace = {"repository": REPOSITORY}
-        _apply(info, namespace, [_agent("reader", "reader", TRIAGE, workspace=workspace)])
+        _apply(
+            info,
+            namespace,
+            [chaining.ai_agent("reader", ["sh", "-c", TRIAGE], workspace=workspace)],
+        )
         job = {
             "apiVersion": "labrats.work/v1alpha1",
             "kind": "AgentJob",
@@ -538,18 +533,14 @@ def _git_host_agents(url: str) -> list[Obj]:
     declares the workspace and commits; the releaser (``contents: write``) pushes too."""
     workspace = {"repository": url, "credentialsSecret": CREDENTIALS, "publish": True}
     return [
-        _agent(
+        chaining.ai_agent(
             "developer",
-            "developer",
-            COMMITTER,
+            ["sh", "-c", COMMITTER],
             workspace=workspace,
-            eventTriggers=[{"source": "manual", "next": {"agentTriggerName": "releaser"}}],
+            triggers=[{"source": "manual", "next": {"agentTriggerName": "releaser"}}],
         ),
-        _agent(
-            "releaser",
-            "releaser",
-            RELEASER,
-            github={"permissions": {"contents": "write"}},
+        chaining.ai_agent(
+            "releaser", ["sh", "-c", RELEASER], github={"permissions": {"contents": "write"}}
         ),
     ]
 
@@ -657,7 +648,9 @@ def test_a_workspace_that_cannot_be_cloned_fails_the_job_visibly(
     with app_operator(operator, info, namespace, repo, workspace_env(git_server)):
         script = "echo AGENT-RAN"
         _apply(
-            info, namespace, [_agent("reader", "reader", script, workspace={"repository": missing})]
+            info,
+            namespace,
+            [chaining.ai_agent("reader", ["sh", "-c", script], workspace={"repository": missing})],
         )
         job = {
             "apiVersion": "labrats.work/v1alpha1",
@@ -700,14 +693,14 @@ def test_a_private_repository_clones_with_each_jobs_token_every_time(
     git_server.create_repo(PRIVATE, {"README.md": "Hello Wrold\n"})
     assert repo.github.state.repos[PRIVATE.lower()].private
     with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
-        reader = _agent(
-            "private-reader",
+        reader = chaining.ai_agent(
             "ai-private-reader",
-            TRIAGE,
+            ["sh", "-c", TRIAGE],
+            object_name="private-reader",
             workspace={"repository": PRIVATE, "keepFor": "0"},
             # Another repository than the event's: the agent must serve it.
             repositories=[REPOSITORY, PRIVATE],
-            eventTriggers=[{"source": "github", "events": ["issues.opened"]}],
+            triggers=[{"source": "github", "events": ["issues.opened"]}],
         )
         _apply(info, namespace, [reader])
         for number in range(PRIVATE_CHAINS):
@@ -743,13 +736,13 @@ def test_a_forks_pull_request_runs_but_is_not_published(
     info = cluster_info
     head = git_server.resolve(REPOSITORY, "main")
     assert head is not None
-    fixer = _agent(
-        "fork-fixer",
+    fixer = chaining.ai_agent(
         "ai-fork-fixer",
-        DEVELOPER,
+        ["sh", "-c", DEVELOPER],
+        object_name="fork-fixer",
         workspace={"publish": True, "keepFor": "0"},
         github={"permissions": {"contents": "write"}},
-        eventTriggers=[{"source": "github", "events": ["pull_request.opened"]}],
+        triggers=[{"source": "github", "events": ["pull_request.opened"]}],
     )
     with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
         _apply(info, namespace, [fixer])

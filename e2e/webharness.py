@@ -37,7 +37,7 @@ from agentchain.store.deliveries import JobQueue
 from agentchain.web import server
 from agentchain.web.app import build_app, build_internal_app
 from agentchain.web.hooks.signatures import sign
-from e2e import operating
+from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,14 +83,7 @@ def apply(kube: ClusterInfo, namespace: str, manifest: str | Path) -> None:
 
 def agent_manifest(name: str, **spec: Any) -> str:
     """A manual-only AiAgent named ``name``; ``spec`` adds fields (e.g. ``delegation``)."""
-    return json.dumps(
-        {
-            "apiVersion": "labrats.work/v1alpha1",
-            "kind": "AiAgent",
-            "metadata": {"name": name},
-            "spec": {"triggerName": name, "eventTriggers": [{"source": "manual"}], **spec},
-        }
-    )
+    return json.dumps(chaining.ai_agent(name, triggers=chaining.MANUAL, **spec))
 
 
 def agentjobs(kube: ClusterInfo, namespace: str) -> list[dict[str, Any]]:
