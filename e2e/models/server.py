@@ -52,7 +52,8 @@ class Exchange:
 
 
 class ModelStandIn:
-    def __init__(self, api_key: str = DEFAULT_API_KEY) -> None:
+    def __init__(self, api_key: str = DEFAULT_API_KEY, host: str = "127.0.0.1") -> None:
+        """``host``: where it listens; pods on the real node reach only its bridge address."""
         self.api_key = api_key
         self._lock = threading.Lock()
         self._queue: deque[Answer] = deque()
@@ -64,13 +65,13 @@ class ModelStandIn:
         app.router.add_post("/v1/responses", self._responses)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
-        self._site = ThreadedSite(app, "model-standin")
+        self._site = ThreadedSite(app, "model-standin", host=host)
 
     # -- the test's side -------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._site.port}"
+        return f"http://{self._site.host}:{self._site.port}"
 
     def script(self, *answers: Answer) -> None:
         """Answer the next model requests with these, in order."""
