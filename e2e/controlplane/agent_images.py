@@ -39,7 +39,14 @@ def build(runtime: str, root: Path = ROOT) -> operator_image.Built:
     if runtime not in RUNTIMES:
         raise operator_image.BuildError(f"no reference image for runtime {runtime!r}")
     return operator_image.build(root, dockerfile(runtime), image_name(runtime),
-                                trust_host_ca=True)  # fmt: skip
+                                trust_host_ca=True, archives=archive_dir())  # fmt: skip
+
+
+def archive_dir() -> Path:
+    """A directory of their own: an operator image build deletes its older archives, and
+    before it matched exactly its own name it took ``agentchain-*.tar`` in the image
+    cache, which these archives' names (``agentchain-claude-code-<key>.tar``) match."""
+    return realnode_images.cache_dir() / "agents"
 
 
 def import_into(containerd_socket: Path, built: operator_image.Built) -> None:

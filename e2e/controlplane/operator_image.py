@@ -483,7 +483,7 @@ def _wheelhouse(context: Path, wheels: Path) -> Path:
 
 def build(
     root: Path, dockerfile: str = "Dockerfile", name: str = IMAGE_NAME, *,
-    trust_host_ca: bool = False,
+    trust_host_ca: bool = False, archives: Path | None = None,
 ) -> Built:  # fmt: skip
     """Build the image of ``root``'s ``dockerfile`` (a path relative to ``root``, the
     context) as ``agentchain.local/<name>:<key>`` (cached); return its OCI archive.
@@ -493,7 +493,8 @@ def build(
     the image's own (``/etc/ssl/certs/ca-certificates.crt``) for the build's ``RUN``
     steps, for a step that downloads through the TLS-intercepting proxy itself (the
     reference agent images fetch their CLI from npm); it is in no layer, because the
-    file it covers is the base image's and is left as it was."""
+    file it covers is the base image's and is left as it was. ``archives`` is the
+    directory of the OCI archive (default: the real node's image cache)."""
     started = time.monotonic()
     dockerfile_text = (root / dockerfile).read_text()
     own_ignore = root / f"{dockerfile}.dockerignore"
@@ -513,11 +514,13 @@ def build(
         *((f"context/{path}", data) for path, data in contents.items()),
     ])  # fmt: skip
     ref = f"{REGISTRY}/{name}:{key}"
-    archive = realnode_images.cache_dir() / f"{name}-{key}.tar"
+    directory = archives or realnode_images.cache_dir()
+    archive = directory / f"{name}-{key}.tar"
     if archive.is_file():
         return Built(ref, archive, time.monotonic() - started, cached=True)
     _require("buildah")
     store.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
     buildah = Buildah(store)
     base_image(buildah, [t for b in bases for t in _qualified(b)], stand_in)
     ca_bundle = Path(os.environ.get("SSL_CERT_FILE") or IMAGE_CA_BUNDLE)
@@ -546,7 +549,7 @@ def build(
         buildah("push", "--disable-compression", ref, f"oci-archive:{partial}:{ref}",
                 timeout=BUILD_TIMEOUT_SECONDS)  # fmt: skip
         partial.rename(archive)
-    for old in stale_archives(realnode_images.cache_dir(), name, key):
+    for old in stale_archives(directory, name, key):
         old.unlink()  # an archive per build would fill the disk
     seconds = time.monotonic() - started
     say(f"built {ref} in {seconds:.0f} s")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ class Exchange:
     status: int = 0
     answer: Answer | None = None
     sent: list[Json] = field(default_factory=list)  # the body, or the stream's events
+    # time.monotonic() when the request came in (a benchmark's "first model request").
+    received: float = field(default_factory=time.monotonic)
 
 
 class ModelStandIn:
