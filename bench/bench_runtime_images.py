@@ -49,6 +49,7 @@ class PodsSeen:
         self._watch = kubernetes.watch.Watch()  # type: ignore[no-untyped-call]
         self._namespace = namespace
         self._ready = threading.Event()
+        self._stopping = threading.Event()
         threading.Thread(target=self._run, daemon=True, name="pods-seen").start()
         if not self._ready.wait(30):
             raise RuntimeError("the pod watch did not start")
@@ -58,19 +59,25 @@ class PodsSeen:
         stream = self._watch.stream(  # type: ignore[no-untyped-call]
             self._api.list_namespaced_pod, self._namespace
         )
-        for event in stream:
-            now = time.monotonic()
-            labels = event["object"].metadata.labels or {}
-            job = labels.get("labrats.work/agentjob")
-            if event["type"] == "ADDED" and job:
-                with self._lock:
-                    self.added.setdefault(job, now)
+        try:
+            for event in stream:
+                now = time.monotonic()
+                labels = event["object"].metadata.labels or {}
+                job = labels.get("labrats.work/agentjob")
+                if event["type"] == "ADDED" and job:
+                    with self._lock:
+                        self.added.setdefault(job, now)
+        except Exception:
+            # The API server going away at the end of the run ends the stream.
+            if not self._stopping.is_set():
+                raise
 
     def of(self, job: str) -> float:
         with self._lock:
             return self.added[job]
 
     def stop(self) -> None:
+        self._stopping.set()
         self._watch.stop()  # type: ignore[no-untyped-call]
 
 
