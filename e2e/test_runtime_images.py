@@ -17,13 +17,19 @@ Aspects covered:
   is then read back through the job API);
 - codex: the job Succeeds with the scripted answer, and tokens and turns (codex reports
   no cost);
-- each pod ran the image the operator was told to use, and its container exited 0.
+- each pod ran the image the operator was told to use, and its container exited 0;
+- the images carry no trace of the build's host: the CA bundle mounted for the CLI's
+  download (this machine's, with its TLS-intercepting CA) is in no layer, nor is the
+  build's pip configuration, and the image's user is the numeric non-root 10001.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tarfile
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,6 +54,43 @@ def _store_entry(stage: runtime_stage.Stage, namespace: str, key: str) -> Obj:
     return entry
 
 
+def _image_files(archive: Path) -> tuple[Obj, dict[str, bytes]]:
+    """The image's config, and the CA bundles and pip configurations its layers hold
+    (by layer and path: a later layer's copy would replace the base image's)."""
+    found: dict[str, bytes] = {}
+    with tarfile.open(archive) as oci:
+
+        def blob(digest: str) -> Any:
+            return oci.extractfile(f"blobs/sha256/{digest.split(':')[1]}")
+
+        [entry] = json.load(oci.extractfile("index.json"))["manifests"]  # type: ignore[arg-type]
+        manifest = json.load(blob(entry["digest"]))
+        config: Obj = json.load(blob(manifest["config"]["digest"]))
+        for number, layer in enumerate(manifest["layers"]):
+            with tarfile.open(fileobj=blob(layer["digest"]), mode="r|*") as files:
+                for member in files:
+                    name = member.name
+                    base = name.rsplit("/", 1)[-1]
+                    wanted = base == "ca-certificates.crt" or base in ("pip.conf", "pip.ini")
+                    if member.isfile() and wanted:
+                        data = files.extractfile(member)
+                        found[f"{number}:{name}"] = data.read() if data else b""
+    return config, found
+
+
+def _no_trace_of_the_build_host(archive: Path) -> None:
+    config, files = _image_files(archive)
+    assert config["config"]["User"] == "10001:10001", config["config"]
+    host_bundle = Path(os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt")
+    host = host_bundle.read_bytes()
+    # The base image's own bundle, in its first layer, and nothing of the host's.
+    assert [path for path in files if path.endswith("ca-certificates.crt")] == [
+        "0:etc/ssl/certs/ca-certificates.crt"
+    ], sorted(files)
+    assert host not in files.values()
+    assert not [path for path in files if path.endswith(".conf")], sorted(files)
+
+
 def _ran_in(stage: runtime_stage.Stage, job: str, runtime: str) -> None:
     [pod] = stage.pods(job)
     [container] = pod["spec"]["containers"]
@@ -60,6 +103,8 @@ def test_claude_code_and_codex_jobs_run_in_their_reference_images_on_the_real_no
     if existing_kubeconfig() is not None:
         pytest.skip("the real node is part of the local cluster only")
     with runtime_stage.stage() as stage:
+        for image in stage.images.values():
+            _no_trace_of_the_build_host(image.archive)
         stage.agent("claude", "claude-code")
         stage.agent("codex", "codex")
 
