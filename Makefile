@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 
-.PHONY: help install binaries lint test unit e2e realnode image demo crds bench bench-figures
+.PHONY: help install binaries lint test unit e2e realnode image images demo crds bench bench-figures
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -39,6 +39,9 @@ realnode: ## the real node's test: kubelet, containerd, kube-proxy beside the co
 
 image: ## build the Dockerfile without Docker or a registry (buildah, root), cached by its inputs
 	$(PYTHON) -m e2e.controlplane.operator_image
+
+images: ## build the reference agent images (images/claude-code, images/codex) the same way
+	$(PYTHON) -m e2e.controlplane.agent_images
 
 demo: ## the local demo: control plane, Redis, operator, seed agents, a signed webhook, a live chain
 	bash e2e/setup.sh

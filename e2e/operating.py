@@ -164,16 +164,19 @@ class OperatorProcess:
     # ``name``, so a restart after ``kill`` takes its lease back at once, as a restarted
     # container (same pod name) does in a cluster.
     lease: str = ""
+    # Where it listens and what AGENT_API_URL says: loopback, or on the real node the
+    # bridge address, the only one of this machine that pods reach.
+    host: str = "127.0.0.1"
     starts: int = 0
     process: processes.ManagedProcess | None = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def internal_url(self) -> str:
-        return f"http://127.0.0.1:{self.internal_port}"
+        return f"http://{self.host}:{self.internal_port}"
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
@@ -181,7 +184,7 @@ class OperatorProcess:
             {
                 "KUBECONFIG": str(self.kubeconfig),
                 "AGENTCHAIN_REDIS_URL": self.info.redis_url,
-                "AGENTCHAIN_LISTEN_HOST": "127.0.0.1",
+                "AGENTCHAIN_LISTEN_HOST": self.host,
                 "AGENTCHAIN_LISTEN_PORT": str(self.port),
                 "AGENTCHAIN_INTERNAL_PORT": str(self.internal_port),
                 "AGENTCHAIN_API_URL": self.url,
@@ -295,7 +298,7 @@ class OperatorProcess:
 
 @contextlib.contextmanager
 def running(
-    info: ClusterInfo, extra_env: dict[str, str] | None = None
+    info: ClusterInfo, extra_env: dict[str, str] | None = None, host: str = "127.0.0.1"
 ) -> Iterator[OperatorProcess]:
     """CRDs, RBAC and a started operator under its own ServiceAccount; stopped on exit.
 
@@ -305,7 +308,7 @@ def running(
     """
     install(info)
     kubeconfig = operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
-    op = OperatorProcess(info, kubeconfig, extra_env=dict(extra_env or {}))
+    op = OperatorProcess(info, kubeconfig, extra_env=dict(extra_env or {}), host=host)
     op.start()
     try:
         yield op

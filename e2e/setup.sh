@@ -99,8 +99,8 @@ npm_fetch @octokit/openapi "$OCTOKIT_OPENAPI_VERSION" "$OCTOKIT_OPENAPI_SHA256" 
 
 # The agent CLIs the runner's tests run against the stand-in model server (e2e/models):
 # the native linux-x64 binaries, pinned, from the packages their npm wrappers depend on.
-# shellcheck source=e2e/models/versions.env
-. e2e/models/versions.env
+# shellcheck source=images/versions.env
+. images/versions.env
 if [ "$(uname -m)" = x86_64 ]; then
   npm_fetch @anthropic-ai/claude-code-linux-x64 "$CLAUDE_CODE_VERSION" "$CLAUDE_CODE_SHA256" claude
   npm_fetch @openai/codex "$CODEX_VERSION-linux-x64" "$CODEX_SHA256" \

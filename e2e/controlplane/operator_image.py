@@ -70,6 +70,8 @@ BASE_RECIPE = "4"
 # Bumped when the build's own options change (they are not among the hashed inputs).
 BUILD_RECIPE = "4"
 BUILD_TIMEOUT_SECONDS = 1800
+# Where a Debian image (the base stand-in too) keeps the CA bundle its TLS clients trust.
+IMAGE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 WHEELHOUSE_MAX_AGE_SECONDS = 24 * 3600
 
 
@@ -209,6 +211,17 @@ def cache_key(parts: Iterable[tuple[str, bytes]]) -> str:
 
 
 # --- I/O ---------------------------------------------------------------------------------
+
+
+def stale_archives(directory: Path, name: str, key: str) -> list[Path]:
+    """The archives of image ``name`` in ``directory`` other than ``key``'s: exactly
+    ``<name>-<key-sized hex>.tar``, because ``agentchain-*`` alone would also match the
+    agent images' ``agentchain-claude-code-<key>.tar``."""
+    pattern = re.compile(rf"{re.escape(name)}-[0-9a-f]{{{len(key)}}}\.tar")
+    return sorted(
+        path for path in directory.glob(f"{name}-*.tar")
+        if pattern.fullmatch(path.name) and path.name != f"{name}-{key}.tar"
+    )  # fmt: skip
 
 
 def say(message: str) -> None:
@@ -468,44 +481,65 @@ def _wheelhouse(context: Path, wheels: Path) -> Path:
     return wheels
 
 
-def build(root: Path) -> Built:
-    """Build the image from ``root``'s Dockerfile (cached); return its OCI archive."""
+def build(
+    root: Path, dockerfile: str = "Dockerfile", name: str = IMAGE_NAME, *,
+    trust_host_ca: bool = False, archives: Path | None = None,
+) -> Built:  # fmt: skip
+    """Build the image of ``root``'s ``dockerfile`` (a path relative to ``root``, the
+    context) as ``agentchain.local/<name>:<key>`` (cached); return its OCI archive.
+
+    The context is what ``<dockerfile>.dockerignore`` lets in, else ``.dockerignore`` at
+    the root, as Docker decides. ``trust_host_ca`` mounts this machine's CA bundle over
+    the image's own (``/etc/ssl/certs/ca-certificates.crt``) for the build's ``RUN``
+    steps, for a step that downloads through the TLS-intercepting proxy itself (the
+    reference agent images fetch their CLI from npm); it is in no layer, because the
+    file it covers is the base image's and is left as it was. ``archives`` is the
+    directory of the OCI archive (default: the real node's image cache)."""
     started = time.monotonic()
-    dockerfile = (root / "Dockerfile").read_text()
-    dockerignore = root / ".dockerignore"
+    dockerfile_text = (root / dockerfile).read_text()
+    own_ignore = root / f"{dockerfile}.dockerignore"
+    dockerignore = own_ignore if own_ignore.is_file() else root / ".dockerignore"
     rules = ignore_rules(dockerignore.read_text()) if dockerignore.is_file() else []
     # Read once: the build gets the very bytes the key was computed from, even if a
     # file is edited while it runs.
-    contents = {name: (root / name).read_bytes() for name in context_files(root, rules)}
+    contents = {path: (root / path).read_bytes() for path in context_files(root, rules)}
     store = cache_root() / "buildah"
-    bases = base_images(dockerfile)
+    bases = base_images(dockerfile_text)
     if any(b != STAND_IN for b in bases):
-        raise BuildError(f"the Dockerfile builds FROM {bases}; only {STAND_IN} has a stand-in")
+        raise BuildError(f"{dockerfile} builds FROM {bases}; only {STAND_IN} has a stand-in")
     stand_in = base_key(host_python())
     key = cache_key([
-        ("recipe", BUILD_RECIPE.encode()), ("Dockerfile", dockerfile.encode()),
+        ("recipe", BUILD_RECIPE.encode()), ("Dockerfile", dockerfile_text.encode()),
         ("base", stand_in.encode()),
-        *((f"context/{name}", data) for name, data in contents.items()),
+        *((f"context/{path}", data) for path, data in contents.items()),
     ])  # fmt: skip
-    ref = f"{REGISTRY}/{IMAGE_NAME}:{key}"
-    archive = realnode_images.cache_dir() / f"{IMAGE_NAME}-{key}.tar"
+    ref = f"{REGISTRY}/{name}:{key}"
+    directory = archives or realnode_images.cache_dir()
+    archive = directory / f"{name}-{key}.tar"
     if archive.is_file():
         return Built(ref, archive, time.monotonic() - started, cached=True)
     _require("buildah")
     store.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(parents=True, exist_ok=True)
     buildah = Buildah(store)
     base_image(buildah, [t for b in bases for t in _qualified(b)], stand_in)
+    ca_bundle = Path(os.environ.get("SSL_CERT_FILE") or IMAGE_CA_BUNDLE)
+    if trust_host_ca and not ca_bundle.is_file():
+        raise BuildError(f"no CA bundle at {ca_bundle} to trust during the build")
+    trust = ["--volume", f"{ca_bundle}:{IMAGE_CA_BUNDLE}:ro"] if trust_host_ca else []
+    log = store / ("last-build.log" if name == IMAGE_NAME else f"last-build-{name}.log")
     with tempfile.TemporaryDirectory(dir=store) as scratch:
         context = Path(scratch) / "context"
-        for name, data in [*contents.items(), ("Dockerfile", dockerfile.encode())]:
-            (context / name).parent.mkdir(parents=True, exist_ok=True)
-            (context / name).write_bytes(data)
+        for path, data in contents.items():
+            (context / path).parent.mkdir(parents=True, exist_ok=True)
+            (context / path).write_bytes(data)
+        (context / "Dockerfile").write_text(dockerfile_text)
         home = _build_home(Path(scratch) / "home")
         wheels = _wheelhouse(context, store / "wheels")
         buildah.logged(
-            store / "last-build.log",
+            log,
             "bud", "--layers", "--pull=never", "--network=host", "--isolation=chroot",
-            "--volume", f"{home}:/root", "--volume", f"{wheels}:/root/wheels:ro",
+            "--volume", f"{home}:/root", "--volume", f"{wheels}:/root/wheels:ro", *trust,
             "--tag", ref, "--file", str(context / "Dockerfile"), str(context),
         )  # fmt: skip
         partial = archive.with_suffix(".partial")
@@ -515,9 +549,8 @@ def build(root: Path) -> Built:
         buildah("push", "--disable-compression", ref, f"oci-archive:{partial}:{ref}",
                 timeout=BUILD_TIMEOUT_SECONDS)  # fmt: skip
         partial.rename(archive)
-    for old in realnode_images.cache_dir().glob(f"{IMAGE_NAME}-*.tar"):
-        if old != archive:  # an archive per build would fill the disk
-            old.unlink()
+    for old in stale_archives(directory, name, key):
+        old.unlink()  # an archive per build would fill the disk
     seconds = time.monotonic() - started
     say(f"built {ref} in {seconds:.0f} s")
     return Built(ref, archive, seconds, cached=False)

@@ -1,4 +1,5 @@
-"""An aiohttp application served on 127.0.0.1 (a free port) from a daemon thread.
+"""An aiohttp application served on 127.0.0.1 (or another address of this machine; a
+free port) from a daemon thread.
 
 Both stand-ins use it, so a test's own thread can read and change their state directly
 while other processes (the operator, ``git``) reach them over real HTTP.
@@ -18,9 +19,14 @@ STOP_TIMEOUT_SECONDS = 10.0
 
 class ThreadedSite:
     def __init__(
-        self, application: web.Application, name: str, ssl_context: ssl.SSLContext | None = None
+        self,
+        application: web.Application,
+        name: str,
+        ssl_context: ssl.SSLContext | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         self._application = application
+        self.host = host
         self._name = name
         self._ssl_context = ssl_context
         self.port = 0
@@ -48,7 +54,7 @@ class ThreadedSite:
         try:
             loop.run_until_complete(runner.setup())
             loop.run_until_complete(
-                web.TCPSite(runner, "127.0.0.1", 0, ssl_context=self._ssl_context).start()
+                web.TCPSite(runner, self.host, 0, ssl_context=self._ssl_context).start()
             )
             self.port = runner.addresses[0][1]
         except BaseException as failure:

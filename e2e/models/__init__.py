@@ -4,8 +4,8 @@
 scripts its answers (``script.py``: ``text``, ``tool``, ``failure``) and reads what it
 was asked. Every request and answer is validated against the official SDKs' types
 (``validation.py``). The agent CLIs it is meant for are fetched by e2e/setup.sh
-(``versions.env``); ``fixtures.py`` finds them and the fixture that fails a test on a
-violation. See README.md.
+(``images/versions.env``, the pins the reference images build from); ``fixtures.py``
+finds them and the fixture that fails a test on a violation. See README.md.
 """
 
 from e2e.models.script import (

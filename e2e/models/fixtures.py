@@ -16,7 +16,8 @@ import pytest
 
 from e2e.models.server import ModelStandIn
 
-_VERSIONS = Path(__file__).with_name("versions.env")
+# The pins the reference images (images/) build from, shared with e2e/setup.sh.
+_VERSIONS = Path(__file__).resolve().parents[2] / "images" / "versions.env"
 # runtime -> (versions.env key, package directory prefix, the binary inside the package)
 _CLIS = {
     "claude-code": ("CLAUDE_CODE_VERSION", "anthropic-ai-claude-code-linux-x64-{}", "claude"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,10 +50,13 @@ class Exchange:
     status: int = 0
     answer: Answer | None = None
     sent: list[Json] = field(default_factory=list)  # the body, or the stream's events
+    # time.monotonic() when the request came in (a benchmark's "first model request").
+    received: float = field(default_factory=time.monotonic)
 
 
 class ModelStandIn:
-    def __init__(self, api_key: str = DEFAULT_API_KEY) -> None:
+    def __init__(self, api_key: str = DEFAULT_API_KEY, host: str = "127.0.0.1") -> None:
+        """``host``: where it listens; pods on the real node reach only its bridge address."""
         self.api_key = api_key
         self._lock = threading.Lock()
         self._queue: deque[Answer] = deque()
@@ -64,13 +68,13 @@ class ModelStandIn:
         app.router.add_post("/v1/responses", self._responses)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
-        self._site = ThreadedSite(app, "model-standin")
+        self._site = ThreadedSite(app, "model-standin", host=host)
 
     # -- the test's side -------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._site.port}"
+        return f"http://{self._site.host}:{self._site.port}"
 
     def script(self, *answers: Answer) -> None:
         """Answer the next model requests with these, in order."""

@@ -1,0 +1,131 @@
+"""A real node with the reference agent images, the operator and the stand-in model
+server, for running runner-runtime AgentJobs in real containers
+(``e2e/test_runtime_images.py``, ``bench/bench_runtime_images.py``).
+
+``stage()`` builds the images (cached by their inputs), starts ``cluster(node="real")``,
+imports them, and starts the stand-in model server and the operator as host processes
+listening on the node's bridge address: pods cannot reach this machine's loopback. The
+operator is told the images' references (``AGENTCHAIN_RUNTIME_IMAGE_*``), so an
+AiAgent with a runtime and no ``image`` runs in its reference image with no command of
+the caller's. AiAgents live in ``NAMESPACE``; ``agent`` writes one whose ``baseUrl`` is
+the stand-in, with its credential from a Secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from e2e import chaining, operating
+from e2e.controlplane import agent_images, operator_image
+from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir
+from e2e.models import DEFAULT_API_KEY, ModelStandIn
+
+NAMESPACE = "agents"
+MODELS = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5"}
+Obj = dict[str, Any]
+
+
+@dataclass
+class Stage:
+    info: ClusterInfo
+    operator: operating.OperatorProcess
+    standin: ModelStandIn
+    images: dict[str, operator_image.Built]
+
+    def agent(self, name: str, runtime: str, **runtime_fields: Any) -> Obj:
+        """An AiAgent of ``runtime`` against the stand-in, applied with its Secret."""
+        secret = f"{name}-key"
+        base_url = self.standin.url + ("/v1" if runtime == "codex" else "")
+        agent = {
+            "apiVersion": "labrats.work/v1alpha1",
+            "kind": "AiAgent",
+            "metadata": {"name": name},
+            "spec": {
+                "triggerName": name,
+                "defaultModel": MODELS[runtime],
+                "eventTriggers": [{"source": "manual"}],
+                "env": [
+                    # A refused key or a broken request fails at once, not after the
+                    # CLI's ten retries with backoff.
+                    {"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"},
+                    # MCP tools in Claude Code's tool list itself, not behind ToolSearch.
+                    {"name": "ENABLE_TOOL_SEARCH", "value": "false"},
+                ],
+                "runtime": {
+                    "type": runtime,
+                    "baseUrl": base_url,
+                    "credentials": {"secretName": secret, "key": "api-key"},
+                    **runtime_fields,
+                },
+            },
+        }
+        key = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": secret},
+            "stringData": {"api-key": DEFAULT_API_KEY},
+        }
+        chaining.apply(self.info, NAMESPACE, key, agent)
+        return agent
+
+    def start_job(self, name: str, agent: str) -> None:
+        chaining.apply(self.info, NAMESPACE, chaining.root_job(name, agent))
+
+    def status(self, job: str) -> Obj:
+        found = operating.get_json(self.info, "agentjob", job, "-n", NAMESPACE)
+        return dict(found.get("status") or {})
+
+    def ended(self, job: str, timeout: float = 240.0) -> Obj:
+        """The job's status once it Succeeded or Failed; an AssertionError with the
+        pods and events of the namespace when it did not end in time."""
+        deadline = time.monotonic() + timeout
+        while (status := self.status(job)).get("phase") not in ("Succeeded", "Failed"):
+            if time.monotonic() > deadline:
+                pods = self.info.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide", check=False)
+                events = self.info.kubectl("get", "events", "-n", NAMESPACE, check=False)
+                raise AssertionError(f"{job} did not end: {status}\n{pods.stdout}{events.stdout}")
+            time.sleep(0.5)
+        return status
+
+    def pods(self, job: str) -> list[Obj]:
+        selector = f"labrats.work/agentjob={job}"
+        found = operating.get_json(self.info, "pods", "-n", NAMESPACE, "-l", selector)
+        return list(found["items"])
+
+    def logs(self, job: str) -> str:
+        return "".join(
+            self.info.kubectl("logs", "-n", NAMESPACE, p["metadata"]["name"], check=False).stdout
+            for p in self.pods(job)
+        )
+
+
+@contextlib.contextmanager
+def stage(runtimes: tuple[str, ...] = agent_images.RUNTIMES) -> Iterator[Stage]:
+    """The real node with ``runtimes``' images, the stand-in and the operator."""
+    images = {runtime: agent_images.build(runtime) for runtime in runtimes}
+    workdir = make_workdir()
+    succeeded = False
+    try:
+        with cluster(workdir, node="real") as info:
+            node = info.real_node
+            assert node is not None
+            for image in images.values():
+                agent_images.import_into(node.paths.containerd_socket, image)
+            gateway = node.network.gateway
+            refs = {
+                f"AGENTCHAIN_RUNTIME_IMAGE_{runtime.upper().replace('-', '_')}": image.ref
+                for runtime, image in images.items()
+            }
+            with (
+                ModelStandIn(host=gateway) as standin,
+                operating.running(info, refs, host=gateway) as op,
+            ):
+                info.kubectl("create", "namespace", NAMESPACE)
+                yield Stage(info, op, standin, images)
+        succeeded = True
+    finally:
+        finish_workdir(workdir, succeeded)
