@@ -71,10 +71,6 @@ from e2e.github.gitserver import GitServer
 from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_operator, install
 
 ROOT = Path(__file__).resolve().parent.parent
-if not (ROOT / "operator" / "agentchain" / "workspace" / "__init__.py").is_file():  # h/wscli
-    pytest.skip("needs the `agentchain workspace` CLI (issue 18)", allow_module_level=True)
-if not (ROOT / "e2e" / "controlplane" / "provisioner.py").is_file():  # h/node not merged.
-    pytest.skip("needs the local node's PersistentVolumeClaims", allow_module_level=True)
 TIMEOUT = 180.0
 Obj = dict[str, Any]
 
