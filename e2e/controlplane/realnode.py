@@ -7,7 +7,8 @@ starts, in order, on a private bridge network (``realnode_config.Network``):
 * the locally built ``pause`` and test images, imported with ``ctr`` (``realnode_images``);
 * the upstream kubelet and kube-proxy (iptables mode), same pinned version as the control
   plane, built by ``build-binaries.sh node``;
-* CoreDNS as a host process on the bridge address, behind a ``kube-dns`` Service.
+* CoreDNS as a host process on the bridge address, behind a ``kube-dns`` Service;
+* kube-router in firewall-only mode, which enforces NetworkPolicy (``realnode_policy``).
 
 Only one real node can run on a machine at a time: the kubelet and containerd use a few
 fixed paths whatever they are told, and their iptables chains have fixed names. A second
@@ -37,6 +38,7 @@ from e2e.controlplane import certs, processes
 from e2e.controlplane import realnode_config as config
 from e2e.controlplane import realnode_host as host
 from e2e.controlplane import realnode_images as images
+from e2e.controlplane import realnode_policy as policy
 from e2e.controlplane.processes import ManagedProcess
 
 BUILD_SCRIPT = Path(__file__).with_name("build-binaries.sh")
@@ -50,6 +52,7 @@ REQUIRED = {
     "iptables": "iptables",
     "nft": "nftables",
     "ip": "iproute2",
+    "ipset": "ipset",
 }
 # Controllers a real node needs beyond cluster.CONTROLLERS: node-lifecycle lifts the
 # kubelet's not-ready taint, endpointslice gives Services their endpoints, and the
@@ -352,6 +355,10 @@ def start(
     _dns_service(kubeconfig, network)
 
     _wait(f"node {config.NODE_NAME}", _node_ready(kubeconfig), watch)
+    # After the node is registered: kube-router reads the node's address when it starts.
+    say("starting kube-router (NetworkPolicy)…")
+    watch.append(policy.start(stack, workdir, kubeconfig, watch))
+    say("kube-router enforces NetworkPolicy")
     # Pushed last, so it runs first on the way down, while the kubelet still runs.
     stack.callback(_drain, kubeconfig)
     return RealNode(config.NODE_NAME, network, paths, pause.ref, test.ref)
