@@ -56,11 +56,17 @@ REQUIRED = {
 }
 # Controllers a real node needs beyond cluster.CONTROLLERS: node-lifecycle lifts the
 # kubelet's not-ready taint, endpointslice gives Services their endpoints, and the
-# aggregation controller fills the built-in view/edit roles.
+# aggregation controller fills the built-in view/edit roles. The workload controllers
+# run what the chart installs: the operator's Deployment (and its ReplicaSets), the
+# Sentinel mode's StatefulSet, and the PodDisruptionBudgets' status (disruption).
 CONTROLLERS = (
     "node-lifecycle-controller",
     "endpointslice-controller",
     "clusterrole-aggregation-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "disruption-controller",
 )
 STARTUP_TIMEOUT_SECONDS = 120.0
 DRAIN_TIMEOUT_SECONDS = 90.0
@@ -235,12 +241,32 @@ def _node_ready(kubeconfig: Path) -> Callable[[], bool]:
     return check
 
 
+def _delete_workloads(api: kubernetes.client.ApiClient) -> None:
+    """Delete what would recreate a deleted pod (a chart's Deployment and StatefulSet,
+    their ReplicaSets, agents' Jobs), so the drain below is not undone as it goes."""
+    apps, batch = kubernetes.client.AppsV1Api(api), kubernetes.client.BatchV1Api(api)
+    deletions = (
+        apps.delete_collection_namespaced_deployment,
+        apps.delete_collection_namespaced_stateful_set,
+        apps.delete_collection_namespaced_daemon_set,
+        apps.delete_collection_namespaced_replica_set,
+        batch.delete_collection_namespaced_job,
+    )
+    with contextlib.suppress(kubernetes.client.ApiException):
+        for namespace in kubernetes.client.CoreV1Api(api).list_namespace().items:
+            name = namespace.metadata.name if namespace.metadata else None
+            for delete in deletions:
+                with contextlib.suppress(kubernetes.client.ApiException):
+                    delete(name or "", propagation_policy="Background")
+
+
 def _drain(kubeconfig: Path) -> None:
     """Delete every pod and wait until they are gone, so the kubelet and containerd undo
     their mounts, network namespaces and cgroups themselves before they are stopped."""
     say("deleting the real node's pods")
     with _api(kubeconfig) as api:
         core = kubernetes.client.CoreV1Api(api)
+        _delete_workloads(api)
         with contextlib.suppress(kubernetes.client.ApiException):
             for pod in core.list_pod_for_all_namespaces().items:
                 meta = pod.metadata

@@ -136,3 +136,14 @@ def test_a_second_real_node_on_the_machine_is_refused_with_a_message(
                 pass
     with realnode.exclusive():  # released with the first
         pass
+
+
+@pytest.mark.skipif(not Path("/usr/bin/redis-server").exists(), reason="needs Debian's redis")
+def test_redis_image_holds_redis_its_libraries_and_the_charts_shell_tools() -> None:
+    from e2e.controlplane import realnode_redis
+
+    libraries = realnode_redis.shared_libraries(Path("/usr/bin/redis-server"))
+    assert "/lib64/ld-linux-x86-64.so.2" in libraries
+    assert any(path.endswith("/libc.so.6") for path in libraries)
+    # The chart's Redis script and probe: sh -c with these, then redis-server/redis-cli.
+    assert {"sh", "cat", "printf", "sha256sum", "cut", "grep"} <= set(realnode_redis.APPLETS)
