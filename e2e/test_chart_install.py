@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e import delivering
+from e2e import chaining, delivering
 from e2e.controlplane import operator_image, realnode_images, realnode_redis
 from e2e.controlplane.cluster import (
     ClusterInfo,
@@ -60,6 +60,7 @@ INSTALL_TIMEOUT = "300s"
 WAIT_SECONDS = 120.0
 # busybox nc: -w bounds the connect, so a dropped SYN fails the probe in that time.
 CONNECT_SECONDS = 3
+CHAIN_SECONDS = 240.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Release:
     redis_ip: str
     operator_ip: str
     test_image: str
+    operator_image: str
     seconds: dict[str, float]
 
 
@@ -214,6 +216,7 @@ def release() -> Iterator[Release]:
                 _service_ip(info, 6379),
                 _service_ip(info, 8080),
                 node.test_image,
+                built.ref,
                 seconds,
             )
             print(f"\n[chart-install] seconds: {json.dumps(seconds)}")
@@ -321,3 +324,22 @@ def test_a_signed_delivery_through_the_service_creates_the_root_agentjob(
         lambda: _json(info, "get", "agentjobs", "-n", AGENTS)["items"],
     )
     assert [j["metadata"]["name"] for j in root] == [job["name"]]
+
+
+def test_the_chain_runs_in_real_containers_under_podsecurity_restricted(
+    release: Release, forwarded: str
+) -> None:
+    """Seed 003's three agents, each in a container of the operator image (its demo
+    agent, the chart's default), admitted in the ``restricted`` namespace."""
+    info = release.info
+    before = {j["metadata"]["name"] for j in _json(info, "get", "agentjobs", "-n", AGENTS)["items"]}
+    body, headers = delivering.signed(SECRET, delivering.issue_opened(number=7))
+    status, answer = delivering.post(forwarded, body, headers)
+    assert status == 202, (status, answer)
+    (job,) = [j for j in answer["jobs"] if j["namespace"] == AGENTS]
+    assert job["name"] not in before
+    jobs = chaining.wait_chain(info, AGENTS, job["name"], 3, timeout=CHAIN_SECONDS)
+    assert [j["status"]["phase"] for j in jobs] == ["Succeeded"] * 3, [j["status"] for j in jobs]
+    pods = _json(info, "get", "pods", "-n", AGENTS, "-l", "batch.kubernetes.io/job-name")["items"]
+    images = {c["image"] for p in pods for c in p["spec"]["containers"]}
+    assert images == {release.operator_image}, images
