@@ -343,3 +343,32 @@ def test_the_chain_runs_in_real_containers_under_podsecurity_restricted(
     pods = _json(info, "get", "pods", "-n", AGENTS, "-l", "batch.kubernetes.io/job-name")["items"]
     images = {c["image"] for p in pods for c in p["spec"]["containers"]}
     assert images == {release.operator_image}, images
+
+
+def test_a_leader_deleted_mid_chain_fails_over_with_nothing_lost_or_doubled(
+    release: Release, forwarded: str
+) -> None:
+    """The pod holding the release's Lease is deleted (as a node drain or a user would)
+    while the chain's root runs; the other replica takes over and the chain ends with
+    its three jobs, each run by exactly one batch Job."""
+    info = release.info
+    leader = _json(info, "get", "lease", RELEASE, "-n", SYSTEM)["spec"]["holderIdentity"]
+    operators = {p["metadata"]["name"] for p in _operator_pods(info)}
+    assert leader in operators, (leader, operators)
+    body, headers = delivering.signed(SECRET, delivering.issue_opened(number=9))
+    status, answer = delivering.post(forwarded, body, headers)
+    assert status == 202, (status, answer)
+    (job,) = [j for j in answer["jobs"] if j["namespace"] == AGENTS]
+    _wait(
+        f"the batch Job of {job['name']}",
+        lambda: chaining.batch_jobs(info, AGENTS, job["name"]),
+    )
+    info.kubectl("delete", "pod", "-n", SYSTEM, leader, "--wait=false")
+
+    jobs = chaining.wait_chain(info, AGENTS, job["name"], 3, timeout=CHAIN_SECONDS)
+    assert [j["status"]["phase"] for j in jobs] == ["Succeeded"] * 3, [j["status"] for j in jobs]
+    for agentjob in jobs:
+        name = agentjob["metadata"]["name"]
+        assert len(chaining.batch_jobs(info, AGENTS, name)) == 1, name
+    holder = _json(info, "get", "lease", RELEASE, "-n", SYSTEM)["spec"]["holderIdentity"]
+    assert holder != leader
