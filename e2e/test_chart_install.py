@@ -45,6 +45,7 @@ from e2e.controlplane.cluster import (
     finish_workdir,
     make_workdir,
 )
+from e2e.controlplane.realnode_host import HostState
 
 pytestmark = pytest.mark.realnode
 
@@ -174,6 +175,7 @@ def release() -> Iterator[Release]:
     built = operator_image.build(ROOT)
     redis = realnode_redis.redis_image()
     seconds["images"] = time.monotonic() - started
+    before = HostState.capture()
     workdir = make_workdir()
     # A copy of its own: the cache keeps one operator archive, and a build of other
     # sources (another checkout on the machine) deletes this one.
@@ -223,6 +225,8 @@ def release() -> Iterator[Release]:
         succeeded = True
     finally:
         finish_workdir(workdir, succeeded)
+    # The release's pods, volumes, policies' chains and ipsets are gone with the node.
+    assert before.differences(HostState.capture()) == {}
 
 
 def test_operator_pods_run_non_root_with_a_read_only_root_filesystem(release: Release) -> None:
