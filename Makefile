@@ -35,6 +35,7 @@ e2e: ## the end-to-end suite (local control plane, or AGENTCHAIN_E2E_KUBECONFIG'
 realnode: ## the real node's test: kubelet, containerd, kube-proxy beside the control plane (root)
 	bash e2e/setup.sh
 	bash e2e/controlplane/build-binaries.sh node
+	bash e2e/controlplane/build-binaries.sh netpol
 	$(PYTHON) -m pytest -m realnode $(PYTEST_ARGS)
 
 image: ## build the Dockerfile without Docker or a registry (buildah, root), cached by its inputs

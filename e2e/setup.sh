@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a new machine lacks for the demo and the tests: redis-server,
 # chromium and chromium-driver (Debian), the real node's runtime (containerd, runc, CNI
-# plugins, iptables, nftables, busybox-static, buildah, mmdebstrap; Debian), this package with its test tools (pip),
+# plugins, iptables, nftables, ipset, busybox-static, buildah, mmdebstrap; Debian), this package with its test tools (pip),
 # the pinned upstream control-plane binaries (built once from the Go module proxy, then cached) and
 # pinned npm packages the GitHub stand-in reads and the agent CLIs the runner tests run
 # (npm_fetch, at the end).
@@ -23,16 +23,17 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
 fi
 # The real node (e2e/controlplane/realnode.py, `make realnode`): Debian's containerd, runc,
 # CNI plugins, iptables (kube-proxy, kubelet), nftables (teardown removes the tables they
-# made) and static busybox (the test image). Kubelet, kube-proxy and CoreDNS are built by
-# build-binaries.sh node, only when the real node is used. buildah and mmdebstrap build the
+# made), ipset (kube-router, the node's NetworkPolicy engine) and static busybox (the test
+# image). Kubelet, kube-proxy and CoreDNS are built by build-binaries.sh node, kube-router
+# by build-binaries.sh netpol, only when the real node is used. buildah and mmdebstrap build the
 # operator image from the Dockerfile with no Docker or registry (`make image`).
-realnode_tools=(containerd ctr runc iptables nft busybox buildah mmdebstrap)
+realnode_tools=(containerd ctr runc iptables nft ipset busybox buildah mmdebstrap)
 for tool in "${realnode_tools[@]}"; do
   if ! command -v "$tool" >/dev/null 2>&1 || [ ! -x /usr/lib/cni/bridge ]; then
-    step "installing Debian's containerd, runc, containernetworking-plugins, iptables, nftables, busybox-static, buildah, mmdebstrap"
+    step "installing Debian's containerd, runc, containernetworking-plugins, iptables, nftables, ipset, busybox-static, buildah, mmdebstrap"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      containerd runc containernetworking-plugins iptables nftables busybox-static buildah \
+      containerd runc containernetworking-plugins iptables nftables ipset busybox-static buildah \
       mmdebstrap >/dev/null
     break
   fi

@@ -10,6 +10,8 @@
 # `node` builds what the real node needs beside Debian's containerd (realnode.py):
 # kubelet and kube-proxy from the same pinned Kubernetes version (their own directory,
 # so the control plane's cache stays valid without them) and CoreDNS.
+# `netpol` builds kube-router, which the real node runs in firewall-only mode as its
+# NetworkPolicy engine (realnode_policy.py).
 #
 # Output: $AGENTCHAIN_CACHE/bin/<component>-<version>/ (default ~/.cache/agentchain).
 # A present binary that reports the expected version is reused: builds happen
@@ -44,6 +46,7 @@ etcd_dir="$cache/bin/etcd-$ETCD_VERSION"
 helm_dir="$cache/bin/helm-$HELM_VERSION"
 node_dir="$cache/bin/kubernetes-node-$KUBERNETES_VERSION"
 coredns_dir="$cache/bin/coredns-$COREDNS_VERSION"
+kube_router_dir="$cache/bin/kube-router-$KUBE_ROUTER_VERSION"
 
 k8s_ok() {
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
@@ -62,6 +65,13 @@ node_ok() {
 
 coredns_ok() {
   [[ -x "$coredns_dir/coredns" ]] && has_version "CoreDNS-${COREDNS_VERSION#v}" "$coredns_dir/coredns" -version
+}
+
+# kube-router prints its version on stderr, so this check reads both streams.
+kube_router_ok() {
+  [[ -x "$kube_router_dir/kube-router" ]] || return 1
+  local out; out="$("$kube_router_dir/kube-router" --version 2>&1 || true)"
+  [[ "$out" == *"version $KUBE_ROUTER_VERSION,"* ]]
 }
 
 etcd_ok() {
@@ -131,6 +141,23 @@ build_coredns() {
   rm -rf "$work"
 }
 
+# kube-router's main package is in cmd/kube-router; its version is a linker variable.
+build_kube_router() {
+  local work; work="$(mktemp -d)"
+  log "building kube-router $KUBE_ROUTER_VERSION (github.com/cloudnativelabs/kube-router/v2)"
+  (
+    cd "$work"
+    go mod init agentchain.local/kuberouterbuild >/dev/null 2>&1
+    echo "require github.com/cloudnativelabs/kube-router/v2 $KUBE_ROUTER_VERSION" >>go.mod
+    mkdir -p "$kube_router_dir.tmp"
+    local pkg="github.com/cloudnativelabs/kube-router/v2/pkg/version"
+    go build -trimpath -ldflags "-s -w -X $pkg.Version=$KUBE_ROUTER_VERSION -X $pkg.BuildDate=1970-01-01T00:00:00Z" \
+      -o "$kube_router_dir.tmp/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+  )
+  rm -rf "$kube_router_dir" && mv "$kube_router_dir.tmp" "$kube_router_dir"
+  rm -rf "$work"
+}
+
 build_etcd() {
   local work; work="$(mktemp -d)"
   log "building etcd $ETCD_VERSION (go.etcd.io/etcd/server/v3)"
@@ -175,6 +202,12 @@ if [[ "$want" == node ]]; then
   if coredns_ok; then log "CoreDNS $COREDNS_VERSION cached in $coredns_dir"; else build_coredns; coredns_ok || { log "CoreDNS build did not report $COREDNS_VERSION"; exit 1; }; fi
   # The node's own line: its callers (realnode.py) read the last line.
   echo "$node_dir:$coredns_dir"
+  exit 0
+fi
+if [[ "$want" == netpol ]]; then
+  if kube_router_ok; then log "kube-router $KUBE_ROUTER_VERSION cached in $kube_router_dir"; else build_kube_router; kube_router_ok || { log "kube-router build did not report $KUBE_ROUTER_VERSION"; exit 1; }; fi
+  # The policy engine's own line: realnode_policy.py reads the last line.
+  echo "$kube_router_dir"
   exit 0
 fi
 echo "$k8s_dir:$etcd_dir:$helm_dir"

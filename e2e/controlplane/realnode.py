@@ -7,7 +7,8 @@ starts, in order, on a private bridge network (``realnode_config.Network``):
 * the locally built ``pause`` and test images, imported with ``ctr`` (``realnode_images``);
 * the upstream kubelet and kube-proxy (iptables mode), same pinned version as the control
   plane, built by ``build-binaries.sh node``;
-* CoreDNS as a host process on the bridge address, behind a ``kube-dns`` Service.
+* CoreDNS as a host process on the bridge address, behind a ``kube-dns`` Service;
+* kube-router in firewall-only mode, which enforces NetworkPolicy (``realnode_policy``).
 
 Only one real node can run on a machine at a time: the kubelet and containerd use a few
 fixed paths whatever they are told, and their iptables chains have fixed names. A second
@@ -37,6 +38,7 @@ from e2e.controlplane import certs, processes
 from e2e.controlplane import realnode_config as config
 from e2e.controlplane import realnode_host as host
 from e2e.controlplane import realnode_images as images
+from e2e.controlplane import realnode_policy as policy
 from e2e.controlplane.processes import ManagedProcess
 
 BUILD_SCRIPT = Path(__file__).with_name("build-binaries.sh")
@@ -50,14 +52,21 @@ REQUIRED = {
     "iptables": "iptables",
     "nft": "nftables",
     "ip": "iproute2",
+    "ipset": "ipset",
 }
 # Controllers a real node needs beyond cluster.CONTROLLERS: node-lifecycle lifts the
 # kubelet's not-ready taint, endpointslice gives Services their endpoints, and the
-# aggregation controller fills the built-in view/edit roles.
+# aggregation controller fills the built-in view/edit roles. The workload controllers
+# run what the chart installs: the operator's Deployment (and its ReplicaSets), the
+# Sentinel mode's StatefulSet, and the PodDisruptionBudgets' status (disruption).
 CONTROLLERS = (
     "node-lifecycle-controller",
     "endpointslice-controller",
     "clusterrole-aggregation-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "disruption-controller",
 )
 STARTUP_TIMEOUT_SECONDS = 120.0
 DRAIN_TIMEOUT_SECONDS = 90.0
@@ -232,12 +241,32 @@ def _node_ready(kubeconfig: Path) -> Callable[[], bool]:
     return check
 
 
+def _delete_workloads(api: kubernetes.client.ApiClient) -> None:
+    """Delete what would recreate a deleted pod (a chart's Deployment and StatefulSet,
+    their ReplicaSets, agents' Jobs), so the drain below is not undone as it goes."""
+    apps, batch = kubernetes.client.AppsV1Api(api), kubernetes.client.BatchV1Api(api)
+    deletions = (
+        apps.delete_collection_namespaced_deployment,
+        apps.delete_collection_namespaced_stateful_set,
+        apps.delete_collection_namespaced_daemon_set,
+        apps.delete_collection_namespaced_replica_set,
+        batch.delete_collection_namespaced_job,
+    )
+    with contextlib.suppress(kubernetes.client.ApiException):
+        for namespace in kubernetes.client.CoreV1Api(api).list_namespace().items:
+            name = namespace.metadata.name if namespace.metadata else None
+            for delete in deletions:
+                with contextlib.suppress(kubernetes.client.ApiException):
+                    delete(name or "", propagation_policy="Background")
+
+
 def _drain(kubeconfig: Path) -> None:
     """Delete every pod and wait until they are gone, so the kubelet and containerd undo
     their mounts, network namespaces and cgroups themselves before they are stopped."""
     say("deleting the real node's pods")
     with _api(kubeconfig) as api:
         core = kubernetes.client.CoreV1Api(api)
+        _delete_workloads(api)
         with contextlib.suppress(kubernetes.client.ApiException):
             for pod in core.list_pod_for_all_namespaces().items:
                 meta = pod.metadata
@@ -352,6 +381,10 @@ def start(
     _dns_service(kubeconfig, network)
 
     _wait(f"node {config.NODE_NAME}", _node_ready(kubeconfig), watch)
+    # After the node is registered: kube-router reads the node's address when it starts.
+    say("starting kube-router (NetworkPolicy)…")
+    watch.append(policy.start(stack, workdir, kubeconfig, watch))
+    say("kube-router enforces NetworkPolicy")
     # Pushed last, so it runs first on the way down, while the kubelet still runs.
     stack.callback(_drain, kubeconfig)
     return RealNode(config.NODE_NAME, network, paths, pause.ref, test.ref)

@@ -8,6 +8,7 @@ directories. Here the machine is shared with other sessions, so ``HostState`` re
 what those components may touch, and ``restore()`` removes exactly what appeared since
 (and only what carries the node's names or lives under its paths) and writes back the
 sysctls that changed. The e2e test compares a snapshot taken before with one taken after.
+The policy engine (``realnode_policy``, kube-router) adds ipsets, so they are recorded too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import contextlib
 import ctypes
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -98,6 +100,11 @@ def _nft_tables() -> frozenset[str]:
     )
 
 
+def _ipsets() -> frozenset[str]:
+    # `ipset list -n` prints one set name per line (nothing without the ipset tool).
+    return frozenset(line.strip() for line in _run("ipset", "list", "-n").splitlines() if line)
+
+
 def _cgroup_dirs() -> frozenset[str]:
     found: set[str] = set()
     if not CGROUP_MOUNT.is_dir():
@@ -133,6 +140,7 @@ class HostState:
     links: frozenset[str]
     cgroups: frozenset[str]
     paths: dict[str, bool] = field(default_factory=dict)
+    ipsets: frozenset[str] = frozenset()
 
     @classmethod
     def capture(cls) -> HostState:
@@ -145,6 +153,7 @@ class HostState:
             links=_links(),
             cgroups=_cgroup_dirs(),
             paths={path: os.path.lexists(path) for path in FIXED_PATHS},
+            ipsets=_ipsets(),
         )
 
     def differences(self, after: HostState) -> dict[str, object]:
@@ -157,7 +166,7 @@ class HostState:
         for name in ("iptables", "ip6tables"):
             if getattr(self, name) != getattr(after, name):
                 diff[name] = {"before": getattr(self, name), "after": getattr(after, name)}
-        for name in ("nft_tables", "mounts", "links", "cgroups"):
+        for name in ("nft_tables", "mounts", "links", "cgroups", "ipsets"):
             mine, theirs = getattr(self, name), getattr(after, name)
             if mine != theirs:
                 diff[name] = {"gone": sorted(mine - theirs), "new": sorted(theirs - mine)}
@@ -240,11 +249,20 @@ def own_chains(
             if OWN_CHAIN.match(chain) and f":{chain} " not in before:
                 chains.append((table, chain))
         elif line.startswith("-A "):
-            words = line.split()
+            # Quoted, as iptables-save writes a comment with spaces (kube-proxy's and
+            # kube-router's rules carry such comments): one word for `iptables -D`.
+            words = _words(line)
             target = words[words.index("-j") + 1] if "-j" in words else ""
             if OWN_CHAIN.match(target) and line not in before and not OWN_CHAIN.match(words[1]):
                 jumps.append((table, words[1:]))
     return jumps, chains
+
+
+def _words(rule: str) -> list[str]:
+    try:
+        return shlex.split(rule)
+    except ValueError:
+        return rule.split()
 
 
 def _remove_own_chains(tool: str, before: str) -> None:
@@ -259,6 +277,12 @@ def _remove_own_chains(tool: str, before: str) -> None:
         subprocess.run([tool, "-t", table, "-F", chain], capture_output=True, check=False)
     for table, chain in chains:
         subprocess.run([tool, "-t", table, "-X", chain], capture_output=True, check=False)
+
+
+def _destroy_new_ipsets(before: HostState) -> None:
+    # After the chains: a set that a rule still references cannot be destroyed.
+    for name in sorted(_ipsets() - before.ipsets):
+        subprocess.run(["ipset", "destroy", name], capture_output=True, check=False)
 
 
 def _remove_new_nft_tables(before: HostState) -> None:
@@ -296,6 +320,7 @@ def restore(before: HostState, workdir: Path) -> None:
     _delete_links(before)
     _remove_own_chains("iptables", before.iptables)
     _remove_own_chains("ip6tables", before.ip6tables)
+    _destroy_new_ipsets(before)
     _remove_new_nft_tables(before)
     for path, existed in before.paths.items():
         if not existed and os.path.lexists(path):

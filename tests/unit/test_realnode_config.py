@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -15,6 +16,7 @@ from e2e.controlplane import realnode
 from e2e.controlplane import realnode_config as config
 from e2e.controlplane import realnode_host as host
 from e2e.controlplane import realnode_images as images
+from e2e.controlplane import realnode_policy as policy
 
 
 def test_containerd_config_keeps_state_under_the_workdir_and_restricts_oom_score() -> None:
@@ -91,6 +93,39 @@ def test_clean_up_plan_takes_only_new_kube_and_cni_chains_and_their_jumps() -> N
     assert chains == [("filter", "KUBE-FIREWALL"), ("nat", "CNI-HOSTPORT-DNAT")]
 
 
+def test_clean_up_plan_keeps_a_quoted_comment_as_one_word_of_the_rule() -> None:
+    # kube-router's and kube-proxy's jumps carry comments with spaces; split on spaces,
+    # `iptables -D` would get the quotes as text and match no rule.
+    comment = '--comment "kube-router netpol - TEMCG2JMHZYE7H7T"'
+    jump = f"-A FORWARD -m comment {comment} -j KUBE-ROUTER-FORWARD"
+    after = f"*filter\n:FORWARD ACCEPT [0:0]\n:KUBE-ROUTER-FORWARD - [0:0]\n{jump}\nCOMMIT\n"
+    jumps, chains = host.own_chains(after, "*filter\n:FORWARD ACCEPT [0:0]\nCOMMIT\n")
+    assert jumps == [("filter", [
+        "FORWARD", "-m", "comment", "--comment", "kube-router netpol - TEMCG2JMHZYE7H7T",
+        "-j", "KUBE-ROUTER-FORWARD",
+    ])]  # fmt: skip
+    assert chains == [("filter", "KUBE-ROUTER-FORWARD")]
+
+
+def test_host_state_reports_a_new_ipset() -> None:
+    before = host.HostState.capture()
+    after = dataclasses.replace(before, ipsets=before.ipsets | {"KUBE-SRC-NEW"})
+    assert before.differences(after) == {"ipsets": {"gone": [], "new": ["KUBE-SRC-NEW"]}}
+
+
+def test_policy_engine_runs_the_firewall_alone_for_the_node() -> None:
+    argv = policy.argv(Path("/bin/kube-router"), Path("/w/kubeconfig"))
+    assert argv[0] == "/bin/kube-router"
+    flags = dict(arg.removeprefix("--").split("=", 1) for arg in argv[1:])
+    assert flags["run-firewall"] == "true"
+    assert flags["run-router"] == flags["run-service-proxy"] == "false"
+    assert flags["hostname-override"] == config.NODE_NAME
+    assert flags["service-cluster-ip-range"] == config.SERVICE_CIDR
+    assert flags["kubeconfig"] == "/w/kubeconfig"
+    # No listener on the shared machine's addresses.
+    assert flags["health-port"] == flags["metrics-port"] == "0"
+
+
 def test_a_second_real_node_on_the_machine_is_refused_with_a_message(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -101,3 +136,14 @@ def test_a_second_real_node_on_the_machine_is_refused_with_a_message(
                 pass
     with realnode.exclusive():  # released with the first
         pass
+
+
+@pytest.mark.skipif(not Path("/usr/bin/redis-server").exists(), reason="needs Debian's redis")
+def test_redis_image_holds_redis_its_libraries_and_the_charts_shell_tools() -> None:
+    from e2e.controlplane import realnode_redis
+
+    libraries = realnode_redis.shared_libraries(Path("/usr/bin/redis-server"))
+    assert "/lib64/ld-linux-x86-64.so.2" in libraries
+    assert any(path.endswith("/libc.so.6") for path in libraries)
+    # The chart's Redis script and probe: sh -c with these, then redis-server/redis-cli.
+    assert {"sh", "cat", "printf", "sha256sum", "cut", "grep"} <= set(realnode_redis.APPLETS)
