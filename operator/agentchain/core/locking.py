@@ -9,11 +9,13 @@ and AlreadyExists keep things exactly-once.
 Only ``hop.hopping`` takes these locks, always a parent's before its child's, so
 two hops can never wait for each other.  (``workspaces.publishing`` also takes one of a key
 no AgentJob can have, ``pull-request/<chain id>``, around a chain's pull request, with
-no other lock held and nothing taken under it.)  A hop holds its child's lock from before
-creating it to the end of launching it, so the child's own watch event waits and
-then finds it started.  A run of Skipped or refused records is walked hand over
-hand (:class:`Held`): at most a parent's and its child's lock at once, however
-long the run.
+no other lock held and nothing taken under it; and ``hop.hopping`` one of the key
+``chain/<chain id>`` from a decision to the job's ``status.next``, taken after the job's
+own and released before a child's is taken, nothing taken under it.)  A hop holds its
+child's lock from before creating it to the end of launching it, so the child's own
+watch event waits and then finds it started.  A run of Skipped or refused records is
+walked hand over hand (:class:`Held`): at most a parent's and its child's lock at once
+(and the chain's, briefly), however long the run.
 """
 
 from __future__ import annotations

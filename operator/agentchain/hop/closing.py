@@ -48,13 +48,18 @@ async def close(
     entry: NextStatus | None = None,
     *conditions: Condition,
     complete: bool = False,
+    branch_ended: bool = False,
 ) -> None:
     """Write ``end`` (the job's end status, unless written already), ``entry`` (its
     ``status.next``) and ``conditions`` in one patch, and record each where else it
-    goes; ``complete`` marks the chain complete in the same patch."""
+    goes; ``complete`` marks the chain complete in the same patch, ``branch_ended``
+    this job's branch of it only (another of its jobs still runs)."""
     marker = AgentJobStatus(next=[entry]) if entry is not None else None
     status = statuswriting.merged(
-        end, marker, AgentJobStatus(chain_complete=True) if complete else None
+        end,
+        marker,
+        AgentJobStatus(chain_complete=True) if complete else None,
+        AgentJobStatus(branch_ended=True) if branch_ended else None,
     )
     if end is not None:
         conditions = (_complete(end), *conditions)

@@ -6,6 +6,16 @@ namespace's agents, the limits), so a replay after a crash gives the same answer
 and therefore the same child name.  The agents come from the watch-fed catalog; a
 decision that rests on an agent being absent or disabled is confirmed against a
 fresh list first, so a just-made change is never missed.
+
+A decision that ends the job's branch (``Stop``, ``End``) completes the chain only
+when no other job of it is open, so those decisions are made again with the chain's
+open jobs (``Finished.others_open``), read from a fresh list of the chain's AgentJobs
+(not the watch, which may lag a write another branch just made).  The caller holds
+the chain's lock (:func:`chain_lock`) from before this read until the job's
+``status.next`` is written: two branches ending together then take turns, and the
+second sees the first's ``next``, so exactly one of them completes the chain.  Only
+jobs under the operator's seal count (``statuswriting.position``): a hand-made AgentJob
+labelled with a chain's id cannot hold that chain open.
 """
 
 from __future__ import annotations
@@ -13,11 +23,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from agentchain import models
 from agentchain.aiagents.rules.resolution import Ambiguous
 from agentchain.core import catalog, statuswriting
-from agentchain.core.hopstate import Hop
-from agentchain.core.rules.outcomes import REFUSAL_REASONS, outcome, trigger_step
+from agentchain.core.hopstate import Hop, Obj
+from agentchain.core.rules.outcomes import REFUSAL_REASONS, is_terminal, outcome, trigger_step
 from agentchain.hop.rules import chains
+from agentchain.kube import resources
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
 
@@ -33,6 +45,18 @@ class Broken:
     message: str
 
 
+CHAIN_LOCK = "chain/"
+"""The per-chain lock (``Locks``, a key no AgentJob name can be) around a branch's end."""
+
+
+def chain_lock(hop: Hop) -> str | None:
+    """The lock key of ``hop``'s chain; None when its chain metadata cannot be read."""
+    try:
+        return CHAIN_LOCK + statuswriting.position(hop.obj, hop.rt.operator_keys).chain_id
+    except chains.ChainMetadataError:
+        return None
+
+
 async def decide(hop: Hop) -> chains.Decision | Broken:
     """What the chain does after ``hop``'s job, whose status says it ended."""
     agents = await hop.rt.agents.agents_in(hop.namespace)
@@ -41,14 +65,46 @@ async def decide(hop: Hop) -> chains.Decision | Broken:
         if _needs_confirmation(decision, hop, agents):
             agents = await hop.rt.agents.refresh(hop.namespace)
             decision = _decide(hop, agents)
+        if isinstance(decision, chains.Stop | chains.End):  # Does it complete the chain?
+            decision = _decide(hop, agents, await _others_open(hop))
     except chains.ChainMetadataError as exc:
         return Broken(str(exc))
     return decision
 
 
-def _decide(hop: Hop, agents: list[catalog.Entry]) -> chains.Decision:
+def _decide(
+    hop: Hop, agents: list[catalog.Entry], others_open: tuple[str, ...] = ()
+) -> chains.Decision:
     limits = chains.Limits(max_jobs=hop.rt.settings.max_chain_jobs)
-    return chains.next_step(_finished(hop, agents), _infos(agents), limits)
+    finished = dataclasses.replace(_finished(hop, agents), others_open=others_open)
+    return chains.next_step(finished, _infos(agents), limits)
+
+
+async def _others_open(hop: Hop) -> tuple[str, ...]:
+    """The other jobs of ``hop``'s chain that have not ended and decided yet."""
+    chain_id = statuswriting.position(hop.obj, hop.rt.operator_keys).chain_id
+    selector = f"{models.CHAIN_ID}={chain_id}"
+    jobs, _ = await resources.list_objects(
+        hop.namespace, resources.AGENTJOBS, label_selector=selector
+    )
+    return tuple(
+        str(obj["metadata"]["name"])
+        for obj in jobs
+        if obj["metadata"]["name"] != hop.name and _open_in(obj, chain_id, hop)
+    )
+
+
+def _open_in(obj: Obj, chain_id: str, hop: Hop) -> bool:
+    """Whether ``obj`` is a job of chain ``chain_id`` that has not ended and decided:
+    not ended, or ended with no ``status.next`` yet (its hop is under way, or is
+    replayed by the resync, and then completes the chain if it is the last)."""
+    try:
+        if statuswriting.position(obj, hop.rt.operator_keys).chain_id != chain_id:
+            return False
+    except chains.ChainMetadataError:
+        return False  # Not the operator's record of this chain: it cannot hold it open.
+    status = statuswriting.parse(obj).status
+    return not is_terminal(status) or not status.next
 
 
 def _needs_confirmation(decision: chains.Decision, hop: Hop, agents: list[catalog.Entry]) -> bool:

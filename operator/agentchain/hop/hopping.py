@@ -18,7 +18,11 @@ to bottom, a hop is:
 4. **launch** the child: its batch Job and Secret, or why it does not run.
 5. **close** the parent: end status and ``status.next``, the marker, last.  Then
    ``Stop``/``End`` complete the chain, publishing or releasing its workspace
-   (``publishing``) before the patch that settles it.  A chain that goes on
+   (``publishing``) before the patch that settles it, unless another of the chain's
+   jobs is still open (a delegated job, or the one that delegated): then only this
+   job's branch ends (``branchEnded``), and the last open job completes the chain.
+   The chain's lock is held from the decision to the marker, so that of two branches
+   ending together exactly one completes it.  A chain that goes on
    (``Spawn``, ``Skip``) after a job whose AiAgent asks (``publishAfterStep``) starts
    that step's publish Job before step 3, so before the marker too: a replay creates
    it again under its one name (AlreadyExists).
@@ -219,34 +223,52 @@ async def _step(
         await publishing.chain_complete(hop, last.action)
         await closing.close(hop, None, None, done, complete=True)
         return None
-    decision = await deciding.decide(hop)
-    match decision:
-        case deciding.Broken(message=message):
-            reason = Reason.INVALID_CHAIN_METADATA
-            entry = NextStatus(action="none", reason=reason, message=message)
-            # The patch that settles the job comes first and alone: no chain can be read
-            # to publish, release or record a hop in, and anything raising before it
-            # would leave the job unsettled, failing again at every resync.
-            await closing.close(hop, end, entry, complete=True)
-            return None
-        case chains.Stop() | chains.End():
-            await _stop(hop, end, decision)
-            return None
-        case chains.Spawn() | chains.Skip() | chains.Refuse():
-            return await _continue(held, hop, end, output, decision)
-        case _:
-            assert_never(decision)
+    # The chain's lock, taken last and nothing taken under it, from the decision (which
+    # reads which of the chain's jobs are still open) to the marker: of two branches
+    # ending together, exactly one finds the other decided and completes the chain.
+    chain_lock = deciding.chain_lock(hop)
+    if chain_lock is not None:
+        await held.take(hop.namespace, chain_lock)
+    try:
+        decision = await deciding.decide(hop)
+        match decision:
+            case deciding.Broken(message=message):
+                reason = Reason.INVALID_CHAIN_METADATA
+                entry = NextStatus(action="none", reason=reason, message=message)
+                # The patch that settles the job comes first and alone: no chain can be
+                # read to publish, release or record a hop in, and anything raising before
+                # it would leave the job unsettled, failing again at every resync.
+                await closing.close(hop, end, entry, complete=True)
+                return None
+            case chains.Stop() | chains.End():
+                await _stop(hop, end, decision)
+                return None
+            case chains.Spawn() | chains.Skip() | chains.Refuse():
+                if chain_lock is not None:  # The child's lock is taken next: not under it.
+                    held.release(hop.namespace, chain_lock)
+                return await _continue(held, hop, end, output, decision)
+            case _:
+                assert_never(decision)
+    finally:
+        if chain_lock is not None:
+            held.release(hop.namespace, chain_lock)
 
 
 async def _stop(hop: Hop, end: AgentJobStatus | None, decision: chains.Stop | chains.End) -> None:
-    """The chain ends here: completed (Redis, Event) before the job's one last patch."""
+    """The chain ends here: completed (Redis, Event) before the job's one last patch;
+    or, while another of its jobs is open, only this job's branch ends (its ``next``
+    and ``branchEnded``: its slot, workspace and completion wait for the last job)."""
     action: NextAction
     match decision:
         case chains.Stop(reason=reason):
             action = "stopped"
         case chains.End():
-            action, reason = "none", Reason.CHAIN_COMPLETE
+            action = "none"
+            reason = Reason.CHAIN_COMPLETE if decision.completes else Reason.BRANCH_ENDED
     entry = NextStatus(action=action, reason=reason, message=decision.message)
+    if not decision.completes:
+        await closing.close(hop, end, entry, branch_ended=True)
+        return
     done = await closing.complete_chain(hop, action, decision.message)
     # Its workspace published or released, before the marker that settles it.
     await publishing.chain_complete(hop, action)

@@ -115,8 +115,9 @@ class NextStatus(KubeModel):
     reason: str | None = Field(
         default=None,
         description=(
-            "ChildSpawned, Skipped, the refusal's reason, ChainStopped, DuplicateTriggerName "
-            "or ChainComplete."
+            "ChildSpawned, Skipped, the refusal's reason, ChainStopped, DuplicateTriggerName, "
+            "ChainComplete, or BranchEnded (nothing follows this job but the chain goes on "
+            "in another of its jobs, e.g. the one that delegated to it)."
         ),
     )
     message: str | None = None
@@ -173,6 +174,14 @@ class AgentJobStatus(KubeModel):
     result_size: int | None = None
     next: list[NextStatus] = Field(default_factory=list)
     chain_complete: bool | None = None
+    branch_ended: bool | None = Field(
+        default=None,
+        description=(
+            "Nothing follows this job, but its chain was not complete when it ended: another "
+            "of its jobs (one it delegated to, or the one that delegated to it) still ran. "
+            "The chain completes on its last job to end."
+        ),
+    )
     stopped_by: str | None = Field(
         default=None, description="Who stopped the job (Cancelled): api, annotation, ..."
     )

@@ -81,6 +81,7 @@ class Reason:
     CHAIN_NOTIFY = "ChainFailureNotified"
     CHILD_SPAWNED = "ChildSpawned"
     CHAIN_COMPLETE = "ChainComplete"
+    BRANCH_ENDED = "BranchEnded"
 
     # Flow control.
     STOPPED = "Stopped"

@@ -128,7 +128,8 @@ def is_settled(status: AgentJobStatus) -> bool:
     """Nothing left for the operator to do on this job (resync may skip it)."""
     if not is_terminal(status) or not status.next:
         return False
-    return status.next[-1].action in CONTINUING_ACTIONS or bool(status.chain_complete)
+    last = status.next[-1].action
+    return last in CONTINUING_ACTIONS or bool(status.chain_complete or status.branch_ended)
 
 
 def outcome(status: AgentJobStatus) -> str:

@@ -29,6 +29,15 @@ Order of the checks, and why:
    than a symptom of it (a deep chain, a disabled agent).
 5. :class:`Spawn` (condition met, or ``notify``) or :class:`Skip`.
 
+A chain is a tree, not a line: an agent may delegate (``POST /api/jobs`` with its
+job token), and the delegated job runs beside the job that asked for it, in the
+same chain.  So :class:`Stop` and :class:`End` end the *branch* of the job they
+decide on, and complete the chain only when no other job of the chain is still
+open (``Finished.others_open``): a delegated job that ends while the job that
+delegated to it still runs ends its own branch, and the chain completes when the
+last open job ends and decides, whichever it is (normally the delegating job, which
+waited for the answer; the delegated one when the delegating job did not wait).
+
 Every job, Skipped and refusal records included, takes one depth and one path
 entry: depth is the number of jobs before it in the chain, so with the default
 limit of 10 the job at depth 10 (the 11th) is refused.  A refused child's
@@ -90,6 +99,9 @@ class Finished:
     refused: bool = False
     ambiguity: str | None = None
     """Why the job's own triggerName resolves to no single AiAgent (then ``step`` is None)."""
+    others_open: tuple[str, ...] = ()
+    """The chain's other jobs that have not ended and decided yet (running, waiting, or
+    ended with their ``next`` not yet written): while any is, this job ends its branch only."""
 
 
 @dataclass(frozen=True)
@@ -145,17 +157,30 @@ class Refuse:
 
 @dataclass(frozen=True)
 class Stop:
-    """The condition was not met under failurePolicy stop: the chain ends here."""
+    """The chain stops here (the condition was not met under failurePolicy stop, the job
+    was cancelled, or its triggerName became ambiguous); complete unless ``open``."""
 
     reason: str
     message: str
+    open: tuple[str, ...] = ()
+    """The chain's other open jobs: when any, only this job's branch stops here."""
+
+    @property
+    def completes(self) -> bool:
+        return not self.open
 
 
 @dataclass(frozen=True)
 class End:
-    """Nothing follows: the chain is complete."""
+    """Nothing follows this job: the chain is complete, unless ``open``."""
 
     message: str
+    open: tuple[str, ...] = ()
+    """The chain's other open jobs: when any, only this job's branch ends here."""
+
+    @property
+    def completes(self) -> bool:
+        return not self.open
 
 
 Decision = Spawn | Skip | Refuse | Stop | End
@@ -178,6 +203,28 @@ def condition_met(condition: str, outcome: Outcome) -> bool:
 
 def next_step(parent: Finished, agents: Mapping[str, AgentInfo], limits: Limits) -> Decision:
     """Decide what follows ``parent`` (see the module docstring for the order of checks)."""
+    decision = _next_step(parent, agents, limits)
+    if not parent.others_open or not isinstance(decision, Stop | End):
+        return decision
+    # Another branch still runs: this one ends, and the chain goes on in it.
+    going_on = f" The chain goes on in {_names(parent.others_open)}."
+    if isinstance(decision, End):
+        message = decision.message.replace("Chain complete: ", "Branch ends: ", 1)
+        return End(message + going_on, open=parent.others_open)
+    return Stop(decision.reason, decision.message + going_on, open=parent.others_open)
+
+
+BRANCH_NAMES_SHOWN = 3
+
+
+def _names(names: tuple[str, ...]) -> str:
+    """At most :data:`BRANCH_NAMES_SHOWN` names, then how many more: a bounded message."""
+    shown = ", ".join(sorted(names)[:BRANCH_NAMES_SHOWN])
+    more = len(names) - BRANCH_NAMES_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
+def _next_step(parent: Finished, agents: Mapping[str, AgentInfo], limits: Limits) -> Decision:
     if parent.refused:
         return End(f"Chain ends at {parent.name}: it records a refusal and never ran.")
     if parent.outcome == "cancelled":  # Stopped or superseded: nothing follows.
