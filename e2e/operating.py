@@ -33,6 +33,8 @@ from e2e.controlplane.cluster import ClusterInfo
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEM_NAMESPACE = "agentchain-system"
 SERVICE_ACCOUNT = "agentchain-operator"
+AGENT_WAIT_SECONDS = 10
+"""How long the e2e operators let a job wait for its AiAgent (AGENTCHAIN_AGENT_WAIT_SECONDS)."""
 RULES_FILE = ROOT / "charts" / "agentchain" / "files" / "rbac-rules.yaml"
 # The operator key of every operator the harness runs (and of in-process apps, see
 # webharness.py): one key, so any of them opens what another queued. Not a secret: the
@@ -192,6 +194,10 @@ class OperatorProcess:
                 "AGENTCHAIN_WEBHOOK_SECRETS": self.webhook_secret,
                 "AGENTCHAIN_OPERATOR_KEY": self.operator_key,
                 "AGENTCHAIN_RESYNC_SECONDS": "3",
+                # A job naming no AiAgent waits this long for one (default 60): long
+                # enough for a test to apply the agent after the job, short enough for
+                # the tests of a job that never gets one.
+                "AGENTCHAIN_AGENT_WAIT_SECONDS": str(AGENT_WAIT_SECONDS),
                 # No Service routes here: a stop needs no drain (the rolling-update test
                 # asks for one).
                 "AGENTCHAIN_SHUTDOWN_DRAIN_SECONDS": "0",

@@ -113,6 +113,12 @@ class Settings(BaseSettings):
     resync_seconds: int = Field(
         30, gt=0, description="Resync period: finds jobs whose end was missed while down."
     )
+    agent_wait_seconds: int = Field(
+        60,
+        ge=0,
+        description="How long a job whose agentRole names no AiAgent waits for one (objects"
+        " applied together arrive in any order) before it ends AgentNotFound; 0: at once.",
+    )
     api_url: str = Field(
         "http://agentchain.agentchain-system.svc:8080",
         description="The job API's URL as agents reach it (AGENT_API_URL in their pods).",

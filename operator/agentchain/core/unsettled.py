@@ -23,6 +23,7 @@ from typing import Any
 
 from agentchain.core import statuswriting
 from agentchain.core.rules.outcomes import is_settled
+from agentchain.models.conditions import Reason
 
 Obj = dict[str, Any]
 Key = tuple[str, str]
@@ -193,6 +194,19 @@ class Unsettled:
                 continue
             if name in ((obj.get("spec") or {}).get("dependsOn") or []):
                 found.append(obj)
+        return found
+
+    def waiting_for_agent(self, namespace: str) -> list[Obj]:
+        """Unlaunched jobs of ``namespace`` that wait for their AiAgent, or that the
+        engine has not written to yet (one may be deciding to wait right now: its
+        start, after the lock, finds the agent that made the caller look)."""
+        found = []
+        for (ns, _), entry in self._jobs.items():
+            status = entry.obj.get("status") or {}
+            if ns != namespace or status.get("jobName"):
+                continue
+            if status.get("reason") in (None, Reason.WAITING_FOR_AGENT):
+                found.append(entry.obj)
         return found
 
     def take_due(self, now: float, interval: float) -> list[Obj]:

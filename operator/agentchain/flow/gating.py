@@ -30,13 +30,9 @@ from agentchain.models.agentjob import AgentJobStatus
 async def held(hop: Hop, init: Obj, attempt: int = 1) -> admitting.Gate:
     """Whether the job must not launch now (True: held, status written; Ended: it ends
     without running); ``init`` (its first status fields) is updated for the launch."""
-    chain_id = init.get("chainId") or hop.job.status.chain_id
-    request = await stoprequests.pending_stop(hop.rt, hop.obj, chain_id)
-    if request is not None:
-        ending = stoprules.ending(request)
-        fields = {**init, **stop_fields(request)}
-        return Ended("Cancelled", ending.reason, ending.message, typed(fields))
-    gate = await approving.held(hop, init)
+    gate: admitting.Gate = await stopped(hop, init)
+    if gate is None:
+        gate = await approving.held(hop, init)
     if gate is None:
         gate = await admitting.admit(hop, init)
     if gate is None:
@@ -44,6 +40,18 @@ async def held(hop: Hop, init: Obj, attempt: int = 1) -> admitting.Gate:
     if gate is None:
         gate = await budgeting.at_launch(hop, init, attempt)
     return gate
+
+
+async def stopped(hop: Hop, init: Obj) -> Ended | None:
+    """The job's end when it asks to stop or its chain was stopped; else None.  Also
+    asked by a job that waits for its AiAgent, which never reaches the other gates."""
+    chain_id = init.get("chainId") or hop.job.status.chain_id
+    request = await stoprequests.pending_stop(hop.rt, hop.obj, chain_id)
+    if request is None:
+        return None
+    ending = stoprules.ending(request)
+    fields = {**init, **stop_fields(request)}
+    return Ended("Cancelled", ending.reason, ending.message, typed(fields))
 
 
 def stop_fields(request: stoprules.StopRequest) -> Obj:

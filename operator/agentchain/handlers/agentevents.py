@@ -1,4 +1,5 @@
-"""AiAgent handlers: any change to one agent re-evaluates its whole namespace.
+"""AiAgent handlers: any change to one agent re-evaluates its whole namespace, and
+starts the namespace's jobs that were created before their agent and wait for it.
 
 Every watch event also feeds the runtime's in-memory catalog, which the engine
 reads on each hop instead of listing agents from the API server.
@@ -11,6 +12,7 @@ from typing import Any
 import kopf
 
 from agentchain.aiagents import readiness
+from agentchain.hop import hopping
 from agentchain.models import GROUP, VERSION
 
 
@@ -28,3 +30,4 @@ async def observe(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
 async def reconcile(namespace: str | None, memo: kopf.Memo, **_: Any) -> None:
     if namespace:
         await readiness.reconcile_namespace(memo.runtime, namespace)
+        await hopping.agents_changed(memo.runtime, namespace)

@@ -42,6 +42,7 @@ from typing import assert_never
 
 from agentchain import faults, metrics
 from agentchain.core import statuswriting
+from agentchain.core.catalog import by_trigger
 from agentchain.core.hopstate import Ended, Exit, ExitReader, Hop, Obj, Output
 from agentchain.core.locking import Held
 from agentchain.core.rules.outcomes import is_settled, is_terminal
@@ -335,6 +336,20 @@ async def _start_child(kid: Hop) -> launching.Launch | None:
     if isinstance(launched, launching.Launched):
         kid.rt.started.add(_key(kid.obj))
     return launched
+
+
+async def agents_changed(rt: Runtime, namespace: str) -> None:
+    """Start the jobs of ``namespace`` waiting for an AiAgent that the catalog now has
+    (one was created, or renamed to their ``agentRole``), not at the next resync.
+
+    From the watch-fed index and the catalog alone: a namespace's other waiting jobs
+    cost nothing.  A disabled or ambiguous agent ends the job (``launching``).
+    """
+    entries = rt.agents.cached(namespace)
+    for item in rt.unsettled.waiting_for_agent(namespace):
+        role = (item.get("spec") or {}).get("agentRole")
+        if isinstance(role, str) and by_trigger(entries, role) is not None:
+            await start(rt, item)
 
 
 async def _wake(rt: Runtime, namespace: str, ended: list[str]) -> None:

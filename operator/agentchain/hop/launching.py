@@ -1,10 +1,13 @@
 """Launching: from an AgentJob to its running batch Job, or to why it cannot run.
 
 :func:`launch` answers :class:`Launched` (the batch Job exists: created now or by
-an earlier run), :class:`Waiting` (``dependsOn`` jobs have not all ended; the
-status says so) or :class:`~agentchain.core.hopstate.Ended` (the job ends without
-running: a Skipped or refused record, no such agent, a dependency cycle, a prompt
-that does not render); recording an end is ``hop.closing``'s.
+an earlier run), :class:`Waiting` (``dependsOn`` jobs have not all ended, or no
+AiAgent has its ``agentRole`` yet, within ``AGENTCHAIN_AGENT_WAIT_SECONDS`` of its
+creation: ``hop.rules.agentwaits``; the status says so) or
+:class:`~agentchain.core.hopstate.Ended` (the job ends without running: a Skipped or
+refused record, no such agent after that wait, a disabled or ambiguous one, a
+dependency cycle, a prompt that does not render); recording an end is
+``hop.closing``'s.
 
 Every step is idempotent, so the parent's hop, the job's own watch event and the
 resync may all launch the same job: the batch Job's name is derived from the
@@ -20,23 +23,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from dataclasses import dataclass
 
 from agentchain import models
 from agentchain.aiagents.rules.resolution import Ambiguous
 from agentchain.core import statuswriting
-from agentchain.core.hopstate import Ended, Hop, Obj
+from agentchain.core.hopstate import Ended, Hop, Obj, typed
 from agentchain.core.rules import naming
 from agentchain.core.rules import ownedby as policy_ownership
 from agentchain.flow import gating
 from agentchain.github import tokenminting
 from agentchain.hop import depending
-from agentchain.hop.rules import chains, dependencies, jobspec
+from agentchain.hop.rules import agentwaits, chains, dependencies, jobspec
 from agentchain.hop.rules.jobspec import JobInputs, build_job
 from agentchain.kube import apierrors, events, resources, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
-from agentchain.models.conditions import DEPENDENCIES_READY, Condition, Reason
+from agentchain.models.conditions import AGENT_FOUND, DEPENDENCIES_READY, Condition, Reason
 from agentchain.prompts import prompting, teamkeeping
 from agentchain.prompts.rules import storetrust
 from agentchain.prompts.rules.assembly import PromptRenderError
@@ -77,9 +81,9 @@ async def launch(hop: Hop, *, attempt: int = 1, retry: str | None = None) -> Lau
     annotations = hop.obj["metadata"].get("annotations") or {}
     if annotations.get(models.DISPOSITION):
         return _disposition(annotations, init)
-    agent = await hop.rt.agents.by_trigger(hop.namespace, job.spec.agent_role)
-    if not isinstance(agent, AiAgent) or not agent.spec.enabled:
-        return _refusal(hop, agent, init)
+    agent = await _agent(hop, init, attempt, retry)
+    if not isinstance(agent, AiAgent):
+        return agent
     # Stopped, awaiting approval, queued, refused; approval may add to init.
     first = statuswriting.fields(init) if init is not None else {}
     gated = await _gated(hop, first, attempt)
@@ -151,6 +155,54 @@ def _disposition(annotations: dict[str, str], init: AgentJobStatus | None) -> En
     if disposition == "skipped":
         return Ended("Skipped", Reason.SKIPPED, message, init)
     return Ended("Failed", disposition.removeprefix("refused:"), message, init)
+
+
+async def _agent(
+    hop: Hop, init: AgentJobStatus | None, attempt: int, retry: str | None
+) -> AiAgent | Waiting | Ended:
+    """The job's AiAgent; else it waits for one, or ends without one."""
+    agent = await hop.rt.agents.by_trigger(hop.namespace, hop.job.spec.agent_role)
+    if agent is None and retry is None:  # A retry's agent was there: it was deleted.
+        return await _missing(hop, init, attempt)
+    if not isinstance(agent, AiAgent) or not agent.spec.enabled:
+        return _refusal(hop, agent, init)
+    return agent
+
+
+async def _missing(hop: Hop, init: AgentJobStatus | None, attempt: int) -> Waiting | Ended:
+    """No AiAgent has the job's ``agentRole``: it waits for one (it may be applied a moment
+    later), or ends ``AgentNotFound`` once ``agent_wait_seconds`` have passed."""
+    wait_seconds = hop.rt.settings.agent_wait_seconds
+    created = agentwaits.created_at(hop.obj["metadata"].get("creationTimestamp"))
+    role = hop.job.spec.agent_role
+    verdict = agentwaits.missing_agent(role, created, time.time(), wait_seconds)
+    if isinstance(verdict, agentwaits.NoAgent):
+        # With no wait configured the job ends as it always did: no condition of a wait.
+        never = () if wait_seconds <= 0 else (_agent_missing(verdict.message),)
+        return Ended("Failed", verdict.reason, verdict.message, init, never)
+    # A waiting job can be stopped: the other gates are never reached while it waits.
+    first = statuswriting.fields(init) if init is not None else {}
+    stopped = await gating.stopped(hop, first)
+    if stopped is not None:
+        await _never_runs(hop, attempt)
+        return stopped
+    # Written once: its own watch event, the resync and AiAgent events come back here
+    # and find the wait recorded (the message is the same on every look).
+    if hop.job.status.reason != Reason.WAITING_FOR_AGENT:
+        fields = {"phase": "Pending", "reason": Reason.WAITING_FOR_AGENT}
+        await hop.patch(
+            typed({**first, **fields, "message": verdict.message}), _agent_missing(verdict.message)
+        )
+        await events.emit(
+            hop.obj, "Normal", Reason.WAITING_FOR_AGENT, verdict.message, key="agent-wait"
+        )
+    return Waiting()
+
+
+def _agent_missing(message: str) -> Condition:
+    return Condition(
+        type=AGENT_FOUND, status="False", reason=Reason.AGENT_NOT_FOUND, message=message
+    )
 
 
 def _refusal(hop: Hop, agent: AiAgent | Ambiguous | None, init: AgentJobStatus | None) -> Ended:
@@ -344,14 +396,25 @@ def _launched(hop: Hop, job_name: str, attempt: int, retry: str | None) -> Agent
 
 
 def _ready(hop: Hop) -> tuple[Condition, ...]:
-    """``DependenciesReady`` for a job that had dependencies to wait for."""
-    if not hop.job.spec.depends_on:
-        return ()
-    message = "Every job in dependsOn ended."
-    ready = Condition(
-        type=DEPENDENCIES_READY, status="True", reason=Reason.DEPENDENCIES_ENDED, message=message
-    )
-    return (ready,)
+    """``DependenciesReady`` for a job that had dependencies to wait for, ``AgentFound``
+    for one that waited for its AiAgent."""
+    ready: list[Condition] = []
+    if hop.job.spec.depends_on:
+        message = "Every job in dependsOn ended."
+        ready.append(
+            Condition(
+                type=DEPENDENCIES_READY,
+                status="True",
+                reason=Reason.DEPENDENCIES_ENDED,
+                message=message,
+            )
+        )
+    if any(c.type == AGENT_FOUND for c in hop.job.status.conditions):
+        message = f"AiAgent {hop.job.spec.agent_role!r} was created; the job was launched."
+        ready.append(
+            Condition(type=AGENT_FOUND, status="True", reason=Reason.AGENT_FOUND, message=message)
+        )
+    return tuple(ready)
 
 
 async def _ensure_secret(

@@ -147,6 +147,9 @@ class AgentJobStatus(KubeModel):
     phase: Phase | None = Field(
         default=None,
         description=(
+            "Pending: not running yet; with reason WaitingForAgent, no AiAgent has its "
+            "agentRole yet and it waits for one (AGENTCHAIN_AGENT_WAIT_SECONDS after its "
+            "creation, then it ends Failed, reason AgentNotFound). "
             "Waiting: for dependsOn jobs (a cycle of them ends each one Failed, reason "
             "DependencyCycle). Skipped: recorded by a failurePolicy skip, never run; counts "
             "as a success for its own next. Queued: waiting for a slot of its concurrency "

@@ -30,6 +30,10 @@ the status' reason and message."""
 DEPENDENCIES_READY = "DependenciesReady"
 """AgentJob with ``dependsOn``: False while it waits (or on a cycle), True once every
 dependency ended and it was launched."""
+AGENT_FOUND = "AgentFound"
+"""AgentJob created before its AiAgent: False (``AgentNotFound``) while it waits for an
+AiAgent with its ``agentRole`` (``AGENTCHAIN_AGENT_WAIT_SECONDS``), and when it ended for
+want of one; True (``AgentFound``) once one appeared and the job was launched."""
 CHAIN_COMPLETE = "ChainComplete"
 """AgentJob: its chain ended at this job."""
 WORKSPACE_PUBLISHED = "WorkspacePublished"
@@ -57,6 +61,8 @@ class Reason:
     DEPENDENCY_NOT_FOUND = "DependencyNotFound"
     DEPENDENCY_CYCLE = "DependencyCycle"
     DEPENDENCIES_ENDED = "DependenciesEnded"
+    WAITING_FOR_AGENT = "WaitingForAgent"
+    AGENT_FOUND = "AgentFound"
     JOB_CREATED = "JobCreated"
     JOB_REFUSED = "JobRefused"
     RETRYING = "Retrying"

@@ -6,6 +6,8 @@ Aspects covered:
 - a newer body replaces the old without resetting when it is due; a recreated job
   (same name, new uid) starts over; a deletion of an older uid leaves the new one;
 - ``wants_start``: new and Waiting jobs yes, launched or ended jobs no;
+- ``waiting_for_agent``: the namespace's jobs waiting for their AiAgent, and new ones
+  the engine has not written to (one may be deciding to wait), nothing else;
 - ``current`` stands in for a read only with the watched body of our own last write
   (same uid and resourceVersion), or that write's answer while the watch still shows
   the version it was made over, as a copy; never once the job settles or is deleted.
@@ -104,6 +106,23 @@ def test_waiting_on_finds_waiting_dependents_in_the_namespace_only() -> None:
     assert index.waiting_on("ns", "first") == [waiting]
     assert index.waiting_on("ns", "second") == [waiting]
     assert index.waiting_on("ns", "third") == []
+
+
+def test_waiting_for_agent_finds_unlaunched_jobs_waiting_or_unwritten_in_the_namespace() -> None:
+    index = Unsettled()
+    waiting = job("waits", phase="Pending", reason="WaitingForAgent")
+    new = job("new", uid="u2")
+    queued = job("queued", uid="u3", phase="Queued", reason="Queued")
+    approval = job("approval", uid="u4", phase="AwaitingApproval", reason="AwaitingApproval")
+    launched = job("launched", uid="u5", phase="Pending", reason="JobCreated", jobName="b")
+    deps = job("deps", uid="u6", phase="Waiting", reason="WaitingForDependencies")
+    elsewhere = job("waits", uid="u7", phase="Pending", reason="WaitingForAgent")
+    elsewhere["metadata"]["namespace"] = "other"
+    for obj in (waiting, new, queued, approval, launched, deps, elsewhere):
+        index.observe(obj, 0.0, 1.0)
+    assert index.waiting_for_agent("ns") == [waiting, new]
+    assert index.waiting_for_agent("other") == [elsewhere]
+    assert index.waiting_for_agent("none") == []
 
 
 def versioned(rv: str, uid: str = "u1", **status: Any) -> Obj:

@@ -1,4 +1,5 @@
 """The hop's pure decisions: what a chain does when a job ends (``chains``), the
 child AgentJob (``childspec``), the batch Job and its Secret (``jobspec``) and
-``dependsOn`` cycles (``dependencies``). Values in, values out: no I/O.
+``dependsOn`` cycles (``dependencies``), how long a job waits for an AiAgent that is
+not there yet (``agentwaits``). Values in, values out: no I/O.
 """
