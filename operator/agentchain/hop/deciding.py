@@ -27,6 +27,7 @@ from agentchain import models
 from agentchain.aiagents.rules.resolution import Ambiguous
 from agentchain.core import catalog, statuswriting
 from agentchain.core.hopstate import Hop, Obj
+from agentchain.core.rules import naming
 from agentchain.core.rules.outcomes import REFUSAL_REASONS, is_terminal, outcome, trigger_step
 from agentchain.hop.rules import chains
 from agentchain.kube import resources
@@ -90,8 +91,18 @@ async def _others_open(hop: Hop) -> tuple[str, ...]:
     return tuple(
         str(obj["metadata"]["name"])
         for obj in jobs
-        if obj["metadata"]["name"] != hop.name and _open_in(obj, chain_id, hop)
+        if obj["metadata"]["name"] != hop.name
+        and not _continued_here(obj, hop)
+        and _open_in(obj, chain_id, hop)
     )
+
+
+def _continued_here(obj: Obj, hop: Hop) -> bool:
+    """Whether ``obj`` is the job whose chain step made ``hop``'s job (its deterministic
+    child name says so; a delegated job has a name of its own): that job's branch goes on
+    here, even while its ``status.next`` is not written yet (a crash between the child's
+    create and the parent's close, replayed later), so it holds nothing open."""
+    return hop.name == naming.child_name(str(obj["metadata"]["name"]), hop.job.spec.agent_role)
 
 
 def _open_in(obj: Obj, chain_id: str, hop: Hop) -> bool:

@@ -8,7 +8,9 @@ Aspects covered:
   and the chain's record is not complete; then the caller's end completes the chain on
   the caller, once, and a second resync of either writes nothing;
 - an AgentJob made by hand with the chain's label and annotations but not under the
-  operator's seal does not hold the chain open.
+  operator's seal does not hold the chain open;
+- a chain step's parent whose close a crash cut short (ended, no ``status.next``) does
+  not hold open the chain of the child it made: the child's end completes it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from redis.asyncio import Redis
 
 from agentchain import models
+from agentchain.core.rules import naming
 from agentchain.core.runtime import Runtime
 from agentchain.hop import resync
 from tests.unit.fakeapi import FakeApi, Obj, sealed
@@ -110,3 +113,24 @@ async def test_a_hand_made_job_with_the_chains_label_does_not_hold_it_open(
     assert lead["chainComplete"] is True and not lead.get("branchEnded")
     record = await rt.chains.get(NS, CHAIN)
     assert record is not None and record.complete
+
+
+@pytest.mark.redis
+async def test_a_parent_cut_short_before_its_close_does_not_hold_its_childs_chain_open(
+    api: FakeApi, redis: Redis
+) -> None:
+    api.put("aiagents", agent("developer"))
+    api.put("aiagents", agent("reviewer"))
+    # The operator died after creating the child and before the parent's close: the
+    # parent still shows Running, with no ``status.next``.
+    api.put("agentjobs", sealed(_job("dev-1", ["developer"], "Running")))
+    child = naming.child_name("dev-1", "reviewer")
+    api.put("agentjobs", sealed(_job(child, ["developer", "reviewer"], "Succeeded", "dev-1")))
+    rt = Runtime.from_client(SETTINGS, redis)
+
+    await resync.resync(rt, api.objects[("agentjobs", child)])
+    reviewer = _status(api, child)
+    assert [(n["action"], n["reason"]) for n in reviewer["next"]] == [("none", "ChainComplete")]
+    assert reviewer["chainComplete"] is True and not reviewer.get("branchEnded")
+    record = await rt.chains.get(NS, CHAIN)
+    assert record is not None and record.complete and record.last_job == child
