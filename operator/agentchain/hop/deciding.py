@@ -9,8 +9,9 @@ fresh list first, so a just-made change is never missed.
 
 A decision that ends the job's branch (``Stop``, ``End``) completes the chain only
 when no other job of it is open, so those decisions are made again with the chain's
-open jobs (``Finished.others_open``), read from a fresh list of the chain's AgentJobs
-(not the watch, which may lag a write another branch just made).  The caller holds
+open jobs (``Finished.others_open``, ruled by ``hop.rules.branches``), read from a fresh
+list of the chain's AgentJobs (not the watch, which may lag a write another branch just
+made).  The caller holds
 the chain's lock (:func:`chain_lock`) from before this read until the job's
 ``status.next`` is written: two branches ending together then take turns, and the
 second sees the first's ``next``, so exactly one of them completes the chain.  Only
@@ -27,9 +28,8 @@ from agentchain import models
 from agentchain.aiagents.rules.resolution import Ambiguous
 from agentchain.core import catalog, statuswriting
 from agentchain.core.hopstate import Hop, Obj
-from agentchain.core.rules import naming
 from agentchain.core.rules.outcomes import REFUSAL_REASONS, is_terminal, outcome, trigger_step
-from agentchain.hop.rules import chains
+from agentchain.hop.rules import branches, chains
 from agentchain.kube import resources
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
@@ -82,40 +82,31 @@ def _decide(
 
 
 async def _others_open(hop: Hop) -> tuple[str, ...]:
-    """The other jobs of ``hop``'s chain that have not ended and decided yet."""
+    """The other jobs of ``hop``'s chain that have not ended and decided yet
+    (``hop.rules.branches``)."""
     chain_id = statuswriting.position(hop.obj, hop.rt.operator_keys).chain_id
     selector = f"{models.CHAIN_ID}={chain_id}"
     jobs, _ = await resources.list_objects(
         hop.namespace, resources.AGENTJOBS, label_selector=selector
     )
-    return tuple(
-        str(obj["metadata"]["name"])
-        for obj in jobs
-        if obj["metadata"]["name"] != hop.name
-        and not _continued_here(obj, hop)
-        and _open_in(obj, chain_id, hop)
-    )
+    ending = branches.Member(hop.name, hop.job.spec.agent_role, decided=False)
+    members = (m for obj in jobs if (m := _member(obj, chain_id, hop)) is not None)
+    return branches.still_open(ending, members)
 
 
-def _continued_here(obj: Obj, hop: Hop) -> bool:
-    """Whether ``obj`` is the job whose chain step made ``hop``'s job (its deterministic
-    child name says so; a delegated job has a name of its own): that job's branch goes on
-    here, even while its ``status.next`` is not written yet (a crash between the child's
-    create and the parent's close, replayed later), so it holds nothing open."""
-    return hop.name == naming.child_name(str(obj["metadata"]["name"]), hop.job.spec.agent_role)
-
-
-def _open_in(obj: Obj, chain_id: str, hop: Hop) -> bool:
-    """Whether ``obj`` is a job of chain ``chain_id`` that has not ended and decided:
-    not ended, or ended with no ``status.next`` yet (its hop is under way, or is
-    replayed by the resync, and then completes the chain if it is the last)."""
+def _member(obj: Obj, chain_id: str, hop: Hop) -> branches.Member | None:
+    """``obj`` as a member of chain ``chain_id``; None when it is not the operator's
+    record of this chain (a hand-made AgentJob with the chain's label holds nothing open)."""
     try:
         if statuswriting.position(obj, hop.rt.operator_keys).chain_id != chain_id:
-            return False
+            return None
     except chains.ChainMetadataError:
-        return False  # Not the operator's record of this chain: it cannot hold it open.
+        return None
     status = statuswriting.parse(obj).status
-    return not is_terminal(status) or not status.next
+    role = str(obj.get("spec", {}).get("agentRole", ""))
+    return branches.Member(
+        str(obj["metadata"]["name"]), role, decided=is_terminal(status) and bool(status.next)
+    )
 
 
 def _needs_confirmation(decision: chains.Decision, hop: Hop, agents: list[catalog.Entry]) -> bool:

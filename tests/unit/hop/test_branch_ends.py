@@ -10,7 +10,9 @@ Aspects covered:
 - an AgentJob made by hand with the chain's label and annotations but not under the
   operator's seal does not hold the chain open;
 - a chain step's parent whose close a crash cut short (ended, no ``status.next``) does
-  not hold open the chain of the child it made: the child's end completes it.
+  not hold open the chain of the child it made: the child's end completes it;
+- nor does a grandparent cut short the same way (the SIGKILL chaos run found it: its
+  replay decides ``Spawn``, so it never completes the chain itself).
 """
 
 from __future__ import annotations
@@ -134,3 +136,26 @@ async def test_a_parent_cut_short_before_its_close_does_not_hold_its_childs_chai
     assert reviewer["chainComplete"] is True and not reviewer.get("branchEnded")
     record = await rt.chains.get(NS, CHAIN)
     assert record is not None and record.complete and record.last_job == child
+
+
+@pytest.mark.redis
+async def test_a_grandparent_cut_short_before_its_close_does_not_hold_the_chain_open(
+    api: FakeApi, redis: Redis
+) -> None:
+    for role in ("triage", "developer", "reviewer"):
+        api.put("aiagents", agent(role))
+    # Crashes cut short both the triage's and the developer's close: each made its
+    # child, neither wrote ``status.next``; the resync has not replayed them yet.
+    api.put("agentjobs", sealed(_job("triage-1", ["triage"], "Succeeded")))
+    dev = naming.child_name("triage-1", "developer")
+    api.put("agentjobs", sealed(_job(dev, ["triage", "developer"], "Succeeded", "triage-1")))
+    rev = naming.child_name(dev, "reviewer")
+    path = ["triage", "developer", "reviewer"]
+    api.put("agentjobs", sealed(_job(rev, path, "Succeeded", dev)))
+    rt = Runtime.from_client(SETTINGS, redis)
+
+    await resync.resync(rt, api.objects[("agentjobs", rev)])
+    reviewer = _status(api, rev)
+    assert [(n["action"], n["reason"]) for n in reviewer["next"]] == [("none", "ChainComplete")]
+    record = await rt.chains.get(NS, CHAIN)
+    assert record is not None and record.complete and record.last_job == rev
