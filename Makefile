@@ -13,6 +13,7 @@ install: ## install the package with its test tools (pip, editable)
 binaries: ## build/cache etcd, kube-apiserver, controller-manager, scheduler, kubectl, helm
 	bash e2e/controlplane/build-binaries.sh all
 	bash e2e/controlplane/build-binaries.sh helm
+	bash e2e/controlplane/build-binaries.sh otelcol
 
 lint: ## ruff, mypy --strict, import-linter, CRD drift
 	ruff check operator tests e2e bench
@@ -24,7 +25,7 @@ lint: ## ruff, mypy --strict, import-linter, CRD drift
 test: ## everything CI runs: setup, lint, unit tests, e2e on the local control plane (not realnode)
 	bash e2e/setup.sh
 	$(MAKE) lint
-	$(PYTHON) -m pytest -m 'not realnode' $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m 'not realnode' --durations=30 $(PYTEST_ARGS)
 
 unit: ## unit tests only (no control plane; Redis is started by the tests)
 	$(PYTHON) -m pytest -m 'not e2e' $(PYTEST_ARGS)

@@ -38,13 +38,15 @@ for tool in "${realnode_tools[@]}"; do
     break
   fi
 done
-if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium, anthropic, openai, mcp, schemathesis' 2>/dev/null; then
+if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium, anthropic, openai, mcp, schemathesis, opentelemetry.sdk' 2>/dev/null; then
   step "pip install -e '.[test]'"
   python3 -m pip install -q -e '.[test]'
 fi
 step "control-plane binaries (built on the first run, as README says; cached afterwards)"
 bash e2e/controlplane/build-binaries.sh all >/dev/null
 bash e2e/controlplane/build-binaries.sh helm >/dev/null
+step "the OpenTelemetry Collector the traces tests export to (built once, cached by version)"
+bash e2e/controlplane/build-binaries.sh otelcol >/dev/null
 
 # GitHub's example webhook payloads (@octokit/webhooks-examples, pinned): every one
 # must be answered 2xx by the webhook (tests/unit/web/test_octokit_examples.py).

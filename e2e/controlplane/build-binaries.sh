@@ -12,6 +12,7 @@
 # so the control plane's cache stays valid without them) and CoreDNS.
 # `netpol` builds kube-router, which the real node runs in firewall-only mode as its
 # NetworkPolicy engine (realnode_policy.py).
+# `otelcol` builds the OpenTelemetry Collector the traces tests export to (otelcol/).
 #
 # Output: $AGENTCHAIN_CACHE/bin/<component>-<version>/ (default ~/.cache/agentchain).
 # A present binary that reports the expected version is reused: builds happen
@@ -47,6 +48,9 @@ helm_dir="$cache/bin/helm-$HELM_VERSION"
 node_dir="$cache/bin/kubernetes-node-$KUBERNETES_VERSION"
 coredns_dir="$cache/bin/coredns-$COREDNS_VERSION"
 kube_router_dir="$cache/bin/kube-router-$KUBE_ROUTER_VERSION"
+# Keyed by the sources too: a changed main.go or go.mod builds a new binary.
+otelcol_key="$(cat "$here/otelcol/main.go" "$here/otelcol/go.mod" | sha256sum | cut -c1-12)"
+otelcol_dir="$cache/bin/otelcol-$OTELCOL_VERSION-$otelcol_key"
 
 k8s_ok() {
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
@@ -72,6 +76,10 @@ kube_router_ok() {
   [[ -x "$kube_router_dir/kube-router" ]] || return 1
   local out; out="$("$kube_router_dir/kube-router" --version 2>&1 || true)"
   [[ "$out" == *"version $KUBE_ROUTER_VERSION,"* ]]
+}
+
+otelcol_ok() {
+  [[ -x "$otelcol_dir/otelcol" ]] && has_version "otelcol version $OTELCOL_VERSION" "$otelcol_dir/otelcol" --version
 }
 
 etcd_ok() {
@@ -158,6 +166,18 @@ build_kube_router() {
   rm -rf "$work"
 }
 
+# The collector's main package and its pinned go.mod/go.sum live in e2e/controlplane/otelcol;
+# it is built from a copy, so the build writes nothing into the clone.
+build_otelcol() {
+  local work; work="$(mktemp -d)"
+  log "building the OpenTelemetry Collector $OTELCOL_VERSION (OTLP receiver, file exporter)"
+  cp "$here/otelcol/main.go" "$here/otelcol/go.mod" "$here/otelcol/go.sum" "$work/"
+  mkdir -p "$otelcol_dir.tmp"
+  (cd "$work" && go build -mod=readonly -trimpath -ldflags "-s -w" -o "$otelcol_dir.tmp/otelcol" .)
+  rm -rf "$otelcol_dir" && mv "$otelcol_dir.tmp" "$otelcol_dir"
+  rm -rf "$work"
+}
+
 build_etcd() {
   local work; work="$(mktemp -d)"
   log "building etcd $ETCD_VERSION (go.etcd.io/etcd/server/v3)"
@@ -202,6 +222,11 @@ if [[ "$want" == node ]]; then
   if coredns_ok; then log "CoreDNS $COREDNS_VERSION cached in $coredns_dir"; else build_coredns; coredns_ok || { log "CoreDNS build did not report $COREDNS_VERSION"; exit 1; }; fi
   # The node's own line: its callers (realnode.py) read the last line.
   echo "$node_dir:$coredns_dir"
+  exit 0
+fi
+if [[ "$want" == otelcol ]]; then
+  if otelcol_ok; then log "otelcol $OTELCOL_VERSION cached in $otelcol_dir"; else build_otelcol; otelcol_ok || { log "otelcol build did not report $OTELCOL_VERSION"; exit 1; }; fi
+  echo "$otelcol_dir"
   exit 0
 fi
 if [[ "$want" == netpol ]]; then

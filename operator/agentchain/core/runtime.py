@@ -31,6 +31,7 @@ from agentchain.store.deliveries import DeliveryLog
 from agentchain.store.outputs import OutputStore
 from agentchain.store.signing import OperatorKeys
 from agentchain.store.tokens import TokenStore
+from agentchain.traces.recording import Traces
 
 MISSING_KEY_MESSAGE = (
     "no operator key configured (AGENTCHAIN_OPERATOR_KEY_FILE or AGENTCHAIN_OPERATOR_KEY): "
@@ -55,6 +56,8 @@ class Runtime:
     anchors: AnchorStore
     contexts: ContextStore
     deliveries: DeliveryLog
+    traces: Traces
+    """Spans recorded for export (``traces/``); does nothing unless ``OTEL_*`` says where."""
     agents: AgentCatalog = field(default_factory=AgentCatalog)
     writes: statuswriting.Writes = field(default_factory=statuswriting.Writes)
     """Every AgentJob status write, and the version our last one to each produced."""
@@ -124,6 +127,7 @@ class Runtime:
                 min_replicas=settings.webhook_min_replicas,
                 replica_timeout_ms=settings.webhook_replica_timeout_ms,
             ),
+            traces=Traces(client),
         )
 
     async def close(self) -> None:

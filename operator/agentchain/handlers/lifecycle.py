@@ -26,6 +26,7 @@ from agentchain.github import appruntime
 from agentchain.handlers import watches
 from agentchain.hop import resync
 from agentchain.settings import Settings
+from agentchain.traces import exporting
 
 log = logging.getLogger(__name__)
 PREFIX = "kopf.labrats.work"
@@ -72,14 +73,16 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         runtime = memo.runtime = Runtime.create(config)
         memo.owns_runtime = True
     memo.resyncer = asyncio.create_task(resync.keep_resyncing(runtime), name="resync")
+    if runtime.traces.enabled:  # The leader alone exports, so no span goes out twice.
+        outbox = runtime.traces.outbox
+        memo.exporter = asyncio.create_task(exporting.keep_exporting(outbox), name="traces")
     memo.watches = watches.start(runtime)  # AgentJobs, batch Jobs, pods: our own.
 
 
 @kopf.on.cleanup()
 async def shutdown(memo: kopf.Memo, **_: Any) -> None:
-    resyncer = getattr(memo, "resyncer", None)
-    if resyncer is not None:
-        await stop_tasks([resyncer])
+    tasks = [getattr(memo, name, None) for name in ("resyncer", "exporter")]
+    await stop_tasks([task for task in tasks if task is not None])
     if getattr(memo, "watches", None) is not None:
         await memo.watches.stop()
     runtime = getattr(memo, "runtime", None)

@@ -13,6 +13,8 @@ visibly on the job (condition ``ChainComplete``, Event ``ChainComplete``).
 
 from __future__ import annotations
 
+import time
+
 from agentchain import metrics
 from agentchain.core import statuswriting
 from agentchain.core.hopstate import Ended, Hop
@@ -29,6 +31,7 @@ from agentchain.models.conditions import (
     Reason,
 )
 from agentchain.prompts import teamkeeping
+from agentchain.traces.rules import spans
 
 
 def ended_status(ended: Ended) -> AgentJobStatus:
@@ -92,6 +95,43 @@ async def _ending(hop: Hop, end: AgentJobStatus) -> None:
     elif phase == "Skipped":
         await events.emit(hop.obj, "Normal", reason, message, key=f"disposition:{reason}")
     await gating.ending(hop, end)  # Cancelled's Event.
+    await _trace(hop, end)
+
+
+async def _trace(hop: Hop, end: AgentJobStatus) -> None:
+    """Record the job's span (and, for a root, the chain's root span if its trigger
+    recorded none): once each, whichever replay gets here (``traces/outbox``)."""
+    if not hop.rt.traces.enabled:
+        return
+    try:
+        pos = statuswriting.position(hop.obj, hop.rt.operator_keys)
+    except chains.ChainMetadataError:
+        return  # In no chain, so in no trace.
+    meta, status = hop.obj["metadata"], statuswriting.merged(hop.job.status, end)
+    usage, parent = status.usage, statuswriting.parent_of(hop.obj)
+    facts = spans.JobFacts(
+        namespace=hop.namespace,
+        name=hop.name,
+        chain_id=pos.chain_id,
+        depth=pos.depth,
+        agent=hop.job.spec.agent_role,
+        parent_job=parent,
+        created=meta.get("creationTimestamp"),
+        completed=status.completion_time.isoformat() if status.completion_time else None,
+        phase=status.phase or "",
+        reason=status.reason or "",
+        exit_code=status.exit_code,
+        attempt=status.attempt,
+        tokens=usage.tokens if usage else None,
+        cost=usage.cost if usage else None,
+        turns=usage.turns if usage else None,
+    )
+    now = time.time_ns()
+    if parent is None:
+        created = spans.nanos(meta.get("creationTimestamp"), now)
+        root = spans.root_span(pos.chain_id, f"agentjob {hop.name} created", created, created)
+        await hop.rt.traces.record(root)  # Nothing if the trigger recorded its own.
+    await hop.rt.traces.record(spans.job_span(facts, now))
 
 
 async def _ended(hop: Hop, end: AgentJobStatus) -> None:

@@ -273,6 +273,7 @@ async def _build(
         annotations=chains.position_annotations(pos, statuswriting.parent_of(hop.obj)),
         attempt=attempt,
         workspace=mounting,
+        trace_env=hop.rt.traces.agent_env(pos.chain_id, hop.namespace, hop.name),
     )
     body = build_job(inputs, hop.rt.settings)
     body["metadata"]["ownerReferences"] = [statuswriting.owner_reference(hop.obj)]

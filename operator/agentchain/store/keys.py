@@ -197,6 +197,20 @@ GITHUB_COMMAND_APPLIED_PREFIX = ROOT_PREFIX + "github:applied:"
 GITHUB_COMMAND_APPLIED_TTL_SECONDS = DELIVERY_TTL_SECONDS
 
 
+# --- traces (traces/) ---------------------------------------------------------------------
+# String per span (SET NX, trace id and span id in hex) once the span was put in the outbox,
+# so a hop replayed after a crash never records its span twice.  Kept a week: a span is
+# recorded when what it describes has ended, and no replay comes later than that.
+TRACE_SPAN_PREFIX = ROOT_PREFIX + "trace:span:"
+TRACE_SPAN_TTL_SECONDS = 7 * 24 * 3600
+# List: the spans recorded and not yet exported (JSON), oldest first; the leader's exporter
+# drains it.  Durable, so a SIGKILL loses no span between its hop and its export.
+TRACE_OUTBOX = ROOT_PREFIX + "trace:outbox"
+# At most this many spans wait: past it the oldest are dropped (a collector down for long
+# must not fill Redis); the exporter logs how many.
+TRACE_OUTBOX_MAX = 100_000
+
+
 def encode(component: str) -> str:
     """Percent-encode the characters that could make two component tuples collide."""
     return component.replace("%", "%25").replace(":", "%3A")
@@ -368,3 +382,7 @@ def github_command(comment_id: int) -> str:
 
 def github_command_applied(comment_id: int) -> str:
     return _join(GITHUB_COMMAND_APPLIED_PREFIX, str(comment_id))
+
+
+def trace_span(trace_id_hex: str, span_id_hex: str) -> str:
+    return _join(TRACE_SPAN_PREFIX, trace_id_hex, span_id_hex)

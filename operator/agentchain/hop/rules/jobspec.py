@@ -31,6 +31,7 @@ both keys are always there, so a Job from an earlier (crashed) run fits any Secr
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -96,6 +97,10 @@ class JobInputs:
     attempt: int = 1
     workspace: jobmounts.Mounting | None = None
     """The chain's workspace, when the job mounts one (``workspaces/rules/jobmounts.py``)."""
+    trace_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """The job's trace context (``TRACEPARENT``, the OTLP endpoint) when the operator
+    traces (``traces/rules/spans.agent_env``): derived from the job's name and chain, so
+    a Job built again after a crash is the same Job."""
 
 
 def literal(value: str) -> str:
@@ -181,6 +186,7 @@ def agent_env(
         "AGENT_CHAIN_ID": inputs.chain_id,
         "AGENT_NAMESPACE": inputs.namespace,
         "AGENT_API_URL": settings.api_url,
+        **inputs.trace_env,
     }
     env: list[dict[str, Any]] = [{"name": "AGENT_PROMPT", **_secret_ref(inputs, PROMPT_ENV_KEY)}]
     env += [{"name": name, "value": literal(value)} for name, value in plain.items()]

@@ -59,6 +59,7 @@ import gc
 import hashlib
 import logging
 import re
+import time
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,7 +68,7 @@ from typing import Any
 from aiohttp import web
 from redis.exceptions import RedisError
 
-from agentchain import metrics
+from agentchain import metrics, models
 from agentchain.core.rules import naming
 from agentchain.core.runtime import Runtime
 from agentchain.flow.slots import AdmissionStore
@@ -84,6 +85,7 @@ from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.store import sealing
 from agentchain.store.deliveries import NotReplicated, QueuedJob
 from agentchain.store.signing import OperatorKeys
+from agentchain.traces.rules import spans
 from agentchain.web import intake, listing
 from agentchain.web.hooks import commands, groupstamps
 from agentchain.web.hooks.jobqueue import Dispatcher
@@ -227,6 +229,7 @@ class GithubWebhook:
         )
 
     async def _queue(self, delivery: Delivery) -> web.Response:
+        received = time.time_ns()
         planned, ignored, early = await self._plan(delivery)
         try:
             async with asyncio.timeout(ACCEPT_TIMEOUT_SECONDS):  # No extra task, unlike wait_for.
@@ -264,6 +267,8 @@ class GithubWebhook:
             await self._enqueue_early(early)
         if planned and self.dispatcher is not None:
             self.dispatcher.notify()
+        if first:
+            await _trace(self.rt, delivery, planned, received)
         jobs = _answered_jobs(planned, recorded, first)
         result = "duplicate" if not first else ("accepted" if jobs else "ignored")
         metrics.WEBHOOK_DELIVERIES.labels(result=result).inc()
@@ -361,6 +366,22 @@ def _planned(
     # Sealed: only the webhook vouches for a GitHub event (core.rules.provenance).
     body = sealing.seal_job(keys, bodies.agentjob_body(namespace, name, spec, position, None))
     return Planned(namespace, name, body, match.agent)
+
+
+async def _trace(rt: Runtime, delivery: Delivery, planned: list[Planned], received: int) -> None:
+    """The root span of each chain this delivery starts: the delivery itself."""
+    name = f"webhook {delivery.event}" + (f".{delivery.action}" if delivery.action else "")
+    for plan in planned:
+        chain_id = plan.body["metadata"]["annotations"][models.CHAIN_ID]
+        attributes = {
+            "github.delivery": delivery.delivery_id,
+            "github.event": delivery.event,
+            "agentchain.job.namespace": plan.namespace,
+            "agentchain.job.name": plan.name,
+            "gen_ai.agent.name": plan.agent,
+        }
+        root = spans.root_span(chain_id, name, received, time.time_ns(), attributes)
+        await rt.traces.record(root)
 
 
 def _answered_jobs(

@@ -1,0 +1,255 @@
+"""One trace per chain, received by a real OpenTelemetry Collector (docs/observability.md).
+
+The collector is the core distribution's OTLP receiver and file exporter, built from the
+Go module proxy (``build-binaries.sh otelcol``); the assertions read the spans it wrote.
+
+Aspects covered:
+- a three-agent chain, with the operator SIGKILLed while its second job runs and started
+  again, is exactly one trace: one root span, one span per AgentJob, no span twice, no
+  span whose parent is missing, and each job's span under its parent job's (the root
+  job's under the root span);
+- the spans say what happened: agent, chain id, depth, phase, exit code;
+- the agent's pod runs under its job's span: its ``TRACEPARENT`` names the trace and the
+  span the collector received for that job;
+- a signed webhook delivery is the root span of the chain it starts.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import chaining, delivering, operating
+from e2e.controlplane import processes
+from e2e.controlplane.cluster import ClusterInfo
+
+Obj = dict[str, Any]
+REPO = Path(__file__).resolve().parent.parent
+# Runs long enough for the operator to be killed under it, then shows its trace context.
+PRINT_TRACEPARENT = (
+    "import os, time; time.sleep(4); print('TRACEPARENT=' + os.environ['TRACEPARENT'])"
+)
+
+
+class Collector:
+    def __init__(self, info: ClusterInfo) -> None:
+        self.port = processes.free_port()
+        self.dir = info.workdir / "otelcol"
+        self.dir.mkdir(exist_ok=True)
+        self.output = self.dir / "spans.jsonl"
+        config = self.dir / "config.yaml"
+        config.write_text(
+            "receivers:\n  otlp:\n    protocols:\n      http:\n"
+            f"        endpoint: 127.0.0.1:{self.port}\n"
+            f"exporters:\n  file:\n    path: {self.output}\n"
+            "service:\n  telemetry:\n    metrics:\n      level: none\n"
+            "  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [file]\n"
+        )
+        built = subprocess.run(
+            ["bash", str(REPO / "e2e/controlplane/build-binaries.sh"), "otelcol"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        binary = Path(built.stdout.strip().splitlines()[-1]) / "otelcol"
+        argv = [str(binary), "--config", str(config)]
+        self.process = processes.start("otelcol", argv, info.workdir)
+        processes.wait_for(self._up, what="the collector", timeout=30, watch=[self.process])
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _up(self) -> bool:
+        try:
+            urllib.request.urlopen(f"{self.endpoint}/v1/traces", timeout=1)
+        except urllib.error.HTTPError:
+            return True  # It answers (405 to a GET): the receiver is listening.
+        except OSError:
+            return False
+        return True
+
+    def spans(self) -> list[Obj]:
+        """Every span the collector wrote, flattened, with its resource's service name."""
+        found: list[Obj] = []
+        if not self.output.exists():
+            return found
+        for line in self.output.read_text().splitlines():
+            for resource in json.loads(line).get("resourceSpans", []):
+                for scope in resource.get("scopeSpans", []):
+                    found.extend(scope.get("spans", []))
+        return found
+
+
+def attrs(span: Obj) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in span.get("attributes", []):
+        value = item["value"]
+        out[item["key"]] = next(iter(value.values())) if value else None
+    return out
+
+
+@pytest.fixture(scope="module")
+def collector(cluster_info: ClusterInfo) -> Iterator[Collector]:
+    running = Collector(cluster_info)
+    yield running
+    running.process.stop()
+
+
+@pytest.fixture
+def traced(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: Collector,
+) -> Iterator[operating.OperatorProcess]:
+    """An operator of ``namespace`` alone that exports to the collector."""
+    operator.stop()
+    tracing = operating.OperatorProcess(
+        cluster_info,
+        operator.kubeconfig,
+        extra_env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+            "OTEL_SERVICE_NAME": "agentchain-e2e",
+            "AGENTCHAIN_NAMESPACES": namespace,
+        },
+        name="traced-operator",
+    )
+    try:
+        tracing.start()
+        yield tracing
+    finally:
+        tracing.stop()
+        operator.start()
+
+
+def _trace_of(collector: Collector, chain_id: str, count: int) -> list[Obj]:
+    """The spans of the chain's trace once ``count`` have arrived, and a moment more (so
+    that a duplicate sent late is caught too)."""
+
+    def trace_ids() -> set[str]:
+        return {
+            s["traceId"]
+            for s in collector.spans()
+            if attrs(s).get("agentchain.chain.id") == chain_id
+        }
+
+    def arrived() -> bool:
+        ids = trace_ids()
+        return len(ids) == 1 and sum(s["traceId"] in ids for s in collector.spans()) >= count
+
+    operating.wait_until(arrived, timeout=60, what=f"{count} spans of chain {chain_id}")
+    time.sleep(3)
+    (trace,) = trace_ids()
+    return [s for s in collector.spans() if s["traceId"] == trace]
+
+
+def _assert_one_tree(spans: list[Obj]) -> Obj:
+    """No span twice, exactly one root, every parent present; the root."""
+    ids = [s["spanId"] for s in spans]
+    assert len(ids) == len(set(ids)), f"a span was exported twice: {sorted(ids)}"
+    roots = [s for s in spans if not s.get("parentSpanId")]
+    assert len(roots) == 1, [s["name"] for s in roots]
+    orphans = [s["name"] for s in spans if s.get("parentSpanId") and s["parentSpanId"] not in ids]
+    assert not orphans, f"spans whose parent was never received: {orphans}"
+    return roots[0]
+
+
+def test_a_chain_is_one_trace_across_a_sigkill(
+    traced: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: Collector,
+) -> None:
+    info = cluster_info
+    chaining.apply(
+        info,
+        namespace,
+        chaining.agent("tr-triage", next_=chaining.step("tr-developer", "always")),
+        chaining.ai_agent(
+            "tr-developer",
+            chaining.python_command(PRINT_TRACEPARENT),
+            triggers=[{"source": "manual", "next": chaining.step("tr-reviewer", "always")}],
+        ),
+        chaining.agent("tr-reviewer"),
+    )
+    chaining.apply(info, namespace, chaining.root_job("tr-1", "tr-triage"))
+    chain_id = str(chaining.wait_phase(info, namespace, "tr-1")["chainId"])
+
+    def developer_running() -> bool:
+        jobs = chaining.chain_jobs(info, namespace, chain_id)
+        return any(
+            j["spec"]["agentRole"] == "tr-developer"
+            and (j.get("status") or {}).get("phase") == "Running"
+            for j in jobs
+        )
+
+    operating.wait_until(developer_running, timeout=60, what="the developer's job to run")
+    traced.kill()
+    traced.start()
+    jobs = chaining.wait_chain(info, namespace, "tr-1", 3)
+
+    spans = _trace_of(collector, chain_id, 4)
+    root = _assert_one_tree(spans)
+    assert len(spans) == 4, [s["name"] for s in spans]
+    assert root["name"] == "agentjob tr-1 created", root["name"]
+    by_job = {attrs(s).get("agentchain.job.name"): s for s in spans if s is not root}
+    names = {j["metadata"]["name"]: j for j in jobs}
+    assert set(by_job) == set(names), (set(by_job), set(names))
+    for name, job in names.items():
+        span, status = by_job[name], job["status"]
+        parent = status.get("parentJobId")
+        expected = by_job[parent]["spanId"] if parent else root["spanId"]
+        assert span["parentSpanId"] == expected, (name, span)
+        seen = attrs(span)
+        assert seen["gen_ai.agent.name"] == job["spec"]["agentRole"]
+        assert int(seen["agentchain.chain.depth"]) == status["chainDepth"]
+        assert seen["agentchain.job.phase"] == status["phase"] == "Succeeded"
+        assert int(seen["agentchain.job.exit_code"]) == 0
+        assert span["name"] == f"agentjob {job['spec']['agentRole']}"
+
+    developer = next(j for j in jobs if j["spec"]["agentRole"] == "tr-developer")
+    result = str(developer["status"].get("result") or "")
+    assert result.startswith("TRACEPARENT=00-"), result
+    _, trace, span_id, flags = result.removeprefix("TRACEPARENT=").strip().split("-")
+    assert trace == root["traceId"] and flags == "01"
+    assert span_id == by_job[developer["metadata"]["name"]]["spanId"]
+
+
+def test_a_signed_delivery_is_the_root_span_of_its_chain(
+    traced: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: Collector,
+) -> None:
+    info = cluster_info
+    chaining.apply(info, namespace, chaining.agent("tr-hooked", github="issues.opened"))
+    jobs: list[Obj] = []
+
+    def delivered() -> bool:
+        nonlocal jobs
+        payload = delivering.issue_opened()
+        code, answer = delivering.send(traced, *delivering.signed(traced.webhook_secret, payload))
+        assert code in (200, 202), answer
+        jobs = [j for j in answer["jobs"] if j["namespace"] == namespace]
+        return bool(jobs)
+
+    # The webhook's listing of agents is up to 2 s old: deliver until it has this one.
+    operating.wait_until(delivered, timeout=60, interval=0.5, what="the webhook to match")
+    (job,) = jobs
+    chain_id = str(chaining.wait_phase(info, namespace, job["name"])["chainId"])
+
+    spans = _trace_of(collector, chain_id, 2)
+    root = _assert_one_tree(spans)
+    assert len(spans) == 2, [s["name"] for s in spans]
+    assert root["name"] == "webhook issues.opened"
+    assert attrs(root)["agentchain.job.name"] == job["name"]
+    (child,) = [s for s in spans if s is not root]
+    assert child["parentSpanId"] == root["spanId"]

@@ -1,0 +1,121 @@
+"""Export: the leader drains the outbox to the OTLP endpoint the ``OTEL_*`` variables name.
+
+Configured by OpenTelemetry's own variables, read by its SDK's OTLP/HTTP exporter
+(``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, headers,
+timeout, certificates; ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` for the
+resource).  With neither endpoint set, or ``OTEL_TRACES_EXPORTER=none`` or
+``OTEL_SDK_DISABLED=true``, tracing is off: nothing is recorded and no exporter is built,
+so the operator opens no connection for it.
+
+The SDK's exporter is synchronous and retries with backoff up to its timeout, so it runs
+in a worker thread, off the event loop; a hop only appends to the outbox.  Spans leave
+the outbox only once the collector accepted them: a collector that is down delays them,
+it does not lose them (up to the outbox's bound).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping, Sequence
+
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from agentchain.traces.outbox import Outbox
+from agentchain.traces.rules import spans
+from agentchain.traces.rules.spans import Span
+
+log = logging.getLogger(__name__)
+
+BATCH = 256
+IDLE_SECONDS = 1.0
+SCOPE = InstrumentationScope("agentchain")
+_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def configured(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the ``OTEL_*`` variables ask for traces to be exported."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "none":
+        return False
+    return any(env.get(name, "").strip() for name in _ENDPOINTS)
+
+
+def agent_endpoint(environ: Mapping[str, str] | None = None) -> str:
+    """The OTLP endpoint an agent's pod is given: the operator's own base endpoint
+    (an agent's CLI appends its signal's path to it)."""
+    env = os.environ if environ is None else environ
+    return env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip() if configured(env) else ""
+
+
+def readable(span: Span, resource: Resource) -> ReadableSpan:
+    """``span`` as the SDK's exporters take it, with the ids and times it records."""
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    parent = None
+    if span.parent is not None:
+        parent = SpanContext(span.trace, span.parent, is_remote=False, trace_flags=flags)
+    status = Status(StatusCode.ERROR, span.error) if span.error else Status(StatusCode.UNSET)
+    return ReadableSpan(
+        name=span.name,
+        context=SpanContext(span.trace, span.span, is_remote=False, trace_flags=flags),
+        parent=parent,
+        resource=resource,
+        attributes=dict(span.attributes),
+        kind=SpanKind.SERVER if span.kind == "server" else SpanKind.INTERNAL,
+        status=status,
+        start_time=span.start_ns,
+        end_time=span.end_ns,
+        instrumentation_scope=SCOPE,
+    )
+
+
+def _exporter() -> SpanExporter:
+    # Imported here: the HTTP exporter (and requests) load only when tracing is on.
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter()
+
+
+def _resource() -> Resource:
+    # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES itself.
+    return Resource.create({SERVICE_NAME: os.environ.get("OTEL_SERVICE_NAME", spans.SERVICE_NAME)})
+
+
+async def keep_exporting(outbox: Outbox, exporter: SpanExporter | None = None) -> None:
+    """Export the outbox's spans, oldest first, until cancelled."""
+    exporter = exporter or _exporter()
+    resource = _resource()
+    try:
+        while True:
+            if not await export_some(outbox, exporter, resource):
+                await asyncio.sleep(IDLE_SECONDS)
+    finally:
+        await asyncio.to_thread(exporter.shutdown)
+
+
+async def export_some(outbox: Outbox, exporter: SpanExporter, resource: Resource) -> bool:
+    """Send one batch; True if one was sent (more may wait)."""
+    batch = await outbox.head(BATCH)
+    if not batch:
+        return False
+    result = await asyncio.to_thread(_export, exporter, [readable(s, resource) for s in batch])
+    if result is not SpanExportResult.SUCCESS:
+        log.warning("trace export failed; %d span(s) wait in the outbox", await outbox.waiting())
+        return False
+    await outbox.sent(len(batch))
+    return True
+
+
+def _export(exporter: SpanExporter, batch: Sequence[ReadableSpan]) -> SpanExportResult:
+    try:
+        return exporter.export(batch)
+    except Exception:  # The SDK's exporters log and return FAILURE; a bug must not end us.
+        log.exception("trace exporter raised")
+        return SpanExportResult.FAILURE

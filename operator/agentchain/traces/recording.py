@@ -1,0 +1,43 @@
+"""What the rest of the operator calls: record a span, give a pod its trace context.
+
+Off unless the ``OTEL_*`` variables name an endpoint (``exporting.configured``): then
+:meth:`Traces.record` does nothing and a pod gets no trace variables, so a cluster that
+does not trace pays nothing.  Tracing never fails what it observes: a span that cannot
+be recorded is logged and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from agentchain.traces import exporting
+from agentchain.traces.outbox import Outbox
+from agentchain.traces.rules import spans
+from agentchain.traces.rules.spans import Span
+
+log = logging.getLogger(__name__)
+
+
+class Traces:
+    def __init__(self, redis: aioredis.Redis, *, enabled: bool | None = None) -> None:
+        self.enabled = exporting.configured() if enabled is None else enabled
+        self.outbox = Outbox(redis)
+        self._agent_endpoint = exporting.agent_endpoint() if self.enabled else ""
+
+    async def record(self, span: Span) -> None:
+        """Record ``span`` once (a replay records nothing more)."""
+        if not self.enabled:
+            return
+        try:
+            await self.outbox.record(span)
+        except RedisError as exc:
+            log.warning("span %s not recorded: %s", span.name, exc)
+
+    def agent_env(self, chain_id: str, namespace: str, job: str) -> dict[str, str]:
+        """The trace variables of ``job``'s pod (none when tracing is off)."""
+        if not self.enabled:
+            return {}
+        return spans.agent_env(chain_id, namespace, job, self._agent_endpoint)

@@ -1,0 +1,231 @@
+"""A chain's trace as values: its ids, derived from what its records keep for good.
+
+A chain is one trace.  Its trace id and every span id are digests of names the chain's
+objects carry for their whole life (the chain id; a job's namespace and name), so any
+replica, before or after a crash or a leader failover, names the same span the same way:
+continuing a trace needs nothing stored, and a hop replayed after a crash describes the
+same span again, which the outbox (``traces/outbox``) then records once.
+
+The tree:
+
+- the root span is the chain's trigger (the webhook delivery, the API call), recorded by
+  whatever received it; a chain with no recorded trigger (an AgentJob made by hand, or a
+  trigger that died before recording it) gets one at its root job's end, named after the
+  job's creation, with the same id, so the tree never has a missing root;
+- every AgentJob is a span under its parent job's span (``labrats.work/parent-job``), the
+  root job under the root span; a delegated job hangs under the job that delegated to it;
+- a job's span starts at the object's creation and ends at its recorded end, so it covers
+  waiting (dependencies, queue, approval), every attempt and the capture; its attributes
+  say what happened (phase, reason, exit code, attempt, usage) under OpenTelemetry's GenAI
+  semantic-convention names where they fit (``gen_ai.agent.name``,
+  ``gen_ai.request.model``); the usage an agent reports is a total, which the
+  conventions' input/output token counts do not describe, so it keeps agentchain's names.
+
+Spans are recorded after the fact, from the object, with the times it records: never
+held open in a process that a SIGKILL could take with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+AttributeValue = str | int | float | bool
+Kind = Literal["internal", "server"]
+
+TRACEPARENT_ENV = "TRACEPARENT"
+"""The W3C trace context a process started under a span reads (the OpenTelemetry
+environment-carrier convention; Claude Code, Codex and the SDKs honour it)."""
+SERVICE_NAME = "agentchain"
+
+
+def _digest(kind: str, *parts: str, size: int) -> int:
+    raw = hashlib.sha256("\0".join((kind, *parts)).encode()).digest()
+    return int.from_bytes(raw[:size], "big") or 1  # An all-zero id is invalid in W3C.
+
+
+def trace_id(chain_id: str) -> int:
+    """The 128-bit trace id of chain ``chain_id``."""
+    return _digest("agentchain/trace", chain_id, size=16)
+
+
+def root_span_id(chain_id: str) -> int:
+    """The 64-bit id of the chain's root span (its trigger)."""
+    return _digest("agentchain/root", chain_id, size=8)
+
+
+def job_span_id(namespace: str, name: str) -> int:
+    """The 64-bit id of AgentJob ``namespace/name``'s span."""
+    return _digest("agentchain/job", namespace, name, size=8)
+
+
+def parent_span_id(chain_id: str, namespace: str, parent_job: str | None) -> int:
+    """The span a job's span hangs under: its parent job's, or the chain's root span."""
+    if parent_job:
+        return job_span_id(namespace, parent_job)
+    return root_span_id(chain_id)
+
+
+def traceparent(trace: int, span: int) -> str:
+    """The W3C ``traceparent`` header value for ``span`` of ``trace``, sampled."""
+    return f"00-{trace:032x}-{span:016x}-01"
+
+
+def agent_env(chain_id: str, namespace: str, job: str, endpoint: str) -> dict[str, str]:
+    """What an agent's pod gets so that its own spans nest under its job's span: the
+    job's ``TRACEPARENT`` and, when the operator exports somewhere, that endpoint."""
+    env = {TRACEPARENT_ENV: traceparent(trace_id(chain_id), job_span_id(namespace, job))}
+    if endpoint:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+        env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+    return env
+
+
+@dataclass(frozen=True)
+class Span:
+    """One finished span, as the outbox keeps it and the exporter sends it."""
+
+    name: str
+    trace: int
+    span: int
+    parent: int | None
+    start_ns: int
+    end_ns: int
+    kind: Kind = "internal"
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    error: str | None = None
+    """Set (the reason) when what the span describes failed."""
+
+    def ids(self) -> tuple[str, str]:
+        return f"{self.trace:032x}", f"{self.span:016x}"
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "name": self.name,
+                "trace": f"{self.trace:032x}",
+                "span": f"{self.span:016x}",
+                "parent": None if self.parent is None else f"{self.parent:016x}",
+                "start": self.start_ns,
+                "end": self.end_ns,
+                "kind": self.kind,
+                "attributes": dict(self.attributes),
+                "error": self.error,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Span:
+        data = json.loads(text)
+        parent = data["parent"]
+        return cls(
+            name=str(data["name"]),
+            trace=int(data["trace"], 16),
+            span=int(data["span"], 16),
+            parent=None if parent is None else int(parent, 16),
+            start_ns=int(data["start"]),
+            end_ns=int(data["end"]),
+            kind="server" if data.get("kind") == "server" else "internal",
+            attributes=dict(data.get("attributes") or {}),
+            error=data.get("error"),
+        )
+
+
+def nanos(stamp: str | datetime | None, default: int) -> int:
+    """An RFC 3339 time (as the API server writes them) in Unix nanoseconds."""
+    if stamp is None or stamp == "":
+        return default
+    when = stamp if isinstance(stamp, datetime) else datetime.fromisoformat(str(stamp))
+    return int(when.timestamp() * 1_000_000_000)
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What a job's span says, read from its object."""
+
+    namespace: str
+    name: str
+    chain_id: str
+    depth: int
+    agent: str
+    parent_job: str | None
+    created: str | None
+    completed: str | None
+    phase: str
+    reason: str
+    exit_code: int | None = None
+    attempt: int | None = None
+    model: str = ""
+    tokens: int | None = None
+    cost: float | None = None
+    turns: int | None = None
+
+
+_FAILED = frozenset({"Failed"})
+
+
+def job_span(facts: JobFacts, now_ns: int) -> Span:
+    """The span of an ended job."""
+    end = nanos(facts.completed, now_ns)
+    start = min(nanos(facts.created, end), end)
+    attributes: dict[str, AttributeValue] = {
+        "agentchain.chain.id": facts.chain_id,
+        "agentchain.chain.depth": facts.depth,
+        "agentchain.job.namespace": facts.namespace,
+        "agentchain.job.name": facts.name,
+        "agentchain.job.phase": facts.phase,
+        "gen_ai.agent.name": facts.agent,
+        "gen_ai.operation.name": "invoke_agent",
+    }
+    optional: dict[str, AttributeValue | None] = {
+        "agentchain.job.reason": facts.reason or None,
+        "agentchain.job.parent": facts.parent_job,
+        "agentchain.job.exit_code": facts.exit_code,
+        "agentchain.job.attempt": facts.attempt,
+        "gen_ai.request.model": facts.model or None,
+        "agentchain.usage.tokens": facts.tokens,
+        "agentchain.usage.cost": facts.cost,
+        "agentchain.usage.turns": facts.turns,
+    }
+    attributes |= {k: v for k, v in optional.items() if v is not None}
+    return Span(
+        name=f"agentjob {facts.agent}",
+        trace=trace_id(facts.chain_id),
+        span=job_span_id(facts.namespace, facts.name),
+        parent=parent_span_id(facts.chain_id, facts.namespace, facts.parent_job),
+        start_ns=start,
+        end_ns=end,
+        attributes=attributes,
+        error=(facts.reason or facts.phase) if facts.phase in _FAILED else None,
+    )
+
+
+def root_span(
+    chain_id: str,
+    name: str,
+    start_ns: int,
+    end_ns: int,
+    attributes: Mapping[str, AttributeValue] | None = None,
+    kind: Kind = "server",
+) -> Span:
+    """The chain's root span: its trigger, ``name`` (``webhook issues.opened``, ...)."""
+    return Span(
+        name=name,
+        trace=trace_id(chain_id),
+        span=root_span_id(chain_id),
+        parent=None,
+        start_ns=start_ns,
+        end_ns=max(start_ns, end_ns),
+        kind=kind,
+        attributes={"agentchain.chain.id": chain_id, **(attributes or {})},
+    )
+
+
+def attributes_of(values: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    """``values`` with only what a span attribute may hold (None and others dropped)."""
+    return {k: v for k, v in values.items() if isinstance(v, str | int | float | bool)}

@@ -1,0 +1,107 @@
+"""A chain's trace as values (``traces/rules/spans``).
+
+Aspects covered:
+- ids are deterministic (the same on every replica and after a restart), valid (never
+  zero, 128/64 bits) and distinct between chains, jobs and namespaces;
+- a job's span hangs under its parent job's span, a root job's under the root span;
+- the job span's times come from the object (creation, recorded end), never inverted;
+  its attributes say agent, chain, depth, phase, reason, exit code and usage; a failed
+  job's span is an error with its reason;
+- ``TRACEPARENT`` is W3C's format and names the job's span; the endpoint is passed on
+  only when there is one;
+- a span survives its JSON round trip through the outbox unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentchain.traces.rules import spans
+
+names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=40)
+
+
+@given(names, names, names)
+def test_ids_are_deterministic_valid_and_distinct(chain: str, namespace: str, job: str) -> None:
+    assert spans.trace_id(chain) == spans.trace_id(chain)
+    assert 0 < spans.trace_id(chain) < 2**128
+    assert 0 < spans.job_span_id(namespace, job) < 2**64
+    assert spans.root_span_id(chain) != spans.job_span_id(namespace, job)
+    assert spans.job_span_id(namespace, job) != spans.job_span_id(namespace + "x", job)
+    assert spans.trace_id(chain) != spans.trace_id(chain + "x")
+
+
+def test_a_jobs_parent_span_is_its_parent_jobs_or_the_root() -> None:
+    assert spans.parent_span_id("c1", "ns", "dev-1") == spans.job_span_id("ns", "dev-1")
+    assert spans.parent_span_id("c1", "ns", None) == spans.root_span_id("c1")
+
+
+def _facts(**overrides: object) -> spans.JobFacts:
+    base: dict[str, object] = {
+        "namespace": "team-a",
+        "name": "dev-1",
+        "chain_id": "c1",
+        "depth": 1,
+        "agent": "developer",
+        "parent_job": "triage-1",
+        "created": "2026-11-27T10:00:00Z",
+        "completed": "2026-11-27T10:00:05+00:00",
+        "phase": "Succeeded",
+        "reason": "Succeeded",
+        "exit_code": 0,
+        "attempt": 1,
+        "tokens": 1200,
+        "cost": 0.25,
+        "turns": 3,
+    }
+    base.update(overrides)
+    return spans.JobFacts(**base)  # type: ignore[arg-type]
+
+
+def test_a_job_span_describes_the_job_from_its_object() -> None:
+    span = spans.job_span(_facts(), now_ns=0)
+    assert span.name == "agentjob developer"
+    assert span.trace == spans.trace_id("c1")
+    assert span.span == spans.job_span_id("team-a", "dev-1")
+    assert span.parent == spans.job_span_id("team-a", "triage-1")
+    assert span.end_ns - span.start_ns == 5_000_000_000
+    assert span.error is None
+    assert span.attributes["gen_ai.agent.name"] == "developer"
+    assert span.attributes["agentchain.chain.depth"] == 1
+    assert span.attributes["agentchain.job.exit_code"] == 0
+    assert span.attributes["agentchain.usage.tokens"] == 1200
+
+
+def test_a_failed_jobs_span_is_an_error_and_times_never_invert() -> None:
+    span = spans.job_span(
+        _facts(phase="Failed", reason="ModelRateLimited", created="2026-11-27T10:00:09Z"),
+        now_ns=0,
+    )
+    assert span.error == "ModelRateLimited"
+    assert span.start_ns == span.end_ns  # Created "after" its end (clock skew): zero length.
+    unset = spans.job_span(_facts(completed=None, tokens=None, exit_code=None), now_ns=7)
+    assert unset.end_ns == 7
+    assert "agentchain.usage.tokens" not in unset.attributes
+    assert "agentchain.job.exit_code" not in unset.attributes
+
+
+def test_the_agents_traceparent_names_its_jobs_span() -> None:
+    env = spans.agent_env("c1", "team-a", "dev-1", "")
+    assert set(env) == {"TRACEPARENT"}
+    match = re.fullmatch(r"00-([0-9a-f]{32})-([0-9a-f]{16})-01", env["TRACEPARENT"])
+    assert match is not None
+    assert int(match[1], 16) == spans.trace_id("c1")
+    assert int(match[2], 16) == spans.job_span_id("team-a", "dev-1")
+    with_endpoint = spans.agent_env("c1", "team-a", "dev-1", "http://collector:4318")
+    assert with_endpoint["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector:4318"
+
+
+@given(st.text(max_size=200), st.integers(0, 2**63), st.integers(0, 2**20))
+def test_a_span_survives_its_json_round_trip(name: str, start: int, length: int) -> None:
+    span = spans.root_span("c1", name, start, start + length, {"github.event": name, "n": 3})
+    assert spans.Span.from_json(span.to_json()) == span
+    job = spans.job_span(_facts(), now_ns=0)
+    assert spans.Span.from_json(job.to_json()) == job

@@ -1,0 +1,117 @@
+"""The outbox and its export (``traces/outbox``, ``traces/exporting``), on a real Redis.
+
+Aspects covered:
+- a span is recorded once: a replay that records it again adds nothing;
+- spans leave the outbox only once the exporter accepted them, oldest first; a failed
+  export keeps them;
+- the outbox is bounded: past its bound the oldest go;
+- with the ``OTEL_*`` variables naming no endpoint (or saying none), tracing is off:
+  nothing is recorded and a pod gets no trace variables;
+- a span reaches an exporter as the SDK's span with the ids, parent, times, status
+  and attributes it was recorded with (the SDK's own in-memory exporter).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+from redis.asyncio import Redis
+
+from agentchain.store import keys
+from agentchain.traces import exporting
+from agentchain.traces.outbox import Outbox
+from agentchain.traces.recording import Traces
+from agentchain.traces.rules import spans
+
+pytestmark = pytest.mark.redis
+RESOURCE = Resource.create({"service.name": "agentchain"})
+
+
+def _span(n: int, chain: str = "c1") -> spans.Span:
+    return spans.root_span(chain, f"span {n}", n, n + 1)
+
+
+def _job_span() -> spans.Span:
+    facts = spans.JobFacts(
+        namespace="ns",
+        name="dev-1",
+        chain_id="c1",
+        depth=1,
+        agent="developer",
+        parent_job="triage-1",
+        created="2026-11-27T10:00:00Z",
+        completed="2026-11-27T10:00:01Z",
+        phase="Failed",
+        reason="ContainerFailed",
+        exit_code=3,
+    )
+    return spans.job_span(facts, now_ns=0)
+
+
+class Refusing(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.FAILURE
+
+
+async def test_a_span_is_recorded_once(redis: Redis) -> None:
+    outbox = Outbox(redis)
+    assert await outbox.record(_job_span()) is True
+    assert await outbox.record(_job_span()) is False  # A replay of the same hop.
+    assert await outbox.waiting() == 1
+
+
+async def test_spans_leave_only_once_exported(redis: Redis) -> None:
+    outbox = Outbox(redis)
+    for n in range(3):
+        await outbox.record(_span(n, chain=f"c{n}"))
+    assert not await exporting.export_some(outbox, Refusing(), RESOURCE)
+    assert await outbox.waiting() == 3
+    memory = InMemorySpanExporter()
+    assert await exporting.export_some(outbox, memory, RESOURCE)
+    assert [s.name for s in memory.get_finished_spans()] == ["span 0", "span 1", "span 2"]
+    assert await outbox.waiting() == 0
+    assert not await exporting.export_some(outbox, memory, RESOURCE)
+
+
+async def test_the_outbox_is_bounded(redis: Redis) -> None:
+    outbox = Outbox(redis, max_spans=2)
+    for n in range(4):
+        await outbox.record(_span(n, chain=f"c{n}"))
+    assert [s.name for s in await outbox.head(10)] == ["span 2", "span 3"]
+
+
+async def test_tracing_is_off_without_an_endpoint(redis: Redis) -> None:
+    assert not exporting.configured({})
+    assert not exporting.configured({"OTEL_EXPORTER_OTLP_ENDPOINT": ""})
+    on = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}
+    assert exporting.configured(on)
+    assert exporting.configured({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"})
+    assert not exporting.configured(on | {"OTEL_TRACES_EXPORTER": "none"})
+    assert not exporting.configured(on | {"OTEL_SDK_DISABLED": "true"})
+    off = Traces(redis, enabled=False)
+    await off.record(_job_span())
+    assert await redis.exists(keys.TRACE_OUTBOX) == 0
+    assert off.agent_env("c1", "ns", "dev-1") == {}
+
+
+async def test_an_exported_span_is_the_one_recorded(redis: Redis) -> None:
+    outbox = Outbox(redis)
+    recorded = _job_span()
+    await outbox.record(recorded)
+    memory = InMemorySpanExporter()
+    await exporting.export_some(outbox, memory, RESOURCE)
+    (sent,) = memory.get_finished_spans()
+    assert sent.context is not None and sent.parent is not None
+    assert sent.context.trace_id == recorded.trace == spans.trace_id("c1")
+    assert sent.context.span_id == spans.job_span_id("ns", "dev-1")
+    assert sent.parent.span_id == spans.job_span_id("ns", "triage-1")
+    assert (sent.start_time, sent.end_time) == (recorded.start_ns, recorded.end_ns)
+    assert sent.status.status_code is StatusCode.ERROR
+    assert sent.status.description == "ContainerFailed"
+    assert sent.attributes is not None and sent.attributes["agentchain.job.exit_code"] == 3
