@@ -5,9 +5,10 @@ Go module proxy (``build-binaries.sh otelcol``); the assertions read the spans i
 
 Aspects covered:
 - a three-agent chain, with the operator SIGKILLed while its second job runs and started
-  again, is exactly one trace: one root span, one span per AgentJob, no span twice, no
-  span whose parent is missing, and each job's span under its parent job's (the root
-  job's under the root span);
+  again, is exactly one trace: one root span, one span per AgentJob with its waiting and
+  running parts under it (in order, within it), no span twice, no span whose parent is
+  missing, and each job's span under its parent job's (the root job's under the root
+  span);
 - the spans say what happened: agent, chain id, depth, phase, exit code;
 - the agent's pod runs under its job's span: its ``TRACEPARENT`` names the trace and the
   span the collector received for that job;
@@ -196,11 +197,16 @@ def test_a_chain_is_one_trace_across_a_sigkill(
     traced.start()
     jobs = chaining.wait_chain(info, namespace, "tr-1", 3)
 
-    spans = _trace_of(collector, chain_id, 4)
+    # The root, and per job its span with its waiting and running parts under it.
+    spans = _trace_of(collector, chain_id, 1 + 3 * 3)
     root = _assert_one_tree(spans)
-    assert len(spans) == 4, [s["name"] for s in spans]
+    assert len(spans) == 10, [s["name"] for s in spans]
     assert root["name"] == "agentjob tr-1 created", root["name"]
-    by_job = {attrs(s).get("agentchain.job.name"): s for s in spans if s is not root}
+    by_job = {
+        attrs(s)["agentchain.job.name"]: s
+        for s in spans
+        if s is not root and "agentchain.job.name" in attrs(s)
+    }
     names = {j["metadata"]["name"]: j for j in jobs}
     assert set(by_job) == set(names), (set(by_job), set(names))
     for name, job in names.items():
@@ -214,6 +220,20 @@ def test_a_chain_is_one_trace_across_a_sigkill(
         assert seen["agentchain.job.phase"] == status["phase"] == "Succeeded"
         assert int(seen["agentchain.job.exit_code"]) == 0
         assert span["name"] == f"agentjob {job['spec']['agentRole']}"
+        parts = sorted(
+            (
+                s
+                for s in spans
+                if s.get("parentSpanId") == span["spanId"]
+                and s["name"] in (f"{span['name']} waiting", f"{span['name']} running")
+            ),
+            key=lambda s: int(s["startTimeUnixNano"]),
+        )
+        assert [p["name"].rsplit(" ", 1)[1] for p in parts] == ["waiting", "running"], parts
+        bounds = [int(span["startTimeUnixNano"])]
+        bounds += [int(p[k]) for p in parts for k in ("startTimeUnixNano", "endTimeUnixNano")]
+        bounds.append(int(span["endTimeUnixNano"]))
+        assert bounds == sorted(bounds), (name, bounds)  # The parts split the job's span.
 
     developer = next(j for j in jobs if j["spec"]["agentRole"] == "tr-developer")
     result = str(developer["status"].get("result") or "")
@@ -246,10 +266,11 @@ def test_a_signed_delivery_is_the_root_span_of_its_chain(
     (job,) = jobs
     chain_id = str(chaining.wait_phase(info, namespace, job["name"])["chainId"])
 
-    spans = _trace_of(collector, chain_id, 2)
+    spans = _trace_of(collector, chain_id, 4)
     root = _assert_one_tree(spans)
-    assert len(spans) == 2, [s["name"] for s in spans]
+    assert len(spans) == 4, [s["name"] for s in spans]
     assert root["name"] == "webhook issues.opened"
     assert attrs(root)["agentchain.job.name"] == job["name"]
-    (child,) = [s for s in spans if s is not root]
-    assert child["parentSpanId"] == root["spanId"]
+    (child,) = [s for s in spans if s.get("parentSpanId") == root["spanId"]]
+    assert child["name"] == "agentjob tr-hooked"
+    assert attrs(child)["agentchain.job.name"] == job["name"]

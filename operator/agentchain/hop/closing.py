@@ -125,13 +125,16 @@ async def _trace(hop: Hop, end: AgentJobStatus) -> None:
         tokens=usage.tokens if usage else None,
         cost=usage.cost if usage else None,
         turns=usage.turns if usage else None,
+        started=status.start_time.isoformat() if status.start_time else None,
+        pod=status.pod_name,
     )
     now = time.time_ns()
     if parent is None:
         created = spans.nanos(meta.get("creationTimestamp"), now)
         root = spans.root_span(pos.chain_id, f"agentjob {hop.name} created", created, created)
         await hop.rt.traces.record(root)  # Nothing if the trigger recorded its own.
-    await hop.rt.traces.record(spans.job_span(facts, now))
+    for span in spans.job_spans(facts, now):
+        await hop.rt.traces.record(span)
 
 
 async def _ended(hop: Hop, end: AgentJobStatus) -> None:

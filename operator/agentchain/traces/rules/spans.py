@@ -15,7 +15,9 @@ The tree:
 - every AgentJob is a span under its parent job's span (``labrats.work/parent-job``), the
   root job under the root span; a delegated job hangs under the job that delegated to it;
 - a job's span starts at the object's creation and ends at its recorded end, so it covers
-  waiting (dependencies, queue, approval), every attempt and the capture; its attributes
+  waiting (dependencies, queue, approval), every attempt and the capture; for a job that
+  ran, two spans under it split it where its pod was first seen running (``waiting``,
+  ``running``); its attributes
   say what happened (phase, reason, exit code, attempt, usage) under OpenTelemetry's GenAI
   semantic-convention names where they fit (``gen_ai.agent.name``,
   ``gen_ai.request.model``); the usage an agent reports is a total, which the
@@ -164,6 +166,9 @@ class JobFacts:
     tokens: int | None = None
     cost: float | None = None
     turns: int | None = None
+    started: str | None = None
+    """When its pod was first seen running (``status.startTime``); None if it never ran."""
+    pod: str | None = None
 
 
 _FAILED = frozenset({"Failed"})
@@ -203,6 +208,40 @@ def job_span(facts: JobFacts, now_ns: int) -> Span:
         attributes=attributes,
         error=(facts.reason or facts.phase) if facts.phase in _FAILED else None,
     )
+
+
+def job_part_span_id(namespace: str, name: str, part: str) -> int:
+    """The 64-bit id of a part (``waiting``, ``running``) of a job's span."""
+    return _digest("agentchain/job-part", namespace, name, part, size=8)
+
+
+def job_spans(facts: JobFacts, now_ns: int) -> list[Span]:
+    """The job's span and, for a job that ran, its two parts under it: ``waiting``
+    (creation until its pod ran: dependencies, a slot, an approval, scheduling, the
+    image) and ``running`` (its pod running, every attempt, until its end)."""
+    job = job_span(facts, now_ns)
+    if facts.started is None:
+        return [job]
+    started = min(max(nanos(facts.started, job.start_ns), job.start_ns), job.end_ns)
+    parts = [("waiting", job.start_ns, started, None), ("running", started, job.end_ns, job.error)]
+    out = [job]
+    for part, start, end, error in parts:
+        attributes: dict[str, AttributeValue] = {"agentchain.chain.id": facts.chain_id}
+        if part == "running" and facts.pod:
+            attributes["agentchain.job.pod"] = facts.pod
+        out.append(
+            Span(
+                name=f"agentjob {facts.agent} {part}",
+                trace=job.trace,
+                span=job_part_span_id(facts.namespace, facts.name, part),
+                parent=job.span,
+                start_ns=start,
+                end_ns=end,
+                attributes=attributes,
+                error=error,
+            )
+        )
+    return out
 
 
 def root_span(

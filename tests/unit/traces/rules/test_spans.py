@@ -9,6 +9,7 @@ Aspects covered:
   job's span is an error with its reason;
 - ``TRACEPARENT`` is W3C's format and names the job's span; the endpoint is passed on
   only when there is one;
+- a job that ran splits into ``waiting`` and ``running`` under its span, at its start;
 - a span survives its JSON round trip through the outbox unchanged.
 """
 
@@ -105,3 +106,23 @@ def test_a_span_survives_its_json_round_trip(name: str, start: int, length: int)
     assert spans.Span.from_json(span.to_json()) == span
     job = spans.job_span(_facts(), now_ns=0)
     assert spans.Span.from_json(job.to_json()) == job
+
+
+def test_a_job_that_ran_splits_into_waiting_and_running() -> None:
+    (alone,) = spans.job_spans(_facts(), now_ns=0)  # Never ran: no parts.
+    job, waiting, running = spans.job_spans(
+        _facts(started="2026-11-27T10:00:02Z", pod="dev-1-abc", phase="Failed"), now_ns=0
+    )
+    assert alone == spans.job_span(_facts(), now_ns=0)
+    assert waiting.parent == running.parent == job.span
+    assert (job.start_ns, waiting.end_ns, running.end_ns) == (
+        waiting.start_ns,
+        running.start_ns,
+        job.end_ns,
+    )
+    assert waiting.end_ns - waiting.start_ns == 2_000_000_000
+    assert running.error == job.error and waiting.error is None
+    assert running.attributes["agentchain.job.pod"] == "dev-1-abc"
+    assert len({job.span, waiting.span, running.span}) == 3
+    late = spans.job_spans(_facts(started="2026-11-27T10:00:09Z"), now_ns=0)
+    assert late[1].end_ns == late[0].end_ns  # A start after the end is clamped into it.
