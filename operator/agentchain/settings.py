@@ -37,6 +37,14 @@ SECRET_FILES = ("github_private_key",)
 SECRETS = SECRET_LISTS + SECRET_VALUES + SECRET_FILES
 
 
+def _trace_url(value: Any) -> Any:
+    """A trace viewer's URL template: http(s), naming ``{traceId}``; empty for none."""
+    text = str(value or "").strip()
+    if text and (not text.startswith(("http://", "https://")) or "{traceId}" not in text):
+        raise ValueError("must be an http(s) URL containing {traceId}")
+    return text
+
+
 def _comma_list(value: Any) -> Any:
     # The environment and the command line give "a,b"; Python callers give a tuple.
     if isinstance(value, str):
@@ -171,6 +179,12 @@ class Settings(BaseSettings):
     dashboard: bool = Field(
         True,
         description="Serve the dashboard under /ui/ on the internal port (login: an admin token).",
+    )
+    trace_url: Annotated[str, BeforeValidator(_trace_url)] = Field(
+        "",
+        description="Link the dashboard's job and chain pages to their chain's trace: an"
+        " http(s) URL with {traceId}, e.g. https://jaeger.example/trace/{traceId}"
+        " (traces: docs/observability.md); empty: no link.",
     )
     dashboard_cookie_secure: bool = Field(
         False,

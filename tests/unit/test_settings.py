@@ -85,6 +85,19 @@ def test_a_bad_value_names_its_setting(monkeypatch: pytest.MonkeyPatch) -> None:
         Settings()
 
 
+@pytest.mark.parametrize(
+    "url", ["javascript:alert(1)//{traceId}", "https://jaeger.example/trace/", "/trace/{traceId}"]
+)
+def test_a_trace_url_must_be_http_and_name_the_trace(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTCHAIN_TRACE_URL", url)
+    with pytest.raises(ValidationError, match="trace_url"):
+        Settings()
+    monkeypatch.setenv("AGENTCHAIN_TRACE_URL", "https://jaeger.example/trace/{traceId}")
+    assert Settings().trace_url == "https://jaeger.example/trace/{traceId}"
+
+
 def test_configuration_doc_is_generated_from_the_model() -> None:
     assert DOC.read_text(encoding="utf-8") == settings.reference(), (
         "run: python -m agentchain config-reference"

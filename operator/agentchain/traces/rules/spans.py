@@ -268,3 +268,10 @@ def root_span(
 def attributes_of(values: Mapping[str, Any]) -> dict[str, AttributeValue]:
     """``values`` with only what a span attribute may hold (None and others dropped)."""
     return {k: v for k, v in values.items() if isinstance(v, str | int | float | bool)}
+
+
+def trace_url(template: str, chain_id: str) -> str | None:
+    """The chain's trace in the viewer ``template`` names (``{traceId}``); None if none."""
+    if not template or not chain_id:
+        return None
+    return template.replace("{traceId}", f"{trace_id(chain_id):032x}")

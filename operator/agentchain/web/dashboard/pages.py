@@ -31,6 +31,7 @@ from agentchain.kube import resources, viewing
 from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import AiAgent
 from agentchain.prompts.rules import assembly
+from agentchain.traces.rules import spans
 from agentchain.web import auth, listing, serializers
 from agentchain.web.dashboard import chainview, jobdetail, live, logins
 from agentchain.web.dashboard import uilisting as jobs_list
@@ -150,6 +151,7 @@ async def job_detail(request: web.Request) -> web.Response:
         anchor=anchor,
         teamAnchor=team,
         currency=await _currency(rt, obj),
+        traceUrl=spans.trace_url(rt.settings.trace_url, chain_id or ""),
         **events,
     )
     return json_response(body)
@@ -191,7 +193,8 @@ async def chain_layout(rt: Any, namespace: str, chain_id: str) -> dict[str, Any]
     if not jobs and record is None:
         return None
     agents = await reads.agent_specs(rt, namespace)
-    return chainview.layout(chain_id, namespace, jobs, record, agents)
+    view = chainview.layout(chain_id, namespace, jobs, record, agents)
+    return view | {"traceUrl": spans.trace_url(rt.settings.trace_url, chain_id)}
 
 
 async def chain(request: web.Request) -> web.Response:

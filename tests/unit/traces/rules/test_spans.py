@@ -126,3 +126,10 @@ def test_a_job_that_ran_splits_into_waiting_and_running() -> None:
     assert len({job.span, waiting.span, running.span}) == 3
     late = spans.job_spans(_facts(started="2026-11-27T10:00:09Z"), now_ns=0)
     assert late[1].end_ns == late[0].end_ns  # A start after the end is clamped into it.
+
+
+def test_the_trace_url_names_the_chains_trace() -> None:
+    url = spans.trace_url("https://jaeger.example/trace/{traceId}", "c1")
+    assert url == f"https://jaeger.example/trace/{spans.trace_id('c1'):032x}"
+    assert spans.trace_url("", "c1") is None
+    assert spans.trace_url("https://jaeger.example/trace/{traceId}", "") is None

@@ -316,6 +316,7 @@ async function chainPage(main, namespace, chainId) {
   // Running steps' "so far" and the wall time move on between events.
   state.timers.push(setInterval(() => { if (!last.complete) draw(last); }, 1000));
   main.append(el("h1", {}, "Chain ", el("code", {}, chainId)), el("p", {}, `namespace ${namespace}`));
+  if (layout.traceUrl) main.append(el("p", {}, link(layout.traceUrl, "trace"), " of this chain"));
   if (actions) main.append(actions);
   main.append(holder);
   stream(`/ui/api/chains/${seg(namespace)}/${seg(chainId)}/events`, { chain: draw });
@@ -397,6 +398,7 @@ function jobTable(d) {
     row("phase", phaseBadge(j.phase), j.reason ? ` ${j.reason}` : "", j.message ? `: ${j.message}` : ""),
     row("chain id", j.chainId ? link(chainHref(j.namespace, j.chainId), j.chainId) : ""),
     row("chain path", (j.chainPath || []).join(" → ")),
+    d.traceUrl ? row("trace", link(d.traceUrl, "the chain's trace")) : null,
     row("depth", j.chainDepth ?? ""),
     row("parent", j.parentJobId ? link(jobHref(j.namespace, j.parentJobId), j.parentJobId) : "(none: the chain starts here)"),
     row("exit code", j.exitCode ?? ""),
