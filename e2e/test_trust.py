@@ -10,7 +10,11 @@ Aspects covered:
   get its token (so the refusal is the seal's doing, not a broken App);
 * an AgentJob written by hand with a real chain member's complete chain annotations,
   seal included, is refused ``InvalidChainMetadata`` (the seal is bound to the job it
-  was made for) and joins nothing: no chain id, no workspace, no batch Job.
+  was made for) and joins nothing: no chain id, no workspace, no batch Job;
+* an AgentJob written by hand with partial chain annotations (a chain id alone) ends
+  ``InvalidChainMetadata`` settled (``chainComplete``), and the operator's periodic
+  resync then leaves it alone: over several resync periods its log gains no line about
+  the job and no traceback.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_opera
 
 Obj = dict[str, Any]
 TIMEOUT = 120.0
+# The session operator resyncs every 3 s (operating.OperatorProcess.env): four periods.
+RESYNC_WINDOW_SECONDS = 12.0
+SETTLE_SECONDS = 15.0
 
 
 def _mints(github: GitHubStandIn) -> int:
@@ -117,3 +124,31 @@ def test_a_copied_chain_membership_is_refused(
     assert "not written by the operator" in status["message"]
     assert status.get("chainId") is None and status.get("jobName") is None
     assert status.get("workspace") is None
+
+
+def test_partial_chain_annotations_fail_settled_and_are_logged_once(
+    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    partial = chaining.root_job("partial-chain", "lone")
+    partial["metadata"]["annotations"] = {models.CHAIN_ID: "c0ffee"}
+    chaining.apply(info, namespace, chaining.agent("lone", "--say", "lone"), partial)
+    status = chaining.wait_job(info, namespace, "partial-chain", timeout=TIMEOUT)["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidChainMetadata"), status
+    # Settled by the hop that follows its end, within a resync period: a job left
+    # unsettled is looked at, and failed again, every period.
+    operating.wait_until(
+        lambda: (chaining.find_job(info, namespace, "partial-chain").get("status") or {}).get(
+            "chainComplete"
+        ),
+        timeout=SETTLE_SECONDS,
+        what="partial-chain to be settled",
+    )
+    start = len(operator.log_text())
+
+    def quiet() -> bool:
+        added = operator.log_text()[start:]
+        assert "partial-chain" not in added and "Traceback" not in added, added[-4000:]
+        return True
+
+    operating.stays(quiet, seconds=RESYNC_WINDOW_SECONDS, what="a settled job's silence")
