@@ -10,9 +10,11 @@ Aspects covered:
   a workspace job (init containers, the claim, the job Secret's git token, a
   ``credentialsSecret``), and a workspace's publish Job; so does its job Secret;
 * as its account, a Job with a hostPath volume, a privileged container, escalation
-  allowed, a host namespace, a foreign ServiceAccount, its token automounted, or a
-  Secret it did not make (a volume, ``envFrom``, ``secretKeyRef``), another claim, a
-  Secret of type ServiceAccount token, or a Pod, is refused with the policy's message;
+  allowed, an added capability, a host namespace (network, PID, IPC), a host port, a
+  foreign ServiceAccount, its token automounted, or a Secret it did not make and that is
+  not listed (a volume, ``envFrom``, ``secretKeyRef``, ``imagePullSecrets``), another
+  claim, a Secret of type ServiceAccount token, or a Pod, is refused with the policy's
+  message;
 * the same Jobs from anybody else (the admin) are not the policy's business.
 
 Every request is a server-side dry run: admission runs in full and nothing is created.
@@ -185,6 +187,18 @@ def _host_network(job: Obj) -> None:
     _pod(job)["hostNetwork"] = True
 
 
+def _host_pid(job: Obj) -> None:
+    _pod(job)["hostPID"] = True
+
+
+def _host_ipc(job: Obj) -> None:
+    _pod(job)["hostIPC"] = True
+
+
+def _host_port(job: Obj) -> None:
+    _agent_container(job)["ports"] = [{"containerPort": 8080, "hostPort": 8080}]
+
+
 def _foreign_account(job: Obj) -> None:
     _pod(job).update(serviceAccountName="cluster-admin-sa", automountServiceAccountToken=True)
 
@@ -206,6 +220,11 @@ def _key_ref(job: Obj) -> None:
     _agent_container(job)["env"].append({"name": "P", "valueFrom": ref})
 
 
+def _pull_secret(job: Obj) -> None:
+    # Listed Secrets only: not even the Job's own (it holds the job's token, not a registry's).
+    _pod(job)["imagePullSecrets"] = [{"name": "db-root"}]
+
+
 def _other_claim(job: Obj) -> None:
     claim = {"name": "data", "persistentVolumeClaim": {"claimName": "postgres-data"}}
     _pod(job)["volumes"].append(claim)
@@ -217,11 +236,15 @@ MUTATIONS: list[tuple[str, Callable[[Obj], object], str]] = [
     ("escalation", _escalation, "allowPrivilegeEscalation: false"),
     ("capability", _capability, "no capability but NET_BIND_SERVICE"),
     ("hostNetwork", _host_network, "no host namespace"),
+    ("hostPID", _host_pid, "no host namespace"),
+    ("hostIPC", _host_ipc, "no host namespace"),
+    ("hostPort", _host_port, "no host port"),
     ("foreign ServiceAccount", _foreign_account, "run as no ServiceAccount"),
     ("default token", _default_token, "run as no ServiceAccount"),
     ("Secret volume", _secret_volume, "reference no Secret but their own"),
     ("envFrom Secret", _env_from, "reference no Secret but their own"),
     ("secretKeyRef", _key_ref, "reference no Secret but their own"),
+    ("imagePullSecrets", _pull_secret, "reference no Secret but their own"),
     ("another claim", _other_claim, "no PersistentVolumeClaim but a chain's workspace"),
 ]
 

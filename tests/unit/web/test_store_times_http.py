@@ -2,8 +2,10 @@
 
 Aspects covered: ``created``, ``updated`` and ``expiresAt`` of a written and a read
 entry are (fractional) seconds since the epoch, ``expiresAt`` 90 days after ``updated``
-for a plain write and ``null`` for a persistent one; the page's own example answer holds
-values of that unit, so a client following the docs computes today's dates, not 1970's.
+for a plain write and ``null`` for a persistent one; a plain write over a persistent
+entry leaves it persistent, as the page says (never shortened); the page's own example
+answer holds values of that unit, so a client following the docs computes today's dates,
+not 1970's.
 """
 
 from __future__ import annotations
@@ -50,6 +52,24 @@ async def test_times_are_seconds_since_the_epoch(
         ttl = entry["expiresAt"] - entry["updated"]
         assert abs(ttl - keys.DEFAULT_CONTEXT_TTL_SECONDS) < 2, entry
     assert _seconds_now(kept["updated"]) and kept["expiresAt"] is None
+
+
+async def test_a_plain_write_over_a_persistent_entry_keeps_it_persistent(
+    redis: Redis, with_settings: Callable[..., Settings]
+) -> None:
+    rt = make_runtime(redis, with_settings())
+    token = await rt.tokens.issue("team-a", "job", "uid", "chain", 600)
+    auth = {"Authorization": f"Bearer {token}"}
+    async with TestClient(TestServer(build_app(rt))) as client:
+        path = "/api/store/notes/rule"
+        first = await client.put(path, json={"value": "v1", "persistent": True}, headers=auth)
+        assert first.status in (200, 201), await first.text()
+        plain = await client.put(path, json={"value": "v2"}, headers=auth)
+        assert plain.status == 200, await plain.text()
+        written = await plain.json()
+        read = await (await client.get(path, headers=auth)).json()
+    assert (written["value"], written["expiresAt"]) == ("v2", None), written
+    assert (read["value"], read["expiresAt"]) == ("v2", None), read
 
 
 def test_the_docs_example_and_words_say_seconds() -> None:

@@ -2,7 +2,8 @@
 
 Aspects covered:
 - a 405 carries ``Allow``, listing the methods the path has (RFC 9110), on the job API
-  and the webhook alike;
+  and the webhook alike: on every path of the OpenAPI document, exactly the methods the
+  document gives it (and ``HEAD`` beside a ``GET``);
 - a JSON body is typed: the store refuses ``"persistent": "yes"`` and
   ``"ttlSeconds": "60"`` (422, nothing written), and takes ``"ttlSeconds": 60.0``;
   a usage report's ``tokens`` is JSON Schema's integer: ``1.0`` counts as 1, while
@@ -18,11 +19,13 @@ Aspects covered:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from agentchain.core.runtime import Runtime
+from agentchain.web import openapi
 from agentchain.web.hooks import webhook
 from agentchain.web.requests import validate
 from agentchain.web.responses import ApiError
@@ -44,6 +47,22 @@ async def test_a_405_lists_the_allowed_methods(
     client: Client, method: str, path: str, allowed: set[str]
 ) -> None:
     response = await client.request(method, path, headers=ADMIN)
+    await error(response, 405)
+    assert set(response.headers["Allow"].split(", ")) == allowed
+
+
+# A value for each of the document's path parameters.
+_PARAMETERS = {"name": "job-1", "namespace": "team-a", "chainId": "c0ffee", "key": "k"}
+
+
+@pytest.mark.parametrize(("path", "operations"), sorted(openapi.document()["paths"].items()))
+async def test_every_documented_path_answers_405_with_its_methods(
+    client: Client, path: str, operations: dict[str, Any]
+) -> None:
+    allowed = {method.upper() for method in operations}
+    allowed |= {"HEAD"} if "GET" in allowed else set()
+    url = re.sub(r"\{(\w+)\}", lambda m: _PARAMETERS[m.group(1)], path)
+    response = await client.request("PATCH", url, headers=ADMIN)
     await error(response, 405)
     assert set(response.headers["Allow"].split(", ")) == allowed
 
