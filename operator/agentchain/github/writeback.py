@@ -29,6 +29,9 @@ is lost by a crash either: a restarted operator's watch lists every AgentJob aga
 each of which is observed, and the digest comparison makes an unchanged chain cost
 one list and no GitHub request.
 
+A chain's reviews (``reviewing.py``) go with its write-back; :func:`pull_opened` is
+how the workspace's pull request, opened after the reviewer ended, brings them about.
+
 The worker also revokes a job's installation tokens when the job ends
 (``tokenminting.revoke``), off the job's path like the write-back.
 """
@@ -84,6 +87,18 @@ def observe(rt: Runtime, event_type: str | None, obj: Obj) -> None:
     chain = status.get("chainId") or (meta.get("labels") or {}).get(models.CHAIN_ID)
     if chain and event.get("number"):
         worker.mark((namespace, chain))
+
+
+async def pull_opened(
+    rt: Runtime, namespace: str, chain: str, repository: str, number: int
+) -> None:
+    """The chain's workspace opened (or found) pull request ``number`` of ``repository``:
+    recorded for its reviewers' reviews, and the chain's write-back due again."""
+    side = side_of(rt)
+    if side is None:
+        return
+    await side.records.set_pull(namespace, chain, repository, number)
+    _worker(side).mark((namespace, chain))
 
 
 def _tokens_may_live(status: Obj) -> bool:
