@@ -146,6 +146,11 @@ class WriteBackRecords:
         got = await self._redis.set(key, owner, nx=True, ex=keys.GITHUB_CLAIM_TTL_SECONDS)
         return owner if got else None
 
+    async def claim_left(self, namespace: str, chain_id: str) -> float:
+        """Seconds until the chain's creation claim expires (0: there is none)."""
+        left = await self._redis.pttl(keys.github_claim(namespace, chain_id))
+        return max(0.0, int(left) / 1000)
+
     async def release(self, namespace: str, chain_id: str, owner: str) -> None:
         await self._redis.eval(_RELEASE, 1, keys.github_claim(namespace, chain_id), owner)  # type: ignore[misc]
 

@@ -244,7 +244,11 @@ class claimed:
     async def __aenter__(self) -> None:
         self._owner = await self._side.records.claim(self._ns, self._chain)
         if self._owner is None:
-            raise GitHubError(UNAVAILABLE, "another writer is creating this chain's GitHub objects")
+            # Tried again when that claim ends at the latest: its writer may be dead
+            # (a crash inside the claim), and back-off alone would wait longer than it.
+            left = await self._side.records.claim_left(self._ns, self._chain)
+            message = "another writer is creating this chain's GitHub objects"
+            raise GitHubError(UNAVAILABLE, message, retry_after=left)
         await self._deadline.__aenter__()
 
     async def __aexit__(

@@ -15,8 +15,10 @@ failures by their reason (``github/githuberrors.py``):
 - **rate limited** (429, secondary limit, ``X-RateLimit-Remaining: 0``): the whole
   worker pauses until ``Retry-After`` / the reset, then sends the *latest* render
   (never a stale queued one). Chains go on meanwhile; their comments catch up;
-- **transient** (5xx, timeouts, Kubernetes or Redis trouble): retried with
-  exponential back-off, at most :data:`MAX_ATTEMPTS` times;
+- **transient** (5xx, timeouts, Kubernetes or Redis trouble, another writer's creation
+  claim): retried with exponential back-off, or when it is known to be over (a
+  ``Retry-After``, the end of the claim, which a crashed writer never releases), at most
+  :data:`MAX_ATTEMPTS` times;
 - **permanent** (bad key, App not installed, permission missing) or out of attempts:
   given up until the chain changes again, with a Warning Event on the chain's root
   AgentJob and on its AiAgent (reason ``GitHubWriteBackFailed``, the cause in the
@@ -222,6 +224,9 @@ class Worker:
             return None
         self.attempts[key] = attempt
         metrics.GITHUB_WRITEBACKS.labels("retried", exc.reason).inc()
+        if exc.retry_after is not None:  # Known to be over by then (a claim's end, a 503's
+            # Retry-After): no sooner, and no later than that either.
+            return min(MAX_BACKOFF_SECONDS, exc.retry_after) + random.uniform(0.1, 1.0)
         return min(MAX_BACKOFF_SECONDS, 2.0**attempt) * random.uniform(0.5, 1.0)
 
     async def _report(self, key: ChainKey, exc: GitHubError) -> None:

@@ -62,6 +62,8 @@ async def test_claim_is_exclusive(redis: Redis) -> None:
     await records.release("ns", "c1", owner)
     assert await records.claim("ns", "c1") is not None
     assert 0 < await redis.ttl(keys.github_claim("ns", "c1")) <= keys.GITHUB_CLAIM_TTL_SECONDS
+    assert 0 < await records.claim_left("ns", "c1") <= keys.GITHUB_CLAIM_TTL_SECONDS
+    assert await records.claim_left("ns", "other") == 0
 
 
 async def test_tokens_are_sealed_and_bound_to_their_job(redis: Redis) -> None:
