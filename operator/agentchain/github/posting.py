@@ -149,7 +149,8 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
     if wb.check_run and target.pull_request and target.head_sha:
         results.append(await _check_run(side, target, view, wb))
     claim = lambda: claimed(side, namespace, chain_id)  # noqa: E731
-    await reviewing.post_due(side, namespace, chain_id, listed, target, record, claim)
+    reviewed = reviewing.Reviewed(listed.jobs, listed.reviewers, listed.objects, wb.allow_mentions)
+    await reviewing.post_due(side, namespace, chain_id, reviewed, target, record, claim)
     if view.done:
         await side.records.set_final(namespace, chain_id, record.pull)
     if "written" in results:

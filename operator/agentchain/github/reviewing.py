@@ -31,7 +31,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from agentchain import faults
 from agentchain.github.appruntime import GitHubSide
@@ -41,15 +42,24 @@ from agentchain.github.rules import progress, reviews
 from agentchain.github.rules.githubscope import REPOSITORY, Scope, Target, review_permissions
 from agentchain.kube import events
 
-if TYPE_CHECKING:
-    from agentchain.github.posting import Listed
-
 log = logging.getLogger(__name__)
 Claim = Callable[[], AbstractAsyncContextManager[None]]
 Obj = dict[str, Any]
 REFUSED = "refused"
 REASON_POSTED = "GitHubReviewPosted"
 REASON_REFUSED = "GitHubReviewRefused"
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    """What reviewing needs of a listed chain (``posting.Listed``)."""
+
+    jobs: list[progress.JobRecord]
+    reviewers: frozenset[str]
+    """Trigger names of the agents whose jobs' verdicts are posted as reviews."""
+    objects: dict[str, Obj]
+    """The chain's AgentJobs by name (for their Events)."""
+    allow_mentions: bool
 
 
 def pull_of(target: Target, record: ChainRecord) -> tuple[Scope, int] | None:
@@ -88,7 +98,7 @@ async def post_due(
     side: GitHubSide,
     namespace: str,
     chain_id: str,
-    listed: Listed,
+    chain: Reviewed,
     target: Target,
     record: ChainRecord,
     claim: Claim,
@@ -97,19 +107,19 @@ async def post_due(
     pull = pull_of(target, record)
     if pull is None:
         return  # No pull request (yet): the workspace's, once open, brings the chain back.
-    for job, review in due(listed.jobs, listed.reviewers, record):
-        obj = listed.objects.get(job.name)
+    for job, review in due(chain.jobs, chain.reviewers, record):
+        obj = chain.objects.get(job.name)
         if isinstance(review, reviews.Malformed):
             await _refused(side, namespace, chain_id, job.name, obj, review.reason)
             continue
-        await _post(side, namespace, chain_id, listed, pull, job, review, obj, claim)
+        await _post(side, namespace, chain_id, chain, pull, job, review, obj, claim)
 
 
 async def _post(
     side: GitHubSide,
     namespace: str,
     chain_id: str,
-    listed: Listed,
+    chain: Reviewed,
     pull: tuple[Scope, int],
     job: progress.JobRecord,
     review: reviews.Review,
@@ -131,7 +141,7 @@ async def _post(
                 lines,
                 head=reviews.heading(namespace, job.name, job.job.spec.agent_role),
                 own_pull=author == await app.bot_login(),
-                allow_mentions=listed.write_back.allow_mentions,
+                allow_mentions=chain.allow_mentions,
             )
             fields = {"event": placed.event, "body": placed.body, "comments": list(placed.comments)}
             try:
