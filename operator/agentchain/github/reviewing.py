@@ -34,7 +34,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from agentchain import faults
+from agentchain import faults, metrics
 from agentchain.github.appruntime import GitHubSide
 from agentchain.github.githuberrors import GitHubError
 from agentchain.github.githubrecords import ChainRecord
@@ -154,6 +154,7 @@ async def _post(
                 return
             faults.crashpoint("github-review-created")
         await side.records.set_review(namespace, chain_id, job.name, str(found))
+    metrics.GITHUB_REVIEWS.labels("found" if placed is None else "posted").inc()
     if obj is not None and placed is not None:
         message = (
             f"Review {found} on {scope.repository}#{number}: {placed.event}, "
@@ -166,6 +167,7 @@ async def _refused(
     side: GitHubSide, namespace: str, chain_id: str, job: str, obj: Obj | None, why: str
 ) -> None:
     log.warning("review of %s/%s not posted: %s", namespace, job, why)
+    metrics.GITHUB_REVIEWS.labels(REFUSED).inc()
     if obj is not None:
         message = f"No pull request review from this job: {why}"
         await events.emit(obj, "Warning", REASON_REFUSED, message, key="github-review")
