@@ -139,7 +139,7 @@ async def _post(
             placed = reviews.place(
                 review,
                 lines,
-                head=reviews.heading(namespace, job.name, job.job.spec.agent_role),
+                title=reviews.heading(namespace, job.name, job.job.spec.agent_role),
                 own_pull=author == await app.bot_login(),
                 allow_mentions=chain.allow_mentions,
             )

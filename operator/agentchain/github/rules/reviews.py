@@ -215,14 +215,14 @@ def place(
     review: Review,
     lines: Mapping[str, frozenset[tuple[Side, int]]],
     *,
-    head: str,
+    title: str,
     own_pull: bool,
     allow_mentions: bool = False,
 ) -> Placed:
     """The review to send: inline comments on diff lines, the others folded into the
-    body.  ``head`` opens the body (the marker and who reviews); ``own_pull``: the App
-    opened this pull request, and GitHub lets nobody approve or request changes on
-    their own, so the verdict is then said in the body of a plain comment."""
+    body.  ``title`` opens the body (the marker and who reviews: :func:`heading`);
+    ``own_pull``: the App opened this pull request, and GitHub lets nobody approve or
+    request changes on their own, so the verdict is then said in a plain comment's body."""
     inline, folded = [], []
     for c in review.comments:
         if (c.side, c.line) in lines.get(c.path, frozenset()):
@@ -237,7 +237,7 @@ def place(
         else:
             folded.append(c)
     event = EVENTS[review.verdict]
-    parts = [f"{head} · **{_TITLES[review.verdict]}**"]
+    parts = [f"{title} · **{_TITLES[review.verdict]}**"]
     if own_pull and event != "COMMENT":
         parts.append(
             "_GitHub lets no one approve or request changes on their own pull request: "

@@ -161,7 +161,7 @@ def test_comments_off_the_diff_are_folded_into_the_body() -> None:
     binary = InlineComment("bin", 1, "RIGHT", "Binary")
     head = reviews.heading("agents", "reviewer-x", "ai-reviewer")
     placed = reviews.place(
-        _review("request_changes", on, left, off, binary), LINES, head=head, own_pull=False
+        _review("request_changes", on, left, off, binary), LINES, title=head, own_pull=False
     )
     assert placed.event == "REQUEST_CHANGES" and placed.folded == 2
     assert [(c["path"], c["line"], c["side"]) for c in placed.comments] == [
@@ -179,7 +179,7 @@ def test_comments_off_the_diff_are_folded_into_the_body() -> None:
 def test_mentions_allowed_keep_markdown_but_never_html() -> None:
     on = InlineComment("README.md", 1, "RIGHT", "Good @octocat <img>")
     placed = reviews.place(
-        _review("comment", on), LINES, head="h", own_pull=False, allow_mentions=True
+        _review("comment", on), LINES, title="h", own_pull=False, allow_mentions=True
     )
     assert placed.comments[0]["body"] == "Good @octocat &lt;img&gt;"
     assert "Please fix @octocat &lt;b&gt;now&lt;/b&gt;" in placed.body and "```" not in placed.body
@@ -187,17 +187,17 @@ def test_mentions_allowed_keep_markdown_but_never_html() -> None:
 
 def test_on_its_own_pull_request_a_verdict_is_a_comment_that_says_so() -> None:
     for verdict, title in (("approve", "**Approve**"), ("request_changes", "**Request changes**")):
-        placed = reviews.place(_review(verdict), LINES, head="h", own_pull=True)
+        placed = reviews.place(_review(verdict), LINES, title="h", own_pull=True)
         assert placed.event == "COMMENT" and title in placed.body
         assert "own pull request" in placed.body
-    placed = reviews.place(_review("approve"), LINES, head="h", own_pull=False)
+    placed = reviews.place(_review("approve"), LINES, title="h", own_pull=False)
     assert placed.event == "APPROVE" and "own pull request" not in placed.body
 
 
 def test_the_body_is_bounded_however_much_is_folded() -> None:
     long = [InlineComment(f"f{i}.py", 1, "RIGHT", "x" * 4000) for i in range(50)]
     placed = reviews.place(
-        Review("comment", "y" * 20_000, tuple(long)), LINES, head="h", own_pull=False
+        Review("comment", "y" * 20_000, tuple(long)), LINES, title="h", own_pull=False
     )
     assert len(placed.body) < 65_536 and placed.folded == 50
     assert "more, too long to show." in placed.body
