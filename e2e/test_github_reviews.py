@@ -106,7 +106,7 @@ def test_a_reviewer_posts_one_review_with_inline_and_folded_comments(
             timeout=TIMEOUT,
             what="the restarted operator to look for its review",
         )
-        time.sleep(3)  # Room for a second review, which must not come.
+        time.sleep(2)  # Room for a second review, which must not come.
         assert github.reviews(REPOSITORY, pull.number) == [review]
         assert len(github.requests("pulls/create-review")) == 1
 
