@@ -1,13 +1,17 @@
-"""The stand-in's stateful resources beyond comments: reactions, check runs, pull requests,
-repositories and installations, each answer valid under GitHub's description."""
+"""The stand-in's stateful resources beyond comments: reactions, check runs, pull requests
+(their files and reviews), repositories and installations, each answer valid under
+GitHub's description."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from e2e.github import GitHubStandIn
+from e2e.github.gitserver import GitServer
 from e2e.github.testing import FULL_NAME, OWNER, World, world
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -175,3 +179,74 @@ def test_issue_is_readable_with_issues_read(w: World) -> None:
         w.call("GET", f"/repos/{FULL_NAME}/issues/1", token=w.token({"checks": "read"})).status_code
         == 403
     )
+
+
+def _branch_with_a_fix(git_server: GitServer, tmp_path: Path) -> None:
+    """``acme/widgets`` on the git server, and a branch ``fix`` that changes its README."""
+    git_server.create_repo(FULL_NAME, {"README.md": "Hello Wrold\nline 2\nline 3\n"})
+    work = tmp_path / "work"
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    bare = str(git_server.bare_path(FULL_NAME))
+    for args in (
+        ["clone", "-q", bare, str(work)],
+        ["-C", str(work), "checkout", "-q", "-b", "fix"],
+    ):
+        subprocess.run(["git", *args], check=True, env=env)
+    (work / "README.md").write_text("Hello World\nline 2\nline 3\n")
+    (work / "NEW.md").write_text("new\n")
+    for args in (["add", "--all"], ["commit", "-qm", "Fix"], ["push", "-q", "origin", "fix"]):
+        subprocess.run(["git", "-C", str(work), *args], check=True, env=env)
+
+
+def test_pull_request_files_and_reviews_with_inline_comments(
+    w: World, git_server: GitServer, tmp_path: Path
+) -> None:
+    """Files come from the git server's diff; a review's inline comments must be on diff
+    lines; nobody approves or requests changes on their own pull request; a comment or
+    changes requested needs a body; reviews are listed."""
+    _branch_with_a_fix(git_server, tmp_path)
+    token = w.token({"pull_requests": "write"})
+    body = {"title": "Fix", "head": "fix", "base": "main"}
+    number = w.call("POST", f"/repos/{FULL_NAME}/pulls", token=token, json=body).json()["number"]
+    path = f"/repos/{FULL_NAME}/pulls/{number}"
+    files = w.call("GET", f"{path}/files", token=token).json()
+    _valid(w, "pulls/list-files", 200, files)
+    assert {f["filename"]: f["status"] for f in files} == {
+        "NEW.md": "added",
+        "README.md": "modified",
+    }
+    readme = next(f for f in files if f["filename"] == "README.md")
+    assert readme["patch"].startswith("@@ -1,3 +1,3 @@") and "+Hello World" in readme["patch"]
+    assert (readme["additions"], readme["deletions"]) == (1, 1)
+
+    def review(**fields: Any) -> Any:
+        return w.call("POST", f"{path}/reviews", token=token, json=fields)
+
+    inline = [
+        {"path": "README.md", "line": 1, "side": "RIGHT", "body": "Fixed."},
+        {"path": "README.md", "line": 1, "side": "LEFT", "body": "Was wrong."},
+        {"path": "NEW.md", "line": 1, "body": "New."},
+    ]
+    off = {"path": "README.md", "line": 9, "body": "Not in the diff."}
+    assert review(event="COMMENT", body="x", comments=[*inline, off]).status_code == 422
+    refused = review(event="APPROVE", body="x")
+    assert refused.status_code == 422 and "your own" in refused.json()["errors"][0]
+    assert review(event="COMMENT").status_code == 422  # No body.
+    made = review(event="COMMENT", body="Looks right.", comments=inline)
+    assert made.status_code == 200, made.text
+    _valid(w, "pulls/create-review", 200, made.json())
+    assert made.json()["state"] == "COMMENTED"
+    (recorded,) = w.github.reviews(FULL_NAME, number)
+    assert [(c.path, c.line, c.side) for c in recorded.comments] == [
+        ("README.md", 1, "RIGHT"),
+        ("README.md", 1, "LEFT"),
+        ("NEW.md", 1, "RIGHT"),
+    ]
+    listed = w.call("GET", f"{path}/reviews", token=token).json()
+    _valid(w, "pulls/list-reviews", 200, listed)
+    assert [r["id"] for r in listed] == [recorded.id]
+    assert w.call("GET", f"{path}/files", token=w.token({"issues": "write"})).status_code == 403
+    with w.github.state.lock:  # Someone else's pull request: the App may approve it.
+        w.github.state.pulls[(FULL_NAME, number)].author = "octocat"
+    assert review(event="APPROVE").json()["state"] == "APPROVED"

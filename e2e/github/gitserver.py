@@ -100,6 +100,7 @@ class GitServer:
         self.root.mkdir(parents=True, exist_ok=True)
         self._site.start()
         self.github.state.ref_resolver = self.resolve
+        self.github.state.differ = self.diff
         self.github.serve_git_from(self.url)
         return self
 
@@ -165,6 +166,33 @@ class GitServer:
             check=False,
         )
         return found.stdout.strip() or None
+
+    def diff(self, full_name: str, base: str, head: str) -> list[model.PullFile]:
+        """The files ``head`` changes since its merge base with branch ``base``, each with
+        its patch as GitHub shows it (the hunks, without the ``diff --git`` header)."""
+        bare, span = str(self.bare_path(full_name)), f"refs/heads/{base}...{head}"
+
+        def git(*args: str, path: str | None = None) -> str:
+            run = [GIT, "--git-dir", bare, "diff", "--no-color", "--no-ext-diff", *args, span]
+            run += ["--", path] if path is not None else []
+            return subprocess.run(run, capture_output=True, text=True, check=True).stdout
+
+        counts: dict[str, tuple[int, int]] = {}
+        for line in git("--numstat", "--no-renames").splitlines():
+            added, removed, name = line.split("\t", 2)
+            counts[name] = (
+                int(added) if added != "-" else 0,
+                int(removed) if removed != "-" else 0,
+            )
+        statuses = {"A": "added", "D": "removed", "M": "modified"}
+        files = []
+        for line in git("--name-status", "--no-renames").splitlines():
+            code, name = line.split("\t", 1)
+            text = git("--no-renames", path=name)
+            patch = text[text.index("@@") :].rstrip("\n") if "@@" in text else None
+            plus, minus = counts.get(name, (0, 0))
+            files.append(model.PullFile(name, statuses.get(code[0], "changed"), patch, plus, minus))
+        return files
 
     # -- HTTP ---------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:

@@ -178,6 +178,44 @@ class PullRequest:
     draft: bool = False
     created_at: datetime = field(default_factory=now)
     updated_at: datetime = field(default_factory=now)
+    files: list[PullFile] | None = None
+    """Set by a test; None: the git server's diff of base...head (else no files)."""
+
+
+@dataclass
+class PullFile:
+    """One changed file of a pull request, as ``pulls/list-files`` shows it."""
+
+    filename: str
+    status: str
+    patch: str | None
+    additions: int
+    deletions: int
+    sha: str | None = None
+
+
+@dataclass
+class ReviewComment:
+    id: int
+    path: str
+    line: int
+    side: str
+    body: str
+
+
+@dataclass
+class Review:
+    id: int
+    repo: str
+    number: int
+    author: str
+    author_type: str
+    app_id: int | None
+    state: str
+    body: str
+    commit_id: str
+    comments: list[ReviewComment] = field(default_factory=list)
+    submitted_at: datetime = field(default_factory=now)
 
 
 @dataclass
@@ -206,10 +244,13 @@ class State:
         self.reactions: dict[int, Reaction] = {}
         self.check_runs: dict[int, CheckRun] = {}
         self.pulls: dict[tuple[str, int], PullRequest] = {}
+        self.reviews: dict[int, Review] = {}
         self.tokens: dict[str, Token] = {}
         self.rate_used: dict[str, int] = {}
         # Set by the git server: (full name, ref) -> commit sha, or None if unknown.
         self.ref_resolver: Callable[[str, str], str | None] | None = None
+        # Set by the git server: (full name, base ref, head commit) -> the changed files.
+        self.differ: Callable[[str, str, str], list[PullFile]] | None = None
         self.rate_reset = now() + timedelta(hours=1)
 
     def spend(self, who: str, cost: int = 1) -> tuple[int, int, int]:

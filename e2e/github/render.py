@@ -225,6 +225,33 @@ class Renderer:
             author_association="NONE" if pull.author_type == "Bot" else "OWNER",
         )  # fmt: skip
 
+    def diff_entry(self, f: model.PullFile, pull: model.PullRequest) -> dict[str, object]:
+        blob = f"{self.html}/{pull.repo}/blob/{pull.head_sha}/{f.filename}"
+        body: dict[str, object] = {
+            "sha": f.sha, "filename": f.filename, "status": f.status,
+            "additions": f.additions, "deletions": f.deletions,
+            "changes": f.additions + f.deletions, "blob_url": blob,
+            "raw_url": f"{self.html}/{pull.repo}/raw/{pull.head_sha}/{f.filename}",
+            "contents_url": f"{self.api}/repos/{pull.repo}/contents/{f.filename}"
+            f"?ref={pull.head_sha}",
+        }  # fmt: skip
+        if f.patch is not None:
+            body["patch"] = f.patch
+        return body
+
+    def review(self, review: model.Review) -> dict[str, Any]:
+        body = self._example("pull-request-review", review.repo)
+        pull = f"{self.api}/repos/{review.repo}/pulls/{review.number}"
+        html = f"{self.html}/{review.repo}/pull/{review.number}#pullrequestreview-{review.id}"
+        return self._stamp(
+            body, id=review.id, node_id=f"PRR_{review.id}",
+            user=self.user(review.author, review.author_type), body=review.body,
+            state=review.state, html_url=html, pull_request_url=pull,
+            _links={"html": {"href": html}, "pull_request": {"href": pull}},
+            submitted_at=review.submitted_at, commit_id=review.commit_id,
+            author_association="NONE" if review.app_id else "OWNER",
+        )  # fmt: skip
+
     def rate_limit(self, remaining: int, limit: int, reset: int) -> dict[str, Any]:
         body = self._example("rate-limit-overview")
         core = {"limit": limit, "remaining": remaining, "reset": reset, "used": limit - remaining}

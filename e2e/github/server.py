@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from e2e.github import access, handlers_apps, handlers_repos, model
+from e2e.github import access, handlers_apps, handlers_repos, handlers_reviews, model
 from e2e.github.calls import HANDLERS, Answer, Call
 from e2e.github.faults import DOCS, Fault, Faults
 from e2e.github.recording import HEADERS_OF_INTEREST, Exchange, Recording, Violation
@@ -25,7 +25,7 @@ from e2e.github.render import Renderer
 from e2e.github.spec import BASE_API_VERSION, Operation, Spec
 
 CONTROL_PREFIX = "/_standin/"
-_ = (handlers_apps, handlers_repos)  # imported for their @handles registrations
+_ = (handlers_apps, handlers_repos, handlers_reviews)  # imported for their @handles registrations
 
 
 class StandInBug(AssertionError):

@@ -266,6 +266,15 @@ class GitHubStandIn:
         with self.state.lock:
             return [p for p in self.state.pulls.values() if p.repo.lower() == full_name.lower()]
 
+    def reviews(self, full_name: str, number: int) -> list[model.Review]:
+        with self.state.lock:
+            found = [
+                r
+                for r in self.state.reviews.values()
+                if r.repo.lower() == full_name.lower() and r.number == number
+            ]
+            return sorted(found, key=lambda r: r.id)
+
     def take_violations(self) -> list[Violation]:
         """The violations so far, forgotten afterwards (for tests that provoke them)."""
         return self.recording.take_violations()

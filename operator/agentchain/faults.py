@@ -17,6 +17,8 @@ Named points:
   Job was created and before the chain's last job is settled.
 * ``workspace-pull-created`` — in ``workspaces.publishing``, right after the chain's pull
   request was created and before that was recorded.
+* ``github-review-created`` — in ``github.reviewing``, right after a reviewer's pull
+  request review was created and before its id was recorded.
 """
 
 from __future__ import annotations

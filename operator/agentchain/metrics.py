@@ -99,6 +99,12 @@ GITHUB_JOB_TOKENS = Counter(
     ["result"],
 )
 
+GITHUB_REVIEWS = Counter(
+    "agentchain_github_reviews_total",
+    "Reviewer agents' reviews of pull requests by result (posted; found: posted before a"
+    " crash, recorded now; refused: not a review, or GitHub refused it).",
+    ["result"],
+)
 GITHUB_COMMAND_ANSWERS = Counter(
     "agentchain_github_command_answers_total",
     "Answers to /agentchain comment commands on GitHub by result (sent, duplicate, silent:"

@@ -13,6 +13,8 @@ typed bodies; this module keeps to what the product needs:
 - comments and check runs: create, update, and find the one the operator made
   (by its hidden marker and author, or by ``external_id``); reactions on a comment
   (the answer to a comment command);
+- pull request reviews: the pull request's head and changed files (their patches), a
+  review created on that head, and the operator's own review found again by its marker;
 - a commenter's permission on a repository (``GET /repos/{o}/{r}/collaborators/
   {user}/permission``), which decides who may approve by a comment.
 
@@ -43,6 +45,8 @@ REFRESH_MARGIN_SECONDS = 300
 """An own token is replaced this long before it expires."""
 MAX_COMMENT_PAGES = 30
 """Comments searched for the marker: 3,000, GitHub's busiest threads are shorter."""
+MAX_FILE_PAGES = 30
+"""A pull request's changed files read for a review: GitHub lists at most 3,000."""
 
 T = TypeVar("T")
 
@@ -246,6 +250,57 @@ class GitHubApp:
             lambda: gh.rest.pulls.async_update(scope.owner, scope.name, number, body=body)
         )
 
+    # -- reviews (a reviewer's verdict on the chain's pull request) ---------------------
+    async def pull_head(self, scope: Scope, number: int) -> tuple[str, str]:
+        """The pull request's head commit and its author's login."""
+        gh = self._client(await self.token_for(scope))
+        pull = (
+            await self._call(lambda: gh.rest.pulls.async_get(scope.owner, scope.name, number))
+        ).parsed_data
+        return str(pull.head.sha), str(pull.user.login if pull.user else "")
+
+    async def pull_files(self, scope: Scope, number: int) -> list[tuple[str, str | None]]:
+        """Each changed file's name and patch (None when GitHub shows none), at most
+        MAX_FILE_PAGES pages of 100 (GitHub itself lists at most 3,000 files)."""
+        gh = self._client(await self.token_for(scope))
+        files: list[tuple[str, str | None]] = []
+        async for page in _pages(
+            lambda page: gh.rest.pulls.async_list_files(
+                scope.owner, scope.name, number, per_page=100, page=page
+            ),
+            MAX_FILE_PAGES,
+        ):
+            files += [(str(f.filename), f.patch or None) for f in page]
+        return files
+
+    async def find_review(self, scope: Scope, number: int, marker: str) -> int | None:
+        """The operator's own review on the pull request whose body starts with ``marker``."""
+        login = await self.bot_login()
+        gh = self._client(await self.token_for(scope))
+        async for page in _pages(
+            lambda page: gh.rest.pulls.async_list_reviews(
+                scope.owner, scope.name, number, per_page=100, page=page
+            )
+        ):
+            for review in page:
+                author = review.user.login if review.user else None
+                if author == login and (review.body or "").startswith(marker):
+                    return int(review.id)
+        return None
+
+    async def create_review(
+        self, scope: Scope, number: int, commit: str, fields: dict[str, Any]
+    ) -> int:
+        """Post a review (``fields``: event, body, comments) on ``commit`` of the pull request."""
+        gh = self._client(await self.token_for(scope))
+        body = {"commit_id": commit, **fields}
+        made = await self._call(
+            lambda: gh.rest.pulls.async_create_review(
+                scope.owner, scope.name, number, data=cast(Any, body)
+            )
+        )
+        return int(made.parsed_data.id)
+
     # -- check runs -------------------------------------------------------------------
     async def create_check_run(
         self, scope: Scope, name: str, head_sha: str, external_id: str, fields: dict[str, Any]
@@ -280,8 +335,10 @@ class GitHubApp:
         return None
 
 
-async def _pages(fetch: Callable[[int], Awaitable[Any]]) -> AsyncIterator[list[Any]]:
-    for page in range(1, MAX_COMMENT_PAGES + 1):
+async def _pages(
+    fetch: Callable[[int], Awaitable[Any]], pages: int = MAX_COMMENT_PAGES
+) -> AsyncIterator[list[Any]]:
+    for page in range(1, pages + 1):
         try:
             answer = await fetch(page)
         except GitHubException as exc:

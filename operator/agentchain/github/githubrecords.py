@@ -1,11 +1,13 @@
 """GitHub write-back records, job installation tokens and comment-command claims, in Redis.
 
 **Chains** (:class:`WriteBackRecords`): per chain, the id of its comment and Check Run
-and the digest of what was last written to each (``github:chain:``).  Creating one is
+and the digest of what was last written to each (``github:chain:``), the pull request its
+workspace opened and, per reviewing job, its posted review's id.  Creating one is
 claimed first (``github:claim:``, ``SET NX`` with an owner token and a TTL, released by
 compare-and-delete), so two flushes or two replicas never create two; and the engine
 looks for its marked comment on the issue before creating one, so a crash between the
-create and :meth:`WriteBackRecords.set_id` still finds the same comment.
+create and :meth:`WriteBackRecords.set_id` still finds the same comment (a review: its
+marked review on the pull request, before :meth:`WriteBackRecords.set_review`).
 
 **Job tokens** (:class:`JobTokens`): the scope fixed at launch (``github:job-scope:``),
 sealed with the operator key over the job's namespace, name and uid (``sealing.py``),
@@ -35,7 +37,7 @@ import os
 import re
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -48,6 +50,8 @@ from agentchain.store.signing import OperatorKeys
 _OWNER_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _LEVELS = frozenset({"read", "write"})
 SEAL_PURPOSE = b"agentchain/github-token/v1"
+REVIEW_FIELD = "review:"
+"""A chain record's field per reviewing job: ``review:<job name>``."""
 REUSE_MARGIN_SECONDS = 30 * 60
 """A recorded token with less life left than this is not handed to a new attempt."""
 
@@ -65,7 +69,12 @@ class ChainRecord:
     check_id: int | None = None
     check_digest: str | None = None
     final: bool = False
-    """The chain's end is written: nothing about it can change any more."""
+    """The chain's end is written: nothing about it can change any more (until its
+    pull request opens: :meth:`WriteBackRecords.set_pull`)."""
+    pull: str | None = None
+    """The pull request the chain's workspace opened, once it did: ``owner/name#N``."""
+    reviews: dict[str, str] = field(default_factory=dict)
+    """Per job, what became of its review: the review's id, or ``refused``."""
 
 
 def _int(value: bytes | None) -> int | None:
@@ -82,12 +91,19 @@ class WriteBackRecords:
 
     async def get(self, namespace: str, chain_id: str) -> ChainRecord:
         raw = await self._redis.hgetall(keys.github_chain(namespace, chain_id))  # type: ignore[misc]
+        pull = _text(raw.get(b"pull"))
         return ChainRecord(
             _int(raw.get(b"comment")),
             _text(raw.get(b"comment-digest")),
             _int(raw.get(b"check")),
             _text(raw.get(b"check-digest")),
-            raw.get(b"final") == b"1",
+            _text(raw.get(b"final")) == (pull or "1"),
+            pull,
+            {
+                k.decode()[len(REVIEW_FIELD) :]: v.decode()
+                for k, v in raw.items()
+                if k.startswith(REVIEW_FIELD.encode())
+            },
         )
 
     async def _set(self, namespace: str, chain_id: str, fields: dict[str, str | int]) -> None:
@@ -104,8 +120,20 @@ class WriteBackRecords:
     async def set_digest(self, namespace: str, chain_id: str, kind: str, digest: str) -> None:
         await self._set(namespace, chain_id, {f"{kind}-digest": digest})
 
-    async def set_final(self, namespace: str, chain_id: str) -> None:
-        await self._set(namespace, chain_id, {"final": "1"})
+    async def set_final(self, namespace: str, chain_id: str, pull: str | None) -> None:
+        """Mark the chain final as of pull request ``pull`` (None: it had none): a pull
+        request recorded after this (:meth:`set_pull`) makes it not final again, so
+        its reviews are posted, whichever of the two writes came first."""
+        await self._set(namespace, chain_id, {"final": pull or "1"})
+
+    async def set_pull(self, namespace: str, chain_id: str, repository: str, number: int) -> None:
+        """The chain's workspace opened pull request ``number`` of ``repository``: its
+        reviews are due, so a chain already final is looked at once more."""
+        await self._set(namespace, chain_id, {"pull": f"{repository}#{number}"})
+
+    async def set_review(self, namespace: str, chain_id: str, job: str, outcome: str) -> None:
+        """Record what became of ``job``'s review (its id, or ``refused``)."""
+        await self._set(namespace, chain_id, {f"{REVIEW_FIELD}{job}": outcome})
 
     async def forget_id(self, namespace: str, chain_id: str, kind: str) -> None:
         key = keys.github_chain(namespace, chain_id)
@@ -117,6 +145,11 @@ class WriteBackRecords:
         key = keys.github_claim(namespace, chain_id)
         got = await self._redis.set(key, owner, nx=True, ex=keys.GITHUB_CLAIM_TTL_SECONDS)
         return owner if got else None
+
+    async def claim_left(self, namespace: str, chain_id: str) -> float:
+        """Seconds until the chain's creation claim expires (0: there is none)."""
+        left = await self._redis.pttl(keys.github_claim(namespace, chain_id))
+        return max(0.0, int(left) / 1000)
 
     async def release(self, namespace: str, chain_id: str, owner: str) -> None:
         await self._redis.eval(_RELEASE, 1, keys.github_claim(namespace, chain_id), owner)  # type: ignore[misc]

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
 from agentchain import faults, models
 from agentchain.core.rules import provenance
+from agentchain.github import reviewing
 from agentchain.github.appruntime import GitHubSide
 from agentchain.github.apps import is_not_found
 from agentchain.github.githuberrors import UNAVAILABLE, GitHubError
@@ -39,7 +40,7 @@ from agentchain.github.rules import progress
 from agentchain.github.rules.githubscope import NoScope, Target, writeback_target
 from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJob
-from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, GitHubWriteBack
+from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, AiAgent, GitHubWriteBack
 from agentchain.store import keys, sealing
 
 Obj = dict[str, Any]
@@ -60,6 +61,10 @@ class Listed:
     """The root job's AiAgent (None when it is gone or its triggerName is ambiguous)."""
     vouched: bool = False
     """Whether the operator vouches for the root job's event (``store.sealing``)."""
+    reviewers: frozenset[str] = frozenset()
+    """Trigger names of the agents whose jobs' verdicts are posted as reviews."""
+    objects: dict[str, Obj] = field(default_factory=dict)
+    """The chain's AgentJobs by name (for their Events)."""
 
 
 def digest(text: str) -> str:
@@ -99,7 +104,19 @@ async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed 
     heading = spec.handoff_heading if spec is not None else DEFAULT_HANDOFF_HEADING
     write_back = access.write_back if access else GitHubWriteBack()
     vouched = sealing.vouched(side.rt.operator_keys, root)
-    return Listed(jobs, root, write_back, heading, agent_obj, vouched)
+    objects = {i["metadata"]["name"]: i for i in items}
+    reviewers = _reviewers([agent for _, agent in entries])
+    return Listed(jobs, root, write_back, heading, agent_obj, vouched, reviewers, objects)
+
+
+def _reviewers(agents: list[AiAgent]) -> frozenset[str]:
+    """Trigger names whose every AiAgent asks for reviews (``spec.github.review``): one
+    that does not, under the same name, keeps the name out."""
+    asks: dict[str, bool] = {}
+    for agent in agents:
+        name, access = agent.spec.trigger_name, agent.spec.github
+        asks[name] = asks.get(name, True) and access is not None and access.review
+    return frozenset(name for name, yes in asks.items() if yes)
 
 
 def target_of(listed: Listed) -> Target | NoScope:
@@ -115,7 +132,8 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
     A chain whose end is written is not listed again: after a restart the watch
     shows every job of every old chain, and their write-back costs one Redis read.
     """
-    if (await side.records.get(namespace, chain_id)).final:
+    record = await side.records.get(namespace, chain_id)
+    if record.final:
         return "unchanged", None
     listed = await list_chain(side, namespace, chain_id)
     if listed is None:
@@ -130,8 +148,11 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
         results.append(await _comment(side, target, view, wb))
     if wb.check_run and target.pull_request and target.head_sha:
         results.append(await _check_run(side, target, view, wb))
+    claim = lambda: claimed(side, namespace, chain_id)  # noqa: E731
+    reviewed = reviewing.Reviewed(listed.jobs, listed.reviewers, listed.objects, wb.allow_mentions)
+    await reviewing.post_due(side, namespace, chain_id, reviewed, target, record, claim)
     if view.done:
-        await side.records.set_final(namespace, chain_id)
+        await side.records.set_final(namespace, chain_id, record.pull)
     if "written" in results:
         return "written", listed.agent
     return "unchanged", None
@@ -157,7 +178,7 @@ async def _comment(
         else:
             await side.records.set_digest(ns, chain, "comment", digest(body))
             return "written"
-    async with _claimed(side, ns, chain):
+    async with claimed(side, ns, chain):
         found = await app.find_comment(scope, target.number, progress.marker(ns, chain))
         if found is None:
             found = await app.create_comment(scope, target.number, body)
@@ -195,7 +216,7 @@ async def _check_run(
             await side.records.set_digest(ns, chain, "check", body_digest)
             return "written"
     external = progress.external_id(ns, chain)
-    async with _claimed(side, ns, chain):
+    async with claimed(side, ns, chain):
         found = await app.find_check_run(scope, settings.github_check_name, sha, external)
         if found is None:
             found = await app.create_check_run(
@@ -208,7 +229,7 @@ async def _check_run(
     return "written"
 
 
-class _claimed:
+class claimed:
     """``async with``: hold the chain's creation claim, or fail to be retried later.
 
     The work inside must end before the claim's TTL does (else a second writer could
@@ -224,7 +245,11 @@ class _claimed:
     async def __aenter__(self) -> None:
         self._owner = await self._side.records.claim(self._ns, self._chain)
         if self._owner is None:
-            raise GitHubError(UNAVAILABLE, "another writer is creating this chain's GitHub objects")
+            # Tried again when that claim ends at the latest: its writer may be dead
+            # (a crash inside the claim), and back-off alone would wait longer than it.
+            left = await self._side.records.claim_left(self._ns, self._chain)
+            message = "another writer is creating this chain's GitHub objects"
+            raise GitHubError(UNAVAILABLE, message, retry_after=left)
         await self._deadline.__aenter__()
 
     async def __aexit__(

@@ -15,8 +15,10 @@ failures by their reason (``github/githuberrors.py``):
 - **rate limited** (429, secondary limit, ``X-RateLimit-Remaining: 0``): the whole
   worker pauses until ``Retry-After`` / the reset, then sends the *latest* render
   (never a stale queued one). Chains go on meanwhile; their comments catch up;
-- **transient** (5xx, timeouts, Kubernetes or Redis trouble): retried with
-  exponential back-off, at most :data:`MAX_ATTEMPTS` times;
+- **transient** (5xx, timeouts, Kubernetes or Redis trouble, another writer's creation
+  claim): retried with exponential back-off, or when it is known to be over (a
+  ``Retry-After``, the end of the claim, which a crashed writer never releases), at most
+  :data:`MAX_ATTEMPTS` times;
 - **permanent** (bad key, App not installed, permission missing) or out of attempts:
   given up until the chain changes again, with a Warning Event on the chain's root
   AgentJob and on its AiAgent (reason ``GitHubWriteBackFailed``, the cause in the
@@ -28,6 +30,9 @@ Nothing here can fail a chain: every exception ends in the worker.  Nothing pend
 is lost by a crash either: a restarted operator's watch lists every AgentJob again,
 each of which is observed, and the digest comparison makes an unchanged chain cost
 one list and no GitHub request.
+
+A chain's reviews (``reviewing.py``) go with its write-back; :func:`pull_opened` is
+how the workspace's pull request, opened after the reviewer ended, brings them about.
 
 The worker also revokes a job's installation tokens when the job ends
 (``tokenminting.revoke``), off the job's path like the write-back.
@@ -84,6 +89,18 @@ def observe(rt: Runtime, event_type: str | None, obj: Obj) -> None:
     chain = status.get("chainId") or (meta.get("labels") or {}).get(models.CHAIN_ID)
     if chain and event.get("number"):
         worker.mark((namespace, chain))
+
+
+async def pull_opened(
+    rt: Runtime, namespace: str, chain: str, repository: str, number: int
+) -> None:
+    """The chain's workspace opened (or found) pull request ``number`` of ``repository``:
+    recorded for its reviewers' reviews, and the chain's write-back due again."""
+    side = side_of(rt)
+    if side is None:
+        return
+    await side.records.set_pull(namespace, chain, repository, number)
+    _worker(side).mark((namespace, chain))
 
 
 def _tokens_may_live(status: Obj) -> bool:
@@ -207,6 +224,9 @@ class Worker:
             return None
         self.attempts[key] = attempt
         metrics.GITHUB_WRITEBACKS.labels("retried", exc.reason).inc()
+        if exc.retry_after is not None:  # Known to be over by then (a claim's end, a 503's
+            # Retry-After): no sooner, and no later than that either.
+            return min(MAX_BACKOFF_SECONDS, exc.retry_after) + random.uniform(0.1, 1.0)
         return min(MAX_BACKOFF_SECONDS, 2.0**attempt) * random.uniform(0.5, 1.0)
 
     async def _report(self, key: ChainKey, exc: GitHubError) -> None:

@@ -303,6 +303,13 @@ class GitHubAccess(KubeModel):
         default_factory=GitHubWriteBack,
         description="Progress and outcome on the issue or PR (when the operator has an App).",
     )
+    review: bool = Field(
+        default=False,
+        description=(
+            "Post this agent's review (the agentchain-review block of its output) as a "
+            "pull request review on its chain's pull request (when the operator has an App)."
+        ),
+    )
 
 
 # --- workspaces: the chain's repository checked out once ----------------------

@@ -44,7 +44,9 @@ a replay creates it again under its one name.  Nothing waits for it.  Its end, i
 opens or updates the same pull request, recorded once per publish Job
 (``published:<Job name>``); it neither records ``published`` nor releases the volume.
 The pull request is looked up and created under a per-chain lock (:data:`PULL_LOCK`), so
-a step's publish and the chain's final one ending together never open two.
+a step's publish and the chain's final one ending together never open two.  Once open
+(or found), it is handed to the write-back (``github/writeback.py``: ``pull_opened``),
+which posts the chain's reviewers' verdicts on it.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from agentchain.core import catalog, statuswriting
 from agentchain.core.hopstate import Hop, Obj
 from agentchain.core.rules import naming, provenance
 from agentchain.core.runtime import Runtime
-from agentchain.github import tokenminting
+from agentchain.github import tokenminting, writeback
 from agentchain.github.appruntime import side_of
 from agentchain.github.githuberrors import NOT_FOUND, RATE_LIMITED, GitHubError
 from agentchain.github.rules.githubscope import Scope
@@ -390,6 +392,8 @@ async def _pull_request(
                 side.app.forget(scope)  # A token GitHub no longer takes: the next mints one.
             return exc
     await attaching.store(rt).note(namespace, chain.chain_id, "pr", str(number))
+    # The chain's reviewers' verdicts become reviews of it (a replay records it again).
+    await writeback.pull_opened(rt, namespace, chain.chain_id, chain.github, number)
     return number
 
 

@@ -2,6 +2,8 @@
 
 Aspects covered:
 * a chain's comment/Check Run ids and digests are recorded, read back and forgotten;
+* a chain final before its pull request was recorded is not final after it; reviews are
+  recorded per job;
 * the creation claim is exclusive, released only by its owner, and expires;
 * job tokens are stored sealed (Redis never holds the token), bound to their job (a
   record copied under another job's key does not open), readable under a rotated key
@@ -31,8 +33,24 @@ async def test_chain_records(redis: Redis) -> None:
     await records.forget_id("ns", "c1", "comment")
     assert (await records.get("ns", "c1")).comment_id is None
     assert not got.final
-    await records.set_final("ns", "c1")
+    await records.set_final("ns", "c1", None)
     assert (await records.get("ns", "c1")).final
+
+
+async def test_a_pull_request_recorded_after_the_end_brings_the_chain_back(redis: Redis) -> None:
+    """Final as of no pull request; the workspace's pull request recorded after that (or
+    while the final write-back ran) makes the chain due again, for its reviews; final
+    again once written as of that pull request.  Reviews are recorded per job."""
+    records = WriteBackRecords(redis)
+    await records.set_final("ns", "c1", None)
+    await records.set_pull("ns", "c1", "acme/widgets", 7)
+    got = await records.get("ns", "c1")
+    assert got.pull == "acme/widgets#7" and not got.final
+    await records.set_review("ns", "c1", "reviewer-a", "99")
+    await records.set_review("ns", "c1", "reviewer-b", "refused")
+    await records.set_final("ns", "c1", got.pull)
+    got = await records.get("ns", "c1")
+    assert got.final and got.reviews == {"reviewer-a": "99", "reviewer-b": "refused"}
 
 
 async def test_claim_is_exclusive(redis: Redis) -> None:
@@ -44,6 +62,8 @@ async def test_claim_is_exclusive(redis: Redis) -> None:
     await records.release("ns", "c1", owner)
     assert await records.claim("ns", "c1") is not None
     assert 0 < await redis.ttl(keys.github_claim("ns", "c1")) <= keys.GITHUB_CLAIM_TTL_SECONDS
+    assert 0 < await records.claim_left("ns", "c1") <= keys.GITHUB_CLAIM_TTL_SECONDS
+    assert await records.claim_left("ns", "other") == 0
 
 
 async def test_tokens_are_sealed_and_bound_to_their_job(redis: Redis) -> None:

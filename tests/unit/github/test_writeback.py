@@ -11,7 +11,8 @@ Aspects covered:
 * coalescing: many changes within the delay are one flush; a change during a flush is
   one more flush after it;
 * a rate limit pauses every chain until its ``Retry-After``; a transient failure is
-  retried after a back-off; a permanent one is reported once and not retried.
+  retried after a back-off, or when it says it is over (another writer's claim ends);
+  a permanent one is reported once and not retried.
 """
 
 from __future__ import annotations
@@ -145,6 +146,20 @@ async def test_transient_failures_are_retried(rt: Runtime, recorder: Recorder) -
     writeback.observe(rt, "MODIFIED", job())
     await _settle(DELAY + 2.5)  # The first back-off is 1-2 s.
     assert [c for c, _ in recorder.calls] == ["c1", "c1"]
+
+
+async def test_a_transient_failure_that_says_when_is_retried_then(
+    rt: Runtime, recorder: Recorder
+) -> None:
+    """Another writer's claim (which a crashed writer never releases) ends at a known
+    time: the retry comes then, neither at the first back-off nor a doubling later."""
+    recorder.failures = [GitHubError(UNAVAILABLE, "claimed", retry_after=3.0)]
+    writeback.observe(rt, "MODIFIED", job())
+    await _settle(DELAY + 2.5)
+    assert [c for c, _ in recorder.calls] == ["c1"]
+    await _settle(2.0)
+    first, second = (at for _, at in recorder.calls)
+    assert 3.0 <= second - first <= 4.1
 
 
 async def test_permanent_failures_are_not_retried(rt: Runtime, recorder: Recorder) -> None:

@@ -11,7 +11,8 @@ signed delivery and copied unchanged to every job of the chain):
   API for (the refresh re-mints the scope recorded at launch, not one from the request);
 - the operator's own **write-back** (:func:`writeback_scope`): ``issues: write`` for an
   issue's comment, ``pull_requests: write`` (and ``checks: write`` for the Check Run)
-  on a pull request.
+  on a pull request, and ``pull_requests: write`` on the chain's pull request for a
+  reviewer's review (:func:`review_permissions`).
 
 A job or chain without a GitHub event (manual, API) has no repository: no token and
 nothing written back, with the reason given.
@@ -102,6 +103,11 @@ def writeback_permissions(pull_request: bool, check_run: bool) -> dict[str, str]
     if not pull_request:
         return {"issues": "write"}
     return {"pull_requests": "write", **({"checks": "write"} if check_run else {})}
+
+
+def review_permissions() -> dict[str, str]:
+    """A review on a pull request: read its files and post (``pulls/create-review``)."""
+    return {"pull_requests": "write"}
 
 
 def writeback_target(event: JobEvent | None, *, check_run: bool) -> Target | NoScope:
