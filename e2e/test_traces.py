@@ -17,7 +17,6 @@ Aspects covered:
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 import urllib.request
@@ -27,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from e2e import chaining, delivering, operating
+from e2e import chaining, delivering, operating, tracetree
 from e2e.controlplane import processes
 from e2e.controlplane.cluster import ClusterInfo
 
@@ -78,15 +77,8 @@ class Collector:
         return True
 
     def spans(self) -> list[Obj]:
-        """Every span the collector wrote, flattened, with its resource's service name."""
-        found: list[Obj] = []
-        if not self.output.exists():
-            return found
-        for line in self.output.read_text().splitlines():
-            for resource in json.loads(line).get("resourceSpans", []):
-                for scope in resource.get("scopeSpans", []):
-                    found.extend(scope.get("spans", []))
-        return found
+        """Every span the collector wrote."""
+        return tracetree.read(self.output) if self.output.exists() else []
 
 
 def attrs(span: Obj) -> dict[str, Any]:
@@ -154,12 +146,14 @@ def _trace_of(collector: Collector, chain_id: str, count: int) -> list[Obj]:
 
 def _assert_one_tree(spans: list[Obj]) -> Obj:
     """No span twice, exactly one root, every parent present; the root."""
+    tree = tracetree.render(spans)
     ids = [s["spanId"] for s in spans]
-    assert len(ids) == len(set(ids)), f"a span was exported twice: {sorted(ids)}"
+    assert len(ids) == len(set(ids)), f"a span was exported twice:\n{tree}"
     roots = [s for s in spans if not s.get("parentSpanId")]
-    assert len(roots) == 1, [s["name"] for s in roots]
+    assert len(roots) == 1, f"not one root:\n{tree}"
     orphans = [s["name"] for s in spans if s.get("parentSpanId") and s["parentSpanId"] not in ids]
-    assert not orphans, f"spans whose parent was never received: {orphans}"
+    assert not orphans, f"spans whose parent was never received:\n{tree}"
+    print(tree)  # Kept in the test's captured output.
     return roots[0]
 
 

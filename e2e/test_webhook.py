@@ -10,7 +10,8 @@ Aspects covered:
   operator restart), at once, not after the lease; the delivery sent again after the
   restart, and again once its Redis record is gone (names alone), creates nothing new;
 * 1,000 deliveries plus 10 % redeliveries, sent concurrently → exactly 1,000 AgentJobs
-  once the dispatcher drained its queue, and still 1,000 a little later;
+  once the dispatcher drained its queue, and still 1,000 a little later (with the
+  session operator stopped until the namespace is gone: nothing runs them);
 * a stranger's issue and an event no agent wants → 200 with no jobs and the reasons;
 * ``/metrics`` counts deliveries by result; ``/readyz`` is ready with both backends.
 """
@@ -20,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+from collections.abc import Iterator
 
+import kubernetes
 import pytest
 from prometheus_client import REGISTRY
 
@@ -57,6 +60,34 @@ def dispatched(result: str) -> float:
 def seeded(kube: ClusterInfo, namespace: str) -> str:
     apply(kube, namespace, SEED_AGENTS)
     return namespace
+
+
+@pytest.fixture
+def unserved(
+    operator: operating.OperatorProcess, kube_api: kubernetes.client.ApiClient, seeded: str
+) -> Iterator[str]:
+    """``seeded`` with no session operator, until the namespace is gone.
+
+    The session operator serves every namespace: a thousand root jobs would become
+    three thousand pods on the test node, still starting minutes after this test ended
+    and starving the tests after it (a later job waited two minutes for its pod).
+    """
+    operator.stop()
+    core = kubernetes.client.CoreV1Api(kube_api)
+    try:
+        yield seeded
+    finally:
+        core.delete_namespace(seeded)
+
+        def gone() -> bool:
+            try:
+                core.read_namespace(seeded)
+            except kubernetes.client.ApiException as error:
+                return bool(error.status == 404)
+            return False
+
+        operating.wait_until(gone, timeout=180, interval=1, what=f"namespace {seeded} to go")
+        operator.start()
 
 
 async def test_issue_opened_creates_one_root_job_and_redelivery_nothing(
@@ -126,8 +157,9 @@ async def test_redelivery_after_restart_and_after_the_record_expired(
 
 @pytest.mark.slow
 async def test_concurrent_deliveries_with_redeliveries_yield_exact_job_count(
-    kube: ClusterInfo, seeded: str
+    kube: ClusterInfo, unserved: str
 ) -> None:
+    seeded = unserved
     unique = [signed(issue_opened(number=n)) for n in range(DELIVERIES)]
     requests = unique + random.Random(5).sample(unique, DELIVERIES // 10)
     random.Random(7).shuffle(requests)

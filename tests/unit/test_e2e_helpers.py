@@ -6,7 +6,9 @@ Aspects covered:
   and fails a check that returns nothing (a forgotten ``return True`` cannot pass);
 - ``chaining.ai_agent`` declares exactly what it is given: triggers only when given,
   spec fields given as None left out, the object named apart from its trigger when asked;
-- ``chaining.agent`` still builds the demo agent's manifest the tests were written against.
+- ``chaining.agent`` still builds the demo agent's manifest the tests were written against;
+- ``tracetree.render`` draws each trace as a tree, children under their parent by start
+  time, and shows a span whose parent never arrived at the top, marked ``(orphan)``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import time
 
 import pytest
-from e2e import chaining, operating
+from e2e import chaining, operating, tracetree
 
 
 def test_a_check_that_holds_is_watched_for_the_whole_window() -> None:
@@ -114,3 +116,31 @@ def test_agent_builds_the_demo_agents_manifest() -> None:
         },
     }
     assert "github" not in chaining.agent("plain")["spec"]
+
+
+def _span(span: str, parent: str | None, start: int, name: str, **attrs: str) -> dict[str, object]:
+    return {
+        "traceId": "t1",
+        "spanId": span,
+        "parentSpanId": parent or "",
+        "name": name,
+        "startTimeUnixNano": str(start * 10**9),
+        "endTimeUnixNano": str((start + 1) * 10**9),
+        "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()],
+    }
+
+
+def test_a_trace_renders_as_a_tree_with_its_orphans_marked() -> None:
+    spans = [
+        _span("b", "a", 2, "agentjob reviewer", **{"gen_ai.agent.name": "reviewer"}),
+        _span("a", None, 0, "webhook issues.opened"),
+        _span("c", "a", 1, "agentjob triage"),
+        _span("d", "gone", 3, "agentjob lost"),
+    ]
+    assert tracetree.render(spans).splitlines() == [
+        "trace t1",
+        "  webhook issues.opened  +0.00s 1.00s",
+        "    agentjob triage  +1.00s 1.00s",
+        "    agentjob reviewer  +2.00s 1.00s  name=reviewer",
+        "  agentjob lost  +3.00s 1.00s (orphan)",
+    ]
