@@ -42,6 +42,7 @@ from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, AiAgent, GitHubWriteBack
 from agentchain.store import keys, sealing
+from agentchain.traces.rules import spans
 
 Obj = dict[str, Any]
 Result = Literal["written", "unchanged", "skipped"]
@@ -162,8 +163,15 @@ async def _comment(
     side: GitHubSide, target: Target, view: progress.ChainView, wb: GitHubWriteBack
 ) -> Result:
     url = side.rt.settings.github_dashboard_url
-    body = progress.render_comment(view, dashboard_url=url, allow_mentions=wb.allow_mentions)
     ns, chain = view.namespace, view.chain_id
+    traced = side.rt.traces.enabled  # The trace id says where to look only if there is one.
+    body = progress.render_comment(
+        view,
+        dashboard_url=url,
+        allow_mentions=wb.allow_mentions,
+        trace=f"{spans.trace_id(chain):032x}" if traced else "",
+        trace_url=spans.trace_url(side.rt.settings.trace_url, chain) if traced else None,
+    )
     record = await side.records.get(ns, chain)
     if record.comment_digest == digest(body):
         return "unchanged"

@@ -71,6 +71,8 @@ class Step:
     started: dt.datetime | None
     ended: dt.datetime | None
     note: str | None = None
+    reason: str | None = None
+    """Why it ended, for an end that is not a plain success (``ModelRateLimited``, ...)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,12 @@ def _step(record: JobRecord) -> Step:
         status.start_time,
         status.completion_time,
         record.note or None,
+        status.reason if status.phase in _EXPLAINED and status.reason != status.phase else None,
     )
+
+
+_EXPLAINED = frozenset({"Failed", "Cancelled", "Skipped"})
+"""Phases whose row names its reason: a failure, a stop or a skip says which."""
 
 
 def _final_state(job: AgentJob) -> ChainState:
@@ -167,6 +174,8 @@ def _row(index: int, step: Step, view: ChainView, dashboard_url: str) -> str:
     if dashboard_url:
         name = f"[{name}]({dashboard_url.rstrip('/')}/ui/jobs/{view.namespace}/{step.name})"
     phase = f"{_ICONS.get(step.phase, '•')} {markdown.inline(step.phase, 20)}"
+    if step.reason:
+        phase += f" ({markdown.inline(step.reason, 60)})"
     agent = markdown.inline(step.agent, 63)
     return f"| {index} | {agent} | {phase} | {duration(step)} | {name} |"
 
@@ -209,15 +218,26 @@ def outcome_section(view: ChainView, *, allow_mentions: bool) -> str:
 
 
 def render_comment(
-    view: ChainView, *, dashboard_url: str = "", allow_mentions: bool = False
+    view: ChainView,
+    *,
+    dashboard_url: str = "",
+    allow_mentions: bool = False,
+    trace: str = "",
+    trace_url: str | None = None,
 ) -> str:
-    """The chain's comment: marker, state, one row per job, and the outcome."""
+    """The chain's comment: marker, state, one row per job, and the outcome; with
+    ``trace`` (the chain's trace id, when the operator traces) a line naming it, linked
+    to ``trace_url`` when a viewer is configured."""
     title = (
         f"**agentchain** · chain {markdown.inline(view.chain_id, 80)} · **{_TITLES[view.state]}**"
     )
     if dashboard_url:
         base = dashboard_url.rstrip("/")
         title += f" · [dashboard]({base}/ui/chains/{view.namespace}/{view.chain_id})"
+    if trace:
+        shown = f"`{markdown.inline(trace, 32)}`"
+        link = (trace_url or "").replace(" ", "%20").replace(")", "%29")
+        title += f" · trace [{shown}]({link})" if link else f" · trace {shown}"
     parts = [
         marker(view.namespace, view.chain_id),
         title,

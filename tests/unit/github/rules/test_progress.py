@@ -96,6 +96,28 @@ class TestComment:
         assert "https://dash.example/ui/chains/team-a/c-123" in body
         assert "The result appears here when the chain ends" in body
 
+    def test_a_failed_or_stopped_row_names_its_reason(self) -> None:
+        v = view(
+            ended("tri", "triage", 0, "Succeeded", 5, reason="Succeeded"),
+            ended("dev", "developer", 1, "Failed", 5, reason="ModelRateLimited"),
+            ended("rev", "reviewer", 2, "Cancelled", 5, reason="Stopped"),
+        )
+        rows = [line for line in progress.render_comment(v).splitlines() if line.startswith("| ")]
+        assert "✅ Succeeded |" in rows[1]  # A success says nothing more.
+        assert "Failed (ModelRateLimited) |" in rows[2]
+        assert "Cancelled (Stopped) |" in rows[3]
+
+    def test_a_traced_chain_names_its_trace(self) -> None:
+        v = view(ended("tri", "triage", 0, "Succeeded", 5))
+        assert "trace" not in progress.render_comment(v).split("\n")[2]
+        trace = "ab" * 16
+        plain = progress.render_comment(v, trace=trace)
+        assert f"· trace `{trace}`" in plain
+        linked = progress.render_comment(
+            v, trace=trace, trace_url=f"https://jaeger.example/trace/{trace}?a=(b)"
+        )
+        assert f"· trace [`{trace}`](https://jaeger.example/trace/{trace}?a=(b%29)" in linked
+
     def test_same_state_same_text(self) -> None:
         v = view(job("dev", "developer", 0, "Running", startTime=T0.isoformat()))
         assert progress.render_comment(v) == progress.render_comment(view(*[
