@@ -15,8 +15,8 @@ list in the same Lua step that checks and renews the lease; it removes the batch
 the collector accepted it, and only while still holding the lease.  A batch an exporter
 could not send (its collector down, or its process gone) stays in ``sending`` and is the
 next batch whoever holds the lease sends, so nothing is lost.  A batch goes out twice
-only when its exporter died, or froze past its lease, after the collector accepted it
-and before it removed it.
+only when its exporter died, was stopped, or froze past its lease after the collector
+accepted it and before it removed it.
 """
 
 from __future__ import annotations
