@@ -38,17 +38,11 @@ log = logging.getLogger(__name__)
 BATCH = 256
 IDLE_SECONDS = 1.0
 SCOPE = InstrumentationScope("agentchain")
-_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
 def configured(environ: Mapping[str, str] | None = None) -> bool:
     """Whether the ``OTEL_*`` variables ask for traces to be exported."""
-    env = os.environ if environ is None else environ
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "none":
-        return False
-    return any(env.get(name, "").strip() for name in _ENDPOINTS)
+    return spans.configured(os.environ if environ is None else environ)
 
 
 def agent_endpoint(environ: Mapping[str, str] | None = None) -> str:
