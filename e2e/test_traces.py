@@ -13,6 +13,9 @@ Aspects covered:
 - the agent's pod runs under its job's span: its ``TRACEPARENT`` names the trace and the
   span the collector received for that job;
 - a signed webhook delivery is the root span of the chain it starts;
+- an agent that calls ``agentchain mcp``'s tools as its CLI would (the MCP SDK's stdio
+  client, the server given the variables the agent's MCP configuration names): each tool
+  call is a CLIENT span under its job's span, in the chain's one tree;
 - two replicas sharing one Lease, both exporting: the leader SIGKILLed while the chain's
   second job runs, the other leads and finishes the chain, and the chain is still one
   tree of all its spans, none twice, none orphaned.
@@ -40,6 +43,29 @@ REPO = Path(__file__).resolve().parent.parent
 PRINT_TRACEPARENT = (
     "import os, time; time.sleep(4); print('TRACEPARENT=' + os.environ['TRACEPARENT'])"
 )
+# Calls a tool of ``agentchain mcp`` as an agent's CLI does: the server started over stdio
+# with the variables the agent's MCP configuration names (a pod of the local node gets
+# only PATH from this machine: the tree's path is given here).
+CALL_A_TOOL = f"""
+import asyncio, os, sys
+sys.path.insert(0, {str(REPO / "operator")!r})
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from agentchain.runtimes.rules.runtimecontainers import MCP_JOB_ENV
+
+env = {{name: os.environ[name] for name in MCP_JOB_ENV if name in os.environ}}
+env["PYTHONPATH"] = {str(REPO / "operator")!r}
+
+async def main():
+    argv = ["-m", "agentchain", "mcp"]
+    params = StdioServerParameters(command=sys.executable, args=argv, env=env)
+    entry = {{"namespace": "tr", "key": "k", "value": "v"}}
+    async with Client(params, read_timeout_seconds=60) as tools:
+        done = await tools.call_tool("store_set_and_extend", entry)
+    print("refused" if done.is_error else "stored")
+
+asyncio.run(main())
+"""
 
 
 class Collector:
@@ -250,6 +276,30 @@ def test_a_chain_is_one_trace_across_a_sigkill(
     _, trace, span_id, flags = result.removeprefix("TRACEPARENT=").strip().split("-")
     assert trace == root["traceId"] and flags == "01"
     assert span_id == by_job[developer["metadata"]["name"]]["spanId"]
+
+
+def test_an_agents_tool_calls_are_spans_under_its_job(
+    traced: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: Collector,
+) -> None:
+    info = cluster_info
+    chaining.apply(
+        info, namespace, chaining.ai_agent("tr-tools", chaining.python_command(CALL_A_TOOL))
+    )
+    chaining.apply(info, namespace, chaining.root_job("tr-tools-1", "tr-tools"))
+    job = chaining.wait_phase(info, namespace, "tr-tools-1", "Succeeded", "Failed")
+    assert (job["phase"], str(job.get("result") or "").strip()) == ("Succeeded", "stored"), job
+    spans = _trace_of(collector, str(job["chainId"]), 5)
+    _assert_one_tree(spans)
+    (tool,) = [s for s in spans if s["name"].startswith("execute_tool")]
+    (mine,) = [s for s in spans if s["name"] == "agentjob tr-tools"]
+    assert tool["name"] == "execute_tool store_set_and_extend"
+    assert tool["kind"] == 3 and tool["parentSpanId"] == mine["spanId"], tool  # CLIENT
+    assert attrs(tool)["gen_ai.tool.name"] == "store_set_and_extend"
+    assert attrs(tool)["agentchain.job.name"] == "tr-tools-1"
+    assert len(spans) == 5, [s["name"] for s in spans]
 
 
 def test_a_signed_delivery_is_the_root_span_of_its_chain(
