@@ -33,6 +33,11 @@ API, as ``agentchain agent run`` does (``runner.hand_over``, the job's own token
 instead of leaving it to a ``pods/log`` read: its requests per hop are a row of their
 own, against the first phase's as baseline, with the ``pods/log`` reads per hop of both
 in its note.
+
+A third phase (``--trace-hops``) measures what tracing costs a hop: a second operator,
+with the ``OTEL_*`` variables set and exporting to an OTLP sink, serves a namespace of
+its own, and chains alternate between it and the untraced operator (``bench/tracing.py``);
+its hop p50 over the untraced one's is a row of its own.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ from e2e import operating
 from e2e.controlplane import processes
 from e2e.controlplane.cluster import ClusterInfo, cluster, say
 
-from bench import harness, profiling
+from bench import harness, profiling, tracing
 from bench.table import Row, emit
 
 TARGET_RATIO = 2.0
@@ -325,6 +330,11 @@ class Measured:
     answered: list[float] = field(default_factory=list)
     """Hops of the phase whose agents handed their answer over."""
     answer_window: tuple[float, float] = (0.0, 0.0)
+    traced: list[float] = field(default_factory=list)
+    """Hops of the traced operator, alternating with ``untraced``."""
+    untraced: list[float] = field(default_factory=list)
+    spans: int = 0
+    """Spans the traced operator exported."""
 
 
 def measure(
@@ -333,14 +343,10 @@ def measure(
     sleep: float,
     profile: Path | None = None,
     answer_hops: int = 0,
+    trace_hops: int = 0,
 ) -> Measured:
     operating.install(info)
-    namespace = f"bench-{secrets.token_hex(3)}"
-    info.kubectl("create", "namespace", namespace)
-    _wait(
-        lambda: info.kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0,
-        "the default ServiceAccount",
-    )
+    namespace = _namespace(info)
     kubeconfig = operating.operator_kubeconfig(info, info.workdir / "operator.kubeconfig")
     env = {**harness.OPERATOR_ENV, "AGENTCHAIN_NAMESPACES": namespace}
     op = operating.OperatorProcess(info, kubeconfig, extra_env=env)
@@ -363,6 +369,8 @@ def measure(
             m.window = (started, time.time())
             if answer_hops:
                 answering_chains(bench, math.ceil(answer_hops / (len(ANSWERING) - 1)), m)
+            if trace_hops:
+                traced_chains(info, api, bench, math.ceil(trace_hops / (len(AGENTS) - 1)), m)
         finally:
             worker.stop()
             op.stop()
@@ -385,6 +393,49 @@ def answering_chains(bench: Bench, chains: int, m: Measured) -> None:
         m.answered += bench.operator_chain(f"ans-{i:02d}", ANSWERING)
         say(f"answering chain {i + 1}/{chains}: operator {_ms(m.answered[-2:])}")
     m.answer_window = (started, time.time())
+
+
+def _namespace(info: ClusterInfo) -> str:
+    namespace = f"bench-{secrets.token_hex(3)}"
+    info.kubectl("create", "namespace", namespace)
+    _wait(
+        lambda: info.kubectl("get", "sa", "default", "-n", namespace, check=False).returncode == 0,
+        "the default ServiceAccount",
+    )
+    return namespace
+
+
+def traced_chains(
+    info: ClusterInfo, api: kubernetes.client.ApiClient, untraced: Bench, chains: int, m: Measured
+) -> None:
+    """A traced operator in a namespace of its own; its chains alternate with the
+    untraced operator's, after one warm-up chain each."""
+    sink = tracing.Sink()
+    traced = Bench(api, _namespace(info), untraced.sleep)
+    traced.apply_agents()
+    env = {
+        **harness.OPERATOR_ENV,
+        "AGENTCHAIN_NAMESPACES": traced.namespace,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": sink.endpoint,
+    }
+    kubeconfig = info.workdir / "operator.kubeconfig"
+    op = operating.OperatorProcess(info, kubeconfig, extra_env=env, name="traced-operator")
+    op.start()
+    try:
+        traced.operator_chain("tr-warm-up")
+        untraced.operator_chain("untr-warm-up")
+        for i in range(chains):
+            m.traced += traced.operator_chain(f"tr-{i:02d}")
+            m.untraced += untraced.operator_chain(f"untr-{i:02d}")
+            hops = f"{_ms(m.traced[-2:])} untraced {_ms(m.untraced[-2:])}"
+            say(f"traced chain {i + 1}/{chains}: {hops}")
+        # Each chain is a root span and per job three: wait for the last to be exported.
+        expected = (chains + 1) * (1 + 3 * len(AGENTS))
+        _wait(lambda: sink.spans >= expected, f"{expected} spans exported")
+        m.spans = sink.spans
+    finally:
+        op.stop()
+        sink.close()
 
 
 def _operators(audit: harness.Audit, window: tuple[float, float]) -> list[harness.Request]:
@@ -461,6 +512,23 @@ def requests_per_hop(info: ClusterInfo, m: Measured, verbose: bool) -> None:
     )
 
 
+def traced_report(m: Measured) -> None:
+    traced, untraced = percentile(m.traced, 0.5) * 1000, percentile(m.untraced, 0.5) * 1000
+    print(f"traced operator p50 {traced:.0f}ms, untraced {untraced:.0f}ms ({m.spans} spans)")
+    emit(
+        Row(
+            "hop latency p50, traced",
+            traced,
+            "ms",
+            baseline=untraced,
+            note=(
+                f"OTEL_* set, {m.spans} spans recorded and exported to an OTLP sink; baseline:"
+                f" the untraced operator, chains alternating, {len(m.traced)} hops each"
+            ),
+        )
+    )
+
+
 def report(ours: list[float], floor: list[float]) -> float:
     print(f"hop latency (parent container exit -> child pod created), {len(ours)} hops each")
     print(f"{'':10s} {'p50':>8s} {'p90':>8s}")
@@ -496,6 +564,12 @@ def main(argv: list[str] | None = None) -> int:
         default=20,
         help="hops measured with the answers handed over through the job API (0: none)",
     )
+    parser.add_argument(
+        "--trace-hops",
+        type=int,
+        default=20,
+        help="hops measured with a traced operator beside the untraced one (0: none)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="requests by verb+resource")
     parser.add_argument("--profile", type=Path, help="py-spy the operator's hops into this file")
     parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
@@ -508,11 +582,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     harness.audit_enabled()
     with cluster() as info:
-        measured = measure(info, args.hops, args.sleep, args.profile, args.answer_hops)
+        measured = measure(
+            info, args.hops, args.sleep, args.profile, args.answer_hops, args.trace_hops
+        )
         requests_per_hop(info, measured, args.verbose)
         if measured.answered:
             answered_requests(info, measured, args.verbose)
     ratio = report(measured.ours, measured.floor)
+    if measured.traced:
+        traced_report(measured)
     if args.profile:
         print(profiling.summary(args.profile))
     return 1 if args.check and ratio > TARGET_RATIO else 0

@@ -12,7 +12,13 @@ Aspects covered:
 - the spans say what happened: agent, chain id, depth, phase, exit code;
 - the agent's pod runs under its job's span: its ``TRACEPARENT`` names the trace and the
   span the collector received for that job;
-- a signed webhook delivery is the root span of the chain it starts.
+- a signed webhook delivery is the root span of the chain it starts;
+- an agent that calls ``agentchain mcp``'s tools as its CLI would (the MCP SDK's stdio
+  client, the server given the variables the agent's MCP configuration names): each tool
+  call is a CLIENT span under its job's span, in the chain's one tree;
+- two replicas sharing one Lease, both exporting: the leader SIGKILLed while the chain's
+  second job runs, the other leads and finishes the chain, and the chain is still one
+  tree of all its spans, none twice, none orphaned.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from e2e import chaining, delivering, operating, tracetree
+from e2e import chaining, delivering, operating, replicating, tracetree
 from e2e.controlplane import processes
 from e2e.controlplane.cluster import ClusterInfo
 
@@ -36,6 +42,29 @@ REPO = Path(__file__).resolve().parent.parent
 PRINT_TRACEPARENT = (
     "import os, time; time.sleep(4); print('TRACEPARENT=' + os.environ['TRACEPARENT'])"
 )
+# Calls a tool of ``agentchain mcp`` as an agent's CLI does: the server started over stdio
+# with the variables the agent's MCP configuration names (a pod of the local node gets
+# only PATH from this machine: the tree's path is given here).
+CALL_A_TOOL = f"""
+import asyncio, os, sys
+sys.path.insert(0, {str(REPO / "operator")!r})
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from agentchain.runtimes.rules.runtimecontainers import MCP_JOB_ENV
+
+env = {{name: os.environ[name] for name in MCP_JOB_ENV if name in os.environ}}
+env["PYTHONPATH"] = {str(REPO / "operator")!r}
+
+async def main():
+    argv = ["-m", "agentchain", "mcp"]
+    params = StdioServerParameters(command=sys.executable, args=argv, env=env)
+    entry = {{"namespace": "tr", "key": "k", "value": "v"}}
+    async with Client(params, read_timeout_seconds=60) as tools:
+        done = await tools.call_tool("store_set_and_extend", entry)
+    print("refused" if done.is_error else "stored")
+
+asyncio.run(main())
+"""
 
 
 class Collector:
@@ -157,6 +186,31 @@ def _assert_one_tree(spans: list[Obj]) -> Obj:
     return roots[0]
 
 
+def _three_agents(info: ClusterInfo, namespace: str, prefix: str) -> None:
+    chaining.apply(
+        info,
+        namespace,
+        chaining.agent(f"{prefix}-triage", next_=chaining.step(f"{prefix}-developer", "always")),
+        chaining.ai_agent(
+            f"{prefix}-developer",
+            chaining.python_command(PRINT_TRACEPARENT),
+            triggers=[{"source": "manual", "next": chaining.step(f"{prefix}-reviewer", "always")}],
+        ),
+        chaining.agent(f"{prefix}-reviewer"),
+    )
+
+
+def _wait_running(info: ClusterInfo, namespace: str, chain_id: str, agent: str) -> None:
+    def running() -> bool:
+        jobs = chaining.chain_jobs(info, namespace, chain_id)
+        return any(
+            j["spec"]["agentRole"] == agent and (j.get("status") or {}).get("phase") == "Running"
+            for j in jobs
+        )
+
+    operating.wait_until(running, timeout=60, what=f"the {agent} job to run")
+
+
 def test_a_chain_is_one_trace_across_a_sigkill(
     traced: operating.OperatorProcess,
     cluster_info: ClusterInfo,
@@ -164,29 +218,10 @@ def test_a_chain_is_one_trace_across_a_sigkill(
     collector: Collector,
 ) -> None:
     info = cluster_info
-    chaining.apply(
-        info,
-        namespace,
-        chaining.agent("tr-triage", next_=chaining.step("tr-developer", "always")),
-        chaining.ai_agent(
-            "tr-developer",
-            chaining.python_command(PRINT_TRACEPARENT),
-            triggers=[{"source": "manual", "next": chaining.step("tr-reviewer", "always")}],
-        ),
-        chaining.agent("tr-reviewer"),
-    )
+    _three_agents(info, namespace, "tr")
     chaining.apply(info, namespace, chaining.root_job("tr-1", "tr-triage"))
     chain_id = str(chaining.wait_phase(info, namespace, "tr-1")["chainId"])
-
-    def developer_running() -> bool:
-        jobs = chaining.chain_jobs(info, namespace, chain_id)
-        return any(
-            j["spec"]["agentRole"] == "tr-developer"
-            and (j.get("status") or {}).get("phase") == "Running"
-            for j in jobs
-        )
-
-    operating.wait_until(developer_running, timeout=60, what="the developer's job to run")
+    _wait_running(info, namespace, chain_id, "tr-developer")
     traced.kill()
     traced.start()
     jobs = chaining.wait_chain(info, namespace, "tr-1", 3)
@@ -237,6 +272,30 @@ def test_a_chain_is_one_trace_across_a_sigkill(
     assert span_id == by_job[developer["metadata"]["name"]]["spanId"]
 
 
+def test_an_agents_tool_calls_are_spans_under_its_job(
+    traced: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: Collector,
+) -> None:
+    info = cluster_info
+    chaining.apply(
+        info, namespace, chaining.ai_agent("tr-tools", chaining.python_command(CALL_A_TOOL))
+    )
+    chaining.apply(info, namespace, chaining.root_job("tr-tools-1", "tr-tools"))
+    job = chaining.wait_phase(info, namespace, "tr-tools-1", "Succeeded", "Failed")
+    assert (job["phase"], str(job.get("result") or "").strip()) == ("Succeeded", "stored"), job
+    spans = _trace_of(collector, str(job["chainId"]), 5)
+    _assert_one_tree(spans)
+    (tool,) = [s for s in spans if s["name"].startswith("execute_tool")]
+    (mine,) = [s for s in spans if s["name"] == "agentjob tr-tools"]
+    assert tool["name"] == "execute_tool store_set_and_extend"
+    assert tool["kind"] == 3 and tool["parentSpanId"] == mine["spanId"], tool  # CLIENT
+    assert attrs(tool)["gen_ai.tool.name"] == "store_set_and_extend"
+    assert attrs(tool)["agentchain.job.name"] == "tr-tools-1"
+    assert len(spans) == 5, [s["name"] for s in spans]
+
+
 def test_a_signed_delivery_is_the_root_span_of_its_chain(
     traced: operating.OperatorProcess,
     cluster_info: ClusterInfo,
@@ -268,3 +327,27 @@ def test_a_signed_delivery_is_the_root_span_of_its_chain(
     (child,) = [s for s in spans if s.get("parentSpanId") == root["spanId"]]
     assert child["name"] == "agentjob tr-hooked"
     assert attrs(child)["agentchain.job.name"] == job["name"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.usefixtures("operator_paused", "installed")
+def test_a_chain_is_one_trace_across_a_failover(
+    cluster_info: ClusterInfo, namespace: str, collector: Collector
+) -> None:
+    info = cluster_info
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint, "OTEL_SERVICE_NAME": "agentchain-ha"}
+    with replicating.replicas(info, namespace, extra_env=env) as ops:
+        _three_agents(info, namespace, "fo")
+        chaining.apply(info, namespace, chaining.root_job("fo-1", "fo-triage"))
+        chain_id = str(chaining.wait_phase(info, namespace, "fo-1")["chainId"])
+        _wait_running(info, namespace, chain_id, "fo-developer")
+        old = replicating.leader(ops)
+        old.kill()
+        replicating.leader([op for op in ops if op is not old])  # The other leads.
+        jobs = chaining.wait_chain(info, namespace, "fo-1", 3)
+        spans = _trace_of(collector, chain_id, 1 + 3 * 3)
+    root = _assert_one_tree(spans)
+    assert len(spans) == 10, [s["name"] for s in spans]
+    assert root["name"] == "agentjob fo-1 created"
+    named = {attrs(s).get("agentchain.job.name") for s in spans if s["name"].count(" ") == 1}
+    assert named == {j["metadata"]["name"] for j in jobs}, named

@@ -26,7 +26,6 @@ from agentchain.github import appruntime
 from agentchain.handlers import watches
 from agentchain.hop import resync
 from agentchain.settings import Settings
-from agentchain.traces import exporting
 
 log = logging.getLogger(__name__)
 PREFIX = "kopf.labrats.work"
@@ -73,9 +72,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         runtime = memo.runtime = Runtime.create(config)
         memo.owns_runtime = True
     memo.resyncer = asyncio.create_task(resync.keep_resyncing(runtime), name="resync")
-    if runtime.traces.enabled:  # The leader alone exports, so no span goes out twice.
-        outbox = runtime.traces.outbox
-        memo.exporter = asyncio.create_task(exporting.keep_exporting(outbox), name="traces")
+    memo.exporter = runtime.traces.start_exporting()  # The leader's; None when off.
     memo.watches = watches.start(runtime)  # AgentJobs, batch Jobs, pods: our own.
 
 

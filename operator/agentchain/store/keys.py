@@ -209,6 +209,14 @@ TRACE_OUTBOX = ROOT_PREFIX + "trace:outbox"
 # At most this many spans wait: past it the oldest are dropped (a collector down for long
 # must not fill Redis); the exporter logs how many.
 TRACE_OUTBOX_MAX = 100_000
+# List: the batch an exporter took out of the outbox and is sending; removed once the
+# collector accepted it, else sent again by whichever exporter holds the lease next.
+TRACE_SENDING = ROOT_PREFIX + "trace:sending"
+# String: the exporter that may send (its process's random id), so two never send at
+# once.  Renewed at every batch; longer than one export may take (the OTLP exporter gives
+# up after its timeout, 10 s by default), so it lapses only when its holder is gone.
+TRACE_EXPORTER = ROOT_PREFIX + "trace:exporter"
+TRACE_EXPORTER_LEASE_MS = 20_000
 
 
 def encode(component: str) -> str:

@@ -10,7 +10,9 @@ so the operator opens no connection for it.
 The SDK's exporter is synchronous and retries with backoff up to its timeout, so it runs
 in a worker thread, off the event loop; a hop only appends to the outbox.  Spans leave
 the outbox only once the collector accepted them: a collector that is down delays them,
-it does not lose them (up to the outbox's bound).
+it does not lose them (up to the outbox's bound).  One exporter sends at a time, by a
+lease in Redis (``traces/outbox``): an old leader that runs on a moment during a
+failover sends nothing the new one sends.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from redis.exceptions import RedisError
 
 from agentchain.traces.outbox import Outbox
 from agentchain.traces.rules import spans
@@ -35,17 +38,11 @@ log = logging.getLogger(__name__)
 BATCH = 256
 IDLE_SECONDS = 1.0
 SCOPE = InstrumentationScope("agentchain")
-_ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
 def configured(environ: Mapping[str, str] | None = None) -> bool:
     """Whether the ``OTEL_*`` variables ask for traces to be exported."""
-    env = os.environ if environ is None else environ
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "none":
-        return False
-    return any(env.get(name, "").strip() for name in _ENDPOINTS)
+    return spans.configured(os.environ if environ is None else environ)
 
 
 def agent_endpoint(environ: Mapping[str, str] | None = None) -> str:
@@ -94,22 +91,38 @@ async def keep_exporting(outbox: Outbox, exporter: SpanExporter | None = None) -
     resource = _resource()
     try:
         while True:
-            if not await export_some(outbox, exporter, resource):
+            try:
+                more = await export_some(outbox, exporter, resource)
+            except RedisError as exc:  # Redis away a moment must not end the exporter.
+                log.warning("trace outbox unavailable: %s", exc)
+                more = False
+            if not more:
                 await asyncio.sleep(IDLE_SECONDS)
     finally:
-        await asyncio.to_thread(exporter.shutdown)
+        await _stop(outbox, exporter)
+
+
+async def _stop(outbox: Outbox, exporter: SpanExporter) -> None:
+    try:
+        await outbox.release()  # The next leader's exporter starts at once, not in 20 s.
+    except RedisError as exc:
+        log.warning("trace exporter lease not released: %s", exc)
+    await asyncio.to_thread(exporter.shutdown)
 
 
 async def export_some(outbox: Outbox, exporter: SpanExporter, resource: Resource) -> bool:
-    """Send one batch; True if one was sent (more may wait)."""
-    batch = await outbox.head(BATCH)
+    """Send one batch; True if one was sent (more may wait).  Nothing while another
+    exporter holds the lease (``traces/outbox``)."""
+    batch = await outbox.claim(BATCH)
     if not batch:
         return False
     result = await asyncio.to_thread(_export, exporter, [readable(s, resource) for s in batch])
     if result is not SpanExportResult.SUCCESS:
-        log.warning("trace export failed; %d span(s) wait in the outbox", await outbox.waiting())
+        log.warning("trace export failed; %d span(s) wait", await outbox.waiting())
         return False
-    await outbox.sent(len(batch))
+    if not await outbox.sent():
+        log.warning("trace exporter lease lost while sending; the next holder resends")
+        return False
     return True
 
 

@@ -1,13 +1,15 @@
 """What the rest of the operator calls: record a span, give a pod its trace context.
 
 Off unless the ``OTEL_*`` variables name an endpoint (``exporting.configured``): then
-:meth:`Traces.record` does nothing and a pod gets no trace variables, so a cluster that
-does not trace pays nothing.  Tracing never fails what it observes: a span that cannot
-be recorded is logged and dropped.
+:meth:`Traces.record` does nothing, a pod gets no trace variables and no exporter is
+built (:meth:`Traces.start_exporting`), so a cluster that does not trace pays nothing.
+Tracing never fails what it observes: a span that cannot be recorded is logged and
+dropped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import redis.asyncio as aioredis
@@ -35,6 +37,12 @@ class Traces:
             await self.outbox.record(span)
         except RedisError as exc:
             log.warning("span %s not recorded: %s", span.name, exc)
+
+    def start_exporting(self) -> asyncio.Task[None] | None:
+        """The leader's exporter, draining the outbox; None, and nothing built, when off."""
+        if not self.enabled:
+            return None
+        return asyncio.create_task(exporting.keep_exporting(self.outbox), name="traces")
 
     def agent_env(self, chain_id: str, namespace: str, job: str) -> dict[str, str]:
         """The trace variables of ``job``'s pod (none when tracing is off)."""

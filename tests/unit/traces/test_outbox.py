@@ -5,6 +5,12 @@ Aspects covered:
 - spans leave the outbox only once the exporter accepted them, oldest first; a failed
   export keeps them;
 - the outbox is bounded: past its bound the oldest go;
+- two exporters at once (an old leader running on during a failover) send every span
+  once and lose none: one holds the lease, the other sends nothing;
+- a batch taken by an exporter that died before the collector accepted it is sent by the
+  next one, once the dead one's lease lapsed, before any newer span; one that lost its
+  lease while sending leaves the new holder's batch alone; a clean stop hands the lease
+  over at once;
 - with the ``OTEL_*`` variables naming no endpoint (or saying none), tracing is off:
   nothing is recorded and a pod gets no trace variables;
 - a span reaches an exporter as the SDK's span with the ids, parent, times, status
@@ -13,6 +19,8 @@ Aspects covered:
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Sequence
 
 import pytest
@@ -115,3 +123,73 @@ async def test_an_exported_span_is_the_one_recorded(redis: Redis) -> None:
     assert sent.status.status_code is StatusCode.ERROR
     assert sent.status.description == "ContainerFailed"
     assert sent.attributes is not None and sent.attributes["agentchain.job.exit_code"] == 3
+
+
+class Slow(InMemorySpanExporter):
+    """Holds each export until a second one began, or a moment passed: so two exporters
+    that both send are both inside ``export`` at once."""
+
+    def __init__(self, inside: threading.Semaphore) -> None:
+        super().__init__()
+        self._inside = inside
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self._inside.release()
+        self._inside.acquire(timeout=0.5)
+        return super().export(spans)
+
+
+async def test_two_exporters_at_once_send_each_span_once(redis: Redis) -> None:
+    old, new = Outbox(redis), Outbox(redis)
+    for n in range(5):
+        await old.record(_span(n, chain=f"c{n}"))
+    inside = threading.Semaphore(0)
+    exporters = [Slow(inside), Slow(inside)]
+    await asyncio.gather(
+        exporting.export_some(old, exporters[0], RESOURCE),
+        exporting.export_some(new, exporters[1], RESOURCE),
+    )
+    while await exporting.export_some(old, exporters[0], RESOURCE):
+        pass
+    sent = [s.name for e in exporters for s in e.get_finished_spans()]
+    assert sorted(sent) == [f"span {n}" for n in range(5)]
+    assert await old.waiting() == 0
+
+
+async def test_a_dead_exporters_batch_is_sent_next(redis: Redis) -> None:
+    dead, heir = Outbox(redis, lease_ms=300), Outbox(redis)
+    for n in range(2):
+        await dead.record(_span(n, chain=f"c{n}"))
+    assert [s.name for s in await dead.claim(10) or []] == ["span 0", "span 1"]
+    await dead.record(_span(2, chain="c2"))  # Recorded after; goes out after.
+    memory = InMemorySpanExporter()
+    assert not await exporting.export_some(heir, memory, RESOURCE)  # Held: not yet.
+    await asyncio.sleep(0.4)
+    while await exporting.export_some(heir, memory, RESOURCE):
+        pass
+    assert [s.name for s in memory.get_finished_spans()] == ["span 0", "span 1", "span 2"]
+    assert await dead.sent() is False  # Woken: its batch is no longer its to remove.
+    assert await heir.waiting() == 0
+
+
+async def test_a_lost_lease_leaves_the_new_holders_batch(redis: Redis) -> None:
+    old, new = Outbox(redis, lease_ms=200), Outbox(redis)
+    await old.record(_span(0))
+    assert await old.claim(10)
+    await asyncio.sleep(0.3)
+    claimed = await new.claim(10)
+    assert claimed is not None and [s.name for s in claimed] == ["span 0"]
+    assert await old.claim(10) is None and await old.sent() is False
+    assert await new.waiting() == 1  # Still the new holder's to send.
+    assert await new.sent() is True and await new.waiting() == 0
+
+
+async def test_a_clean_stop_hands_the_lease_over(redis: Redis) -> None:
+    first, second = Outbox(redis), Outbox(redis)
+    await first.record(_span(0))
+    failing = exporting.export_some(first, Refusing(), RESOURCE)
+    assert not await failing
+    assert await second.claim(10) is None
+    await first.release()
+    claimed = await second.claim(10)
+    assert claimed is not None and [s.name for s in claimed] == ["span 0"]

@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any, ParamSpec
+from typing import Annotated, Any, ParamSpec, Protocol
 
 import aiohttp
 from mcp.server.mcpserver import MCPServer
@@ -28,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from agentchain.runtimes.inpod import toolcalls
+from agentchain.runtimes.inpod import toolcalls, toolspans
 
 Obj = dict[str, Any]
 P = ParamSpec("P")
@@ -83,19 +84,26 @@ StoreValue = Annotated[
 ]
 
 
-def _refusals_as_tool_errors(
-    call: Callable[P, Awaitable[Obj]],
-) -> Callable[P, Awaitable[Obj]]:
-    """The API's refusal as a tool error the model reads, not a crash it never sees."""
+class Wrap(Protocol):
+    def __call__(self, call: Callable[P, Awaitable[Obj]]) -> Callable[P, Awaitable[Obj]]: ...
 
-    @functools.wraps(call)
-    async def wrapped(*args: P.args, **kwargs: P.kwargs) -> Obj:
-        try:
-            return await call(*args, **kwargs)
-        except toolcalls.Refused as exc:
-            raise ToolError(str(exc)) from None
 
-    return wrapped
+def _tool_calls(tracing: toolspans.ToolTracing) -> Wrap:
+    """What every tool call goes through: its span (when the job is traced), and the
+    API's refusal as a tool error the model reads, not a crash it never sees."""
+
+    def wrap(call: Callable[P, Awaitable[Obj]]) -> Callable[P, Awaitable[Obj]]:
+        @functools.wraps(call)
+        async def wrapped(*args: P.args, **kwargs: P.kwargs) -> Obj:
+            try:
+                answer: Obj = await tracing.call(call.__name__, lambda: call(*args, **kwargs))
+            except toolcalls.Refused as exc:
+                raise ToolError(str(exc)) from None
+            return answer
+
+        return wrapped
+
+    return wrap
 
 
 def _job_view(answer: Mapping[str, Any]) -> Obj:
@@ -103,18 +111,19 @@ def _job_view(answer: Mapping[str, Any]) -> Obj:
     return {k: answer[k] for k in JOB_FIELDS if k in answer}
 
 
-def build_server(api: toolcalls.JobApi) -> MCPServer:
+def build_server(api: toolcalls.JobApi, tracing: toolspans.ToolTracing | None = None) -> MCPServer:
     server: MCPServer = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, log_level="WARNING")
-    _add_job_tools(server, api)
-    _add_store_tools(server, api)
-    _add_anchor_tools(server, api)
-    _add_github_tools(server, api)
+    calls = _tool_calls(tracing or toolspans.ToolTracing({}))
+    _add_job_tools(server, api, calls)
+    _add_store_tools(server, api, calls)
+    _add_anchor_tools(server, api, calls)
+    _add_github_tools(server, api, calls)
     return server
 
 
-def _add_job_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
+def _add_job_tools(server: MCPServer, api: toolcalls.JobApi, calls: Wrap) -> None:
     @server.tool(annotations=WRITES)
-    @_refusals_as_tool_errors
+    @calls
     async def delegate(
         agent: Annotated[
             str,
@@ -161,7 +170,7 @@ def _add_job_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return _job_view(await api.delegate(agent, task, wait_seconds))
 
     @server.tool(annotations=READS)
-    @_refusals_as_tool_errors
+    @calls
     async def job_status(
         job_id: Annotated[
             str,
@@ -181,9 +190,9 @@ def _add_job_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return _job_view(await api.job(job_id))
 
 
-def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
+def _add_store_tools(server: MCPServer, api: toolcalls.JobApi, calls: Wrap) -> None:
     @server.tool(annotations=READS)
-    @_refusals_as_tool_errors
+    @calls
     async def store_get(namespace: StoreNamespace, key: StoreKey) -> Obj:
         """Read one entry of your team's shared store.
 
@@ -196,7 +205,7 @@ def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return await api.store_get(namespace, key)
 
     @server.tool(annotations=WRITES)
-    @_refusals_as_tool_errors
+    @calls
     async def store_set(
         namespace: StoreNamespace,
         key: StoreKey,
@@ -221,7 +230,7 @@ def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return await api.store_put(namespace, key, value, ttl_seconds)
 
     @server.tool(annotations=WRITES)
-    @_refusals_as_tool_errors
+    @calls
     async def store_set_and_extend(
         namespace: StoreNamespace, key: StoreKey, value: StoreValue
     ) -> Obj:
@@ -235,7 +244,7 @@ def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return await api.store_put(namespace, key, value)
 
     @server.tool(annotations=WRITES)
-    @_refusals_as_tool_errors
+    @calls
     async def store_touch(namespace: StoreNamespace, key: StoreKey) -> Obj:
         """Read an entry of the shared store and extend its life by 90 days.
 
@@ -246,7 +255,7 @@ def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return await api.store_get(namespace, key, extend=True)
 
     @server.tool(annotations=READS)
-    @_refusals_as_tool_errors
+    @calls
     async def store_query(
         namespace: StoreNamespace,
         prefix: Annotated[
@@ -268,9 +277,9 @@ def _add_store_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return await api.store_list(namespace, prefix, limit)
 
 
-def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
+def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi, calls: Wrap) -> None:
     @server.tool(annotations=READS)
-    @_refusals_as_tool_errors
+    @calls
     async def anchor_get(
         job_id: Annotated[
             str | None,
@@ -290,7 +299,7 @@ def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return await api.anchor_get(job_id or None)
 
     @server.tool(annotations=WRITES)
-    @_refusals_as_tool_errors
+    @calls
     async def anchor_set(
         task: Annotated[str | None, Field(description="What you were asked to do.")] = None,
         status: Annotated[str | None, Field(description="Where you are, in a few words.")] = None,
@@ -340,7 +349,7 @@ def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return await api.anchor_put(anchor)
 
     @server.tool(annotations=READS)
-    @_refusals_as_tool_errors
+    @calls
     async def team_anchor_get() -> Obj:
         """Read your chain's team anchor: what the chain's jobs have done so far.
 
@@ -350,9 +359,9 @@ def _add_anchor_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return await api.team_anchor()
 
 
-def _add_github_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
+def _add_github_tools(server: MCPServer, api: toolcalls.JobApi, calls: Wrap) -> None:
     @server.tool(annotations=GITHUB)
-    @_refusals_as_tool_errors
+    @calls
     async def progress_note(
         note: Annotated[
             str,
@@ -374,7 +383,7 @@ def _add_github_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return await api.progress_note(note)
 
     @server.tool(annotations=GITHUB)
-    @_refusals_as_tool_errors
+    @calls
     async def github_token() -> Obj:
         """Get a fresh GitHub installation token for your job's repository.
 
@@ -388,17 +397,31 @@ def _add_github_tools(server: MCPServer, api: toolcalls.JobApi) -> None:
         return await api.github_token()
 
 
-async def serve(env: toolcalls.JobEnv) -> None:
-    async with aiohttp.ClientSession() as session:
-        await build_server(toolcalls.JobApi(env, session)).run_stdio_async()
+async def serve(env: toolcalls.JobEnv, tracing: toolspans.ToolTracing | None = None) -> None:
+    """Serve until the client closes stdin or SIGTERM comes; then send the spans queued."""
+    tracing = tracing or toolspans.ToolTracing({})
+    loop = asyncio.get_running_loop()
+    serving = asyncio.current_task()
+    if serving is not None:
+        # Python's default on SIGTERM ends the process at once, spans and all.
+        loop.add_signal_handler(signal.SIGTERM, serving.cancel)
+    try:
+        async with aiohttp.ClientSession() as session:
+            await build_server(toolcalls.JobApi(env, session), tracing).run_stdio_async()
+    except asyncio.CancelledError:
+        pass  # SIGTERM: stop as the client closing would.
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        await asyncio.to_thread(tracing.shutdown)
 
 
 def main(environ: Mapping[str, str] | None = None) -> int:
     """Serve the tools on stdin/stdout until the client closes them; 2 without the env."""
+    environ = os.environ if environ is None else environ
     try:
-        env = toolcalls.JobEnv.from_environ(os.environ if environ is None else environ)
+        env = toolcalls.JobEnv.from_environ(environ)
     except toolcalls.MissingEnvironment as exc:
         print(f"agentchain mcp: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(serve(env))
+    asyncio.run(serve(env, toolspans.ToolTracing(environ)))
     return 0

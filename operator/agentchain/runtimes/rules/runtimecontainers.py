@@ -40,13 +40,24 @@ from agentchain.models.aiagent import RUNNER_RUNTIMES, AgentRuntime, AiAgentSpec
 from agentchain.models.conditions import Reason
 from agentchain.prompts.rules.assembly import LEARNINGS_HEADING, PromptRenderError
 from agentchain.settings import Settings
+from agentchain.traces.rules import spans
 
 COMMAND = "command"
 CLAUDE_CODE = "claude-code"
 CODEX = "codex"
 AGENTCHAIN_MCP = "agentchain"
-MCP_JOB_ENV = ("AGENT_API_URL", "AGENT_TOKEN", "AGENT_NAMESPACE", "AGENT_JOB", "AGENT_CHAIN_ID")
-"""What ``agentchain mcp`` reads of the pod's environment (``runtimes/inpod/toolcalls.py``)."""
+MCP_JOB_ENV = (
+    "AGENT_API_URL",
+    "AGENT_TOKEN",
+    "AGENT_NAMESPACE",
+    "AGENT_JOB",
+    "AGENT_CHAIN_ID",
+    *spans.AGENT_ENV_NAMES,
+)
+"""What ``agentchain mcp`` reads of the pod's environment: the job
+(``runtimes/inpod/toolcalls.py``) and, when the job is traced, its trace context and the
+OTLP endpoint, so its tool calls are spans under the job's (``runtimes/inpod/toolspans.py``).
+A CLI passes on only those the pod has."""
 
 RUNTIME_ENV = "AGENTCHAIN_RUNTIME"
 CLI_ENV = "AGENTCHAIN_AGENT_CLI"

@@ -43,6 +43,7 @@ TRACEPARENT_ENV = "TRACEPARENT"
 """The W3C trace context a process started under a span reads (the OpenTelemetry
 environment-carrier convention; Claude Code, Codex and the SDKs honour it)."""
 SERVICE_NAME = "agentchain"
+_HEX = frozenset("0123456789abcdef")
 
 
 def _digest(kind: str, *parts: str, size: int) -> int:
@@ -75,6 +76,33 @@ def parent_span_id(chain_id: str, namespace: str, parent_job: str | None) -> int
 def traceparent(trace: int, span: int) -> str:
     """The W3C ``traceparent`` header value for ``span`` of ``trace``, sampled."""
     return f"00-{trace:032x}-{span:016x}-01"
+
+
+ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+AGENT_ENV_NAMES = (TRACEPARENT_ENV, "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL")
+"""The trace variables an agent's pod gets (``agent_env``): what a process in it, such as
+``agentchain mcp``, needs to export its own spans under the job's."""
+
+
+def configured(environ: Mapping[str, str]) -> bool:
+    """Whether the ``OTEL_*`` variables ask for traces to be exported: an endpoint named,
+    and neither the SDK nor the traces exporter turned off."""
+    if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    if environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "none":
+        return False
+    return any(environ.get(name, "").strip() for name in ENDPOINT_ENVS)
+
+
+def parse_traceparent(value: str) -> tuple[int, int] | None:
+    """The trace id and span id a W3C ``traceparent`` names; None if it is malformed."""
+    parts = value.strip().lower().split("-")
+    if [len(p) for p in parts] != [2, 32, 16, 2] or parts[0] == "ff":
+        return None
+    if not all(set(p) <= _HEX for p in parts):
+        return None
+    trace, span = int(parts[1], 16), int(parts[2], 16)
+    return (trace, span) if trace and span else None
 
 
 def agent_env(chain_id: str, namespace: str, job: str, endpoint: str) -> dict[str, str]:
