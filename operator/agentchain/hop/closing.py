@@ -139,7 +139,8 @@ async def _trace(hop: Hop, end: AgentJobStatus) -> None:
 
 async def _ended(hop: Hop, end: AgentJobStatus) -> None:
     await teamkeeping.job(hop.rt, hop.obj)
-    metrics.JOBS.labels(hop.namespace, hop.job.spec.agent_role, end.phase or "").inc()
+    jobs = metrics.JOBS.labels(hop.namespace, hop.job.spec.agent_role, end.phase or "")
+    jobs.inc(exemplar=hop.rt.traces.exemplar(hop.job.status.chain_id))
     await gating.ended(hop, end)  # The namespace slot it held.
 
 
@@ -169,7 +170,8 @@ async def complete_chain(hop: Hop, action: str, message: str) -> Condition:
     chain_id = statuswriting.position(hop.obj, hop.rt.operator_keys).chain_id
     result = _chain_outcome(action, job.status.phase or "", job.status.reason or "")
     if await hop.rt.chains.mark_complete(hop.namespace, chain_id, result, hop.name):
-        metrics.CHAIN_OUTCOMES.labels(hop.namespace, result).inc()
+        outcomes = metrics.CHAIN_OUTCOMES.labels(hop.namespace, result)
+        outcomes.inc(exemplar=hop.rt.traces.exemplar(chain_id))
     await admitting.release(hop.rt, hop.namespace, chain_id)  # Its concurrency slot.
     await teamkeeping.complete(hop.rt, hop.obj, result)
     text = f"Chain {chain_id} is complete ({result}) at {hop.name}: {message}".strip()

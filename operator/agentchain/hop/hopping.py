@@ -309,7 +309,8 @@ async def _continue(
     kid = Hop(hop.rt, child.obj)
     launched = await _start_child(kid)
     if hop.since is not None and isinstance(launched, launching.Launched):
-        metrics.HOP_LATENCY.observe(time.monotonic() - hop.since)
+        trace = hop.rt.traces.exemplar(hop.job.status.chain_id)
+        metrics.HOP_LATENCY.observe(time.monotonic() - hop.since, exemplar=trace)
     # The marker, last: the child exists (and runs, when it runs at all).
     await closing.close(hop, end, entry)
     held.release(hop.namespace, hop.name)

@@ -44,6 +44,13 @@ class Traces:
             return None
         return asyncio.create_task(exporting.keep_exporting(self.outbox), name="traces")
 
+    def exemplar(self, chain_id: str | None) -> dict[str, str] | None:
+        """The exemplar a metric sample about chain ``chain_id`` carries: its trace id
+        when tracing is on (a sample then links to the trace), else none."""
+        if not self.enabled or not chain_id:
+            return None
+        return spans.exemplar(chain_id)
+
     def agent_env(self, chain_id: str, namespace: str, job: str) -> dict[str, str]:
         """The trace variables of ``job``'s pod (none when tracing is off)."""
         if not self.enabled:

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client.openmetrics import exposition as openmetrics
 
 from agentchain.core.runtime import Runtime
 from agentchain.kube import clients
@@ -107,6 +108,11 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics_page(request: web.Request) -> web.Response:
+    """Prometheus' text format, or OpenMetrics when the scraper asks for it: only
+    OpenMetrics carries exemplars (a sample's trace id, when the operator traces)."""
+    if "application/openmetrics-text" in request.headers.get("Accept", ""):
+        body = openmetrics.generate_latest(REGISTRY)  # type: ignore[no-untyped-call]
+        return web.Response(body=body, headers={"Content-Type": openmetrics.CONTENT_TYPE_LATEST})
     body = generate_latest(REGISTRY)
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

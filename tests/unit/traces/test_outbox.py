@@ -106,6 +106,10 @@ async def test_tracing_is_off_without_an_endpoint(redis: Redis) -> None:
     await off.record(_job_span())
     assert await redis.exists(keys.TRACE_OUTBOX) == 0
     assert off.agent_env("c1", "ns", "dev-1") == {}
+    assert off.exemplar("c1") is None  # No trace to point a metric sample at.
+    on_ = Traces(redis, enabled=True)
+    assert on_.exemplar("c1") == {"trace_id": f"{spans.trace_id('c1'):032x}"}
+    assert on_.exemplar(None) is None
 
 
 async def test_an_exported_span_is_the_one_recorded(redis: Redis) -> None:

@@ -3,6 +3,8 @@
 Aspects covered:
 * the public listener (what GitHub can reach) serves the webhook, the job API and
   ``/healthz``, and not ``/metrics``, ``/readyz`` or the dashboard (404 JSON);
+* ``/metrics`` speaks OpenMetrics to a scraper that asks, with a sample's trace id as
+  its exemplar, and Prometheus' text otherwise;
 * the internal listener serves ``/metrics``, ``/healthz``, ``/readyz`` and, when on,
   the dashboard, and not the webhook or the API;
 * every answer, JSON or HTML, carries the security headers: a CSP with
@@ -22,8 +24,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from agentchain import metrics
 from agentchain.core.runtime import Runtime
 from agentchain.settings import Settings
+from agentchain.traces.rules import spans
 from agentchain.web.app import build_app, build_internal_app, serve
 from tests.unit.web.conftest import Client, serving
 
@@ -70,6 +74,19 @@ async def test_the_internal_listener_serves_metrics_and_probes_only(internal: Cl
     assert (await internal.get("/api/openapi.json")).status == 404
     assert (await internal.get("/")).status == 404  # The dashboard is off here.
     assert (await internal.get("/ui/")).status == 404
+
+
+async def test_openmetrics_scrapes_get_a_samples_trace_as_its_exemplar(internal: Client) -> None:
+    trace = spans.exemplar("c0ffee")
+    metrics.CHAIN_OUTCOMES.labels("exemplars", "succeeded").inc(exemplar=trace)
+    accept = {"Accept": "application/openmetrics-text; version=1.0.0"}
+    scraped = await internal.get("/metrics", headers=accept)
+    assert scraped.headers["Content-Type"].startswith("application/openmetrics-text")
+    text = await scraped.text()
+    line = next(x for x in text.splitlines() if 'namespace="exemplars"' in x and "_total" in x)
+    assert f'# {{trace_id="{trace["trace_id"]}"}} 1.0' in line
+    plain = await (await internal.get("/metrics")).text()  # Prometheus' text: no exemplars.
+    assert trace["trace_id"] not in plain and 'namespace="exemplars"' in plain
 
 
 async def test_dashboard_style_is_a_file_under_the_policy(with_dashboard: Client) -> None:

@@ -303,3 +303,8 @@ def trace_url(template: str, chain_id: str) -> str | None:
     if not template or not chain_id:
         return None
     return template.replace("{traceId}", f"{trace_id(chain_id):032x}")
+
+
+def exemplar(chain_id: str) -> dict[str, str]:
+    """A metric sample's exemplar pointing at chain ``chain_id``'s trace (OpenMetrics)."""
+    return {"trace_id": f"{trace_id(chain_id):032x}"}
