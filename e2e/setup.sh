@@ -106,6 +106,7 @@ if [ "$(uname -m)" = x86_64 ]; then
   npm_fetch @anthropic-ai/claude-code-linux-x64 "$CLAUDE_CODE_VERSION" "$CLAUDE_CODE_SHA256" claude
   npm_fetch @openai/codex "$CODEX_VERSION-linux-x64" "$CODEX_SHA256" \
     vendor/x86_64-unknown-linux-musl/bin/codex
+  npm_fetch opencode-linux-x64 "$OPENCODE_VERSION" "$OPENCODE_SHA256" bin/opencode
 else
   step "no pinned agent CLIs for $(uname -m): the runner's CLI tests will skip"
 fi

@@ -26,6 +26,7 @@ _CLIS = {
         "openai-codex-{}-linux-x64",
         "vendor/x86_64-unknown-linux-musl/bin/codex",
     ),
+    "opencode": ("OPENCODE_VERSION", "opencode-linux-x64-{}", "bin/opencode"),
 }
 
 

@@ -172,7 +172,7 @@ def _run(settings: clis.Settings, command: clis.Command, env: Mapping[str, str])
     ]
     for thread in threads:
         thread.start()
-    transcript = clis.Transcript(settings.runtime)
+    transcript = clis.Transcript(settings.runtime, max_turns=settings.max_turns)
     try:
         for line in child.stdout:
             event = transcript.feed(line)
