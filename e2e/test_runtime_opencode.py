@@ -16,7 +16,11 @@ Aspects covered:
   succeeds with the final answer as its result and the run's tokens and turns as its usage;
 - a key the provider refuses (401) ends the job ``Failed`` with reason
   ``ModelAuthFailed``, shown by ``kubectl get aj -o wide``, with the runner's one-line
-  message.
+  message;
+- the runner alone (a host process, as in ``e2e/test_agent_runner.py``): a run that needs
+  more turns than its limit gets OpenCode's forced summary step and ends with
+  ``TurnLimitReached``, its usage still reported; a 429 storm ends, after OpenCode's own
+  five retries, with ``ModelRateLimited``.
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ from typing import Any
 
 import pytest
 
+from agentchain.core.rules import runnerexits as exits
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
-from e2e.models import DEFAULT_API_KEY, ModelStandIn, text, tool
+from e2e.models import DEFAULT_API_KEY, ModelStandIn, failure, text, tool
 from e2e.models.fixtures import agent_cli
+from e2e.test_agent_runner import UsageSink, run_agent
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "gpt-5"
@@ -151,3 +157,48 @@ def test_an_opencode_job_with_a_refused_key_says_why(
     assert [e.status for e in model_standin.exchanges()] == [401]
     wide = cluster_info.kubectl("get", "aj", "ask-bad", "-n", namespace, "-o", "wide").stdout
     assert wide.splitlines()[1].split()[-1] == "ModelAuthFailed", wide
+
+
+@pytest.fixture
+def usage_sink() -> Iterator[UsageSink]:
+    with UsageSink() as sink:
+        yield sink
+
+
+def _run_opencode(tmp_path: Path, standin: ModelStandIn, sink: UsageSink, **env: str) -> Any:
+    provider = {
+        "OPENAI_BASE_URL": f"{standin.url}/v1",
+        "OPENAI_API_KEY": DEFAULT_API_KEY,
+        "AGENT_MODEL": MODEL,
+    }
+    return run_agent(tmp_path, standin, sink.url, "opencode", **provider, **env)
+
+
+def test_an_opencode_run_past_its_turn_limit_ends_turn_limit_reached(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.script(
+        tool("bash", {"command": "echo checking", "description": "Check"}),
+        text("Out of steps: the check ran, nothing else did."),
+    )
+    run = _run_opencode(tmp_path, model_standin, usage_sink, AGENTCHAIN_MAX_TURNS="1")
+    assert (run.code, run.stdout) == (exits.EXIT_TURN_LIMIT, ""), run.stderr
+    assert run.last_line == (
+        "the agent reached its turn limit: used 1 turns without finishing: "
+        "Out of steps: the check ran, nothing else did."
+    )
+    _, summary = model_standin.exchanges("chat")
+    assert "MAXIMUM STEPS REACHED" in json.dumps(summary.body["messages"])
+    assert usage_sink.reports == [{"tokens": 240, "cost": 0.0, "turns": 2}]
+    assert usage_sink.answers == []
+
+
+def test_an_opencode_rate_limit_storm_ends_model_rate_limited(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.always(failure(429, retry_after=0))
+    run = _run_opencode(tmp_path, model_standin, usage_sink)
+    assert (run.code, run.stdout) == (exits.EXIT_MODEL_RATE_LIMITED, ""), run.stderr
+    assert run.last_line.startswith("the model provider kept rate-limiting the agent: HTTP 429")
+    # OpenCode retries five times, as the provider's retry-after (0 here) says.
+    assert [e.status for e in model_standin.exchanges()] == [429] * 6
