@@ -106,6 +106,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             for path, content in command.files.items():
                 # Owner-only: an MCP server's variables may hold secrets.
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "w", encoding="utf-8") as file:
                     file.write(content)

@@ -1,7 +1,7 @@
 """The agent CLIs the runner drives, as pure functions: no I/O.
 
 For each runtime (``claude-code``: Claude Code's ``claude``; ``codex``: ``codex exec``;
-``opencode``: ``opencode run``):
+``opencode``: ``opencode run``; ``gemini``: Gemini CLI's ``gemini -p``):
 the command line built from the runner's settings (``command_for``), the reading of the
 CLI's JSON event stream (``Transcript.feed``), a one-line rendering of each event for
 the pod log (``log_line``) and the end of the run (``outcome``): the final answer, the
@@ -14,6 +14,8 @@ OpenCode takes what the others take as flags in a config file of its own (``OPEN
 written by the runner): a model provider at ``OPENAI_BASE_URL`` (an OpenAI-compatible Chat
 Completions server), the turn limit as its build agent's ``steps``, the allowed tools as
 permissions, the MCP servers, and the standing instructions as an instructions file.
+Gemini CLI likewise reads a ``settings.json`` and a ``GEMINI.md`` the runner writes in a
+home of its own (``GEMINI_CLI_HOME``), which moves none of the agent's other files.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from agentchain.core.rules import runnerexits as exits
 CLAUDE_CODE = "claude-code"
 CODEX = "codex"
 OPENCODE = "opencode"
-RUNTIMES = (CLAUDE_CODE, CODEX, OPENCODE)
-DEFAULT_CLIS = {CLAUDE_CODE: "claude", CODEX: "codex", OPENCODE: "opencode"}
+GEMINI = "gemini"
+RUNTIMES = (CLAUDE_CODE, CODEX, OPENCODE, GEMINI)
+DEFAULT_CLIS = {CLAUDE_CODE: "claude", CODEX: "codex", OPENCODE: "opencode", GEMINI: "gemini"}
 EFFORTS = ("low", "medium", "high")
 MESSAGE_MAX_CHARS = 300
 LOG_LINE_MAX_CHARS = 2000
@@ -53,6 +56,9 @@ SETTINGS_FILE = "claude-settings.json"
 OPENCODE_CONFIG_FILE = "opencode.json"
 OPENCODE_INSTRUCTIONS_FILE = "instructions.md"
 OPENCODE_PROVIDER = "agentchain"
+GEMINI_HOME = "gemini-home"
+AGENTCHAIN_SERVER = "agentchain"  # agentchain mcp's name among the MCP servers
+GEMINI_MAX_ATTEMPTS = 10  # Gemini CLI's own cap on tries of a model request
 
 
 class SettingsError(ValueError):
@@ -184,6 +190,8 @@ def command_for(
         return _claude_command(settings, env or {}, scratch, anchor_command)
     if settings.runtime == OPENCODE:
         return _opencode_command(settings, env or {}, scratch)
+    if settings.runtime == GEMINI:
+        return _gemini_command(settings, env or {}, scratch)
     return _codex_command(settings)
 
 
@@ -406,6 +414,60 @@ def _opencode_command(settings: Settings, env: Mapping[str, str], scratch: str) 
     return Command(argv, added, warnings, files)
 
 
+def gemini_settings(settings: Settings, env: Mapping[str, str]) -> str:
+    """Gemini CLI's ``settings.json`` (user settings under ``GEMINI_CLI_HOME``)."""
+    config: dict[str, Any] = {
+        # With GOOGLE_GEMINI_BASE_URL set Gemini CLI would take the auth type for a
+        # "gateway", which a headless run refuses: the key is GEMINI_API_KEY's.
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+    }
+    if settings.model:
+        config["model"] = {"name": settings.model}
+    if settings.max_turns is not None:
+        config.setdefault("model", {})["maxSessionTurns"] = settings.max_turns
+    if settings.model_retries is not None:
+        attempts = min(settings.model_retries + 1, GEMINI_MAX_ATTEMPTS)
+        config["general"]["maxAttempts"] = attempts
+    if settings.allowed_tools:
+        config["tools"] = {"allowed": list(settings.allowed_tools)}
+    if settings.mcp_servers:
+        config["mcpServers"] = {
+            server.name: {
+                "command": server.command,
+                "args": list(server.args),
+                "env": {name: env[name] for name in server.env if name in env},
+                # A headless run cannot confirm a tool call: the agentchain tools, which
+                # gain nothing beyond the job's token, need none; other servers' tools
+                # are allowed by name (allowedTools).
+                "trust": server.name == AGENTCHAIN_SERVER,
+            }
+            for server in settings.mcp_servers
+        }
+    return json.dumps(config)
+
+
+def _gemini_command(settings: Settings, env: Mapping[str, str], scratch: str) -> Command:
+    home = f"{scratch.rstrip('/')}/{GEMINI_HOME}"
+    files = {f"{home}/.gemini/settings.json": gemini_settings(settings, env)}
+    if settings.standing_instructions:
+        # The global context file of this home: loaded into every request's context.
+        files[f"{home}/.gemini/GEMINI.md"] = settings.standing_instructions
+    # "-p" with an empty prompt: the prompt is stdin's.
+    argv = [settings.cli, "-p", "", "--output-format", "stream-json"]
+    added = {
+        "GEMINI_CLI_HOME": home,
+        # The workspace is the job's: a headless run refuses to start in a folder it was
+        # not told to trust.
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    }
+    warnings = []
+    if settings.effort:
+        warnings.append("AGENT_EFFORT is ignored: gemini has no effort setting")
+    return Command(argv, added, warnings, files)
+
+
 def one_line(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
     """``text`` (untrusted: the CLI's or the provider's words) as one bounded line."""
     flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
@@ -426,6 +488,7 @@ class Transcript:
     step_texts: list[str] = field(default_factory=list)  # opencode: the current step's text
     max_turns: int | None = None  # opencode: the turn limit, read at the end
     status: int | None = None  # opencode: the HTTP status of its last error event
+    after_tools: bool = False  # gemini: tool results went back since the model's output
 
     def feed(self, line: str) -> dict[str, Any] | None:
         """Take one line of the CLI's stdout; the event it holds, if it is one."""
@@ -440,9 +503,31 @@ class Transcript:
                 self.result = event
         elif self.runtime == OPENCODE:
             self._feed_opencode(event)
+        elif self.runtime == GEMINI:
+            self._feed_gemini(event)
         else:
             self._feed_codex(event)
         return event
+
+    def _feed_gemini(self, event: dict[str, Any]) -> None:
+        """Gemini CLI's ``stream-json``: the assistant's text in deltas, tool calls and
+        their results, and the ``result`` (status, error, token stats). A turn starts
+        with the model's first output after the prompt or after tool results."""
+        kind = event.get("type")
+        if kind == "result":
+            self.result = event
+            return
+        model_output = kind == "tool_use" or (
+            kind == "message" and event.get("role") == "assistant"
+        )
+        if model_output and (self.turns == 0 or self.after_tools):
+            self.turns += 1
+            self.step_texts = []
+            self.after_tools = False
+        if kind == "message" and event.get("role") == "assistant":
+            self.step_texts.append(str(event.get("content", "")))
+        elif kind == "tool_result":
+            self.after_tools = True
 
     def _feed_opencode(self, event: dict[str, Any]) -> None:
         """``opencode run --format json``: a step's ``text`` parts between its
@@ -553,6 +638,8 @@ def outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcom
         return _claude_outcome(transcript.result, returncode, stderr_tail)
     if transcript.runtime == OPENCODE:
         return _opencode_outcome(transcript, returncode, stderr_tail)
+    if transcript.runtime == GEMINI:
+        return _gemini_outcome(transcript, returncode, stderr_tail)
     return _codex_outcome(transcript, returncode, stderr_tail)
 
 
@@ -625,6 +712,37 @@ def _codex_outcome(transcript: Transcript, returncode: int, stderr_tail: str) ->
     return _ok(answer, usage)
 
 
+_GOOGLE_CODE = re.compile(r'"code"\s*:\s*(\d{3})\b')
+
+
+def _gemini_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
+    result = transcript.result
+    if result is None:
+        tail = one_line(stderr_tail, 200)
+        return _failure(exits.EXIT_AGENT_FAILED, f"gemini exited {returncode}: {tail}")
+    stats = _object(result.get("stats"))
+    tokens = _count(stats.get("total_tokens")) or sum(
+        _count(stats.get(key)) for key in ("input_tokens", "output_tokens")
+    )
+    usage = Usage(tokens=tokens, turns=transcript.turns)
+    if result.get("status") != "success":
+        error = _object(result.get("error"))
+        detail = str(error.get("message") or error.get("type") or "error")
+        if error.get("type") == "FatalTurnLimitedError":
+            return _failure(exits.EXIT_TURN_LIMIT, detail, usage)
+        # An API error is Google's JSON body in the message: its "code" is the status.
+        found = _GOOGLE_CODE.search(detail)
+        status = int(found.group(1)) if found else _status_in(detail)
+        failed = status is not None and status >= 400
+        code = _status_exit(status) if status is not None and failed else exits.EXIT_AGENT_FAILED
+        return _failure(code, detail, usage)
+    answer = "".join(transcript.step_texts)
+    if returncode != 0 or not answer.strip():
+        tail = one_line(stderr_tail, 200)
+        return _failure(exits.EXIT_AGENT_FAILED, f"gemini exited {returncode}: {tail}", usage)
+    return _ok(answer, usage)
+
+
 def _opencode_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
     usage = Usage(tokens=transcript.tokens, cost=transcript.cost, turns=transcript.turns)
     if transcript.errors:
@@ -652,6 +770,8 @@ def log_line(runtime: str, event: Mapping[str, Any]) -> str | None:
         text = _claude_log(kind, event)
     elif runtime == OPENCODE:
         text = _opencode_log(kind, event)
+    elif runtime == GEMINI:
+        text = _gemini_log(kind, event)
     else:
         text = _codex_log(kind, event)
     return None if text is None else one_line(text, LOG_LINE_MAX_CHARS)
@@ -708,4 +828,18 @@ def _opencode_log(kind: str, event: Mapping[str, Any]) -> str | None:
         return f"[step] {part.get('reason')}, tokens {json.dumps(part.get('tokens'))}"
     if kind == "error":
         return f"[error] {json.dumps(event.get('error'))}"
+    return None
+
+
+def _gemini_log(kind: str, event: Mapping[str, Any]) -> str | None:
+    if kind == "init":
+        return f"[system] session started, model {event.get('model', '?')}"
+    if kind == "message" and event.get("role") == "assistant":
+        return f"[assistant] {event.get('content', '')}"
+    if kind == "tool_use":
+        return f"[tool call] {event.get('tool_name')} {json.dumps(event.get('parameters'))}"
+    if kind == "tool_result":
+        return f"[tool result] {event.get('status')} {json.dumps(event.get('output'))}"
+    if kind == "result":
+        return f"[result] {event.get('status')} {json.dumps(event.get('error'))}"
     return None

@@ -11,10 +11,11 @@ Aspects covered:
   AiAgent asked for, with any text (``$(``, ``$$``) arriving literally; no env value and
   no argument holds a secret's value (secrets reach the pod only through
   ``secretKeyRef``), also in the MCP servers' table;
-- the claude-code MCP config file and OpenCode's config file carry the pod's values,
-  codex gets names only; OpenCode gets the standing instructions as a file;
-- gemini fails the job with ``RuntimeUnsupported``, and so does opencode without an image
-  (it has no reference image yet); an AiAgent's image wins over the runtime's default;
+- the claude-code MCP config file and OpenCode's and Gemini CLI's config files carry the
+  pod's values, codex gets names only; OpenCode and Gemini CLI get the standing
+  instructions as a file;
+- opencode and gemini without an image (they have no reference image yet) fail the job
+  with ``RuntimeUnsupported``; an AiAgent's image wins over the runtime's default;
   ``spec.args`` is not used beside a runner runtime;
 - an opencode agent's allow-list gets the agentchain MCP tools (``agentchain_*``).
 """
@@ -38,7 +39,9 @@ from agentchain.runtimes.rules import clis, runtimecontainers
 from agentchain.settings import Settings
 
 SETTINGS = Settings(
-    api_url="http://agentchain.test:8080", runtime_image_opencode="me/agentchain-opencode:1"
+    api_url="http://agentchain.test:8080",
+    runtime_image_opencode="me/agentchain-opencode:1",
+    runtime_image_gemini="me/agentchain-gemini:1",
 )
 SECRET = "fix-1-0123456789abcdef"
 PROVIDER_KEY = "sk-provider-SECRET-value"
@@ -161,19 +164,18 @@ def test_an_oauth_token_and_a_codex_key_take_their_cli_s_variables() -> None:
     assert {"OPENAI_API_KEY", "OPENAI_BASE_URL"} <= names
 
 
-def test_runtimes_the_runner_cannot_run_fail_the_job() -> None:
-    with pytest.raises(runtimecontainers.RuntimeUnsupported) as raised:
-        _container({"runtime": {"type": "gemini"}})
-    assert raised.value.reason == Reason.RUNTIME_UNSUPPORTED
-    assert "Runtime type gemini is not yet supported" in str(raised.value)
-
-
-def test_opencode_runs_in_the_agent_s_image_or_fails_without_one() -> None:
+@pytest.mark.parametrize("kind", ["opencode", "gemini"])
+def test_runtimes_without_a_reference_image_need_one(kind: str) -> None:
     bare = Settings(api_url="http://agentchain.test:8080")
     with pytest.raises(runtimecontainers.RuntimeUnsupported) as raised:
-        _container({"runtime": {"type": "opencode"}}, bare)
+        _container({"runtime": {"type": kind}}, bare)
     assert raised.value.reason == Reason.RUNTIME_UNSUPPORTED
-    assert "opencode has no reference image yet: set spec.image" in str(raised.value)
+    assert f"{kind} has no reference image yet: set spec.image" in str(raised.value)
+    assert _container({"image": "me/x:1", "runtime": {"type": kind}}, bare)["image"] == "me/x:1"
+
+
+def test_opencode_runs_in_the_agent_s_image_with_the_agentchain_tools_allowed() -> None:
+    bare = Settings(api_url="http://agentchain.test:8080")
     agent = {"image": "me/oc:2", "runtime": {"type": "opencode", "allowedTools": ["read"]}}
     container = _container(agent, bare)
     assert container["image"] == "me/oc:2"
@@ -247,7 +249,7 @@ def _runtime(
 
 @settings(max_examples=150, deadline=None)
 @given(
-    kind=st.sampled_from(["claude-code", "codex", "opencode"]),
+    kind=st.sampled_from(["claude-code", "codex", "opencode", "gemini"]),
     credentials=st.booleans(),
     base_url=st.sampled_from([None, "http://models.svc/$(AGENT_TOKEN)/v1"]),
     mcp=st.booleans(),
@@ -281,11 +283,9 @@ def test_any_runtime_reaches_the_cli_literally_and_without_a_secret_in_sight(
     )
     assert got.instructions == expected_instructions.strip()
     if credentials:
-        key = "ANTHROPIC_API_KEY" if kind == "claude-code" else "OPENAI_API_KEY"
-        assert launch.env[key] == PROVIDER_KEY
+        assert launch.env[runtimecontainers.CREDENTIAL_ENV[(kind, "apiKey")]] == PROVIDER_KEY
     if base_url:
-        env_name = "ANTHROPIC_BASE_URL" if kind == "claude-code" else "OPENAI_BASE_URL"
-        assert launch.env[env_name] == base_url
+        assert launch.env[runtimecontainers.BASE_URL_ENV[kind]] == base_url
     names = [s.name for s in got.mcp_servers]
     assert names == [n for n, on in (("agentchain", mcp), ("tracker", servers)) if on]
     command = clis.command_for(got, launch.env, "/scratch")
@@ -307,6 +307,8 @@ def test_any_runtime_reaches_the_cli_literally_and_without_a_secret_in_sight(
     standing = f"{got.protocol}\n\n{got.instructions}" if got.instructions else got.protocol
     if kind == "claude-code":
         assert command.argv[command.argv.index("--append-system-prompt") + 1] == standing
+    elif kind == "gemini":
+        assert command.files["/scratch/gemini-home/.gemini/GEMINI.md"] == standing
     elif kind == "opencode":
         assert command.files["/scratch/instructions.md"] == standing
         config_file = json.loads(command.files["/scratch/opencode.json"])
