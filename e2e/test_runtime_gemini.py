@@ -16,7 +16,11 @@ Aspects covered:
   run's tokens and turns as its usage;
 - a key the provider refuses (401) ends the job ``Failed`` with reason
   ``ModelAuthFailed``, shown by ``kubectl get aj -o wide``, with the runner's one-line
-  message.
+  message;
+- the runner alone (a host process, as in ``e2e/test_agent_runner.py``): a run that needs
+  more turns than its limit ends ``TurnLimitReached`` with its usage reported; a 429
+  storm ends ``ModelRateLimited`` after exactly the tries ``AGENTCHAIN_MODEL_RETRIES``
+  allows.
 """
 
 from __future__ import annotations
@@ -32,10 +36,12 @@ from typing import Any
 
 import pytest
 
+from agentchain.core.rules import runnerexits as exits
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
-from e2e.models import DEFAULT_API_KEY, ModelStandIn, text, tool
+from e2e.models import DEFAULT_API_KEY, ModelStandIn, failure, text, tool
 from e2e.models.fixtures import agent_cli
+from e2e.test_agent_runner import UsageSink, run_agent
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "gemini-2.5-pro"
@@ -160,3 +166,50 @@ def test_a_gemini_job_with_a_refused_key_says_why(
     assert [e.status for e in model_standin.exchanges()] == [401]
     wide = cluster_info.kubectl("get", "aj", "ask-bad", "-n", namespace, "-o", "wide").stdout
     assert wide.splitlines()[1].split()[-1] == "ModelAuthFailed", wide
+
+
+@pytest.fixture
+def usage_sink() -> Iterator[UsageSink]:
+    with UsageSink() as sink:
+        yield sink
+
+
+def _run_gemini(tmp_path: Path, standin: ModelStandIn, sink: UsageSink, **env: str) -> Any:
+    if shutil.which("node") is None:
+        pytest.skip("no node on PATH (run e2e/setup.sh)")
+    provider = {
+        "GOOGLE_GEMINI_BASE_URL": standin.url,
+        "GEMINI_API_KEY": DEFAULT_API_KEY,
+        "AGENT_MODEL": MODEL,
+    }
+    return run_agent(tmp_path, standin, sink.url, "gemini", **provider, **env)
+
+
+def test_a_gemini_run_past_its_turn_limit_ends_turn_limit_reached(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.script(
+        tool("run_shell_command", {"command": "echo checking"}), text("never asked for")
+    )
+    run = _run_gemini(
+        tmp_path,
+        model_standin,
+        usage_sink,
+        AGENTCHAIN_MAX_TURNS="1",
+        AGENTCHAIN_ALLOWED_TOOLS="run_shell_command(echo)",
+    )
+    assert (run.code, run.stdout) == (exits.EXIT_TURN_LIMIT, ""), run.stderr
+    assert run.last_line.startswith("the agent reached its turn limit: Reached max session turns")
+    assert '[tool result] success "checking"' in run.stderr
+    assert len(model_standin.exchanges()) == 1
+    assert usage_sink.reports == [{"tokens": 120, "cost": 0.0, "turns": 1}]
+
+
+def test_a_gemini_rate_limit_storm_ends_model_rate_limited_after_its_tries(
+    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+) -> None:
+    model_standin.always(failure(429, retry_after=0))
+    run = _run_gemini(tmp_path, model_standin, usage_sink, AGENTCHAIN_MODEL_RETRIES="1")
+    assert (run.code, run.stdout) == (exits.EXIT_MODEL_RATE_LIMITED, ""), run.stderr
+    assert run.last_line.startswith("the model provider kept rate-limiting the agent: ")
+    assert [e.status for e in model_standin.exchanges()] == [429, 429]

@@ -713,6 +713,7 @@ def _codex_outcome(transcript: Transcript, returncode: int, stderr_tail: str) ->
 
 
 _GOOGLE_CODE = re.compile(r'"code"\s*:\s*(\d{3})\b')
+_GEMINI_QUOTA = re.compile(r"request a quota increase|resource.?exhausted", re.I)
 
 
 def _gemini_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
@@ -733,6 +734,8 @@ def _gemini_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -
         # An API error is Google's JSON body in the message: its "code" is the status.
         found = _GOOGLE_CODE.search(detail)
         status = int(found.group(1)) if found else _status_in(detail)
+        if status is None and _GEMINI_QUOTA.search(detail):
+            status = 429  # After its retries Gemini CLI words a 429 without the body.
         failed = status is not None and status >= 400
         code = _status_exit(status) if status is not None and failed else exits.EXIT_AGENT_FAILED
         return _failure(code, detail, usage)

@@ -15,7 +15,8 @@ Aspects covered:
   allowed tools, the MCP servers with the pod's values, agentchain's alone trusted; no
   update check, no usage statistics; the standing instructions as the home's GEMINI.md;
 - the answer is the text of the last turn, the tokens the result's; a refused key maps to
-  ``ModelAuthFailed`` by the status in Google's error body; ``FatalTurnLimitedError`` is
+  ``ModelAuthFailed`` by the status in Google's error body, a 429 after the CLI's retries
+  by its words; ``FatalTurnLimitedError`` is
   ``TurnLimitReached`` with its usage; no result is ``AgentFailed``;
 - each event becomes one log line.
 """
@@ -134,6 +135,18 @@ def test_gemini_bad_key_from_a_recorded_run() -> None:
 def test_gemini_api_errors_map_by_the_code_in_google_s_body(status: int, code: int) -> None:
     lines = [line.replace('\\"code\\":401', f'\\"code\\":{status}') for line in _lines("bad-key")]
     assert _outcome(lines, returncode=145).exit_code == code
+
+
+def test_gemini_rate_limit_after_its_retries_is_worded_without_the_body() -> None:
+    # Gemini CLI 0.61's result after its last try of a 429: Google's body is gone.
+    said = (
+        "[API Error: Number of requests has exceeded your rate limit.]\nPlease wait and try "
+        "again later. To increase your limits, request a quota increase through AI Studio, "
+        "or switch to another /auth method"
+    )
+    result = {"type": "result", "status": "error", "error": {"type": "unknown", "message": said}}
+    outcome = _outcome([json.dumps(result)], returncode=1)
+    assert outcome.exit_code == exits.EXIT_MODEL_RATE_LIMITED
 
 
 def test_gemini_turn_limit_from_a_recorded_run() -> None:
