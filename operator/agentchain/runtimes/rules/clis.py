@@ -485,7 +485,7 @@ class Transcript:
     tokens: int = 0  # codex, opencode: summed over turn.completed / step_finish
     turns: int = 0  # codex, opencode: turn.completed / step_finish events
     cost: float = 0.0  # opencode: summed over step_finish
-    step_texts: list[str] = field(default_factory=list)  # opencode: the current step's text
+    step_texts: list[str] = field(default_factory=list)  # opencode, gemini: this turn's text
     max_turns: int | None = None  # opencode: the turn limit, read at the end
     status: int | None = None  # opencode: the HTTP status of its last error event
     after_tools: bool = False  # gemini: tool results went back since the model's output
@@ -736,9 +736,9 @@ def _gemini_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -
         status = int(found.group(1)) if found else _status_in(detail)
         if status is None and _GEMINI_QUOTA.search(detail):
             status = 429  # After its retries Gemini CLI words a 429 without the body.
-        failed = status is not None and status >= 400
-        code = _status_exit(status) if status is not None and failed else exits.EXIT_AGENT_FAILED
-        return _failure(code, detail, usage)
+        if status is not None and status >= 400:
+            return _failure(_status_exit(status), detail, usage)
+        return _failure(exits.EXIT_AGENT_FAILED, detail, usage)
     answer = "".join(transcript.step_texts)
     if returncode != 0 or not answer.strip():
         tail = one_line(stderr_tail, 200)
