@@ -17,7 +17,8 @@ Aspects covered:
 - a key the provider refuses (401) ends the job ``Failed`` with reason
   ``ModelAuthFailed``, shown by ``kubectl get aj -o wide``, with the runner's one-line
   message;
-- the runner alone (a host process, as in ``e2e/test_agent_runner.py``): a run that needs
+- the runner alone (a host process, as in ``e2e/test_agent_runner.py``): the workspace's
+  own ``.gemini/settings.json`` (the repository's) is not loaded; a run that needs
   more turns than its limit ends ``TurnLimitReached`` with its usage reported; a 429
   storm ends ``ModelRateLimited`` after exactly the tries ``AGENTCHAIN_MODEL_RETRIES``
   allows.
@@ -191,6 +192,9 @@ def test_a_gemini_run_past_its_turn_limit_ends_turn_limit_reached(
     model_standin.script(
         tool("run_shell_command", {"command": "echo checking"}), text("never asked for")
     )
+    # The repository's settings would pick another model: they are not read.
+    (tmp_path / ".gemini").mkdir()
+    (tmp_path / ".gemini" / "settings.json").write_text('{"model": {"name": "theirs"}}')
     run = _run_gemini(
         tmp_path,
         model_standin,
@@ -201,7 +205,8 @@ def test_a_gemini_run_past_its_turn_limit_ends_turn_limit_reached(
     assert (run.code, run.stdout) == (exits.EXIT_TURN_LIMIT, ""), run.stderr
     assert run.last_line.startswith("the agent reached its turn limit: Reached max session turns")
     assert '[tool result] success "checking"' in run.stderr
-    assert len(model_standin.exchanges()) == 1
+    [request] = model_standin.exchanges()
+    assert request.path == f"/v1beta/models/{MODEL}:streamGenerateContent"
     assert usage_sink.reports == [{"tokens": 120, "cost": 0.0, "turns": 1}]
 
 

@@ -454,14 +454,12 @@ def _gemini_command(settings: Settings, env: Mapping[str, str], scratch: str) ->
     if settings.standing_instructions:
         # The global context file of this home: loaded into every request's context.
         files[f"{home}/.gemini/GEMINI.md"] = settings.standing_instructions
-    # "-p" with an empty prompt: the prompt is stdin's.
-    argv = [settings.cli, "-p", "", "--output-format", "stream-json"]
-    added = {
-        "GEMINI_CLI_HOME": home,
-        # The workspace is the job's: a headless run refuses to start in a folder it was
-        # not told to trust.
-        "GEMINI_CLI_TRUST_WORKSPACE": "true",
-    }
+    # "-p" with an empty prompt: the prompt is stdin's. A headless run refuses a folder
+    # it was not told to trust; --skip-trust runs there without trusting it, so the
+    # workspace's own .gemini/settings.json (the repository's words) is not loaded: it
+    # could set the model, the allowed tools or MCP servers of its own.
+    argv = [settings.cli, "-p", "", "--output-format", "stream-json", "--skip-trust"]
+    added = {"GEMINI_CLI_HOME": home}
     warnings = []
     if settings.effort:
         warnings.append("AGENT_EFFORT is ignored: gemini has no effort setting")

@@ -8,7 +8,8 @@ a refused key, and a turn limit reached after one tool call.
 Aspects covered:
 - ``gemini -p "" --output-format stream-json`` with the prompt on stdin, its home moved to
   the runner's directory (``GEMINI_CLI_HOME``, nothing else of the agent's moves), the
-  workspace trusted; an effort is ignored with a warning;
+  workspace not trusted (``--skip-trust``: its settings are not loaded); an effort is
+  ignored with a warning;
 - the settings file: the API key as the auth method (a base URL would otherwise make it a
   "gateway", which a headless run refuses), the model, the turn limit as
   ``maxSessionTurns``, the retries as ``maxAttempts`` (capped at the CLI's 10), the
@@ -53,11 +54,8 @@ def _outcome(lines: list[str], returncode: int = 0) -> clis.Outcome:
 
 def test_gemini_command_and_its_environment() -> None:
     command = clis.command_for(_settings(AGENT_EFFORT="low"), {}, "/run/x/")
-    assert command.argv == ["gemini", "-p", "", "--output-format", "stream-json"]
-    assert command.env == {
-        "GEMINI_CLI_HOME": "/run/x/gemini-home",
-        "GEMINI_CLI_TRUST_WORKSPACE": "true",
-    }
+    assert command.argv == ["gemini", "-p", "", "--output-format", "stream-json", "--skip-trust"]
+    assert command.env == {"GEMINI_CLI_HOME": "/run/x/gemini-home"}
     assert command.warnings == ["AGENT_EFFORT is ignored: gemini has no effort setting"]
     assert json.loads(command.files[f"{HOME}/settings.json"]) == {
         "security": {"auth": {"selectedType": "gemini-api-key"}},
