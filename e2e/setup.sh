@@ -38,7 +38,7 @@ for tool in "${realnode_tools[@]}"; do
     break
   fi
 done
-if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium, anthropic, openai, mcp, schemathesis, opentelemetry.sdk' 2>/dev/null; then
+if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium, anthropic, openai, google.genai, mcp, schemathesis, opentelemetry.sdk' 2>/dev/null; then
   step "pip install -e '.[test]'"
   python3 -m pip install -q -e '.[test]'
 fi
@@ -108,6 +108,8 @@ if [ "$(uname -m)" = x86_64 ]; then
   npm_fetch @anthropic-ai/claude-code-linux-x64 "$CLAUDE_CODE_VERSION" "$CLAUDE_CODE_SHA256" claude
   npm_fetch @openai/codex "$CODEX_VERSION-linux-x64" "$CODEX_SHA256" \
     vendor/x86_64-unknown-linux-musl/bin/codex
+  npm_fetch opencode-linux-x64 "$OPENCODE_VERSION" "$OPENCODE_SHA256" bin/opencode
+  npm_fetch @google/gemini-cli "$GEMINI_CLI_VERSION" "$GEMINI_CLI_SHA256" bundle
 else
   step "no pinned agent CLIs for $(uname -m): the runner's CLI tests will skip"
 fi

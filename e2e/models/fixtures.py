@@ -26,6 +26,9 @@ _CLIS = {
         "openai-codex-{}-linux-x64",
         "vendor/x86_64-unknown-linux-musl/bin/codex",
     ),
+    "opencode": ("OPENCODE_VERSION", "opencode-linux-x64-{}", "bin/opencode"),
+    # A Node program (the bundle's entry point), run with Debian's node.
+    "gemini": ("GEMINI_CLI_VERSION", "google-gemini-cli-{}", "bundle/gemini.js"),
 }
 
 

@@ -58,6 +58,16 @@ Answer = Reply | Failure
 
 # status -> (Anthropic error type, OpenAI error type, OpenAI error code), as the
 # providers document them for these statuses.
+# status -> Google's canonical status name, as the Gemini API's error body gives it.
+GOOGLE_STATUSES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
 ERROR_TYPES: dict[int, tuple[str, str, str | None]] = {
     400: ("invalid_request_error", "invalid_request_error", None),
     401: ("authentication_error", "invalid_request_error", "invalid_api_key"),

@@ -2,9 +2,12 @@
 
 Routes: ``POST /v1/messages`` (Anthropic Messages, ``?beta=true`` as Claude Code sends
 it; streamed or not), ``POST /v1/responses`` (OpenAI Responses, streamed, as ``codex
-exec`` uses it with ``wire_api = "responses"``) and ``POST /v1/chat/completions``
-(streamed or not). Each model request takes the next scripted answer (``script``), or
-the standing one (``always``) when the queue is empty.
+exec`` uses it with ``wire_api = "responses"``), ``POST /v1/chat/completions``
+(streamed or not) and ``POST /v1beta/models/{model}:streamGenerateContent`` (the Gemini
+API, streamed as server-sent events, as Gemini CLI uses it with
+``GOOGLE_GEMINI_BASE_URL``; ``/v1/`` too, as the ``google-genai`` client calls it). Each
+model request takes the next scripted answer (``script``), or the standing one
+(``always``) when the queue is empty.
 
 Every request is checked against the official SDK's parameter type and every body or
 event the stand-in sends against the SDK's response type (``validation.py``). A request
@@ -42,7 +45,7 @@ _PROBES = ("/", "/api/hello")
 class Exchange:
     """One request the stand-in answered: which API, what came in, what went out."""
 
-    api: str  # "anthropic", "responses", "chat"
+    api: str  # "anthropic", "responses", "chat", "gemini"
     path: str
     query: str
     headers: dict[str, str]
@@ -67,6 +70,9 @@ class ModelStandIn:
         app.router.add_post("/v1/messages", self._anthropic)
         app.router.add_post("/v1/responses", self._responses)
         app.router.add_post("/v1/chat/completions", self._chat)
+        # Gemini CLI calls v1beta, the google-genai client v1.
+        app.router.add_post("/v1beta/models/{call}", self._gemini)
+        app.router.add_post("/v1/models/{call}", self._gemini)
         app.router.add_route("*", "/{tail:.*}", self._unknown)
         self._site = ThreadedSite(app, "model-standin", host=host)
 
@@ -156,7 +162,7 @@ class ModelStandIn:
         return exchange, body
 
     def _authorized(self, request: web.Request) -> bool:
-        given = request.headers.get("x-api-key") or ""
+        given = request.headers.get("x-api-key") or request.headers.get("x-goog-api-key") or ""
         bearer = request.headers.get("Authorization", "")
         if bearer.startswith("Bearer "):
             given = given or bearer.removeprefix("Bearer ")
@@ -287,4 +293,18 @@ class ModelStandIn:
             "chat.chunk",
             lambda e: f"data: {json.dumps(e)}\n\n",
             end="data: [DONE]\n\n",
+        )
+
+    async def _gemini(self, request: web.Request) -> web.StreamResponse:
+        model, _, method = request.match_info["call"].partition(":")
+        if method != "streamGenerateContent":
+            return await self._unknown(request)
+        exchange, body = await self._begin(request, "gemini")
+        answer = self._answer(request, exchange, body, "gemini.request")
+        if isinstance(answer, Failure):
+            error = wire.gemini_error(answer)
+            return await self._fail(exchange, answer, error, "gemini.error", error)
+        chunks = wire.gemini_chunks(answer, model, f"resp-{secrets.token_hex(8)}")
+        return await self._stream(
+            request, exchange, chunks, "gemini.chunk", lambda e: f"data: {json.dumps(e)}\n\n"
         )

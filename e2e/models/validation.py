@@ -38,6 +38,9 @@ SDK_TYPES = {
     "chat.chunk": ("openai.types.chat", "ChatCompletionChunk"),
     "chat.completion": ("openai.types.chat", "ChatCompletion"),
     "openai.error": ("openai.types.shared", "ErrorObject"),
+    "gemini.request": ("e2e.models.gemini_types", "GenerateContentRequest"),
+    "gemini.chunk": ("google.genai.types", "GenerateContentResponse"),
+    "gemini.error": ("e2e.models.gemini_types", "ErrorResponse"),
 }
 
 

@@ -13,7 +13,7 @@ import json
 import time
 from typing import Any
 
-from e2e.models.script import ERROR_TYPES, Failure, Reply
+from e2e.models.script import ERROR_TYPES, GOOGLE_STATUSES, Failure, Reply
 
 Json = dict[str, Any]
 
@@ -247,4 +247,33 @@ def chat_chunks(
     chunks.append(dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}]))
     if with_usage:
         chunks.append(dict(base, choices=[], usage=_chat_usage(reply)))
+    return chunks
+
+
+def gemini_error(failure: Failure) -> Json:
+    status = GOOGLE_STATUSES.get(failure.status, "UNKNOWN")
+    return {"error": {"code": failure.status, "message": failure.message, "status": status}}
+
+
+def gemini_chunks(reply: Reply, model: str, response_id: str) -> list[Json]:
+    """A ``streamGenerateContent`` answer: the text, then the function calls (a tool call's
+    ``flat_name``), each a chunk; the last one finishes with the usage."""
+    parts: list[Json] = [{"text": reply.text}] if reply.text else []
+    parts += [
+        {"functionCall": {"name": call.flat_name, "args": call.arguments}}
+        for call in reply.tool_calls
+    ]
+    usage = {
+        "promptTokenCount": reply.input_tokens,
+        "candidatesTokenCount": reply.output_tokens,
+        "totalTokenCount": reply.input_tokens + reply.output_tokens,
+    }
+    chunks = []
+    for index, part in enumerate(parts or [{"text": ""}]):
+        candidate: Json = {"content": {"role": "model", "parts": [part]}, "index": 0}
+        chunk: Json = {"candidates": [candidate], "modelVersion": model, "responseId": response_id}
+        if index == max(len(parts), 1) - 1:
+            candidate["finishReason"] = "STOP"
+            chunk["usageMetadata"] = usage
+        chunks.append(chunk)
     return chunks

@@ -104,6 +104,18 @@ class Settings(BaseSettings):
         description="Image of an AiAgent with runtime type codex that names no image: the"
         " runner (agentchain) and the codex CLI on PATH.",
     )
+    runtime_image_opencode: str = Field(
+        "",
+        description="Image of an AiAgent with runtime type opencode that names no image: the"
+        " runner (agentchain) and the opencode CLI on PATH. Empty (no reference image yet):"
+        " such an AiAgent must name its image.",
+    )
+    runtime_image_gemini: str = Field(
+        "",
+        description="Image of an AiAgent with runtime type gemini that names no image: the"
+        " runner (agentchain), node and the gemini CLI on PATH. Empty (no reference image"
+        " yet): such an AiAgent must name its image.",
+    )
     runtime_command: CommaList = Field(
         ("agentchain", "agent", "run"),
         description="Comma-separated command of a runtime's container (claude-code, codex):"

@@ -422,7 +422,7 @@ class Workspace(KubeModel):
 # API server refuses an AiAgent for a type, enum, required or length error it adds "some
 # validation rules were not checked", since it skips CEL then.
 RuntimeType = Literal["command", "claude-code", "codex", "gemini", "opencode"]
-RUNNER_RUNTIMES = ("claude-code", "codex")
+RUNNER_RUNTIMES = ("claude-code", "codex", "opencode", "gemini")
 """Runtime types the runner (``agentchain agent run``) drives today."""
 CredentialKind = Literal["apiKey", "oauthToken"]
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -446,7 +446,8 @@ class KeyRef(KubeModel):
 
 class RuntimeInstructions(KubeModel):
     """Standing instructions (an AGENTS.md-style text) the CLI gets besides the prompt:
-    Claude Code as an appended system prompt, Codex as developer instructions."""
+    Claude Code as an appended system prompt, Codex as developer instructions, OpenCode
+    as an instructions file, Gemini CLI as its global GEMINI.md."""
 
     model_config = ConfigDict(
         json_schema_extra=_rules(
@@ -552,8 +553,8 @@ class AgentRuntime(KubeModel):
 
     type: RuntimeType = Field(
         default="command",
-        description="command (spec.command, the default), claude-code, codex; gemini and "
-        "opencode are accepted but not yet run (their jobs fail, reason RuntimeUnsupported).",
+        description="command (spec.command, the default), claude-code, codex, opencode, "
+        "gemini (opencode and gemini have no reference image: name one in spec.image).",
     )
     max_turns: int | None = Field(
         default=None, ge=1, le=10000, description="The agent's turn limit (not codex)."
@@ -562,7 +563,9 @@ class AgentRuntime(KubeModel):
         default=None,
         max_length=100,
         description='Tools the CLI may use without asking, e.g. "Read", "Bash(git log:*)" '
-        "(claude-code; the agentchain MCP tools are added when mcp is true).",
+        '(claude-code), "run_shell_command(git)" (gemini), or the only tools it may use, '
+        'e.g. "read", "bash", "agentchain_*" (opencode); the agentchain MCP tools are '
+        "allowed when mcp is true.",
     )
     instructions: RuntimeInstructions | None = None
     credentials: RuntimeCredentials | None = Field(
@@ -575,8 +578,9 @@ class AgentRuntime(KubeModel):
         max_length=2048,
         pattern=BASE_URL_PATTERN,
         description="A model server of the provider's API (Anthropic Messages for "
-        "claude-code, OpenAI Responses for codex), e.g. a self-hosted one in the cluster "
-        "(ANTHROPIC_BASE_URL, OPENAI_BASE_URL).",
+        "claude-code, OpenAI Responses for codex, OpenAI Chat Completions for opencode, "
+        "the Gemini API for gemini, https unless localhost), e.g. a self-hosted one in the "
+        "cluster (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL).",
     )
     mcp: bool = Field(
         default=True,

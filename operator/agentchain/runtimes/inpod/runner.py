@@ -106,6 +106,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             for path, content in command.files.items():
                 # Owner-only: an MCP server's variables may hold secrets.
+                os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "w", encoding="utf-8") as file:
                     file.write(content)
@@ -172,7 +173,7 @@ def _run(settings: clis.Settings, command: clis.Command, env: Mapping[str, str])
     ]
     for thread in threads:
         thread.start()
-    transcript = clis.Transcript(settings.runtime)
+    transcript = clis.Transcript(settings.runtime, max_turns=settings.max_turns)
     try:
         for line in child.stdout:
             event = transcript.feed(line)

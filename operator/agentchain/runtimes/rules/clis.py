@@ -1,13 +1,21 @@
 """The agent CLIs the runner drives, as pure functions: no I/O.
 
-For each runtime (``claude-code``: Claude Code's ``claude``; ``codex``: ``codex exec``):
+For each runtime (``claude-code``: Claude Code's ``claude``; ``codex``: ``codex exec``;
+``opencode``: ``opencode run``; ``gemini``: Gemini CLI's ``gemini -p``):
 the command line built from the runner's settings (``command_for``), the reading of the
 CLI's JSON event stream (``Transcript.feed``), a one-line rendering of each event for
 the pod log (``log_line``) and the end of the run (``outcome``): the final answer, the
 usage to report, or the provider error and the exit code of ``runnerexits`` it maps to.
 
-Both CLIs are run non-interactively with the prompt on stdin (a prompt may be larger
+Every CLI is run non-interactively with the prompt on stdin (a prompt may be larger
 than one argument may be), printing one JSON event a line on stdout.
+
+OpenCode takes what the others take as flags in a config file of its own (``OPENCODE_CONFIG``,
+written by the runner): a model provider at ``OPENAI_BASE_URL`` (an OpenAI-compatible Chat
+Completions server), the turn limit as its build agent's ``steps``, the allowed tools as
+permissions, the MCP servers, and the standing instructions as an instructions file.
+Gemini CLI likewise reads a ``settings.json`` and a ``GEMINI.md`` the runner writes in a
+home of its own (``GEMINI_CLI_HOME``), which moves none of the agent's other files.
 """
 
 from __future__ import annotations
@@ -23,8 +31,10 @@ from agentchain.core.rules import runnerexits as exits
 
 CLAUDE_CODE = "claude-code"
 CODEX = "codex"
-RUNTIMES = (CLAUDE_CODE, CODEX)
-DEFAULT_CLIS = {CLAUDE_CODE: "claude", CODEX: "codex"}
+OPENCODE = "opencode"
+GEMINI = "gemini"
+RUNTIMES = (CLAUDE_CODE, CODEX, OPENCODE, GEMINI)
+DEFAULT_CLIS = {CLAUDE_CODE: "claude", CODEX: "codex", OPENCODE: "opencode", GEMINI: "gemini"}
 EFFORTS = ("low", "medium", "high")
 MESSAGE_MAX_CHARS = 300
 LOG_LINE_MAX_CHARS = 2000
@@ -43,6 +53,12 @@ MCP_SERVERS_ENV = "AGENTCHAIN_MCP_SERVERS"
 PROTOCOL_ENV = "AGENTCHAIN_PROTOCOL"
 MCP_CONFIG_FILE = "mcp.json"
 SETTINGS_FILE = "claude-settings.json"
+OPENCODE_CONFIG_FILE = "opencode.json"
+OPENCODE_INSTRUCTIONS_FILE = "instructions.md"
+OPENCODE_PROVIDER = "agentchain"
+GEMINI_HOME = "gemini-home"
+AGENTCHAIN_SERVER = "agentchain"  # agentchain mcp's name among the MCP servers
+GEMINI_MAX_ATTEMPTS = 10  # Gemini CLI's own cap on tries of a model request
 
 
 class SettingsError(ValueError):
@@ -61,7 +77,7 @@ class Settings:
     max_turns: int | None = None
     allowed_tools: tuple[str, ...] = ()
     model_retries: int | None = None
-    base_url: str = ""  # codex: an OpenAI-compatible server's URL (OPENAI_BASE_URL)
+    base_url: str = ""  # codex, opencode: an OpenAI-compatible server (OPENAI_BASE_URL)
     codex_sandbox: str = ""  # codex: its own sandbox mode; empty: the pod is the sandbox
     instructions: str = ""  # standing instructions besides the prompt
     mcp_servers: tuple[McpServer, ...] = ()
@@ -141,7 +157,7 @@ def settings_from(env: Mapping[str, str], prompt: str, runtime: str | None = Non
         max_turns=_positive(env, MAX_TURNS_ENV, 1),
         allowed_tools=tools,
         model_retries=_positive(env, MODEL_RETRIES_ENV, 0),
-        base_url=env.get(CODEX_BASE_URL_ENV, "").strip() if chosen == CODEX else "",
+        base_url=env.get(CODEX_BASE_URL_ENV, "").strip() if chosen in (CODEX, OPENCODE) else "",
         codex_sandbox=sandbox,
         instructions=env.get(INSTRUCTIONS_ENV, "").strip(),
         protocol=env.get(PROTOCOL_ENV, "").strip(),
@@ -172,6 +188,10 @@ def command_for(
     hook."""
     if settings.runtime == CLAUDE_CODE:
         return _claude_command(settings, env or {}, scratch, anchor_command)
+    if settings.runtime == OPENCODE:
+        return _opencode_command(settings, env or {}, scratch)
+    if settings.runtime == GEMINI:
+        return _gemini_command(settings, env or {}, scratch)
     return _codex_command(settings)
 
 
@@ -318,6 +338,134 @@ def _codex_provider(settings: Settings) -> list[str]:
     ]
 
 
+def opencode_config(settings: Settings, env: Mapping[str, str], instructions_file: str) -> str:
+    """OpenCode's config file (``OPENCODE_CONFIG``): a file, not arguments, since an MCP
+    server's variables may hold secrets, and the runner writes it owner-only."""
+    config: dict[str, Any] = {
+        "autoupdate": False,
+        "share": "disabled",
+        # A title for the session is one more model request per run, for nobody to read.
+        "agent": {"title": {"disable": True}},
+    }
+    model = settings.model
+    if settings.base_url:
+        # The model server's own provider: OpenAI-compatible Chat Completions at the base
+        # URL with OPENAI_API_KEY, knowing the one model the job asks for.
+        name = model or "default"
+        config["provider"] = {
+            OPENCODE_PROVIDER: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": OPENCODE_PROVIDER,
+                "options": {"baseURL": settings.base_url, "apiKey": "{env:OPENAI_API_KEY}"},
+                "models": {name: {"name": name}},
+            }
+        }
+        model = f"{OPENCODE_PROVIDER}/{name}"
+    if model:
+        config["model"] = model  # without a base URL: OpenCode's provider/model
+    if settings.max_turns is not None:
+        # On its last step OpenCode takes the tools away and asks for a summary: one step
+        # more than the limit, so that a run reaching it wanted more turns than it had.
+        config["agent"]["build"] = {"steps": settings.max_turns + 1}
+    if settings.allowed_tools:
+        # A denied tool is not even offered to the model: "*" first, the allowed after.
+        rules = {"*": "deny", **{tool: "allow" for tool in settings.allowed_tools}}
+        config["permission"] = rules
+    if settings.standing_instructions:
+        config["instructions"] = [instructions_file]
+    if settings.mcp_servers:
+        config["mcp"] = {
+            server.name: {
+                "type": "local",
+                "command": [server.command, *server.args],
+                "environment": {name: env[name] for name in server.env if name in env},
+            }
+            for server in settings.mcp_servers
+        }
+    return json.dumps(config)
+
+
+def _opencode_command(settings: Settings, env: Mapping[str, str], scratch: str) -> Command:
+    base = scratch.rstrip("/")
+    config_path = f"{base}/{OPENCODE_CONFIG_FILE}"
+    instructions_path = f"{base}/{OPENCODE_INSTRUCTIONS_FILE}"
+    files = {config_path: opencode_config(settings, env, instructions_path)}
+    if settings.standing_instructions:
+        files[instructions_path] = settings.standing_instructions
+    argv = [settings.cli, "run", "--format", "json"]
+    if settings.effort:
+        argv += ["--variant", settings.effort]
+    added = {
+        "OPENCODE_CONFIG": config_path,
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        # The workspace is the repository's: its opencode.json could point the provider,
+        # and the key with it, elsewhere, or start MCP servers of its own.
+        "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+    }
+    if settings.base_url:
+        # Its own provider needs no catalogue of models.dev (no egress to it either).
+        added["OPENCODE_DISABLE_MODELS_FETCH"] = "1"
+    warnings = []
+    if settings.model_retries is not None:
+        warnings.append(
+            f"{MODEL_RETRIES_ENV} is ignored: opencode retries a failed model request 5 "
+            "times, as the provider's retry-after says"
+        )
+    return Command(argv, added, warnings, files)
+
+
+def gemini_settings(settings: Settings, env: Mapping[str, str]) -> str:
+    """Gemini CLI's ``settings.json`` (user settings under ``GEMINI_CLI_HOME``)."""
+    config: dict[str, Any] = {
+        # With GOOGLE_GEMINI_BASE_URL set Gemini CLI would take the auth type for a
+        # "gateway", which a headless run refuses: the key is GEMINI_API_KEY's.
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+    }
+    if settings.model:
+        config["model"] = {"name": settings.model}
+    if settings.max_turns is not None:
+        config.setdefault("model", {})["maxSessionTurns"] = settings.max_turns
+    if settings.model_retries is not None:
+        attempts = min(settings.model_retries + 1, GEMINI_MAX_ATTEMPTS)
+        config["general"]["maxAttempts"] = attempts
+    if settings.allowed_tools:
+        config["tools"] = {"allowed": list(settings.allowed_tools)}
+    if settings.mcp_servers:
+        config["mcpServers"] = {
+            server.name: {
+                "command": server.command,
+                "args": list(server.args),
+                "env": {name: env[name] for name in server.env if name in env},
+                # A headless run cannot confirm a tool call: the agentchain tools, which
+                # gain nothing beyond the job's token, need none; other servers' tools
+                # are allowed by name (allowedTools).
+                "trust": server.name == AGENTCHAIN_SERVER,
+            }
+            for server in settings.mcp_servers
+        }
+    return json.dumps(config)
+
+
+def _gemini_command(settings: Settings, env: Mapping[str, str], scratch: str) -> Command:
+    home = f"{scratch.rstrip('/')}/{GEMINI_HOME}"
+    files = {f"{home}/.gemini/settings.json": gemini_settings(settings, env)}
+    if settings.standing_instructions:
+        # The global context file of this home: loaded into every request's context.
+        files[f"{home}/.gemini/GEMINI.md"] = settings.standing_instructions
+    # "-p" with an empty prompt: the prompt is stdin's. A headless run refuses a folder
+    # it was not told to trust; --skip-trust runs there without trusting it, so the
+    # workspace's own .gemini/settings.json (the repository's words) is not loaded: it
+    # could set the model, the allowed tools or MCP servers of its own.
+    argv = [settings.cli, "-p", "", "--output-format", "stream-json", "--skip-trust"]
+    added = {"GEMINI_CLI_HOME": home}
+    warnings = []
+    if settings.effort:
+        warnings.append("AGENT_EFFORT is ignored: gemini has no effort setting")
+    return Command(argv, added, warnings, files)
+
+
 def one_line(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
     """``text`` (untrusted: the CLI's or the provider's words) as one bounded line."""
     flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
@@ -332,8 +480,13 @@ class Transcript:
     result: dict[str, Any] | None = None  # claude-code: the final ``result`` event
     messages: list[str] = field(default_factory=list)  # codex: its agent_message texts
     errors: list[str] = field(default_factory=list)  # codex: error / turn.failed messages
-    tokens: int = 0  # codex: summed over turn.completed
-    turns: int = 0  # codex: turn.completed events
+    tokens: int = 0  # codex, opencode: summed over turn.completed / step_finish
+    turns: int = 0  # codex, opencode: turn.completed / step_finish events
+    cost: float = 0.0  # opencode: summed over step_finish
+    step_texts: list[str] = field(default_factory=list)  # opencode, gemini: this turn's text
+    max_turns: int | None = None  # opencode: the turn limit, read at the end
+    status: int | None = None  # opencode: the HTTP status of its last error event
+    after_tools: bool = False  # gemini: tool results went back since the model's output
 
     def feed(self, line: str) -> dict[str, Any] | None:
         """Take one line of the CLI's stdout; the event it holds, if it is one."""
@@ -346,9 +499,62 @@ class Transcript:
         if self.runtime == CLAUDE_CODE:
             if event.get("type") == "result":
                 self.result = event
+        elif self.runtime == OPENCODE:
+            self._feed_opencode(event)
+        elif self.runtime == GEMINI:
+            self._feed_gemini(event)
         else:
             self._feed_codex(event)
         return event
+
+    def _feed_gemini(self, event: dict[str, Any]) -> None:
+        """Gemini CLI's ``stream-json``: the assistant's text in deltas, tool calls and
+        their results, and the ``result`` (status, error, token stats). A turn starts
+        with the model's first output after the prompt or after tool results."""
+        kind = event.get("type")
+        if kind == "result":
+            self.result = event
+            return
+        model_output = kind == "tool_use" or (
+            kind == "message" and event.get("role") == "assistant"
+        )
+        if model_output and (self.turns == 0 or self.after_tools):
+            self.turns += 1
+            self.step_texts = []
+            self.after_tools = False
+        if kind == "message" and event.get("role") == "assistant":
+            self.step_texts.append(str(event.get("content", "")))
+        elif kind == "tool_result":
+            self.after_tools = True
+
+    def _feed_opencode(self, event: dict[str, Any]) -> None:
+        """``opencode run --format json``: a step's ``text`` parts between its
+        ``step_start`` and ``step_finish`` (with its tokens and cost); ``error``."""
+        kind = event.get("type")
+        part = _object(event.get("part"))
+        if kind == "step_start":
+            self.step_texts = []
+        elif kind == "text":
+            self.step_texts.append(str(part.get("text", "")))
+        elif kind == "step_finish":
+            self.turns += 1
+            tokens = _object(part.get("tokens"))
+            cache = _object(tokens.get("cache"))
+            counted = [tokens.get(k) for k in ("input", "output", "reasoning")]
+            counted += [cache.get("read"), cache.get("write")]
+            self.tokens += sum(_count(value) for value in counted)
+            self.cost += _cost(part.get("cost"))
+            self.messages.append("".join(self.step_texts))
+        elif kind == "error":
+            error = _object(event.get("error"))
+            data = _object(error.get("data"))
+            status = data.get("statusCode")
+            said = str(data.get("message") or error.get("name") or "error")
+            self.status = None
+            if isinstance(status, int) and not isinstance(status, bool):
+                said = f"HTTP {status}: {said}"
+                self.status = status
+            self.errors.append(said)
 
     def _feed_codex(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -428,6 +634,10 @@ def outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcom
     """The end of a run, from what the CLI printed and its exit status."""
     if transcript.runtime == CLAUDE_CODE:
         return _claude_outcome(transcript.result, returncode, stderr_tail)
+    if transcript.runtime == OPENCODE:
+        return _opencode_outcome(transcript, returncode, stderr_tail)
+    if transcript.runtime == GEMINI:
+        return _gemini_outcome(transcript, returncode, stderr_tail)
     return _codex_outcome(transcript, returncode, stderr_tail)
 
 
@@ -500,12 +710,69 @@ def _codex_outcome(transcript: Transcript, returncode: int, stderr_tail: str) ->
     return _ok(answer, usage)
 
 
+_GOOGLE_CODE = re.compile(r'"code"\s*:\s*(\d{3})\b')
+_GEMINI_QUOTA = re.compile(r"request a quota increase|resource.?exhausted", re.I)
+
+
+def _gemini_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
+    result = transcript.result
+    if result is None:
+        tail = one_line(stderr_tail, 200)
+        return _failure(exits.EXIT_AGENT_FAILED, f"gemini exited {returncode}: {tail}")
+    stats = _object(result.get("stats"))
+    tokens = _count(stats.get("total_tokens")) or sum(
+        _count(stats.get(key)) for key in ("input_tokens", "output_tokens")
+    )
+    usage = Usage(tokens=tokens, turns=transcript.turns)
+    if result.get("status") != "success":
+        error = _object(result.get("error"))
+        detail = str(error.get("message") or error.get("type") or "error")
+        if error.get("type") == "FatalTurnLimitedError":
+            return _failure(exits.EXIT_TURN_LIMIT, detail, usage)
+        # An API error is Google's JSON body in the message: its "code" is the status.
+        found = _GOOGLE_CODE.search(detail)
+        status = int(found.group(1)) if found else _status_in(detail)
+        if status is None and _GEMINI_QUOTA.search(detail):
+            status = 429  # After its retries Gemini CLI words a 429 without the body.
+        if status is not None and status >= 400:
+            return _failure(_status_exit(status), detail, usage)
+        return _failure(exits.EXIT_AGENT_FAILED, detail, usage)
+    answer = "".join(transcript.step_texts)
+    if returncode != 0 or not answer.strip():
+        tail = one_line(stderr_tail, 200)
+        return _failure(exits.EXIT_AGENT_FAILED, f"gemini exited {returncode}: {tail}", usage)
+    return _ok(answer, usage)
+
+
+def _opencode_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
+    usage = Usage(tokens=transcript.tokens, cost=transcript.cost, turns=transcript.turns)
+    if transcript.errors:
+        detail = transcript.errors[-1]
+        status = transcript.status or _status_in(detail)
+        code = _status_exit(status) if status is not None else exits.EXIT_AGENT_FAILED
+        return _failure(code, detail, usage)
+    answer = transcript.messages[-1] if transcript.messages else ""
+    limit = transcript.max_turns
+    if limit is not None and transcript.turns > limit:
+        # The step past the limit is OpenCode's forced summary: the work was cut short.
+        said = f"used {limit} turns without finishing: {answer}"
+        return _failure(exits.EXIT_TURN_LIMIT, said, usage)
+    if returncode != 0 or not answer.strip():
+        tail = one_line(stderr_tail, 200)
+        return _failure(exits.EXIT_AGENT_FAILED, f"opencode exited {returncode}: {tail}", usage)
+    return _ok(answer, usage)
+
+
 def log_line(runtime: str, event: Mapping[str, Any]) -> str | None:
     """One event as a line of the pod's log; None for events not worth a line."""
     kind = str(event.get("type", ""))
     text: str | None
     if runtime == CLAUDE_CODE:
         text = _claude_log(kind, event)
+    elif runtime == OPENCODE:
+        text = _opencode_log(kind, event)
+    elif runtime == GEMINI:
+        text = _gemini_log(kind, event)
     else:
         text = _codex_log(kind, event)
     return None if text is None else one_line(text, LOG_LINE_MAX_CHARS)
@@ -545,4 +812,35 @@ def _codex_log(kind: str, event: Mapping[str, Any]) -> str | None:
         return f"[{item.get('type', 'item')}] {json.dumps(item)}"
     if kind in ("turn.completed", "turn.failed", "error", "thread.started"):
         return f"[{kind}] {json.dumps(dict(event))}"
+    return None
+
+
+def _opencode_log(kind: str, event: Mapping[str, Any]) -> str | None:
+    part = _object(event.get("part"))
+    if kind == "text":
+        return f"[assistant] {part.get('text', '')}"
+    if kind == "tool_use":
+        state = _object(part.get("state"))
+        said = f"[tool call] {part.get('tool')} {json.dumps(state.get('input'))}"
+        if "output" in state or "error" in state:
+            said += f" | [tool result] {json.dumps(state.get('output', state.get('error')))}"
+        return said
+    if kind == "step_finish":
+        return f"[step] {part.get('reason')}, tokens {json.dumps(part.get('tokens'))}"
+    if kind == "error":
+        return f"[error] {json.dumps(event.get('error'))}"
+    return None
+
+
+def _gemini_log(kind: str, event: Mapping[str, Any]) -> str | None:
+    if kind == "init":
+        return f"[system] session started, model {event.get('model', '?')}"
+    if kind == "message" and event.get("role") == "assistant":
+        return f"[assistant] {event.get('content', '')}"
+    if kind == "tool_use":
+        return f"[tool call] {event.get('tool_name')} {json.dumps(event.get('parameters'))}"
+    if kind == "tool_result":
+        return f"[tool result] {event.get('status')} {json.dumps(event.get('output'))}"
+    if kind == "result":
+        return f"[result] {event.get('status')} {json.dumps(event.get('error'))}"
     return None

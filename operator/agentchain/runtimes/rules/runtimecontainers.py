@@ -1,7 +1,8 @@
 """What an AiAgent's ``spec.runtime`` makes of its job's container: pure, no I/O.
 
 ``command`` (the default, and an AiAgent without ``runtime``) leaves the container as
-``spec.image``/``spec.command`` make it.  ``claude-code`` and ``codex`` run the in-pod
+``spec.image``/``spec.command`` make it.  ``claude-code``, ``codex``, ``opencode`` and
+``gemini`` run the in-pod
 runner (``agentchain agent run``, ``runtimes/inpod/runner.py``) in the runtime's image, with its
 settings as environment variables, exactly the names ``runtimes/rules/clis.py`` reads:
 
@@ -12,7 +13,8 @@ settings as environment variables, exactly the names ``runtimes/rules/clis.py`` 
 - the provider's credential as its CLI's variable, through ``secretKeyRef``: the
   operator never reads it, and nothing here holds a secret value;
 - the base URL of a self-hosted model server (``ANTHROPIC_BASE_URL``,
-  ``OPENAI_BASE_URL``);
+  ``OPENAI_BASE_URL``: an OpenAI-compatible server for codex and opencode,
+  ``GOOGLE_GEMINI_BASE_URL``);
 - each MCP server's variables as the pod's own (``value`` escaped, or ``secretKeyRef``);
   ``AGENTCHAIN_MCP_SERVERS`` names them, never their values;
 - ``AGENTCHAIN_PROTOCOL``: the chain's protocol for a real agent (:func:`protocol`),
@@ -24,9 +26,10 @@ settings as environment variables, exactly the names ``runtimes/rules/clis.py`` 
   on the agent's first run in a chain only, so it is followed on that run only.
 
 Every plain value has its ``$`` doubled (``jobspec.literal``), so Kubernetes' ``$(VAR)``
-expansion gives it back unchanged.  ``gemini`` and ``opencode`` are accepted by the
-schema but the runner cannot drive them yet: building their Job raises
-:class:`RuntimeUnsupported`, and the job fails saying so.
+expansion gives it back unchanged.  ``opencode`` and ``gemini`` have no reference image
+yet: building such a Job with neither ``spec.image`` nor the operator's
+``AGENTCHAIN_RUNTIME_IMAGE_OPENCODE`` / ``_GEMINI`` raises :class:`RuntimeUnsupported`,
+and the job fails saying so; so does a type the runner does not drive.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ from agentchain.traces.rules import spans
 COMMAND = "command"
 CLAUDE_CODE = "claude-code"
 CODEX = "codex"
+OPENCODE = "opencode"
+GEMINI = "gemini"
 AGENTCHAIN_MCP = "agentchain"
 MCP_JOB_ENV = (
     "AGENT_API_URL",
@@ -67,11 +72,18 @@ INSTRUCTIONS_ENV = "AGENTCHAIN_INSTRUCTIONS"
 MCP_SERVERS_ENV = "AGENTCHAIN_MCP_SERVERS"
 PROTOCOL_ENV = "AGENTCHAIN_PROTOCOL"
 
-BASE_URL_ENV = {CLAUDE_CODE: "ANTHROPIC_BASE_URL", CODEX: "OPENAI_BASE_URL"}
+BASE_URL_ENV = {
+    CLAUDE_CODE: "ANTHROPIC_BASE_URL",
+    CODEX: "OPENAI_BASE_URL",
+    OPENCODE: "OPENAI_BASE_URL",
+    GEMINI: "GOOGLE_GEMINI_BASE_URL",
+}
 CREDENTIAL_ENV = {
     (CLAUDE_CODE, "apiKey"): "ANTHROPIC_API_KEY",
     (CLAUDE_CODE, "oauthToken"): "CLAUDE_CODE_OAUTH_TOKEN",
     (CODEX, "apiKey"): "OPENAI_API_KEY",
+    (OPENCODE, "apiKey"): "OPENAI_API_KEY",
+    (GEMINI, "apiKey"): "GEMINI_API_KEY",
 }
 
 
@@ -129,13 +141,20 @@ def container_for(agent: AiAgentSpec, settings: Settings) -> RuntimeContainer | 
     if runtime.type not in RUNNER_RUNTIMES:
         raise RuntimeUnsupported(
             f"Runtime type {runtime.type} is not yet supported by the agent runner; use "
-            f"claude-code or codex, or type command with an image of your own."
+            "claude-code, codex, opencode or gemini, or type command with an image of your own."
         )
-    image = agent.image or (
-        settings.runtime_image_claude_code
-        if runtime.type == CLAUDE_CODE
-        else settings.runtime_image_codex
-    )
+    references = {
+        CLAUDE_CODE: settings.runtime_image_claude_code,
+        CODEX: settings.runtime_image_codex,
+        OPENCODE: settings.runtime_image_opencode,
+        GEMINI: settings.runtime_image_gemini,
+    }
+    image = agent.image or references[runtime.type]
+    if not image:
+        raise RuntimeUnsupported(
+            f"Runtime type {runtime.type} has no reference image yet: set spec.image to an "
+            "image with agentchain and the CLI on PATH (docs/agents.md, custom images)."
+        )
     return RuntimeContainer(image, list(settings.runtime_command), runtime_env(agent, settings))
 
 
@@ -153,6 +172,9 @@ def runtime_env(agent: AiAgentSpec, settings: Settings) -> list[dict[str, Any]]:
         # Claude Code asks before any MCP tool, and a non-interactive run cannot answer:
         # the agentchain tools, which gain nothing beyond the job's token, are allowed.
         tools.append(f"mcp__{AGENTCHAIN_MCP}")
+    if runtime.mcp and kind == OPENCODE and tools and f"{AGENTCHAIN_MCP}_*" not in tools:
+        # OpenCode's allow-list denies every other tool, the agentchain ones included.
+        tools.append(f"{AGENTCHAIN_MCP}_*")
     if tools:
         env.append(_plain(ALLOWED_TOOLS_ENV, "\n".join(tools)))
     instructions = runtime.instructions

@@ -32,7 +32,7 @@ def _env(**settings: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("settings", "said"),
     [
-        ({"AGENTCHAIN_RUNTIME": "gemini"}, "unknown runtime 'gemini'"),
+        ({"AGENTCHAIN_RUNTIME": "cursor"}, "unknown runtime 'cursor'"),
         ({"AGENTCHAIN_RUNTIME": "codex", "AGENT_PROMPT": " "}, "the prompt is empty"),
         (
             {"AGENTCHAIN_RUNTIME": "claude-code", "AGENTCHAIN_AGENT_CLI": "/nonexistent/claude"},

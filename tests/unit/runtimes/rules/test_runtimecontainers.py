@@ -11,9 +11,13 @@ Aspects covered:
   AiAgent asked for, with any text (``$(``, ``$$``) arriving literally; no env value and
   no argument holds a secret's value (secrets reach the pod only through
   ``secretKeyRef``), also in the MCP servers' table;
-- the claude-code MCP config file carries the pod's values, codex gets names only;
-- gemini and opencode fail the job with ``RuntimeUnsupported``; an AiAgent's image wins
-  over the runtime's default; ``spec.args`` is not used beside a runner runtime.
+- the claude-code MCP config file and OpenCode's and Gemini CLI's config files carry the
+  pod's values, codex gets names only; OpenCode and Gemini CLI get the standing
+  instructions as a file;
+- opencode and gemini without an image (they have no reference image yet) fail the job
+  with ``RuntimeUnsupported``; an AiAgent's image wins over the runtime's default;
+  ``spec.args`` is not used beside a runner runtime;
+- an opencode agent's allow-list gets the agentchain MCP tools (``agentchain_*``).
 """
 
 from __future__ import annotations
@@ -34,7 +38,11 @@ from agentchain.models.conditions import Reason
 from agentchain.runtimes.rules import clis, runtimecontainers
 from agentchain.settings import Settings
 
-SETTINGS = Settings(api_url="http://agentchain.test:8080")
+SETTINGS = Settings(
+    api_url="http://agentchain.test:8080",
+    runtime_image_opencode="me/agentchain-opencode:1",
+    runtime_image_gemini="me/agentchain-gemini:1",
+)
 SECRET = "fix-1-0123456789abcdef"
 PROVIDER_KEY = "sk-provider-SECRET-value"
 MCP_SECRET = "mcp-SECRET-value"
@@ -156,12 +164,25 @@ def test_an_oauth_token_and_a_codex_key_take_their_cli_s_variables() -> None:
     assert {"OPENAI_API_KEY", "OPENAI_BASE_URL"} <= names
 
 
-@pytest.mark.parametrize("kind", ["gemini", "opencode"])
-def test_runtimes_the_runner_cannot_run_fail_the_job(kind: str) -> None:
+@pytest.mark.parametrize("kind", ["opencode", "gemini"])
+def test_runtimes_without_a_reference_image_need_one(kind: str) -> None:
+    bare = Settings(api_url="http://agentchain.test:8080")
     with pytest.raises(runtimecontainers.RuntimeUnsupported) as raised:
-        _container({"runtime": {"type": kind}})
+        _container({"runtime": {"type": kind}}, bare)
     assert raised.value.reason == Reason.RUNTIME_UNSUPPORTED
-    assert f"Runtime type {kind} is not yet supported" in str(raised.value)
+    assert f"{kind} has no reference image yet: set spec.image" in str(raised.value)
+    assert _container({"image": "me/x:1", "runtime": {"type": kind}}, bare)["image"] == "me/x:1"
+
+
+def test_opencode_runs_in_the_agent_s_image_with_the_agentchain_tools_allowed() -> None:
+    bare = Settings(api_url="http://agentchain.test:8080")
+    agent = {"image": "me/oc:2", "runtime": {"type": "opencode", "allowedTools": ["read"]}}
+    container = _container(agent, bare)
+    assert container["image"] == "me/oc:2"
+    assert container["command"] == ["agentchain", "agent", "run"]
+    # Its allow-list denies every other tool: the agentchain tools are added to it.
+    assert _env_value(container, "AGENTCHAIN_ALLOWED_TOOLS") == "read\nagentchain_*"
+    assert _container({"runtime": {"type": "opencode"}})["image"] == "me/agentchain-opencode:1"
 
 
 def test_the_agent_s_image_and_the_settings_command_win() -> None:
@@ -228,7 +249,7 @@ def _runtime(
 
 @settings(max_examples=150, deadline=None)
 @given(
-    kind=st.sampled_from(["claude-code", "codex"]),
+    kind=st.sampled_from(["claude-code", "codex", "opencode", "gemini"]),
     credentials=st.booleans(),
     base_url=st.sampled_from([None, "http://models.svc/$(AGENT_TOKEN)/v1"]),
     mcp=st.booleans(),
@@ -262,11 +283,9 @@ def test_any_runtime_reaches_the_cli_literally_and_without_a_secret_in_sight(
     )
     assert got.instructions == expected_instructions.strip()
     if credentials:
-        key = "ANTHROPIC_API_KEY" if kind == "claude-code" else "OPENAI_API_KEY"
-        assert launch.env[key] == PROVIDER_KEY
+        assert launch.env[runtimecontainers.CREDENTIAL_ENV[(kind, "apiKey")]] == PROVIDER_KEY
     if base_url:
-        env_name = "ANTHROPIC_BASE_URL" if kind == "claude-code" else "OPENAI_BASE_URL"
-        assert launch.env[env_name] == base_url
+        assert launch.env[runtimecontainers.BASE_URL_ENV[kind]] == base_url
     names = [s.name for s in got.mcp_servers]
     assert names == [n for n, on in (("agentchain", mcp), ("tracker", servers)) if on]
     command = clis.command_for(got, launch.env, "/scratch")
@@ -275,12 +294,12 @@ def test_any_runtime_reaches_the_cli_literally_and_without_a_secret_in_sight(
         tracker = next(s for s in got.mcp_servers if s.name == "tracker")
         assert tracker.args == ("--flag=$(AGENT_TOKEN)",)
         assert launch.env["TRACKER_URL"] == "http://t/$(TRACKER_TOKEN)"
-        # The secret reaches the server through the owner-only file (claude) or by name
-        # (codex), never on the command line.
-        if kind == "claude-code":
-            assert MCP_SECRET in config
-        else:
+        # The secret reaches the server through the owner-only file (claude, opencode) or
+        # by name (codex), never on the command line.
+        if kind == "codex":
             assert not command.files
+        else:
+            assert MCP_SECRET in config
     assert MCP_SECRET not in " ".join(command.argv)
     assert PROVIDER_KEY not in " ".join(command.argv) + config
     # The chain's protocol, then the AiAgent's own instructions, reach the CLI.
@@ -288,6 +307,12 @@ def test_any_runtime_reaches_the_cli_literally_and_without_a_secret_in_sight(
     standing = f"{got.protocol}\n\n{got.instructions}" if got.instructions else got.protocol
     if kind == "claude-code":
         assert command.argv[command.argv.index("--append-system-prompt") + 1] == standing
+    elif kind == "gemini":
+        assert command.files["/scratch/gemini-home/.gemini/GEMINI.md"] == standing
+    elif kind == "opencode":
+        assert command.files["/scratch/instructions.md"] == standing
+        config_file = json.loads(command.files["/scratch/opencode.json"])
+        assert config_file["instructions"] == ["/scratch/instructions.md"]
     else:
         assert f"developer_instructions={json.dumps(standing)}" in command.argv
 
