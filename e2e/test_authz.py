@@ -255,13 +255,21 @@ async def test_a_job_tokens_listing_reads_its_own_chain_only(kube: ClusterInfo, 
         mine = await start(client, team, "lead")
         token = await rt.tokens.issue(team, mine["id"], f"uid-{mine['id']}", mine["chainId"], 600)
         headers = {"Authorization": f"Bearer {token}"}
-        before = await asyncio.to_thread(_listed_agentjobs, kube)
-        for path in ("/api/jobs", f"/api/chains/{team}/{mine['chainId']}"):
-            response = await client.get(path, headers=headers)
-            assert response.status == 200, await response.text()
-        after = await asyncio.to_thread(_listed_agentjobs, kube)
-        # Two requests, each reading the one job of its chain; not the namespace's 21.
-        assert after - before <= 2, f"{after - before} AgentJobs read for one chain"
+        # Two requests, each reading the one job of its chain; not the namespace's 21. The
+        # API server's counters are cluster-wide, so a list made meanwhile by someone else
+        # (the namespace controller emptying an earlier test's namespace) adds to them:
+        # the pair is measured up to three times, and reading the namespace would show 21
+        # more every time.
+        read: list[int] = []
+        for _ in range(3):
+            before = await asyncio.to_thread(_listed_agentjobs, kube)
+            for path in ("/api/jobs", f"/api/chains/{team}/{mine['chainId']}"):
+                response = await client.get(path, headers=headers)
+                assert response.status == 200, await response.text()
+            read.append(await asyncio.to_thread(_listed_agentjobs, kube) - before)
+            if read[-1] <= 2:
+                break
+        assert min(read) <= 2, f"{read} AgentJobs read for one chain"
         listed = await (await client.get("/api/jobs", headers=headers)).json()
         assert [j["id"] for j in listed["items"]] == [mine["id"]]
         by_name = await client.get("/api/jobs/other-7", headers=ADMIN)
