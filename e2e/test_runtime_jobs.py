@@ -1,30 +1,41 @@
-"""A job whose AiAgent names ``runtime: {type: claude-code}``, run through the operator.
+"""Jobs whose AiAgent names a CLI runtime, run through the operator with the real CLI.
 
-The stand-in node runs the container's command as a host process (it ignores the image),
-so the operator is started with the runner's command pointing at this tree
-(``AGENTCHAIN_RUNTIME_COMMAND``) and the CLI setting at the cached Claude Code binary
-(``AGENTCHAIN_RUNTIME_CLI_PATH``); the AiAgent's ``baseUrl`` is the stand-in model server.
-Everything between is the product's: the operator builds the pod from ``spec.runtime``
-(credentials from the Secret through ``secretKeyRef``), the real CLI calls the stand-in,
-the runner reports usage to the job API with the job's token, and its exit code becomes
+One table row per runtime (Claude Code, OpenCode, Gemini CLI): the same tests run for
+each, since what the operator promises does not depend on the CLI. The stand-in node runs
+the container's command as a host process (it ignores the image, which opencode and
+gemini agents must name while they have no reference image), so the operator is started
+with the runner's command pointing at this tree (``AGENTCHAIN_RUNTIME_COMMAND``) and the
+CLI setting at the pinned binary e2e/setup.sh fetched (``AGENTCHAIN_RUNTIME_CLI_PATH``;
+Gemini CLI is a Node program, run by Debian's node). The AiAgent's ``baseUrl`` is the
+stand-in model server, which checks every request and answer against the provider's
+official SDK types. Everything between is the product's: the pod built from
+``spec.runtime`` (credentials through ``secretKeyRef``), the runner's CLI config with
+``agentchain mcp`` and the job's token, usage reported with that token, the exit code as
 the job's reason.
 
-Aspects covered:
-- a run's tokens, cost and turns reach the job's ``status.usage``; the job succeeds with
-  the answer in its result;
+Aspects covered, for every runtime:
+- a scripted call of ``agentchain mcp``'s store_set tool (each CLI names it its own way)
+  goes through the CLI and the MCP server to the job API: the entry is read back through
+  the API, the tool's answer reaches the model, and the job succeeds with the final
+  answer as its result and the run's tokens, cost and turns as its usage;
 - a key the provider refuses (401) ends the job ``Failed`` with reason
-  ``ModelAuthFailed``, shown by ``kubectl get aj -o wide``, and the runner's one-line
-  message as the job's message;
-- with ``mcp: true`` the CLI starts ``agentchain mcp`` from the runner's generated config
-  (the job's own token in it) and a scripted call of its store_set tool is answered with
-  the stored entry.
+  ``ModelAuthFailed``, shown by ``kubectl get aj -o wide``, after one request, with the
+  runner's one-line message as the job's message.
+
+Each CLI's own behaviour (turn limits, rate-limit storms, workspace settings) is tested
+through the runner alone, in ``e2e/test_agent_runner.py``, ``e2e/test_runtime_opencode.py``
+and ``e2e/test_runtime_gemini.py``.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
-from collections.abc import Iterator
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,40 +47,124 @@ from e2e.models import DEFAULT_API_KEY, ModelStandIn, text, tool
 from e2e.models.fixtures import agent_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-MODEL = "claude-sonnet-4-5"
+JOB_TIMEOUT_SECONDS = 60
 Obj = dict[str, Any]
+
+
+def _anthropic_tool_results(body: Obj) -> list[Any]:
+    return [
+        block
+        for message in body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+
+
+def _chat_tool_results(body: Obj) -> list[Any]:
+    return [m["content"] for m in body["messages"] if m.get("role") == "tool"]
+
+
+def _gemini_tool_results(body: Obj) -> list[Any]:
+    return [
+        part["functionResponse"]
+        for content in body["contents"]
+        for part in content["parts"]
+        if "functionResponse" in part
+    ]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How one CLI runtime is declared and what it sends the stand-in."""
+
+    type: str  # spec.runtime.type, and the CLI's name in the npm cache
+    api: str  # the stand-in API the CLI speaks
+    model: str
+    provider: str  # the credential Secret's name
+    tool: str  # the name the CLI gives agentchain mcp's store_set tool
+    tool_results: Callable[[Obj], list[Any]]
+    usage: Obj  # status.usage of the scripted store write (tool call, then answer)
+    base_path: str = ""  # appended to the stand-in's URL for spec.runtime.baseUrl
+    needs_node: bool = False
+
+
+RUNTIMES = [
+    Runtime(
+        "claude-code",
+        "anthropic",
+        "claude-sonnet-4-5",
+        "anthropic",
+        "mcp__agentchain__store_set",
+        _anthropic_tool_results,
+        # Claude Code prices claude-sonnet-4-5 at $3 / $15 per million input / output tokens.
+        {"tokens": 240, "cost": pytest.approx(0.0012), "turns": 2},
+    ),
+    Runtime(
+        "opencode",
+        "chat",
+        "gpt-5",
+        "openai",
+        "agentchain_store_set",
+        _chat_tool_results,
+        # OpenCode reports no cost for a model it has no price for; the tokens still count.
+        {"tokens": 240, "cost": 0.0, "turns": 2},
+        base_path="/v1",
+    ),
+    Runtime(
+        "gemini",
+        "gemini",
+        "gemini-2.5-pro",
+        "gemini",
+        "mcp_agentchain_store_set",
+        _gemini_tool_results,
+        # The Gemini API reports tokens, not prices: the budget counts tokens.
+        {"tokens": 240, "cost": 0.0, "turns": 2},
+        needs_node=True,
+    ),
+]
+
+
+@pytest.fixture(params=RUNTIMES, ids=[r.type for r in RUNTIMES])
+def runtime(request: pytest.FixtureRequest) -> Runtime:
+    chosen: Runtime = request.param
+    if chosen.needs_node and shutil.which("node") is None:
+        pytest.skip("no node on PATH (run e2e/setup.sh)")
+    return chosen
 
 
 @pytest.fixture
 def runtime_operator(
-    operator_paused: None, cluster_info: ClusterInfo
+    runtime: Runtime, operator_paused: None, cluster_info: ClusterInfo
 ) -> Iterator[operating.OperatorProcess]:
-    """An operator whose runtime pods run this tree's runner and the cached claude."""
+    """An operator whose runtime pods run this tree's runner and the pinned CLI."""
     command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
     extra = {
         "AGENTCHAIN_RUNTIME_COMMAND": ",".join([*command, "agent", "run"]),
-        "AGENTCHAIN_RUNTIME_CLI_PATH": str(agent_cli("claude-code")),
+        "AGENTCHAIN_RUNTIME_CLI_PATH": str(agent_cli(runtime.type)),
     }
     with operating.running(cluster_info, extra) as op:
         yield op
 
 
-def _claude_code(secret: str, standin: ModelStandIn, home: Path, *, mcp: bool = False) -> Obj:
-    """The spec fields of an agent running Claude Code against ``standin``, keyed by
+def _agent(runtime: Runtime, secret: str, standin: ModelStandIn, home: Path, *, mcp: bool) -> Obj:
+    """The spec fields of an agent running ``runtime`` against ``standin``, keyed by
     Secret ``secret``."""
     return {
-        "defaultModel": MODEL,
-        # A home of its own for the CLI's files, and no retries of a refused key.
+        "image": f"agentchain-{runtime.type}:e2e",  # The stand-in node runs no image.
+        "defaultModel": runtime.model,
         "env": [
+            # A home of its own for the CLI's files.
             {"name": "HOME", "value": str(home)},
+            # A refused key or a broken request fails at once, not after ten tries.
             {"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"},
-            # MCP tools in the tool list itself, not behind Claude Code's ToolSearch.
+            # Claude Code's MCP tools in the tool list itself, not behind its ToolSearch.
             {"name": "ENABLE_TOOL_SEARCH", "value": "false"},
         ],
         "runtime": {
-            "type": "claude-code",
+            "type": runtime.type,
             "maxTurns": 3,
-            "baseUrl": standin.url,
+            "baseUrl": f"{standin.url}{runtime.base_path}",
             "credentials": {"secretName": secret, "key": "api-key"},
             "mcp": mcp,
         },
@@ -85,79 +180,74 @@ def _secret(name: str, key: str) -> Obj:
     }
 
 
-def test_a_claude_code_job_reports_usage_and_a_refused_key_says_why(
+def _api_get(op: operating.OperatorProcess, path: str, **query: str) -> Obj:
+    """A job API read with the admin token."""
+    url = f"{op.url}{path}?{urllib.parse.urlencode(query)}"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {op.admin_token}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        answer: Obj = json.load(response)
+    return answer
+
+
+def test_a_job_writes_the_store_through_agentchain_mcp(
+    runtime: Runtime,
     runtime_operator: operating.OperatorProcess,
     cluster_info: ClusterInfo,
     namespace: str,
     model_standin: ModelStandIn,
     tmp_path: Path,
 ) -> None:
-    model_standin.script(text("Six times seven is 42.", input_tokens=1000, output_tokens=200))
-    (tmp_path / "good").mkdir()
-    (tmp_path / "bad").mkdir()
+    value = f"from {runtime.type}"
+    entry = {"namespace": "notes", "key": "plan", "value": value, "ttl_seconds": 600}
+    model_standin.script(tool(runtime.tool, entry), text("Stored the plan."))
     chaining.apply(
         cluster_info,
         namespace,
-        _secret("anthropic", DEFAULT_API_KEY),
-        _secret("anthropic-wrong", "sk-wrong"),
+        _secret(runtime.provider, DEFAULT_API_KEY),
         chaining.ai_agent(
-            "claude",
+            "agent",
             triggers=chaining.MANUAL,
-            **_claude_code("anthropic", model_standin, tmp_path / "good"),
-        ),
-        chaining.ai_agent(
-            "claude-bad",
-            triggers=chaining.MANUAL,
-            **_claude_code("anthropic-wrong", model_standin, tmp_path / "bad"),
+            **_agent(runtime, runtime.provider, model_standin, tmp_path, mcp=True),
         ),
     )
-    chaining.apply(cluster_info, namespace, chaining.root_job("ask-1", "claude"))
-    status = chaining.wait_phase(cluster_info, namespace, "ask-1", timeout=180)
+    chaining.apply(cluster_info, namespace, chaining.root_job("plan-1", "agent"))
+    status = chaining.wait_phase(cluster_info, namespace, "plan-1", timeout=JOB_TIMEOUT_SECONDS)
     assert status["phase"] == "Succeeded", status
-    assert "Six times seven is 42." in status["result"]
-    # Claude Code prices claude-sonnet-4-5 at $3 / $15 per million input / output tokens.
-    assert status["usage"] == {"tokens": 1200, "cost": pytest.approx(0.006), "turns": 1}
+    assert "Stored the plan." in status["result"]
+    assert status["usage"] == runtime.usage, status
+    first, second = model_standin.exchanges(runtime.api)
+    assert runtime.tool in json.dumps(first.body["tools"])
+    [result] = runtime.tool_results(second.body)
+    assert value in json.dumps(result), result
+    assert not (isinstance(result, dict) and result.get("is_error")), result
+    stored = _api_get(runtime_operator, "/api/store/notes/plan", tenant=namespace)
+    assert stored["value"] == value, stored
 
-    chaining.apply(cluster_info, namespace, chaining.root_job("ask-2", "claude-bad"))
-    status = chaining.wait_phase(cluster_info, namespace, "ask-2", timeout=180)
+
+def test_a_job_with_a_refused_key_says_why(
+    runtime: Runtime,
+    runtime_operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    model_standin: ModelStandIn,
+    tmp_path: Path,
+) -> None:
+    chaining.apply(
+        cluster_info,
+        namespace,
+        _secret("wrong", "sk-wrong"),
+        chaining.ai_agent(
+            "agent-bad",
+            triggers=chaining.MANUAL,
+            **_agent(runtime, "wrong", model_standin, tmp_path, mcp=False),
+        ),
+    )
+    chaining.apply(cluster_info, namespace, chaining.root_job("ask-bad", "agent-bad"))
+    status = chaining.wait_phase(cluster_info, namespace, "ask-bad", timeout=JOB_TIMEOUT_SECONDS)
     assert (status["phase"], status["reason"]) == ("Failed", "ModelAuthFailed"), status
     assert status["exitCode"] == 80
-    assert status["message"].startswith("the model provider refused the credentials: HTTP 401")
-    wide = cluster_info.kubectl("get", "aj", "ask-2", "-n", namespace, "-o", "wide").stdout
+    assert status["message"].startswith("the model provider refused the credentials: ")
+    assert "401" in status["message"], status
+    assert [e.status for e in model_standin.exchanges()] == [401]
+    wide = cluster_info.kubectl("get", "aj", "ask-bad", "-n", namespace, "-o", "wide").stdout
     assert wide.splitlines()[1].split()[-1] == "ModelAuthFailed", wide
-
-
-def test_a_claude_code_job_calls_the_agentchain_mcp_tools(
-    runtime_operator: operating.OperatorProcess,
-    cluster_info: ClusterInfo,
-    namespace: str,
-    model_standin: ModelStandIn,
-    tmp_path: Path,
-) -> None:
-    entry = {"namespace": "notes", "key": "plan", "value": "from claude", "ttl_seconds": 600}
-    model_standin.script(tool("mcp__agentchain__store_set", entry), text("Stored the plan."))
-    chaining.apply(
-        cluster_info,
-        namespace,
-        _secret("anthropic", DEFAULT_API_KEY),
-        chaining.ai_agent(
-            "claude-mcp",
-            triggers=chaining.MANUAL,
-            **_claude_code("anthropic", model_standin, tmp_path, mcp=True),
-        ),
-    )
-    chaining.apply(cluster_info, namespace, chaining.root_job("ask-3", "claude-mcp"))
-    status = chaining.wait_phase(cluster_info, namespace, "ask-3", timeout=180)
-    assert status["phase"] == "Succeeded", status
-    assert status["usage"]["turns"] == 2, status
-    first, second = model_standin.exchanges("anthropic")
-    assert "mcp__agentchain__store_set" in json.dumps(first.body["tools"])
-    [result] = [
-        block
-        for message in second.body["messages"]
-        if isinstance(message["content"], list)
-        for block in message["content"]
-        if block.get("type") == "tool_result"
-    ]
-    assert not result.get("is_error"), result
-    assert "from claude" in json.dumps(result["content"])

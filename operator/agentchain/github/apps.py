@@ -183,18 +183,13 @@ class GitHubApp:
 
         Only comments authored by this App count: anybody can type the marker.
         """
-        login = await self.bot_login()
         gh = self._client(await self.token_for(scope))
-        async for page in _pages(
+        return await self._find_own(
             lambda page: gh.rest.issues.async_list_comments(
                 scope.owner, scope.name, number, per_page=100, page=page
-            )
-        ):
-            for comment in page:
-                author = comment.user.login if comment.user else None
-                if author == login and (comment.body or "").startswith(marker):
-                    return int(comment.id)
-        return None
+            ),
+            marker,
+        )
 
     # -- who may approve ---------------------------------------------------------------
     async def permission_of(self, scope: Scope, login: str) -> str:
@@ -275,17 +270,26 @@ class GitHubApp:
 
     async def find_review(self, scope: Scope, number: int, marker: str) -> int | None:
         """The operator's own review on the pull request whose body starts with ``marker``."""
-        login = await self.bot_login()
         gh = self._client(await self.token_for(scope))
-        async for page in _pages(
+        return await self._find_own(
             lambda page: gh.rest.pulls.async_list_reviews(
                 scope.owner, scope.name, number, per_page=100, page=page
-            )
-        ):
-            for review in page:
-                author = review.user.login if review.user else None
-                if author == login and (review.body or "").startswith(marker):
-                    return int(review.id)
+            ),
+            marker,
+        )
+
+    async def _find_own(self, fetch: Callable[[int], Awaitable[Any]], marker: str) -> int | None:
+        """The id of the first item this App authored whose body starts with ``marker``.
+
+        Comments and reviews page the same way and carry the same ``user``/``body``
+        fields; only the App's own items count, since anybody can type the marker.
+        """
+        login = await self.bot_login()
+        async for page in _pages(fetch):
+            for item in page:
+                author = item.user.login if item.user else None
+                if author == login and (item.body or "").startswith(marker):
+                    return int(item.id)
         return None
 
     async def create_review(
