@@ -1,6 +1,9 @@
 # agentchain — common tasks. `make help` lists them.
 PYTHON ?= python3
 PYTEST_ARGS ?=
+# Test processes for `make test`: each has its own control plane, Redis and stand-ins, and
+# takes whole modules (--dist loadfile), so a module's fixtures are built once.
+TEST_WORKERS ?= 2
 
 .PHONY: help install binaries lint test unit e2e realnode image images demo crds bench bench-figures
 
@@ -25,7 +28,7 @@ lint: ## ruff, mypy --strict, import-linter, CRD drift
 test: ## everything CI runs: setup, lint, unit tests, e2e on the local control plane (not realnode)
 	bash e2e/setup.sh
 	$(MAKE) lint
-	$(PYTHON) -m pytest -m 'not realnode' --durations=30 $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m 'not realnode' -n $(TEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
 
 unit: ## unit tests only (no control plane; Redis is started by the tests)
 	$(PYTHON) -m pytest -m 'not e2e' $(PYTEST_ARGS)
