@@ -23,17 +23,15 @@ Aspects covered:
 
 from __future__ import annotations
 
-import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e import chaining, delivering, operating, replicating, tracetree
-from e2e.controlplane import processes
+from e2e import chaining, collecting, delivering, operating, replicating, tracetree
+from e2e.collecting import attrs
 from e2e.controlplane.cluster import ClusterInfo
 
 Obj = dict[str, Any]
@@ -67,60 +65,9 @@ asyncio.run(main())
 """
 
 
-class Collector:
-    def __init__(self, info: ClusterInfo) -> None:
-        self.port = processes.free_port()
-        self.dir = info.workdir / "otelcol"
-        self.dir.mkdir(exist_ok=True)
-        self.output = self.dir / "spans.jsonl"
-        config = self.dir / "config.yaml"
-        config.write_text(
-            "receivers:\n  otlp:\n    protocols:\n      http:\n"
-            f"        endpoint: 127.0.0.1:{self.port}\n"
-            f"exporters:\n  file:\n    path: {self.output}\n"
-            "service:\n  telemetry:\n    metrics:\n      level: none\n"
-            "  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [file]\n"
-        )
-        built = subprocess.run(
-            ["bash", str(REPO / "e2e/controlplane/build-binaries.sh"), "otelcol"],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        binary = Path(built.stdout.strip().splitlines()[-1]) / "otelcol"
-        argv = [str(binary), "--config", str(config)]
-        self.process = processes.start("otelcol", argv, info.workdir)
-        processes.wait_for(self._up, what="the collector", timeout=30, watch=[self.process])
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _up(self) -> bool:
-        try:
-            urllib.request.urlopen(f"{self.endpoint}/v1/traces", timeout=1)
-        except urllib.error.HTTPError:
-            return True  # It answers (405 to a GET): the receiver is listening.
-        except OSError:
-            return False
-        return True
-
-    def spans(self) -> list[Obj]:
-        """Every span the collector wrote."""
-        return tracetree.read(self.output) if self.output.exists() else []
-
-
-def attrs(span: Obj) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in span.get("attributes", []):
-        value = item["value"]
-        out[item["key"]] = next(iter(value.values())) if value else None
-    return out
-
-
 @pytest.fixture(scope="module")
-def collector(cluster_info: ClusterInfo) -> Iterator[Collector]:
-    running = Collector(cluster_info)
+def collector(cluster_info: ClusterInfo) -> Iterator[collecting.Collector]:
+    running = collecting.Collector(cluster_info.workdir)
     yield running
     running.process.stop()
 
@@ -130,7 +77,7 @@ def traced(
     operator: operating.OperatorProcess,
     cluster_info: ClusterInfo,
     namespace: str,
-    collector: Collector,
+    collector: collecting.Collector,
 ) -> Iterator[operating.OperatorProcess]:
     """An operator of ``namespace`` alone that exports to the collector."""
     operator.stop()
@@ -152,7 +99,7 @@ def traced(
         operator.start()
 
 
-def _trace_of(collector: Collector, chain_id: str, count: int) -> list[Obj]:
+def _trace_of(collector: collecting.Collector, chain_id: str, count: int) -> list[Obj]:
     """The spans of the chain's trace once ``count`` have arrived, and a moment more (so
     that a duplicate sent late is caught too)."""
 
@@ -215,7 +162,7 @@ def test_a_chain_is_one_trace_across_a_sigkill(
     traced: operating.OperatorProcess,
     cluster_info: ClusterInfo,
     namespace: str,
-    collector: Collector,
+    collector: collecting.Collector,
 ) -> None:
     info = cluster_info
     _three_agents(info, namespace, "tr")
@@ -276,7 +223,7 @@ def test_an_agents_tool_calls_are_spans_under_its_job(
     traced: operating.OperatorProcess,
     cluster_info: ClusterInfo,
     namespace: str,
-    collector: Collector,
+    collector: collecting.Collector,
 ) -> None:
     info = cluster_info
     chaining.apply(
@@ -300,7 +247,7 @@ def test_a_signed_delivery_is_the_root_span_of_its_chain(
     traced: operating.OperatorProcess,
     cluster_info: ClusterInfo,
     namespace: str,
-    collector: Collector,
+    collector: collecting.Collector,
 ) -> None:
     info = cluster_info
     chaining.apply(info, namespace, chaining.agent("tr-hooked", github="issues.opened"))
@@ -332,7 +279,7 @@ def test_a_signed_delivery_is_the_root_span_of_its_chain(
 @pytest.mark.timeout(120)
 @pytest.mark.usefixtures("operator_paused", "installed")
 def test_a_chain_is_one_trace_across_a_failover(
-    cluster_info: ClusterInfo, namespace: str, collector: Collector
+    cluster_info: ClusterInfo, namespace: str, collector: collecting.Collector
 ) -> None:
     info = cluster_info
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint, "OTEL_SERVICE_NAME": "agentchain-ha"}

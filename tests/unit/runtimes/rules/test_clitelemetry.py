@@ -1,0 +1,105 @@
+"""Turning on the agent CLIs' own traces (``runtimes/rules/clitelemetry.py``).
+
+Aspects covered:
+- nothing is turned on without both a valid ``TRACEPARENT`` and an OTLP endpoint, nor
+  when the ``OTEL_*`` variables turn tracing off;
+- Claude Code gets its two switches and an OTLP traces exporter, the pod's own exporter
+  choice kept; never a content switch;
+- codex gets an OTLP/HTTP traces exporter at the full traces URL (or gRPC at the
+  endpoint), in the pod's protocol, and ``log_user_prompt`` false unless
+  ``OTEL_LOG_USER_PROMPTS`` opts in;
+- the runner's command carries them for Claude Code and codex, and not for the CLIs
+  whose export is not turned on.
+"""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from agentchain.runtimes.rules import clis, clitelemetry
+
+PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+TRACED = {
+    "TRACEPARENT": PARENT,
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "http://otelcol.obs:4318/",
+    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+}
+CONTENT_SWITCHES = ("OTEL_LOG_USER_PROMPTS", "OTEL_LOG_TOOL_DETAILS", "OTEL_LOG_TOOL_CONTENT")
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"TRACEPARENT": PARENT},
+        {k: v for k, v in TRACED.items() if k != "TRACEPARENT"},
+        {**TRACED, "TRACEPARENT": "00-zz-b7ad6b7169203331-01"},
+        {**TRACED, "OTEL_SDK_DISABLED": "true"},
+        {**TRACED, "OTEL_TRACES_EXPORTER": "none"},
+    ],
+)
+def test_nothing_is_turned_on_unless_the_pod_traces(env: dict[str, str]) -> None:
+    assert not clitelemetry.enabled(env)
+    assert clitelemetry.claude_env(env) == {}
+    assert clitelemetry.codex_overrides(env) == []
+
+
+def test_claude_code_gets_its_switches_and_an_otlp_traces_exporter() -> None:
+    assert clitelemetry.claude_env(TRACED) == {
+        "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
+        "OTEL_TRACES_EXPORTER": "otlp",
+    }
+    chosen = clitelemetry.claude_env({**TRACED, "OTEL_TRACES_EXPORTER": "otlp,console"})
+    assert "OTEL_TRACES_EXPORTER" not in chosen  # The pod's choice stands.
+    opted = clitelemetry.claude_env({**TRACED, "OTEL_LOG_USER_PROMPTS": "1"})
+    assert not set(opted) & set(CONTENT_SWITCHES)  # Never set by the runner.
+
+
+def _codex_otel(overrides: list[str]) -> dict[str, object]:
+    """The ``-c key=value`` overrides read back as codex reads them (TOML values)."""
+    assert overrides[::2] == ["-c"] * (len(overrides) // 2)
+    table: dict[str, object] = {}
+    for item in overrides[1::2]:
+        key, value = item.split("=", 1)
+        table[key] = tomllib.loads(f"v = {value}")["v"]
+    return table
+
+
+def test_codex_exports_to_the_traces_url_and_keeps_the_prompt_out() -> None:
+    assert _codex_otel(clitelemetry.codex_overrides(TRACED)) == {
+        "otel.trace_exporter": {
+            "otlp-http": {"endpoint": "http://otelcol.obs:4318/v1/traces", "protocol": "binary"}
+        },
+        "otel.log_user_prompt": False,
+    }
+    exact = {**TRACED, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://x/otlp/traces"}
+    exact["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/json"
+    assert _codex_otel(clitelemetry.codex_overrides(exact))["otel.trace_exporter"] == {
+        "otlp-http": {"endpoint": "https://x/otlp/traces", "protocol": "json"}
+    }
+    grpc = {**TRACED, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    assert _codex_otel(clitelemetry.codex_overrides(grpc))["otel.trace_exporter"] == {
+        "otlp-grpc": {"endpoint": "http://otelcol.obs:4318/"}
+    }
+    opted = clitelemetry.codex_overrides({**TRACED, "OTEL_LOG_USER_PROMPTS": "true"})
+    assert _codex_otel(opted)["otel.log_user_prompt"] is True
+
+
+def test_the_runner_command_carries_them_for_claude_code_and_codex_only() -> None:
+    def command(runtime: str, env: dict[str, str]) -> clis.Command:
+        settings = clis.settings_from({"AGENTCHAIN_RUNTIME": runtime, **env}, "do it")
+        return clis.command_for(settings, env, "/run/x")
+
+    claude = command("claude-code", TRACED)
+    assert claude.env["CLAUDE_CODE_ENHANCED_TELEMETRY_BETA"] == "1"
+    assert "CLAUDE_CODE_ENABLE_TELEMETRY" not in command("claude-code", {}).env
+    codex = command("codex", TRACED).argv
+    assert codex[-1] == "-" and "otel.log_user_prompt=false" in codex
+    assert not any(a.startswith("otel.") for a in command("codex", {}).argv)
+    for other in ("opencode", "gemini"):
+        built = command(other, TRACED)
+        assert "CLAUDE_CODE_ENABLE_TELEMETRY" not in built.env
+        assert not any("otel" in a for a in built.argv)
