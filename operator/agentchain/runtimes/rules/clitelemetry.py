@@ -12,8 +12,12 @@ in the chain's one trace; with either missing, it turns on nothing.
   ``TRACEPARENT`` (Claude Code 2.1).
 - **Codex** exports traces when its config's ``otel.trace_exporter`` names an OTLP
   exporter, given here as ``-c`` overrides (the endpoint is not a secret; headers, which
-  may be, stay in ``OTEL_EXPORTER_OTLP_HEADERS``, which its exporter reads itself); its
-  ``codex.exec`` span starts under ``TRACEPARENT`` (codex 0.169).
+  may be, stay in the environment).  Its ``codex.exec`` span starts under
+  ``TRACEPARENT``, but some of its spans (its session loop, auth and file reads started
+  off that span) begin traces of their own (codex 0.169), which would scatter one run
+  over a dozen traces.  So codex exports to a relay of the runner's on 127.0.0.1
+  (``runtimes/inpod/otlprelay``), which moves every span into the job's trace, a root
+  under the job's span (``adopt``), before forwarding to the pod's endpoint.
 
 Metrics and log events are left as the pod's variables say: only traces are turned on.
 
@@ -30,8 +34,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
 from agentchain.traces.rules import spans
 
+RELAYED_RUNTIMES = ("codex",)
+"""The CLIs whose spans go through the runner's relay: they start traces of their own."""
 CONTENT_OPT_IN_ENV = "OTEL_LOG_USER_PROMPTS"
 """The one variable that lets a CLI put the prompt's text in its telemetry."""
 _TRUE = ("1", "true", "yes", "on")
@@ -73,19 +81,59 @@ def codex_overrides(env: Mapping[str, str]) -> list[str]:
     ``enabled`` is not), and keep the prompt out of its telemetry unless opted in."""
     if not enabled(env):
         return []
-    protocol = (
-        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "").strip()
-        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()
-    )
-    if protocol == "grpc":
+    wire = protocol(env)
+    if wire == "grpc":
         base = (
             env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
             or env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
         )
         exporter = f"{{ otlp-grpc = {{ endpoint = {json.dumps(base)} }} }}"
     else:
-        wire = "json" if protocol == "http/json" else "binary"
-        fields = f"endpoint = {json.dumps(traces_endpoint(env))}, protocol = {json.dumps(wire)}"
+        body = "json" if wire == "http/json" else "binary"
+        fields = f"endpoint = {json.dumps(traces_endpoint(env))}, protocol = {json.dumps(body)}"
         exporter = f"{{ otlp-http = {{ {fields} }} }}"
     prompts = "true" if content_opted_in(env) else "false"
     return ["-c", f"otel.trace_exporter={exporter}", "-c", f"otel.log_user_prompt={prompts}"]
+
+
+def protocol(env: Mapping[str, str]) -> str:
+    """The OTLP protocol of the pod's trace export (the SDKs' default: protobuf)."""
+    return (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "").strip()
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()
+        or "http/protobuf"
+    )
+
+
+def relayed(runtime: str, env: Mapping[str, str]) -> bool:
+    """Whether ``runtime``'s spans go through the runner's relay: a CLI that starts
+    traces of its own, when the pod traces over OTLP/HTTP (gRPC is not relayed)."""
+    return runtime in RELAYED_RUNTIMES and enabled(env) and protocol(env) != "grpc"
+
+
+def relayed_env(env: Mapping[str, str], relay_url: str) -> dict[str, str]:
+    """The pod's variables as a CLI exporting through the relay at ``relay_url`` sees
+    them: its traces, OTLP/HTTP protobuf, to the relay (which forwards them)."""
+    return {
+        **env,
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{relay_url.rstrip('/')}/v1/traces",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+    }
+
+
+def adopt(request: ExportTraceServiceRequest, trace: int, job_span: int) -> int:
+    """Move every span of ``request`` into trace ``trace``, and hang every span without
+    a parent under ``job_span``; the number of spans changed.  A span keeps its own id
+    and its parent: a CLI's span tree stays as it was, whole, under the job's span."""
+    trace_id, parent_id = trace.to_bytes(16, "big"), job_span.to_bytes(8, "big")
+    changed = 0
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            for span in scope.spans:
+                if span.trace_id == trace_id and span.parent_span_id:
+                    continue
+                span.trace_id = trace_id
+                if not span.parent_span_id:
+                    span.parent_span_id = parent_id
+                changed += 1
+    return changed

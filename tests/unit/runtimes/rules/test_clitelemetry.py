@@ -9,7 +9,10 @@ Aspects covered:
   endpoint), in the pod's protocol, and ``log_user_prompt`` false unless
   ``OTEL_LOG_USER_PROMPTS`` opts in;
 - the runner's command carries them for Claude Code and codex, and not for the CLIs
-  whose export is not turned on.
+  whose export is not turned on;
+- codex alone goes through the runner's relay, over OTLP/HTTP only, and exports to it;
+  the relay's adoption moves every span into the job's trace, roots under the job's
+  span, other parents kept.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import tomllib
 
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from agentchain.runtimes.rules import clis, clitelemetry
 
@@ -103,3 +107,47 @@ def test_the_runner_command_carries_them_for_claude_code_and_codex_only() -> Non
         built = command(other, TRACED)
         assert "CLAUDE_CODE_ENABLE_TELEMETRY" not in built.env
         assert not any("otel" in a for a in built.argv)
+
+
+def _request(*found: tuple[bytes, bytes, bytes]) -> ExportTraceServiceRequest:
+    """An export request of spans (trace id, span id, parent span id)."""
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    for trace, span, parent in found:
+        scope.spans.add(trace_id=trace, span_id=span, parent_span_id=parent, name="s")
+    return request
+
+
+def test_adopt_moves_every_span_into_the_job_trace_with_roots_under_the_job() -> None:
+    trace, job = 0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331
+    mine, other = trace.to_bytes(16, "big"), b"\x01" * 16
+    request = _request(
+        (mine, b"a" * 8, b"p" * 8),  # under a span of its own, in the job's trace: as is
+        (mine, b"b" * 8, b""),  # a root in the job's trace: under the job
+        (other, b"c" * 8, b""),  # a root of a trace of its own: moved, under the job
+        (other, b"d" * 8, b"c" * 8),  # its child: moved, its parent kept
+    )
+    assert clitelemetry.adopt(request, trace, job) == 3
+    got = [
+        (s.trace_id, s.span_id, s.parent_span_id)
+        for s in request.resource_spans[0].scope_spans[0].spans
+    ]
+    under_job = job.to_bytes(8, "big")
+    assert got == [
+        (mine, b"a" * 8, b"p" * 8),
+        (mine, b"b" * 8, under_job),
+        (mine, b"c" * 8, under_job),
+        (mine, b"d" * 8, b"c" * 8),
+    ]
+
+
+def test_codex_alone_is_relayed_and_only_over_http() -> None:
+    assert clitelemetry.relayed("codex", TRACED)
+    assert not clitelemetry.relayed("claude-code", TRACED)
+    assert not clitelemetry.relayed("codex", {})
+    assert not clitelemetry.relayed("codex", {**TRACED, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+    env = clitelemetry.relayed_env(TRACED, "http://127.0.0.1:4999/")
+    assert _codex_otel(clitelemetry.codex_overrides(env))["otel.trace_exporter"] == {
+        "otlp-http": {"endpoint": "http://127.0.0.1:4999/v1/traces", "protocol": "binary"}
+    }
+    assert env["TRACEPARENT"] == PARENT
