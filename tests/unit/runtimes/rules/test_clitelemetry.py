@@ -4,7 +4,9 @@ Aspects covered:
 - nothing is turned on without both a valid ``TRACEPARENT`` and an OTLP endpoint, nor
   when the ``OTEL_*`` variables turn tracing off;
 - Claude Code gets its two switches and an OTLP traces exporter, the pod's own exporter
-  choice kept; never a content switch;
+  choice kept;
+- no CLI ever gets a content switch from the runner; codex's prompt logging is pinned
+  off unless the agent's own ``OTEL_LOG_USER_PROMPTS`` opts in;
 - codex gets an OTLP/HTTP traces exporter at the full traces URL (or gRPC at the
   endpoint), in the pod's protocol, and ``log_user_prompt`` false unless
   ``OTEL_LOG_USER_PROMPTS`` opts in;
@@ -58,8 +60,22 @@ def test_claude_code_gets_its_switches_and_an_otlp_traces_exporter() -> None:
     }
     chosen = clitelemetry.claude_env({**TRACED, "OTEL_TRACES_EXPORTER": "otlp,console"})
     assert "OTEL_TRACES_EXPORTER" not in chosen  # The pod's choice stands.
-    opted = clitelemetry.claude_env({**TRACED, "OTEL_LOG_USER_PROMPTS": "1"})
-    assert not set(opted) & set(CONTENT_SWITCHES)  # Never set by the runner.
+
+
+def test_the_words_stay_out_of_the_spans_unless_the_agent_opts_in() -> None:
+    """The runner never sets a CLI's content switch; codex's default is pinned off, and
+    only the agent's own ``OTEL_LOG_USER_PROMPTS`` turns it on."""
+    for env in (TRACED, {**TRACED, "OTEL_LOG_USER_PROMPTS": "1"}):
+        for runtime in clis.RUNTIMES:
+            settings = clis.settings_from({"AGENTCHAIN_RUNTIME": runtime, **env}, "do it")
+            command = clis.command_for(settings, env, "/run/x")
+            assert not set(command.env) & set(CONTENT_SWITCHES), runtime
+    assert "otel.log_user_prompt=false" in clitelemetry.codex_overrides(TRACED)
+    for no in ("", "0", "false"):
+        off = clitelemetry.codex_overrides({**TRACED, "OTEL_LOG_USER_PROMPTS": no})
+        assert "otel.log_user_prompt=false" in off
+    on = clitelemetry.codex_overrides({**TRACED, "OTEL_LOG_USER_PROMPTS": "1"})
+    assert "otel.log_user_prompt=true" in on
 
 
 def _codex_otel(overrides: list[str]) -> dict[str, object]:
