@@ -106,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
         hook = anchor_command() if all(env.get(name) for name in JOB_ENV) else []
         # A CLI that starts traces of its own exports through a relay that adopts its
         # spans into the job's trace (runtimes/rules/clitelemetry).
-        relay = otlprelay.Relay(env) if clitelemetry.relayed(settings.runtime, env) else None
+        relay = _relay(settings.runtime, env)
         cli_env = clitelemetry.relayed_env(env, relay.url) if relay else env
         command = clis.command_for(settings, cli_env, scratch, hook)
         for warning in command.warnings:
@@ -136,6 +136,18 @@ def main(args: argparse.Namespace) -> int:
     sys.stdout.write(result.answer if result.answer.endswith("\n") else result.answer + "\n")
     sys.stdout.flush()
     return exits.EXIT_OK
+
+
+def _relay(runtime: str, env: Mapping[str, str]) -> otlprelay.Relay | None:
+    """The trace relay for ``runtime``'s run, if its spans need one. Tracing never fails
+    a run: a relay that cannot start leaves the CLI exporting straight to the collector."""
+    if not clitelemetry.relayed(runtime, env):
+        return None
+    try:
+        return otlprelay.Relay(env)
+    except (OSError, ValueError) as error:
+        _say(f"[runner] warning: no trace relay ({clis.one_line(str(error), 200)})")
+        return None
 
 
 def _fail(code: int, detail: str) -> int:

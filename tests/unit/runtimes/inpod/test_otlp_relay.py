@@ -6,7 +6,9 @@ Aspects covered:
   headers; the CLI gets the collector's status;
 - a collector that cannot be reached is a 502; an unreadable body a 400, another content
   type a 415, an oversized one a 413, another path a 404, none of them forwarded;
-- the relay needs the job's ``TRACEPARENT``; stopped, it no longer listens.
+- the relay needs the job's ``TRACEPARENT``; stopped, it no longer listens;
+- the runner starts one for codex only, and a relay that cannot start (a missing CA
+  file) is a warning, not a failed run.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from agentchain.runtimes.inpod import otlprelay
+from agentchain.runtimes.inpod import otlprelay, runner
 from agentchain.traces.rules import spans
 
 TRACE, JOB_SPAN = spans.trace_id("chain-1"), spans.job_span_id("team-a", "coder-1")
@@ -164,3 +166,13 @@ def test_the_relay_needs_the_jobs_traceparent_and_stops() -> None:
     relay.stop()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"{relay.url}/v1/traces", b"", timeout=2)
+
+
+def test_a_relay_that_cannot_start_leaves_the_run_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    pod = _pod("http://127.0.0.1:9", OTEL_EXPORTER_OTLP_CERTIFICATE="/nonexistent/ca.pem")
+    assert runner._relay("codex", pod) is None
+    assert "[runner] warning: no trace relay" in capsys.readouterr().err
+    assert runner._relay("claude-code", _pod("http://127.0.0.1:9")) is None  # Not relayed.
+    relay = runner._relay("codex", _pod("http://127.0.0.1:9"))
+    assert relay is not None
+    relay.stop()
