@@ -17,23 +17,22 @@ Aspects covered:
   client, the server given the variables the agent's MCP configuration names): each tool
   call is a CLIENT span under its job's span, in the chain's one tree;
 - two replicas sharing one Lease, both exporting: the leader SIGKILLed while the chain's
-  second job runs, the other leads and finishes the chain, and the chain is still one
-  tree of all its spans, none twice, none orphaned.
+  second job runs, the other leads and finishes the chain, and the chain is still that
+  one tree, every check of the SIGKILL case holding (``_a_chain_through`` takes the
+  kill).
 """
 
 from __future__ import annotations
 
-import subprocess
 import time
-import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e import chaining, delivering, operating, replicating, tracetree
-from e2e.controlplane import processes
+from e2e import chaining, collecting, delivering, operating, replicating, tracetree
+from e2e.collecting import attrs
 from e2e.controlplane.cluster import ClusterInfo
 
 Obj = dict[str, Any]
@@ -67,60 +66,9 @@ asyncio.run(main())
 """
 
 
-class Collector:
-    def __init__(self, info: ClusterInfo) -> None:
-        self.port = processes.free_port()
-        self.dir = info.workdir / "otelcol"
-        self.dir.mkdir(exist_ok=True)
-        self.output = self.dir / "spans.jsonl"
-        config = self.dir / "config.yaml"
-        config.write_text(
-            "receivers:\n  otlp:\n    protocols:\n      http:\n"
-            f"        endpoint: 127.0.0.1:{self.port}\n"
-            f"exporters:\n  file:\n    path: {self.output}\n"
-            "service:\n  telemetry:\n    metrics:\n      level: none\n"
-            "  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [file]\n"
-        )
-        built = subprocess.run(
-            ["bash", str(REPO / "e2e/controlplane/build-binaries.sh"), "otelcol"],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        binary = Path(built.stdout.strip().splitlines()[-1]) / "otelcol"
-        argv = [str(binary), "--config", str(config)]
-        self.process = processes.start("otelcol", argv, info.workdir)
-        processes.wait_for(self._up, what="the collector", timeout=30, watch=[self.process])
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _up(self) -> bool:
-        try:
-            urllib.request.urlopen(f"{self.endpoint}/v1/traces", timeout=1)
-        except urllib.error.HTTPError:
-            return True  # It answers (405 to a GET): the receiver is listening.
-        except OSError:
-            return False
-        return True
-
-    def spans(self) -> list[Obj]:
-        """Every span the collector wrote."""
-        return tracetree.read(self.output) if self.output.exists() else []
-
-
-def attrs(span: Obj) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in span.get("attributes", []):
-        value = item["value"]
-        out[item["key"]] = next(iter(value.values())) if value else None
-    return out
-
-
 @pytest.fixture(scope="module")
-def collector(cluster_info: ClusterInfo) -> Iterator[Collector]:
-    running = Collector(cluster_info)
+def collector(cluster_info: ClusterInfo) -> Iterator[collecting.Collector]:
+    running = collecting.Collector(cluster_info.workdir)
     yield running
     running.process.stop()
 
@@ -130,7 +78,7 @@ def traced(
     operator: operating.OperatorProcess,
     cluster_info: ClusterInfo,
     namespace: str,
-    collector: Collector,
+    collector: collecting.Collector,
 ) -> Iterator[operating.OperatorProcess]:
     """An operator of ``namespace`` alone that exports to the collector."""
     operator.stop()
@@ -152,7 +100,7 @@ def traced(
         operator.start()
 
 
-def _trace_of(collector: Collector, chain_id: str, count: int) -> list[Obj]:
+def _trace_of(collector: collecting.Collector, chain_id: str, count: int) -> list[Obj]:
     """The spans of the chain's trace once ``count`` have arrived, and a moment more (so
     that a duplicate sent late is caught too)."""
 
@@ -211,26 +159,29 @@ def _wait_running(info: ClusterInfo, namespace: str, chain_id: str, agent: str) 
     operating.wait_until(running, timeout=60, what=f"the {agent} job to run")
 
 
-def test_a_chain_is_one_trace_across_a_sigkill(
-    traced: operating.OperatorProcess,
-    cluster_info: ClusterInfo,
+def _a_chain_through(
+    info: ClusterInfo,
     namespace: str,
-    collector: Collector,
+    collector: collecting.Collector,
+    prefix: str,
+    kill: Callable[[], None],
 ) -> None:
-    info = cluster_info
-    _three_agents(info, namespace, "tr")
-    chaining.apply(info, namespace, chaining.root_job("tr-1", "tr-triage"))
-    chain_id = str(chaining.wait_phase(info, namespace, "tr-1")["chainId"])
-    _wait_running(info, namespace, chain_id, "tr-developer")
-    traced.kill()
-    traced.start()
-    jobs = chaining.wait_chain(info, namespace, "tr-1", 3)
-
+    """A three-agent chain, with ``kill`` done to the operator while its second job runs,
+    is exactly one trace whose tree is the chain's (``_assert_chain_tree``)."""
+    _three_agents(info, namespace, prefix)
+    chaining.apply(info, namespace, chaining.root_job(f"{prefix}-1", f"{prefix}-triage"))
+    chain_id = str(chaining.wait_phase(info, namespace, f"{prefix}-1")["chainId"])
+    _wait_running(info, namespace, chain_id, f"{prefix}-developer")
+    kill()
+    jobs = chaining.wait_chain(info, namespace, f"{prefix}-1", 3)
     # The root, and per job its span with its waiting and running parts under it.
-    spans = _trace_of(collector, chain_id, 1 + 3 * 3)
+    _assert_chain_tree(_trace_of(collector, chain_id, 1 + 3 * 3), jobs, prefix)
+
+
+def _assert_chain_tree(spans: list[Obj], jobs: list[Obj], prefix: str) -> None:
     root = _assert_one_tree(spans)
     assert len(spans) == 10, [s["name"] for s in spans]
-    assert root["name"] == "agentjob tr-1 created", root["name"]
+    assert root["name"] == f"agentjob {prefix}-1 created", root["name"]
     by_job = {
         attrs(s)["agentchain.job.name"]: s
         for s in spans
@@ -239,32 +190,10 @@ def test_a_chain_is_one_trace_across_a_sigkill(
     names = {j["metadata"]["name"]: j for j in jobs}
     assert set(by_job) == set(names), (set(by_job), set(names))
     for name, job in names.items():
-        span, status = by_job[name], job["status"]
-        parent = status.get("parentJobId")
-        expected = by_job[parent]["spanId"] if parent else root["spanId"]
-        assert span["parentSpanId"] == expected, (name, span)
-        seen = attrs(span)
-        assert seen["gen_ai.agent.name"] == job["spec"]["agentRole"]
-        assert int(seen["agentchain.chain.depth"]) == status["chainDepth"]
-        assert seen["agentchain.job.phase"] == status["phase"] == "Succeeded"
-        assert int(seen["agentchain.job.exit_code"]) == 0
-        assert span["name"] == f"agentjob {job['spec']['agentRole']}"
-        parts = sorted(
-            (
-                s
-                for s in spans
-                if s.get("parentSpanId") == span["spanId"]
-                and s["name"] in (f"{span['name']} waiting", f"{span['name']} running")
-            ),
-            key=lambda s: int(s["startTimeUnixNano"]),
-        )
-        assert [p["name"].rsplit(" ", 1)[1] for p in parts] == ["waiting", "running"], parts
-        bounds = [int(span["startTimeUnixNano"])]
-        bounds += [int(p[k]) for p in parts for k in ("startTimeUnixNano", "endTimeUnixNano")]
-        bounds.append(int(span["endTimeUnixNano"]))
-        assert bounds == sorted(bounds), (name, bounds)  # The parts split the job's span.
+        _assert_job_span(spans, by_job, root, job)
+        assert by_job[name]["name"] == f"agentjob {job['spec']['agentRole']}"
 
-    developer = next(j for j in jobs if j["spec"]["agentRole"] == "tr-developer")
+    developer = next(j for j in jobs if j["spec"]["agentRole"] == f"{prefix}-developer")
     result = str(developer["status"].get("result") or "")
     assert result.startswith("TRACEPARENT=00-"), result
     _, trace, span_id, flags = result.removeprefix("TRACEPARENT=").strip().split("-")
@@ -272,11 +201,52 @@ def test_a_chain_is_one_trace_across_a_sigkill(
     assert span_id == by_job[developer["metadata"]["name"]]["spanId"]
 
 
+def _assert_job_span(spans: list[Obj], by_job: dict[str, Obj], root: Obj, job: Obj) -> None:
+    """A job's span: under its parent job's (or the root), saying what happened, split
+    into its waiting and running parts, in order, within it."""
+    span, status = by_job[job["metadata"]["name"]], job["status"]
+    parent = status.get("parentJobId")
+    expected = by_job[parent]["spanId"] if parent else root["spanId"]
+    assert span["parentSpanId"] == expected, (job["metadata"]["name"], span)
+    seen = attrs(span)
+    assert seen["gen_ai.agent.name"] == job["spec"]["agentRole"]
+    assert int(seen["agentchain.chain.depth"]) == status["chainDepth"]
+    assert seen["agentchain.job.phase"] == status["phase"] == "Succeeded"
+    assert int(seen["agentchain.job.exit_code"]) == 0
+    parts = sorted(
+        (
+            s
+            for s in spans
+            if s.get("parentSpanId") == span["spanId"]
+            and s["name"] in (f"{span['name']} waiting", f"{span['name']} running")
+        ),
+        key=lambda s: int(s["startTimeUnixNano"]),
+    )
+    assert [p["name"].rsplit(" ", 1)[1] for p in parts] == ["waiting", "running"], parts
+    bounds = [int(span["startTimeUnixNano"])]
+    bounds += [int(p[k]) for p in parts for k in ("startTimeUnixNano", "endTimeUnixNano")]
+    bounds.append(int(span["endTimeUnixNano"]))
+    assert bounds == sorted(bounds), (job["metadata"]["name"], bounds)  # They split it.
+
+
+def test_a_chain_is_one_trace_across_a_sigkill(
+    traced: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: collecting.Collector,
+) -> None:
+    def sigkill_and_restart() -> None:
+        traced.kill()
+        traced.start()
+
+    _a_chain_through(cluster_info, namespace, collector, "tr", sigkill_and_restart)
+
+
 def test_an_agents_tool_calls_are_spans_under_its_job(
     traced: operating.OperatorProcess,
     cluster_info: ClusterInfo,
     namespace: str,
-    collector: Collector,
+    collector: collecting.Collector,
 ) -> None:
     info = cluster_info
     chaining.apply(
@@ -300,7 +270,7 @@ def test_a_signed_delivery_is_the_root_span_of_its_chain(
     traced: operating.OperatorProcess,
     cluster_info: ClusterInfo,
     namespace: str,
-    collector: Collector,
+    collector: collecting.Collector,
 ) -> None:
     info = cluster_info
     chaining.apply(info, namespace, chaining.agent("tr-hooked", github="issues.opened"))
@@ -332,22 +302,15 @@ def test_a_signed_delivery_is_the_root_span_of_its_chain(
 @pytest.mark.timeout(120)
 @pytest.mark.usefixtures("operator_paused", "installed")
 def test_a_chain_is_one_trace_across_a_failover(
-    cluster_info: ClusterInfo, namespace: str, collector: Collector
+    cluster_info: ClusterInfo, namespace: str, collector: collecting.Collector
 ) -> None:
     info = cluster_info
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint, "OTEL_SERVICE_NAME": "agentchain-ha"}
     with replicating.replicas(info, namespace, extra_env=env) as ops:
-        _three_agents(info, namespace, "fo")
-        chaining.apply(info, namespace, chaining.root_job("fo-1", "fo-triage"))
-        chain_id = str(chaining.wait_phase(info, namespace, "fo-1")["chainId"])
-        _wait_running(info, namespace, chain_id, "fo-developer")
-        old = replicating.leader(ops)
-        old.kill()
-        replicating.leader([op for op in ops if op is not old])  # The other leads.
-        jobs = chaining.wait_chain(info, namespace, "fo-1", 3)
-        spans = _trace_of(collector, chain_id, 1 + 3 * 3)
-    root = _assert_one_tree(spans)
-    assert len(spans) == 10, [s["name"] for s in spans]
-    assert root["name"] == "agentjob fo-1 created"
-    named = {attrs(s).get("agentchain.job.name") for s in spans if s["name"].count(" ") == 1}
-    assert named == {j["metadata"]["name"] for j in jobs}, named
+
+        def kill_the_leader() -> None:
+            old = replicating.leader(ops)
+            old.kill()
+            replicating.leader([op for op in ops if op is not old])  # The other leads.
+
+        _a_chain_through(info, namespace, collector, "fo", kill_the_leader)

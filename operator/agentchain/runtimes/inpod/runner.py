@@ -15,6 +15,9 @@ CLI non-interactively with the prompt on stdin, and:
   (no agent-side code), also when the run failed after using some;
 - exits with a code of ``runnerexits`` and, on failure, a one-line message as the last
   line of stderr (bad key, rate limit, provider failure, turn limit, ...);
+- when the pod traces, turns on the CLI's own span export under the job's span
+  (``clitelemetry``), through a local relay (``otlprelay``) for a CLI that would start
+  traces of its own;
 - gives Claude Code seed 004's post-compaction recovery point: a ``SessionStart`` hook
   (matcher ``compact``) running ``agentchain agent anchor``, which prints the job's
   anchor, read with its token, as context for the model.
@@ -43,7 +46,8 @@ from typing import IO, Any
 
 from agentchain.core.rules import runnerexits as exits
 from agentchain.demo_agent import read_prompt
-from agentchain.runtimes.rules import clis
+from agentchain.runtimes.inpod import otlprelay
+from agentchain.runtimes.rules import clis, clitelemetry
 
 API_ATTEMPTS = 3
 """Tries of a job API call (usage, answer): with 1 s and 2 s between them and at most
@@ -100,7 +104,11 @@ def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="agentchain-runner-") as scratch:
         # Seed 004's recovery point, where the job's anchor can be read back.
         hook = anchor_command() if all(env.get(name) for name in JOB_ENV) else []
-        command = clis.command_for(settings, env, scratch, hook)
+        # A CLI that starts traces of its own exports through a relay that adopts its
+        # spans into the job's trace (runtimes/rules/clitelemetry).
+        relay = _relay(settings.runtime, env)
+        cli_env = clitelemetry.relayed_env(env, relay.url) if relay else env
+        command = clis.command_for(settings, cli_env, scratch, hook)
         for warning in command.warnings:
             _say(f"[runner] warning: {warning}")
         try:
@@ -110,9 +118,12 @@ def main(args: argparse.Namespace) -> int:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "w", encoding="utf-8") as file:
                     file.write(content)
-            result = _run(settings, command, env)
+            result = _run(settings, command, cli_env)
         except OSError as error:
             return _fail(exits.EXIT_RUNNER_MISCONFIGURED, f"cannot start {settings.cli}: {error}")
+        finally:
+            if relay is not None:
+                relay.stop()  # Whatever the CLI exported was forwarded before it ended.
     _report_usage(env, result)
     _say(
         f"[runner] {settings.runtime}: {result.turns} turns, {result.tokens} tokens, "
@@ -125,6 +136,18 @@ def main(args: argparse.Namespace) -> int:
     sys.stdout.write(result.answer if result.answer.endswith("\n") else result.answer + "\n")
     sys.stdout.flush()
     return exits.EXIT_OK
+
+
+def _relay(runtime: str, env: Mapping[str, str]) -> otlprelay.Relay | None:
+    """The trace relay for ``runtime``'s run, if its spans need one. Tracing never fails
+    a run: a relay that cannot start leaves the CLI exporting straight to the collector."""
+    if not clitelemetry.relayed(runtime, env):
+        return None
+    try:
+        return otlprelay.Relay(env)
+    except (OSError, ValueError) as error:
+        _say(f"[runner] warning: no trace relay ({clis.one_line(str(error), 200)})")
+        return None
 
 
 def _fail(code: int, detail: str) -> int:

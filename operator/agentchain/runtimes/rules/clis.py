@@ -16,6 +16,9 @@ Completions server), the turn limit as its build agent's ``steps``, the allowed 
 permissions, the MCP servers, and the standing instructions as an instructions file.
 Gemini CLI likewise reads a ``settings.json`` and a ``GEMINI.md`` the runner writes in a
 home of its own (``GEMINI_CLI_HOME``), which moves none of the agent's other files.
+
+When the pod traces, Claude Code and codex also export their own spans under the job's
+(``clitelemetry``); OpenCode and Gemini CLI are run as they were.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentchain.core.rules import runnerexits as exits
+from agentchain.runtimes.rules import clitelemetry
 
 CLAUDE_CODE = "claude-code"
 CODEX = "codex"
@@ -192,7 +196,7 @@ def command_for(
         return _opencode_command(settings, env or {}, scratch)
     if settings.runtime == GEMINI:
         return _gemini_command(settings, env or {}, scratch)
-    return _codex_command(settings)
+    return _codex_command(settings, env or {})
 
 
 def compact_hook_settings(anchor_command: Sequence[str]) -> str:
@@ -267,10 +271,12 @@ def _claude_command(
     added = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
     if settings.model_retries is not None:
         added["CLAUDE_CODE_MAX_RETRIES"] = str(settings.model_retries)
+    # Its own spans under the job's, when the pod traces (docs/observability.md).
+    added.update(clitelemetry.claude_env(env))
     return Command(argv, added, files=files)
 
 
-def _codex_command(settings: Settings) -> Command:
+def _codex_command(settings: Settings, env: Mapping[str, str]) -> Command:
     argv = [settings.cli, "exec", "--json", "--skip-git-repo-check"]
     if settings.model:
         argv += ["--model", settings.model]
@@ -304,6 +310,8 @@ def _codex_command(settings: Settings) -> Command:
         # not find the tool; a required server is waited for, and one that cannot start
         # fails the run, saying so, instead of leaving the model without its tools.
         argv += ["-c", f"{key}.required=true"]
+    # Its own spans under the job's, when the pod traces (docs/observability.md).
+    argv += clitelemetry.codex_overrides(env)
     argv.append("-")  # the prompt, from stdin
     return Command(argv, {}, warnings)
 

@@ -1,0 +1,178 @@
+"""The runner's OTLP traces relay (``runtimes/inpod/otlprelay.py``), over real sockets.
+
+Aspects covered:
+- an export request (plain or gzip) is forwarded, its spans adopted into the job's trace
+  with its roots under the job's span, to the pod's traces endpoint with the pod's OTLP
+  headers; the CLI gets the collector's status;
+- a collector that cannot be reached is a 502; an unreadable body a 400, another content
+  type a 415, an oversized one a 413, another path a 404, none of them forwarded;
+- the relay needs the job's ``TRACEPARENT``; stopped, it no longer listens;
+- the runner starts one for codex only, and a relay that cannot start (a missing CA
+  file) is a warning, not a failed run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from agentchain.runtimes.inpod import otlprelay, runner
+from agentchain.traces.rules import spans
+
+TRACE, JOB_SPAN = spans.trace_id("chain-1"), spans.job_span_id("team-a", "coder-1")
+
+
+class Upstream:
+    """A collector's OTLP/HTTP receiver, as far as the relay sees one: what it received."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.received: list[tuple[str, dict[str, str], bytes]] = []
+        upstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                upstream.received.append((self.path, headers, body))
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    running = Upstream()
+    yield running
+    running.server.shutdown()
+    running.server.server_close()
+
+
+def _pod(endpoint: str, **more: str) -> dict[str, str]:
+    return {
+        "TRACEPARENT": spans.traceparent(TRACE, JOB_SPAN),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        **more,
+    }
+
+
+@pytest.fixture
+def relay(upstream: Upstream) -> Iterator[otlprelay.Relay]:
+    headers = "x-api-key=s%3Dcret, tenant = a"
+    running = otlprelay.Relay(_pod(upstream.endpoint, OTEL_EXPORTER_OTLP_HEADERS=headers))
+    yield running
+    running.stop()
+
+
+def _export() -> bytes:
+    """What codex sends: a root of a trace of its own with a child."""
+    request = ExportTraceServiceRequest()
+    scope = request.resource_spans.add().scope_spans.add()
+    scope.spans.add(trace_id=b"\x01" * 16, span_id=b"r" * 8, name="session_loop")
+    scope.spans.add(trace_id=b"\x01" * 16, span_id=b"c" * 8, parent_span_id=b"r" * 8)
+    data: bytes = request.SerializeToString()
+    return data
+
+
+def _post(
+    url: str, body: bytes, content_type: str = "application/x-protobuf", **headers: str
+) -> int:
+    sent = urllib.request.Request(
+        f"{url}/v1/traces", body, {"Content-Type": content_type, **headers}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(sent, timeout=10) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+@pytest.mark.parametrize("zipped", [False, True])
+def test_spans_are_adopted_and_forwarded_with_the_pods_headers(
+    upstream: Upstream, relay: otlprelay.Relay, zipped: bool
+) -> None:
+    body = gzip.compress(_export()) if zipped else _export()
+    encoding = {"Content-Encoding": "gzip"} if zipped else {}
+    assert _post(relay.url, body, **encoding) == 200
+    [(path, headers, forwarded)] = upstream.received
+    assert path == "/v1/traces"
+    assert headers["x-api-key"] == "s=cret" and headers["tenant"] == "a"
+    request = ExportTraceServiceRequest()
+    request.ParseFromString(forwarded)
+    got = [(s.trace_id, s.parent_span_id) for s in request.resource_spans[0].scope_spans[0].spans]
+    trace = TRACE.to_bytes(16, "big")
+    assert got == [(trace, JOB_SPAN.to_bytes(8, "big")), (trace, b"r" * 8)]
+    assert relay.adopted == 2
+
+
+def test_refusals_go_no_further(upstream: Upstream, relay: otlprelay.Relay) -> None:
+    assert _post(relay.url, b"\xff\xff not protobuf") == 400
+    assert _post(relay.url, b"{}", "application/json") == 415
+    assert _post(relay.url, gzip.compress(b"x"), **{"Content-Encoding": "gzip"}) == 400
+    # Refused on its announced length, before a byte of it is read.
+    port = int(relay.url.rsplit(":", 1)[1])
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.putrequest("POST", "/v1/traces")
+    connection.putheader("Content-Type", "application/x-protobuf")
+    connection.putheader("Content-Length", str(otlprelay.MAX_BODY_BYTES + 1))
+    connection.endheaders()
+    assert connection.getresponse().status == 413
+    connection.close()
+    elsewhere = urllib.request.Request(f"{relay.url}/v1/logs", b"", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(elsewhere, timeout=10)
+    assert refused.value.code == 404
+    assert upstream.received == []
+
+
+def test_an_unreachable_collector_is_a_502_and_a_collector_error_its_own() -> None:
+    gone = otlprelay.Relay(_pod("http://127.0.0.1:9"))
+    try:
+        assert _post(gone.url, _export()) == 502
+    finally:
+        gone.stop()
+    failing = Upstream(status=503)
+    relay = otlprelay.Relay(_pod(failing.endpoint))
+    try:
+        assert _post(relay.url, _export()) == 503
+    finally:
+        relay.stop()
+        failing.server.shutdown()
+
+
+def test_the_relay_needs_the_jobs_traceparent_and_stops() -> None:
+    with pytest.raises(ValueError, match="TRACEPARENT"):
+        otlprelay.Relay({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    relay = otlprelay.Relay(_pod("http://127.0.0.1:9"))
+    relay.stop()
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{relay.url}/v1/traces", b"", timeout=2)
+
+
+def test_a_relay_that_cannot_start_leaves_the_run_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    pod = _pod("http://127.0.0.1:9", OTEL_EXPORTER_OTLP_CERTIFICATE="/nonexistent/ca.pem")
+    assert runner._relay("codex", pod) is None
+    assert "[runner] warning: no trace relay" in capsys.readouterr().err
+    assert runner._relay("claude-code", _pod("http://127.0.0.1:9")) is None  # Not relayed.
+    relay = runner._relay("codex", _pod("http://127.0.0.1:9"))
+    assert relay is not None
+    relay.stop()
