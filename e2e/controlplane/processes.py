@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -134,16 +135,36 @@ def start(
     return ManagedProcess(name, argv, workdir / "logs" / f"{name}.log", env=env, cwd=cwd)
 
 
+# Ports are drawn below the kernel's ephemeral range (32768-60999 by default), from which
+# every process on the machine takes the local port of each outgoing connection: a port
+# picked there can be taken by anyone's connect() between the pick and the bind. The
+# NodePort range (30000-32767) is left to the real node. Each pytest-xdist worker draws
+# from a slice of its own, so the two workers of `make test` never pick the same port.
+PORT_LOW, PORT_SLICE, PORT_SLICES = 12000, 4500, 4
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago.
+    """A TCP port on 127.0.0.1 that was free a moment ago and that this process has not
+    handed out before.
 
     The port is released before the component binds it; a collision makes that
     component fail at startup, which wait_for() reports with its log.
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    low = PORT_LOW + (int(worker) if worker.isdigit() else 0) % PORT_SLICES * PORT_SLICE
+    for _ in range(200):
+        port = random.randrange(low, low + PORT_SLICE)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
         return port
+    raise RuntimeError(f"no free port in {low}-{low + PORT_SLICE - 1}")
 
 
 def wait_for(
