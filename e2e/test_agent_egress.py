@@ -146,3 +146,25 @@ def test_an_allow_entry_the_policy_cannot_hold_is_refused_by_the_api_server(
         input=json.dumps(chaining.agent("both", egress=both)), check=False,
     )  # fmt: skip
     assert result.returncode != 0 and "give either cidr or namespace" in result.stderr
+
+
+def test_an_allow_list_the_policy_cannot_hold_is_said_in_events_not_a_crash(
+    egress_operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+) -> None:
+    info = cluster_info
+    # Passes the schema: a network pattern that is no network, and a label key the API
+    # server refuses in the policy's selector.
+    odd = {"allow": [{"cidr": "999.1.1.1/8"}, {"namespace": "models", "podLabels": {"a b": "c"}}]}
+    chaining.apply(info, namespace, chaining.agent("odd", egress=odd))
+    operating.wait_until(
+        lambda: chaining.has_event(info, namespace, "odd", "Warning", "EgressPolicyFailed"),
+        timeout=TIMEOUT_SECONDS,
+        what="the refused policy's Event",
+    )
+    assert chaining.has_event(info, namespace, "odd", "Warning", "EgressRuleIgnored")
+    assert _policy(info, namespace, "odd") is None
+
+    # The operator goes on: fixed, the agent gets its policy.
+    _patch(info, namespace, "odd", {"egress": {"allow": [{"cidr": "192.0.2.0/24"}]}})
+    policy = _wait_policy(info, namespace, "odd", lambda p: True, "the fixed agent's policy")
+    assert "192.0.2.0/24" in _cidrs(policy)
