@@ -3,12 +3,13 @@
 The pods stand for a release as the chart installs it: an "operator" pod with the
 chart's operator labels behind a Service whose port is not the pod's, a "redis" pod
 with the chart's Redis labels beside it, and in the agents' namespace a pod carrying
-the labels of an agent's job and an unrelated "bystander" pod serving a port. With no
-policy the agent's pod reaches all three, so each probe can succeed. Under the policy
-``aiagents/rules/egress.plan`` builds for that agent (kube-router enforcing it) the
-agent still resolves names and reaches the operator through its Service, and no longer
-reaches Redis or the bystander; with the policy deleted it reaches them again, so their
-silence was the policy's doing.
+the labels of an agent's job and an unrelated "bystander" pod serving a port and 443.
+With no policy the agent's pod reaches all three, so each probe can succeed. Under the
+policy ``aiagents/rules/egress.plan`` builds for that agent (kube-router enforcing it)
+the agent still resolves names and reaches the operator through its Service, and no
+longer reaches Redis or the bystander, not even on 443, the external rule's port (pod
+addresses are among its private exceptions); with the policy deleted it reaches them
+again, so their silence was the policy's doing.
 
 The cluster's DNS here is CoreDNS as a host process, not a pod: the policy is built
 with the DNS namespace setting empty (port 53 to any address), as the chart's
@@ -51,6 +52,7 @@ JOB_LABELS = {"labrats.work/agent": "triage", "labrats.work/agentjob": "triage-1
 API_PORT = 8080
 SERVICE_PORT = 80
 REDIS_PORT = 6379
+HTTPS_PORT = 443
 RUNNING_TIMEOUT_SECONDS = 120.0
 # kube-router applies a policy change within a sync, normally a second or two.
 ENFORCE_TIMEOUT_SECONDS = 60.0
@@ -167,7 +169,10 @@ def test_an_agents_pod_reaches_the_job_api_and_nothing_else_in_the_cluster() -> 
                 info.kubectl("create", "namespace", namespace)
             _apply(info, _pod(image, "operator", SYSTEM, OPERATOR_LABELS, _server(API_PORT)))
             _apply(info, _pod(image, "redis", SYSTEM, REDIS_LABELS, _server(REDIS_PORT)))
-            _apply(info, _pod(image, "bystander", AGENTS, {}, _server(API_PORT)))
+            # The bystander also serves 443, the external rule's port: a pod address is
+            # in the rule's private exceptions, so the policy keeps it out there too.
+            both = f"{' '.join(_server(API_PORT))} & {' '.join(_server(HTTPS_PORT))}; wait"
+            _apply(info, _pod(image, "bystander", AGENTS, {}, ["sh", "-c", both]))
             _apply(info, _pod(image, "agent", AGENTS, JOB_LABELS, ["sleep", "3600"]))
             _apply(info, _service())
             redis = _running_ip(info, SYSTEM, "redis")
@@ -182,6 +187,7 @@ def test_an_agents_pod_reaches_the_job_api_and_nothing_else_in_the_cluster() -> 
                     and _answers(info, service, SERVICE_PORT, "operator")
                     and _answers(info, redis, REDIS_PORT, "redis")
                     and _answers(info, bystander, API_PORT, "bystander")
+                    and _answers(info, bystander, HTTPS_PORT, "bystander")
                 )
 
             _until("the agent's pod reaches everything with no policy", reaches_all)
@@ -192,6 +198,7 @@ def test_an_agents_pod_reaches_the_job_api_and_nothing_else_in_the_cluster() -> 
                 lambda: not _answers(info, bystander, API_PORT, "bystander"),
             )
             assert not _answers(info, redis, REDIS_PORT, "redis")
+            assert not _answers(info, bystander, HTTPS_PORT, "bystander")
             assert _resolves(info)
             assert _answers(info, service, SERVICE_PORT, "operator")
 
