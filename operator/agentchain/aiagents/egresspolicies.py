@@ -20,23 +20,28 @@ import logging
 from typing import Any
 
 from agentchain.aiagents.rules import egress
+from agentchain.core.runtime import Runtime
 from agentchain.kube import apierrors, events, workloads
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
-from agentchain.settings import Settings
+from agentchain.traces import exporting
 
 log = logging.getLogger(__name__)
 
 
-async def reconcile(obj: dict[str, Any], settings: Settings) -> None:
+async def reconcile(obj: dict[str, Any], rt: Runtime) -> None:
     """Bring the AiAgent ``obj``'s egress policy to what it should be."""
+    settings = rt.settings
     if not settings.agent_egress:
         return
     meta = obj["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     generation = meta.get("generation")
     agent = AiAgent.model_validate(obj)
-    planned = egress.plan(name, namespace, str(meta.get("uid") or ""), agent.spec, settings)
+    # The pods export their spans where the operator's go (``traces``), when it traces.
+    collector = exporting.agent_endpoint() if rt.traces.enabled else ""
+    uid = str(meta.get("uid") or "")
+    planned = egress.plan(name, namespace, uid, agent.spec, settings, extra_urls=[collector])
     for problem in planned.problems:
         key = f"egress-ignored:{generation}:{problem}"
         await events.emit(obj, "Warning", Reason.EGRESS_RULE_IGNORED, problem, key=key)

@@ -34,6 +34,6 @@ async def reconcile(
     if namespace:
         if reason != kopf.Reason.DELETE:
             # The policy of a deleted agent goes with it (its ownerReference).
-            await egresspolicies.reconcile(dict(body), memo.runtime.settings)
+            await egresspolicies.reconcile(dict(body), memo.runtime)
         await readiness.reconcile_namespace(memo.runtime, namespace)
         await hopping.agents_changed(memo.runtime, namespace)

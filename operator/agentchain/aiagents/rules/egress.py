@@ -9,8 +9,8 @@ the agent's triggerName, and ``labrats.work/agentjob``), and with ``policyTypes:
 * DNS: UDP and TCP 53 to the cluster's DNS pods (or to any address, when the resolver
   is not a pod);
 * the job API: the operator's pods on its port;
-* the model endpoint, GitHub's API, the git host and a workspace's repository, each by
-  the URL the operator or the AiAgent names (:func:`url_rule`);
+* the model endpoint, GitHub's API, the git host, a workspace's repository and the
+  trace collector, each by the URL the operator or the AiAgent names (:func:`url_rule`);
 * the outside world on the external ports (443, and the ports those URLs name), as one
   ``ipBlock`` of every address except private, link-local and loopback networks:
   NetworkPolicy has no host-name rules, so "GitHub" can only be "not the cluster";
@@ -139,14 +139,21 @@ def _pods_rule(namespace: str, pod_labels: Mapping[str, str], port: int | None) 
 
 
 def plan(
-    name: str, namespace: str, uid: str, spec: AiAgentSpec, settings: Settings
+    name: str, namespace: str, uid: str, spec: AiAgentSpec, settings: Settings,
+    extra_urls: Sequence[str] = (),
 ) -> Plan:  # fmt: skip
-    """The policy the AiAgent ``name`` should have: None when generation is off for it."""
+    """The policy the AiAgent ``name`` should have: None when generation is off for it.
+
+    ``extra_urls`` are more URLs the operator gives every agent pod (the OTLP collector
+    its traces go to), allowed like the others.
+    """
     if not settings.agent_egress or (spec.egress is not None and spec.egress.policy == "none"):
         return Plan(policy=None)
     rules = [_dns_rule(settings)]
     external = set(settings.agent_egress_external_ports)
-    for found in _url_rules(namespace, spec, settings):
+    found_urls = _url_rules(namespace, spec, settings)
+    found_urls += [url_rule(url, namespace) for url in extra_urls if url]
+    for found in found_urls:
         if found.rule is not None and found.rule not in rules:
             rules.append(found.rule)
         if found.external_port is not None:

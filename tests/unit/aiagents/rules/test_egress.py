@@ -254,3 +254,15 @@ class TestAllowList:
         # DNS, the job API, the external rule: an agent with no URLs of its own has
         # exactly these, so any other rule would be a widening no setting asked for.
         assert len(_rules(_policy())) == 3
+
+
+class TestTheTraceCollector:
+    def test_in_the_cluster_it_is_its_namespace(self) -> None:
+        url = "http://otel-collector.observability.svc:4318"
+        planned = egress.plan("a", NS, UID, _spec(), _settings(), extra_urls=[url])
+        assert planned.policy is not None
+        assert {"to": [_namespace_peer("observability")]} in _rules(planned.policy)
+
+    def test_none_adds_nothing(self) -> None:
+        planned = egress.plan("a", NS, UID, _spec(), _settings(), extra_urls=[""])
+        assert planned == egress.plan("a", NS, UID, _spec(), _settings())
