@@ -10,7 +10,9 @@ the PodSecurity ``restricted`` labels. The checks are what a user would see:
 * a pod in the agents' namespace reaches the operator's Service but not the chart's
   Redis, while the operator does reach Redis;
 * a signed delivery sent through the chart's Service (``kubectl port-forward``, as a
-  user would try it before exposing it) is accepted and creates the root AgentJob.
+  user would try it before exposing it) is accepted and creates the root AgentJob;
+* the chain's agents run under the egress policy the operator keeps for each AiAgent,
+  and still reach the job API through the Service.
 
 Images: the operator image from ``operator_image.py`` (the Dockerfile, no registry); the
 chart's Redis from ``realnode_redis.py`` (Debian's redis-server, since no registry can
@@ -99,7 +101,9 @@ def values(operator_ref: str, redis_ref: str) -> Obj:
         "replicas": 2,
         "operator": {"namespaces": [AGENTS]},
         "webhook": {"secrets": [SECRET]},
-        "networkPolicy": {"enabled": True},
+        # The agents' egress policies too (the chart's default). This node's DNS is
+        # CoreDNS as a host process, not a pod: port 53 to any address.
+        "networkPolicy": {"enabled": True, "agentEgress": {"enabled": True, "dnsNamespace": ""}},
         "redis": {
             "enabled": True,
             "image": {"repository": redis_repository, "tag": redis_tag, "pullPolicy": "Never"},
@@ -347,6 +351,10 @@ def test_the_chain_runs_in_real_containers_under_podsecurity_restricted(
     pods = _json(info, "get", "pods", "-n", AGENTS, "-l", "batch.kubernetes.io/job-name")["items"]
     images = {c["image"] for p in pods for c in p["spec"]["containers"]}
     assert images == {release.operator_image}, images
+    # ...each under its agent's egress policy, which still lets it reach the job API.
+    agents = {a["metadata"]["name"] for a in _json(info, "get", "aiagents", "-n", AGENTS)["items"]}
+    policies = _json(info, "get", "networkpolicies", "-n", AGENTS)["items"]
+    assert {p["metadata"]["name"] for p in policies} == {f"agentchain-egress-{a}" for a in agents}
 
 
 def test_a_leader_deleted_mid_chain_fails_over_with_nothing_lost_or_doubled(

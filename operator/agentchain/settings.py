@@ -325,6 +325,56 @@ class Settings(BaseSettings):
         ),
     )
 
+    agent_egress: bool = Field(
+        False,
+        description="Keep a NetworkPolicy per AiAgent that lets its pods connect only to DNS,"
+        " the job API, the model endpoint, GitHub and the git host and its spec.egress.allow"
+        " (docs/agents.md, Egress); it takes effect where the network plugin enforces"
+        " NetworkPolicy.",
+    )
+    agent_egress_operator_namespace: str = Field(
+        "",
+        description="Namespace of the operator's pods, which agents reach for the job API;"
+        " empty: the namespace in api_url's host (<service>.<namespace>.svc).",
+    )
+    agent_egress_operator_pod_labels: CommaList = Field(
+        (),
+        description="Comma-separated key=value labels of the operator's pods; empty: every"
+        " pod of that namespace (on the job API's port, listen_port).",
+    )
+    agent_egress_dns_namespace: str = Field(
+        "kube-system",
+        description="Namespace of the cluster's DNS pods (UDP and TCP 53); empty: port 53 to"
+        " any address (a resolver that is not a pod, such as NodeLocal DNSCache).",
+    )
+    agent_egress_dns_pod_labels: CommaList = Field(
+        ("k8s-app=kube-dns",),
+        description="Comma-separated key=value labels of the cluster's DNS pods.",
+    )
+    agent_egress_external_except: CommaList = Field(
+        (
+            "10.0.0.0/8",
+            "172.16.0.0/12",
+            "192.168.0.0/16",
+            "100.64.0.0/10",
+            "169.254.0.0/16",
+            "127.0.0.0/8",
+            "fc00::/7",
+            "fe80::/10",
+        ),
+        description="Networks the external rule (GitHub, the git host, an external model"
+        " endpoint: any address on the external ports) leaves out: private, link-local"
+        " (cloud metadata) and loopback ranges; add the cluster's pod and service CIDRs when"
+        " they are outside these.",
+    )
+    agent_egress_external_ports: Annotated[
+        tuple[int, ...], NoDecode, BeforeValidator(_comma_list)
+    ] = Field(
+        (443,),
+        description="Comma-separated TCP ports the external rule allows, besides the ports"
+        " named in github_api_url, github_git_url and an AiAgent's runtime.baseUrl.",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _read_secret_files(cls, data: Any) -> Any:
@@ -365,7 +415,7 @@ def _flag(field: str) -> str:
 def _default_text(info: FieldInfo) -> str:
     default = info.get_default(call_default_factory=True)
     if isinstance(default, tuple):
-        return ",".join(default)
+        return ",".join(str(item) for item in default)
     if isinstance(default, bool):
         return str(default).lower()
     return "" if default is None else str(default)

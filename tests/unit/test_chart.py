@@ -442,6 +442,32 @@ class TestOptionalResources:
         assert peers[0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
 
 
+class TestAgentEgress:
+    def test_the_operator_keeps_agent_policies_naming_its_own_pods(self) -> None:
+        env = _env(charting.render())
+        assert env["AGENTCHAIN_AGENT_EGRESS"]["value"] == "true"
+        assert env["AGENTCHAIN_AGENT_EGRESS_OPERATOR_NAMESPACE"]["value"] == charting.NAMESPACE
+        pairs = set(env["AGENTCHAIN_AGENT_EGRESS_OPERATOR_POD_LABELS"]["value"].split(","))
+        deployment = charting.only(charting.render(), "Deployment", "agentchain")
+        selector = deployment["spec"]["selector"]["matchLabels"]
+        assert pairs == {f"{k}={v}" for k, v in selector.items()}
+        assert env["AGENTCHAIN_AGENT_EGRESS_DNS_POD_LABELS"]["value"] == "k8s-app=kube-dns"
+        assert env["AGENTCHAIN_AGENT_EGRESS_EXTERNAL_PORTS"]["value"] == "443"
+        assert "169.254.0.0/16" in env["AGENTCHAIN_AGENT_EGRESS_EXTERNAL_EXCEPT"]["value"]
+
+    @pytest.mark.parametrize(
+        "switch", ["networkPolicy.enabled=false", "networkPolicy.agentEgress.enabled=false"]
+    )
+    def test_either_switch_turns_it_off(self, switch: str) -> None:
+        assert _env(charting.render(switch))["AGENTCHAIN_AGENT_EGRESS"]["value"] == "false"
+
+    def test_the_operator_may_write_network_policies_but_not_read_them(self) -> None:
+        role = charting.only(charting.render(), "ClusterRole", "agentchain")
+        (rule,) = [r for r in role["rules"] if "networkpolicies" in r["resources"]]
+        assert rule["apiGroups"] == ["networking.k8s.io"]
+        assert sorted(rule["verbs"]) == ["create", "delete", "patch"]
+
+
 def test_every_top_level_value_is_documented() -> None:
     lines = (CHART / "values.yaml").read_text().splitlines()
     undocumented = []

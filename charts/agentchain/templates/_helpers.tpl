@@ -150,3 +150,12 @@ db 0; the password is the separate file, for the primary and the Sentinels alike
 {{- end }}
 {{- printf "redis+sentinel://agentchain@%s/%s/0?sentinel_username=default" (join "," $hosts) .Values.redis.sentinel.masterName }}
 {{- end }}
+
+{{- /* A label map as the operator's settings take it: key=value pairs, comma-separated. */}}
+{{- define "agentchain.labelPairs" -}}
+{{- $pairs := list }}
+{{- range $key, $value := . }}
+{{- $pairs = append $pairs (printf "%s=%s" $key $value) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}

@@ -1,4 +1,4 @@
-"""Batch Jobs, their pods, logs and the per-job token Secrets.
+"""Batch Jobs, their pods, logs and the per-job token Secrets; agents' egress policies.
 
 A stopped job's batch Job is deleted with background propagation (:func:`delete_job`):
 that removes it at once, so the Job controller starts no other pod for it, and lets the
@@ -16,7 +16,7 @@ import base64
 from typing import Any
 
 from agentchain.kube import apierrors
-from agentchain.kube.clients import batch_path, core_path, open_response, request
+from agentchain.kube.clients import batch_path, core_path, open_response, path, request
 
 Obj = dict[str, Any]
 
@@ -118,5 +118,31 @@ async def claim_names(namespace: str, label_selector: str) -> list[str]:
 async def delete_claim(namespace: str, name: str) -> None:
     try:
         await request("DELETE", core_path(namespace, "persistentvolumeclaims", name))
+    except apierrors.NotFound:
+        pass
+
+
+# --- agent egress policies ----------------------------------------------------------
+APPLY_PATCH = "application/apply-patch+yaml"
+FIELD_MANAGER = "agentchain"
+
+
+def _network_policy_path(namespace: str, *rest: str) -> str:
+    group = ("apis", "networking.k8s.io", "v1")
+    return path(*group, "namespaces", namespace, "networkpolicies", *rest)
+
+
+async def apply_network_policy(body: Obj) -> None:
+    """Server-side apply ``body``: created or brought to it in one idempotent request (a
+    policy already as wanted is not written again)."""
+    meta = body["metadata"]
+    params = {"fieldManager": FIELD_MANAGER, "force": "true"}
+    url = _network_policy_path(meta["namespace"], meta["name"])
+    await request("PATCH", url, params=params, body=body, content_type=APPLY_PATCH)
+
+
+async def delete_network_policy(namespace: str, name: str) -> None:
+    try:
+        await request("DELETE", _network_policy_path(namespace, name))
     except apierrors.NotFound:
         pass

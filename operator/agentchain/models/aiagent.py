@@ -592,6 +592,66 @@ class AgentRuntime(KubeModel):
     )
 
 
+# --- egress: where an agent's pods may connect (docs/agents.md, Egress) ---------------
+EgressPolicyMode = Literal["generated", "none"]
+EgressProtocol = Literal["TCP", "UDP", "SCTP"]
+# An IPv4 or IPv6 network in CIDR notation; the operator checks it exactly (``ipaddress``)
+# and reports one it cannot use in an Event.
+CIDR_PATTERN = r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class EgressPort(KubeModel):
+    port: int = Field(ge=1, le=65535, description="Destination port.")
+    protocol: EgressProtocol = Field(default="TCP")
+
+
+class EgressAllow(KubeModel):
+    """One more destination for the agent's pods: a network (``cidr``) or the pods of a
+    namespace of this cluster (``namespace``, narrowed by ``podLabels``)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            ("has(self.cidr) != has(self.__namespace__)", "give either cidr or namespace"),
+            ("!has(self.podLabels) || has(self.__namespace__)", "podLabels needs namespace"),
+        )
+    )
+
+    cidr: str | None = Field(
+        default=None,
+        max_length=49,
+        pattern=CIDR_PATTERN,
+        description="A network, e.g. 203.0.113.0/24 or 2001:db8::/32.",
+    )
+    namespace: str | None = Field(
+        default=None,
+        max_length=63,
+        pattern=DNS_LABEL_PATTERN,
+        description="A namespace of this cluster: its pods (all, or those with podLabels).",
+    )
+    pod_labels: dict[str, str] | None = Field(
+        default=None, description="Only the namespace's pods carrying these labels."
+    )
+    ports: list[EgressPort] = Field(
+        default_factory=list, max_length=32, description="Destination ports; empty: every port."
+    )
+
+
+class Egress(KubeModel):
+    """What the agent's pods may connect to, when the operator generates egress policies
+    (its agent_egress setting): DNS, the operator's job API, the model endpoint, GitHub
+    and the git host, and ``allow``; nothing else."""
+
+    policy: EgressPolicyMode = Field(
+        default="generated",
+        description="generated: the operator keeps a NetworkPolicy for this agent's pods; "
+        "none: it keeps none (their egress is whatever the namespace's policies allow).",
+    )
+    allow: list[EgressAllow] = Field(
+        default_factory=list, max_length=32, description="More destinations."
+    )
+
+
 class AiAgentSpec(KubeModel):
     model_config = ConfigDict(
         json_schema_extra=_rules(
@@ -728,6 +788,11 @@ class AiAgentSpec(KubeModel):
             "The chain's repository checked out into a volume every step mounts at "
             "/workspace (AGENT_WORKSPACE); see docs/workspaces.md."
         ),
+    )
+    egress: Egress | None = Field(
+        default=None,
+        description="Where the agent's pods may connect (docs/agents.md, Egress). Absent: "
+        "policy generated, nothing allowed beyond the defaults.",
     )
 
 

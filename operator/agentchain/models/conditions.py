@@ -54,6 +54,9 @@ class Reason:
     # AiAgent condition LoopFree.
     NO_STATIC_LOOP = "NoStaticLoop"
     STATIC_LOOP = "StaticLoop"
+    # AiAgent egress policy (Warning Events only).
+    EGRESS_POLICY_FAILED = "EgressPolicyFailed"
+    EGRESS_RULE_IGNORED = "EgressRuleIgnored"
 
     # AgentJob lifecycle.
     CREATED = "Created"
