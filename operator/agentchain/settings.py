@@ -234,6 +234,12 @@ class Settings(BaseSettings):
     github_check_name: str = Field(
         "agentchain", min_length=1, description="Name of the Check Run on pull requests."
     )
+    github_app_slug: str = Field(
+        "",
+        pattern=r"^[A-Za-z0-9-]*$",
+        description="The GitHub App's slug, which mention (@<slug>) and assignedToApp"
+        " triggers look for; empty: asked of GitHub (GET /app) when an App is configured.",
+    )
     leader_election: bool = Field(
         True,
         description="Run the engine only while holding the Lease (several replicas); false"

@@ -52,9 +52,24 @@ class ChainStep(KubeModel):
 
 
 class TriggerFilters(KubeModel):
-    label: str | None = Field(default=None, description="Issue/PR label that must be present.")
+    label: str | None = Field(
+        default=None,
+        description="Issue/PR label that must be present; on a labeled or unlabeled "
+        "action, the label added or removed.",
+    )
     repository: str | None = Field(default=None, description="owner/name the event must come from.")
     sender: str | None = Field(default=None, description="GitHub login that must have sent it.")
+    mention: bool | None = Field(
+        default=None,
+        description="true: what the sender wrote (the comment, the review, or the issue or "
+        "pull request they opened) must mention the operator's App, @<app-slug>, outside "
+        "code and quotes.",
+    )
+    assigned_to_app: bool | None = Field(
+        default=None,
+        description="true: the event must assign the issue or pull request to the "
+        "operator's App (an assigned action whose assignee is <app-slug>[bot]).",
+    )
 
 
 class EventTrigger(KubeModel):
