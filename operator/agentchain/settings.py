@@ -133,6 +133,13 @@ class Settings(BaseSettings):
     resync_seconds: int = Field(
         30, gt=0, description="Resync period: finds jobs whose end was missed while down."
     )
+    schedule_tick_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=60,
+        description="How often the leader looks for due schedule ticks: a scheduled run"
+        " starts at most this late (docs/schedules.md).",
+    )
     agent_wait_seconds: int = Field(
         60,
         ge=0,

@@ -7,7 +7,10 @@ time (and at most one waiting: later requests are folded into it); only conditio
 that changed are written (``aiagents/conditionwriting``), and each new False gets one
 Warning Event.  ``Ready`` says whether the agent can run; ``LoopFree`` is a warning
 beside it: a ring of ``next`` steps is legal to declare, and refused
-(``LoopDetected``) only when a chain closes it.
+(``LoopDetected``) only when a chain closes it.  ``Scheduled``, on an agent with a
+``schedule`` trigger only, says whether its cron expressions and time zones can be
+followed: a bad one is ``InvalidSchedule`` and a Warning Event, never a crash of the
+scheduler, which skips that trigger.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from agentchain.aiagents import conditionwriting
+from agentchain.aiagents.rules import schedules
 from agentchain.aiagents.rules.resolution import Readiness, loop_freedom, readiness
 from agentchain.core.runtime import Runtime
 from agentchain.kube import events
-from agentchain.models.conditions import LOOP_FREE, READY, Condition
+from agentchain.models.conditions import LOOP_FREE, READY, SCHEDULED, Condition
 
 
 async def reconcile_namespace(rt: Runtime, namespace: str) -> None:
@@ -35,6 +39,8 @@ async def reconcile_namespace(rt: Runtime, namespace: str) -> None:
                 READY: readiness(name, agent.spec, specs),
                 LOOP_FREE: loop_freedom(agent.spec, specs),
             }
+            if schedules.has_schedule(agent.spec):
+                verdicts[SCHEDULED] = schedules.readiness(agent.spec)
             await _apply(obj, verdicts)
 
 
