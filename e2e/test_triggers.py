@@ -13,7 +13,10 @@ Aspects covered:
 - a schedule across a leader failover (two replicas, one Lease): the new leader finds
   the tick the killed one had started and starts it no second time;
 - a bad cron expression is ``Scheduled=False`` (``InvalidSchedule``) with a Warning
-  Event, and the operator goes on.
+  Event, and the operator goes on;
+- an operator that is a GitHub App (the stand-in) and has no slug configured asks GitHub
+  (``GET /app``) and matches mentions of its slug; the App's own comment mentioning
+  itself starts nothing.
 
 Each schedule names one second of the minute a few seconds ahead (``"<s> * * * * *"``,
 seconds first), so its tick comes soon and the next one a minute later, after the test.
@@ -25,12 +28,14 @@ import datetime as dt
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e import chaining, delivering, operating, replicating
+from e2e import chaining, delivering, githubloop, operating, replicating
 from e2e.controlplane.cluster import ClusterInfo
+from e2e.github import GitHubStandIn
 
 Obj = dict[str, Any]
 SLUG = "chain-e2e"
@@ -312,3 +317,50 @@ def test_a_schedule_runs_its_tick_once_across_a_leader_failover(
         assert new is not old
         time.sleep(2)  # Its scheduler's first passes, the tick still due.
         _assert_one_run_for(info, namespace, tick)
+
+
+def _app_comment(installed: githubloop.Installed, login: str, kind: str, body: str) -> Obj:
+    comment = installed.github.add_comment(
+        githubloop.REPOSITORY, githubloop.ISSUE, body, author=login
+    )
+    return {
+        "action": "created",
+        "issue": {"number": githubloop.ISSUE, "title": "Spelling", "user": {"login": "Codertocat"}},
+        "comment": {
+            "id": comment.id,
+            "body": body,
+            "author_association": "OWNER" if kind == "User" else "NONE",
+            "user": {"login": login, "type": kind},
+        },
+        "repository": {"full_name": githubloop.REPOSITORY, "private": False},
+        "sender": {"login": login, "type": kind},
+        "installation": {"id": installed.installation.id},
+    }
+
+
+@pytest.mark.timeout(120)
+def test_an_app_learns_its_slug_from_github_and_never_starts_itself(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    github: GitHubStandIn,
+    tmp_path: Path,
+) -> None:
+    info, installed = cluster_info, githubloop.install(github, tmp_path)
+    slug = installed.app.slug
+    agent = _agents()[0]  # ai-mentioned: issue_comment.created with mention: true.
+    with githubloop.app_operator(operator, info, namespace, installed) as op:
+        chaining.apply(info, namespace, agent)
+        _wait_ready(info, namespace, "ai-mentioned")
+        own = _app_comment(installed, f"{slug}[bot]", "Bot", f"@{slug} again")
+        body, headers = _send(op, "issue_comment", own)
+        _, answer = delivering.send(op, body, headers)
+        assert _jobs_started(answer, namespace) == [], answer
+        mention = _app_comment(installed, "Codertocat", "User", f"@{slug} fix the typo")
+        body, headers = _send(op, "issue_comment", mention)
+        code, answer = delivering.send(op, body, headers)
+        assert code == 202 and len(_jobs_started(answer, namespace)) == 1, answer
+        assert github.requests("apps/get-authenticated"), "the slug was not asked of GitHub"
+        operating.wait_until(
+            lambda: _all_ended_once(info, namespace, 1), timeout=60, what="the run ended"
+        )
