@@ -39,9 +39,16 @@ async def reconcile_namespace(rt: Runtime, namespace: str) -> None:
                 READY: readiness(name, agent.spec, specs),
                 LOOP_FREE: loop_freedom(agent.spec, specs),
             }
-            if schedules.has_schedule(agent.spec):
+            if schedules.has_schedule(agent.spec) or _has_condition(obj, SCHEDULED):
+                # An agent whose last schedule trigger was removed keeps the condition
+                # (a merge patch cannot drop one), so it is made to say so.
                 verdicts[SCHEDULED] = schedules.readiness(agent.spec)
             await _apply(obj, verdicts)
+
+
+def _has_condition(obj: dict[str, Any], type_: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(isinstance(c, dict) and c.get("type") == type_ for c in conditions)
 
 
 async def _apply(obj: dict[str, Any], verdicts: dict[str, Readiness]) -> None:

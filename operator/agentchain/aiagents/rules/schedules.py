@@ -141,6 +141,8 @@ def readiness(spec: AiAgentSpec) -> Readiness:
     if why is not None:
         return Readiness(False, Reason.INVALID_SCHEDULE, f"{why}; this schedule never fires.")
     named = [describe(t.schedule) for t in spec.event_triggers if t.schedule is not None]
+    if not named:
+        return Readiness(True, Reason.SCHEDULE_VALID, "The agent has no schedule trigger.")
     return Readiness(True, Reason.SCHEDULE_VALID, f"Runs on {'; '.join(named)}.")
 
 
