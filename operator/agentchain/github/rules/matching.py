@@ -141,6 +141,16 @@ def match_event(
     return matches, ignored
 
 
+def needs_app_slug(agents: Sequence[AgentCandidate]) -> bool:
+    """Whether any of ``agents`` has a trigger filter that looks for the App's slug (so
+    the webhook asks for it only then)."""
+    return any(
+        t.filters is not None and bool(t.filters.mention or t.filters.assigned_to_app)
+        for c in agents
+        for t in c.spec.event_triggers
+    )
+
+
 def _match_agent(
     event: str,
     action: str | None,

@@ -43,7 +43,7 @@ class AppSlug:
         try:
             async with asyncio.timeout(ASK_TIMEOUT_SECONDS):
                 login = await side.app.bot_login()
-        except (GitHubError, TimeoutError) as exc:
+        except (GitHubError, TimeoutError, ValueError) as exc:  # ValueError: a malformed App.
             self._failed_at = time.monotonic()
             log.warning("the GitHub App's slug is not known yet (GET /app: %s)", exc)
             return None

@@ -79,6 +79,7 @@ from agentchain.github.rules.matching import (
     event_for,
     event_from_payload,
     match_event,
+    needs_app_slug,
 )
 from agentchain.hop.rules import chains
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
@@ -343,7 +344,8 @@ class GithubWebhook:
             delivery_id=delivery.delivery_id,
             hook_id=delivery.hook_id,
         )
-        slug = await self.app_slug.get()
+        wanted = any(needs_app_slug(agents) for agents in grouped.values())
+        slug = await self.app_slug.get() if wanted else None
         planned: list[Planned] = []
         ignored: list[dict[str, str]] = []
         early: list[groupstamps.Early] = []

@@ -12,7 +12,8 @@ Aspects covered (``agentchain.github.rules.matching``):
   unassignment or an event that assigns nobody is refused;
 * labels on pull requests: ``pull_request.labeled`` starts the agent only for the label
   just added, not for one the pull request already had;
-* ``mention_text``: which text of a payload counts as the sender's.
+* ``mention_text``: which text of a payload counts as the sender's;
+* ``needs_app_slug``: only agents with those filters make the webhook ask for the slug.
 """
 
 from __future__ import annotations
@@ -213,3 +214,11 @@ MENTION_TEXT_CASES = [
 )
 def test_mention_text(payload: dict[str, Any], expected: str | None) -> None:
     assert matching.mention_text(payload) == expected
+
+
+def test_the_slug_is_needed_only_for_filters_that_name_the_app() -> None:
+    assert matching.needs_app_slug([agent(["issues.assigned"], ASSIGNED)])
+    assert matching.needs_app_slug([agent(["issue_comment.created"], MENTION)])
+    plain = agent(["issues.labeled"], {"label": "x", "mention": False})
+    assert not matching.needs_app_slug([plain])
+    assert not matching.needs_app_slug([])
