@@ -29,6 +29,7 @@ from agentchain.aiagents.rules.resolution import Ambiguous
 from agentchain.core import catalog
 from agentchain.core.rules import naming
 from agentchain.core.runtime import Runtime
+from agentchain.flow.rules import concurrency
 from agentchain.kube import apierrors, resources
 from agentchain.models.agentjob import AgentJobSpec
 from agentchain.models.aiagent import AiAgent
@@ -71,7 +72,11 @@ class Scheduler:
             if key in self.done:
                 continue
             body = _body(namespace, name, agent, run)
-            _, made = await resources.create(namespace, resources.AGENTJOBS, body)
+            try:
+                _, made = await resources.create(namespace, resources.AGENTJOBS, body)
+            except apierrors.KubeError as exc:  # Tried again at the next pass, same name.
+                log.warning("schedule: %s/%s not created: %s", namespace, name, exc)
+                continue
             self.done[key] = run.until
             if made:
                 created.append(name)
@@ -107,6 +112,8 @@ def _body(namespace: str, name: str, agent: AiAgent, run: schedules.Run) -> Obj:
             "name": name,
             "namespace": namespace,
             "labels": {models.MANAGED_BY: MANAGER},
+            # Its place in a concurrency group's queue: the tick, the same on every try.
+            "annotations": {concurrency.TICKET: str(int(run.tick.timestamp() * 1_000_000))},
         },
         "spec": spec.to_api(),
     }
