@@ -12,6 +12,8 @@ Aspects covered:
   back within the starting deadline;
 - a schedule across a leader failover (two replicas, one Lease): the new leader finds
   the tick the killed one had started and starts it no second time;
+- the API server refuses a schedule trigger without a schedule, a schedule on another
+  source, and a cron expression with a wrong number of fields, each with its message;
 - a bad cron expression is ``Scheduled=False`` (``InvalidSchedule``) with a Warning
   Event, and the operator goes on;
 - an operator that is a GitHub App (the stand-in) and has no slug configured asks GitHub
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from e2e import chaining, delivering, githubloop, operating, replicating
 from e2e.controlplane.cluster import ClusterInfo
@@ -275,6 +278,32 @@ def test_a_tick_missed_while_down_runs_once_late(
     assert _scheduled_jobs(info, namespace) == []
     op.start()
     _assert_one_run_for(info, namespace, tick)
+
+
+REFUSED: list[tuple[Obj, str]] = [
+    ({"source": "schedule"}, "source schedule needs a schedule, and only it has one"),
+    (
+        {"source": "manual", "schedule": {"cron": "0 3 * * *"}},
+        "source schedule needs a schedule, and only it has one",
+    ),
+    ({"source": "schedule", "schedule": {"cron": "0 3 * *"}}, "should match"),
+    (
+        {"source": "schedule", "schedule": {"cron": "0 3 * * *", "timeZone": "../etc"}},
+        "should match",
+    ),
+]
+
+
+def test_the_api_server_refuses_malformed_schedule_triggers(
+    installed: ClusterInfo, namespace: str
+) -> None:
+    for trigger, message in REFUSED:
+        manifest = chaining.ai_agent("ai-refused", QUICK, triggers=[trigger])
+        done = installed.kubectl(
+            "apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(manifest), check=False
+        )
+        assert done.returncode != 0, trigger
+        assert message in done.stderr, done.stderr
 
 
 @pytest.mark.timeout(60)
