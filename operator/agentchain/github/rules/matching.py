@@ -12,6 +12,14 @@ first trigger whose filters pass.  Filters come before the sender policy so an
 event the agent does not care about is reported as such, not as a refusal.
 Agents with no trigger for the event are not reported at all.
 
+Filters that name the App: ``mention`` passes when what the sender just wrote (a
+comment, a review, or the issue or pull request they opened: :func:`mention_text`)
+mentions ``@<app-slug>`` outside code and quotes (``mentions.py``, one linear pass);
+``assignedToApp`` when an ``assigned`` action's assignee is ``<app-slug>[bot]``.  Both
+need the slug (``match_event``'s ``app_slug``) and refuse, saying so, without it.  A
+``label`` filter on a ``labeled``/``unlabeled`` action is the label just added or
+removed, not one the issue already had.
+
 Repository binding comes right after ``enabled``: one webhook secret
 serves every namespace, so an agent says which repositories it serves in
 ``spec.repositories`` (``owner/name`` or ``owner/*``).  A bound agent gets events
