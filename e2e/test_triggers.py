@@ -240,9 +240,12 @@ def _wait_until_utc(when: dt.datetime) -> None:
 
 
 def _assert_one_run_for(info: ClusterInfo, namespace: str, tick: dt.datetime) -> None:
-    operating.wait_until(
-        lambda: _all_ended_once(info, namespace, 1), timeout=40, what="the tick's run ended"
-    )
+    def ended() -> bool:
+        jobs = _scheduled_jobs(info, namespace)
+        assert len(jobs) <= 1, [j["metadata"]["name"] for j in jobs]  # A second run: fail now.
+        return _all_ended_once(info, namespace, 1)
+
+    operating.wait_until(ended, timeout=40, what="the tick's run ended")
     [job] = _scheduled_jobs(info, namespace)
     at = dt.datetime.fromisoformat(job["spec"]["event"]["scheduledAt"])
     assert at == tick, job["spec"]["event"]

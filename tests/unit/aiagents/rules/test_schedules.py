@@ -11,7 +11,9 @@ Aspects covered:
 * exactly once: every "now" between a tick and its deadline names the same run (same
   seed), and the next tick another (hypothesis);
 * time zones: a Paris schedule fires at Paris time in winter and in summer; the seed is
-  the instant in UTC;
+  the instant in UTC; on the days clocks change, a time in the skipped hour runs at the
+  first instant after it, one in the repeated hour runs once (an hourly schedule has one
+  run fewer that day), as docs/schedules.md says;
 * runs: disabled agents and unparseable schedules want none; other triggers are
   ignored; the event carries the tick and the schedule and no GitHub field; the
   ``Scheduled`` condition says valid or why not; ``trigger_step`` follows the trigger
@@ -240,3 +242,18 @@ def test_a_scheduled_run_follows_its_own_triggers_next() -> None:
     (run,) = schedules.runs("ns", agent, None, at(2026, 1, 15, 4, 0))
     step = trigger_step(agent, "schedule", schedules.event_of(run))
     assert step is not None and step.agent_trigger_name == "ai-second"
+
+
+def _runs_over(cron: str, day: tuple[int, int, int]) -> list[str]:
+    """The distinct ticks a leader looking every 30 s finds due around ``day``'s night."""
+    parsed = schedules.parse(sched(cron, "Europe/Paris"))
+    start = dt.datetime(*day, tzinfo=UTC) - dt.timedelta(hours=1)
+    found = {schedules.due(parsed, start + dt.timedelta(seconds=30 * i), None) for i in range(600)}
+    return sorted(t.astimezone(UTC).strftime("%H:%M") for t in found if t is not None)
+
+
+def test_daylight_saving_days() -> None:
+    assert _runs_over("30 2 * * *", (2026, 3, 29)) == ["01:00"]  # 03:00 CEST, after the gap.
+    assert _runs_over("30 2 * * *", (2026, 10, 25)) == ["00:30"]  # 02:30 CEST, once.
+    hourly = _runs_over("0 * * * *", (2026, 10, 25))
+    assert "01:00" not in hourly and {"00:00", "02:00"} <= set(hourly)
