@@ -133,6 +133,13 @@ class Settings(BaseSettings):
     resync_seconds: int = Field(
         30, gt=0, description="Resync period: finds jobs whose end was missed while down."
     )
+    schedule_tick_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=60,
+        description="How often the leader looks for due schedule ticks: a scheduled run"
+        " starts at most this late (docs/schedules.md).",
+    )
     agent_wait_seconds: int = Field(
         60,
         ge=0,
@@ -233,6 +240,12 @@ class Settings(BaseSettings):
     )
     github_check_name: str = Field(
         "agentchain", min_length=1, description="Name of the Check Run on pull requests."
+    )
+    github_app_slug: str = Field(
+        "",
+        pattern=r"^[A-Za-z0-9-]*$",
+        description="The GitHub App's slug, which mention (@<slug>) and assignedToApp"
+        " triggers look for; empty: asked of GitHub (GET /app) when an App is configured.",
     )
     leader_election: bool = Field(
         True,

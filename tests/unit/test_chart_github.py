@@ -70,6 +70,7 @@ def test_existing_secret_is_mounted_instead() -> None:
         "github.dashboardUrl=https://agentchain.example.com",
         "github.writebackDelaySeconds=5",
         "github.checkName=agents",
+        "github.appSlug=acme-agents",
     )
     assert not [m for m in manifests if m["metadata"]["name"] == "agentchain-github"]
     volume = _github_volume(manifests)
@@ -80,6 +81,7 @@ def test_existing_secret_is_mounted_instead() -> None:
     assert env["AGENTCHAIN_GITHUB_DASHBOARD_URL"] == "https://agentchain.example.com"
     assert env["AGENTCHAIN_GITHUB_WRITEBACK_DELAY_SECONDS"] == "5"
     assert env["AGENTCHAIN_GITHUB_CHECK_NAME"] == "agents"
+    assert env["AGENTCHAIN_GITHUB_APP_SLUG"] == "acme-agents"
 
 
 def test_app_id_must_be_a_number() -> None:

@@ -201,9 +201,9 @@ def test_names_scope_version_and_subresources(kind: str, plural: str, short: str
     [
         ("AiAgent", "spec.eventTriggers[].next.condition", ["always", "on-success", "on-failure"]),
         ("AiAgent", "spec.eventTriggers[].next.failurePolicy", ["stop", "skip", "notify"]),
-        ("AiAgent", "spec.eventTriggers[].source", ["github", "manual"]),
+        ("AiAgent", "spec.eventTriggers[].source", ["github", "manual", "schedule"]),
         ("AiAgent", "status.conditions[].status", ["True", "False", "Unknown"]),
-        ("AgentJob", "spec.origin", ["github", "manual", "chain", "delegation", "api"]),
+        ("AgentJob", "spec.origin", ["github", "manual", "chain", "delegation", "api", "schedule"]),
         ("AgentJob", "spec.memoryScope", ["dependencies", "all"]),
         (
             "AgentJob",

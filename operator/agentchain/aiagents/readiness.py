@@ -7,7 +7,10 @@ time (and at most one waiting: later requests are folded into it); only conditio
 that changed are written (``aiagents/conditionwriting``), and each new False gets one
 Warning Event.  ``Ready`` says whether the agent can run; ``LoopFree`` is a warning
 beside it: a ring of ``next`` steps is legal to declare, and refused
-(``LoopDetected``) only when a chain closes it.
+(``LoopDetected``) only when a chain closes it.  ``Scheduled``, on an agent with a
+``schedule`` trigger only, says whether its cron expressions and time zones can be
+followed: a bad one is ``InvalidSchedule`` and a Warning Event, never a crash of the
+scheduler, which skips that trigger.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from agentchain.aiagents import conditionwriting
+from agentchain.aiagents.rules import schedules
 from agentchain.aiagents.rules.resolution import Readiness, loop_freedom, readiness
 from agentchain.core.runtime import Runtime
 from agentchain.kube import events
-from agentchain.models.conditions import LOOP_FREE, READY, Condition
+from agentchain.models.conditions import LOOP_FREE, READY, SCHEDULED, Condition
 
 
 async def reconcile_namespace(rt: Runtime, namespace: str) -> None:
@@ -35,7 +39,16 @@ async def reconcile_namespace(rt: Runtime, namespace: str) -> None:
                 READY: readiness(name, agent.spec, specs),
                 LOOP_FREE: loop_freedom(agent.spec, specs),
             }
+            if schedules.has_schedule(agent.spec) or _has_condition(obj, SCHEDULED):
+                # An agent whose last schedule trigger was removed keeps the condition
+                # (a merge patch cannot drop one), so it is made to say so.
+                verdicts[SCHEDULED] = schedules.readiness(agent.spec)
             await _apply(obj, verdicts)
+
+
+def _has_condition(obj: dict[str, Any], type_: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(isinstance(c, dict) and c.get("type") == type_ for c in conditions)
 
 
 async def _apply(obj: dict[str, Any], verdicts: dict[str, Readiness]) -> None:

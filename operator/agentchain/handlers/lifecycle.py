@@ -3,8 +3,8 @@
 kopf runs only in the replica that leads (``replica.py``), which also owns the Runtime
 and the web server: both live as long as the process, on every replica, so this
 start-up handler takes the Runtime from the memo and starts only what belongs to the
-engine (the resync).  Launched some other way (no Runtime in the memo), it builds one
-from the environment and closes it on cleanup, serving no web.
+engine (the resync, the scheduler).  Launched some other way (no Runtime in the memo),
+it builds one from the environment and closes it on cleanup, serving no web.
 
 kopf's own progress and diff-base records go to annotations under our group
 so users never see kopf internals in ``status``; kopf's handler-log Events are
@@ -23,7 +23,7 @@ import kopf
 from agentchain.cancelling import stop_tasks
 from agentchain.core.runtime import Runtime
 from agentchain.github import appruntime
-from agentchain.handlers import watches
+from agentchain.handlers import scheduling, watches
 from agentchain.hop import resync
 from agentchain.settings import Settings
 
@@ -72,13 +72,14 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         runtime = memo.runtime = Runtime.create(config)
         memo.owns_runtime = True
     memo.resyncer = asyncio.create_task(resync.keep_resyncing(runtime), name="resync")
+    memo.scheduler = asyncio.create_task(scheduling.keep_scheduling(runtime), name="schedule")
     memo.exporter = runtime.traces.start_exporting()  # The leader's; None when off.
     memo.watches = watches.start(runtime)  # AgentJobs, batch Jobs, pods: our own.
 
 
 @kopf.on.cleanup()
 async def shutdown(memo: kopf.Memo, **_: Any) -> None:
-    tasks = [getattr(memo, name, None) for name in ("resyncer", "exporter")]
+    tasks = [getattr(memo, name, None) for name in ("resyncer", "scheduler", "exporter")]
     await stop_tasks([task for task in tasks if task is not None])
     if getattr(memo, "watches", None) is not None:
         await memo.watches.stop()

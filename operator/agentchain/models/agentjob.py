@@ -29,7 +29,7 @@ Phase = Literal[
 EndPhase = Literal["Succeeded", "Failed", "Skipped", "Cancelled"]
 """The phases a job ends in (``TERMINAL_PHASES``)."""
 TERMINAL_PHASES: frozenset[str] = frozenset({"Succeeded", "Failed", "Skipped", "Cancelled"})
-Origin = Literal["github", "manual", "chain", "delegation", "api"]
+Origin = Literal["github", "manual", "chain", "delegation", "api", "schedule"]
 MemoryScope = Literal["dependencies", "all"]
 NextAction = Literal["spawned", "skipped", "stopped", "refused", "none"]
 
@@ -67,6 +67,13 @@ class JobEvent(KubeModel):
             "A pull request's head repository (owner/name): another than repository for a "
             "fork; unknown for events that do not carry it (comments)."
         ),
+    )
+    schedule: str | None = Field(
+        default=None, description='A scheduled run\'s schedule: "<cron> in <timeZone>".'
+    )
+    scheduled_at: str | None = Field(
+        default=None,
+        description="A scheduled run's tick, ISO 8601 in the schedule's time zone.",
     )
 
 

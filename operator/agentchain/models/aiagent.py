@@ -19,7 +19,7 @@ TRIGGER_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DEFAULT_ASSOCIATIONS = ["OWNER", "MEMBER", "COLLABORATOR"]
 DEFAULT_HANDOFF_HEADING = "## Downstream Directives"
 
-Source = Literal["github", "manual"]
+Source = Literal["github", "manual", "schedule"]
 StepCondition = Literal["always", "on-success", "on-failure"]
 FailurePolicy = Literal["stop", "skip", "notify"]
 ContextWindow = Literal["tail", "head"]
@@ -52,18 +52,84 @@ class ChainStep(KubeModel):
 
 
 class TriggerFilters(KubeModel):
-    label: str | None = Field(default=None, description="Issue/PR label that must be present.")
+    label: str | None = Field(
+        default=None,
+        description="Issue/PR label that must be present; on a labeled or unlabeled "
+        "action, the label added or removed.",
+    )
     repository: str | None = Field(default=None, description="owner/name the event must come from.")
     sender: str | None = Field(default=None, description="GitHub login that must have sent it.")
+    mention: bool | None = Field(
+        default=None,
+        description="true: what the sender wrote (the comment, the review, or the issue or "
+        "pull request they opened) must mention the operator's App, @<app-slug>, outside "
+        "code and quotes.",
+    )
+    assigned_to_app: bool | None = Field(
+        default=None,
+        description="true: the event must assign the issue or pull request to the "
+        "operator's App (an assigned action whose assignee is <app-slug>[bot]).",
+    )
+
+
+# A cron expression as the schema can check it: 5 or 6 fields, or one @macro; the
+# operator parses it fully and reports a bad one on the AiAgent (condition and Event).
+CRON_PATTERN = r"^\s*(@[a-z]+|\S+(\s+\S+){4,5})\s*$"
+TIME_ZONE_PATTERN = r"^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$"
+
+
+class TriggerSchedule(KubeModel):
+    """When a ``schedule`` trigger fires (docs/schedules.md)."""
+
+    cron: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=CRON_PATTERN,
+        description='Cron expression: 5 fields ("0 3 * * *"), 6 with seconds first, or '
+        "@hourly, @daily, @weekly, @monthly, @yearly.",
+    )
+    time_zone: str = Field(
+        default="UTC",
+        max_length=64,
+        pattern=TIME_ZONE_PATTERN,
+        description='IANA time zone the expression is read in, e.g. "Europe/Paris".',
+    )
+    starting_deadline_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=7 * 24 * 3600,
+        description="A tick missed (operator down) runs late only within this many "
+        "seconds; at most the latest missed tick runs. Default 300.",
+    )
+
+    def describe(self) -> str:
+        """``<cron> in <zone>``: how events, conditions and logs name a schedule."""
+        return f"{' '.join(self.cron.split())} in {self.time_zone}"
 
 
 class EventTrigger(KubeModel):
-    source: Source = Field(description="github (webhook deliveries) or manual (API, chains).")
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.source == 'schedule' ? has(self.schedule) : !has(self.schedule)",
+                    "message": "source schedule needs a schedule, and only it has one",
+                }
+            ]
+        }
+    )
+
+    source: Source = Field(
+        description="github (webhook deliveries), manual (API, chains) or schedule (cron)."
+    )
     events: list[str] = Field(
         default_factory=list,
         description='GitHub events: "issues.opened" (event.action) or "push" (every action).',
     )
     filters: TriggerFilters | None = None
+    schedule: TriggerSchedule | None = Field(
+        default=None, description="source schedule: when it fires."
+    )
     next: ChainStep | None = None
 
 

@@ -20,6 +20,9 @@ READY = "Ready"
 """AiAgent: whether it can run (its triggerName unique, its ``next`` agent there)."""
 LOOP_FREE = "LoopFree"
 """AiAgent: False when its ``next`` steps lead back to it (a warning; Ready is unaffected)."""
+SCHEDULED = "Scheduled"
+"""AiAgent with a ``schedule`` trigger: whether every schedule can be followed (False,
+``InvalidSchedule``: a bad cron expression or time zone, which then never fires)."""
 GITHUB_WRITE_BACK = "GitHubWriteBack"
 """AiAgent: whether its chains' last GitHub write-back went through (False: the cause as
 reason, e.g. ``NotInstalled``); absent until one of its chains is written back."""
@@ -57,6 +60,9 @@ class Reason:
     # AiAgent egress policy (Warning Events only).
     EGRESS_POLICY_FAILED = "EgressPolicyFailed"
     EGRESS_RULE_IGNORED = "EgressRuleIgnored"
+    # AiAgent condition Scheduled.
+    SCHEDULE_VALID = "ScheduleValid"
+    INVALID_SCHEDULE = "InvalidSchedule"
 
     # AgentJob lifecycle.
     CREATED = "Created"

@@ -9,6 +9,8 @@ Aspects covered:
 - ``GitHubWriteBack`` written between an evaluation's list and its write survives it;
 - ``Ready`` and ``LoopFree`` survive a ``GitHubWriteBack`` written from a stale body;
 - nothing is written when nothing changed;
+- ``Scheduled`` appears on an agent with a schedule trigger only, says why a schedule
+  cannot be followed, and says there is none once the last schedule trigger is gone;
 - a burst of evaluations (a restart resumes every agent) lists the namespace at most
   twice: requests made while one waits for its turn are folded into it.
 """
@@ -128,3 +130,34 @@ async def test_a_burst_of_evaluations_lists_the_namespace_at_most_twice(
     assert 1 <= api.reads.count("aiagents") <= 2, api.reads
     for i in range(10):
         assert condition(api, f"ai-{i}", "LoopFree")["reason"] == "StaticLoop"
+
+
+@pytest.mark.redis
+async def test_the_scheduled_condition_follows_the_schedule_triggers(
+    api: FakeApi, redis: Redis
+) -> None:
+    rt = Runtime.from_client(SETTINGS, redis)
+    plain = api.put("aiagents", agent("ai-plain"))
+    nightly = agent("ai-nightly")
+    nightly["spec"]["eventTriggers"].append(
+        {"source": "schedule", "schedule": {"cron": "0 0 30 2 *"}}
+    )
+    api.put("aiagents", nightly)
+    await readiness.reconcile_namespace(rt, NS)
+    assert condition(api, "ai-plain", "Scheduled") == {}, plain
+    bad = condition(api, "ai-nightly", "Scheduled")
+    assert (bad["status"], bad["reason"]) == ("False", "InvalidSchedule"), bad
+
+    fixed = copy.deepcopy(api.objects[("aiagents", "ai-nightly")])
+    fixed["spec"]["eventTriggers"][1]["schedule"]["cron"] = "0 3 * * *"
+    api.put("aiagents", fixed)
+    await readiness.reconcile_namespace(rt, NS)
+    good = condition(api, "ai-nightly", "Scheduled")
+    assert (good["status"], good["message"]) == ("True", "Runs on 0 3 * * * in UTC."), good
+
+    removed = copy.deepcopy(api.objects[("aiagents", "ai-nightly")])
+    removed["spec"]["eventTriggers"].pop()
+    api.put("aiagents", removed)
+    await readiness.reconcile_namespace(rt, NS)
+    gone = condition(api, "ai-nightly", "Scheduled")
+    assert (gone["status"], gone["message"]) == ("True", "The agent has no schedule trigger.")

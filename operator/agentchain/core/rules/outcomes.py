@@ -49,12 +49,19 @@ def event_matches(selector: str, event: JobEvent | None) -> bool:
 def trigger_step(agent: AiAgentSpec, origin: str, event: JobEvent | None) -> ChainStep | None:
     """The ``next`` of the trigger that started this job (SPEC §2).
 
-    A GitHub-started job follows the first github trigger whose events match;
-    anything else (chain, manual, API, delegation) follows the manual trigger.
+    A GitHub-started job follows the first github trigger whose events match; a
+    scheduled run, the schedule trigger whose schedule it names; anything else (chain,
+    manual, API, delegation) follows the manual trigger.
     """
     if origin == "github":
         for trigger in agent.event_triggers:
             if trigger.source == "github" and any(event_matches(s, event) for s in trigger.events):
+                return trigger.next
+        return None
+    if origin == "schedule":
+        named = event.schedule if event is not None else None
+        for trigger in agent.event_triggers:
+            if trigger.schedule is not None and trigger.schedule.describe() == named:
                 return trigger.next
         return None
     for trigger in agent.event_triggers:

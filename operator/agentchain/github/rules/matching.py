@@ -12,6 +12,14 @@ first trigger whose filters pass.  Filters come before the sender policy so an
 event the agent does not care about is reported as such, not as a refusal.
 Agents with no trigger for the event are not reported at all.
 
+Filters that name the App: ``mention`` passes when what the sender just wrote (a
+comment, a review, or the issue or pull request they opened: :func:`mention_text`)
+mentions ``@<app-slug>`` outside code and quotes (``mentions.py``, one linear pass);
+``assignedToApp`` when an ``assigned`` action's assignee is ``<app-slug>[bot]``.  Both
+need the slug (``match_event``'s ``app_slug``) and refuse, saying so, without it.  A
+``label`` filter on a ``labeled``/``unlabeled`` action is the label just added or
+removed, not one the issue already had.
+
 Repository binding comes right after ``enabled``: one webhook secret
 serves every namespace, so an agent says which repositories it serves in
 ``spec.repositories`` (``owner/name`` or ``owner/*``).  A bound agent gets events
@@ -44,6 +52,7 @@ from typing import Any
 from agentchain.aiagents.rules import repositories
 from agentchain.aiagents.rules.resolution import Ambiguous, resolve
 from agentchain.aiagents.rules.senderpolicy import NO_ASSOCIATION, association_refusal
+from agentchain.github.rules.mentions import mentions
 from agentchain.models.agentjob import JobEvent
 from agentchain.models.aiagent import (
     AiAgentSpec,
@@ -109,10 +118,17 @@ def parse_event_selector(s: str) -> tuple[str, str | None]:
 
 
 def match_event(
-    event: str, action: str | None, payload: Mapping[str, Any], agents: Sequence[AgentCandidate]
+    event: str,
+    action: str | None,
+    payload: Mapping[str, Any],
+    agents: Sequence[AgentCandidate],
+    *,
+    app_slug: str | None = None,
 ) -> tuple[list[Match], list[Ignored]]:
     """Agents to start for one delivery, and those with a trigger that did not fire.
 
+    ``app_slug`` is the operator's GitHub App's slug, which the ``mention`` and
+    ``assignedToApp`` filters look for (None: not known, and those filters refuse).
     A triggerName two AiAgents share starts nothing (``aiagents.rules.resolution.resolve``):
     it is reported once, naming both, however many of them matched.
     """
@@ -120,7 +136,7 @@ def match_event(
     ignored: list[Ignored] = []
     named = [(c.name, c) for c in agents]
     for candidate in agents:
-        outcome = _match_agent(event, action, payload, candidate)
+        outcome = _match_agent(event, action, payload, candidate, app_slug)
         if isinstance(outcome, Match):
             found = resolve(outcome.agent, named, lambda c: c.spec.trigger_name)
             if isinstance(found, Ambiguous):
@@ -133,8 +149,22 @@ def match_event(
     return matches, ignored
 
 
+def needs_app_slug(agents: Sequence[AgentCandidate]) -> bool:
+    """Whether any of ``agents`` has a trigger filter that looks for the App's slug (so
+    the webhook asks for it only then)."""
+    return any(
+        t.filters is not None and bool(t.filters.mention or t.filters.assigned_to_app)
+        for c in agents
+        for t in c.spec.event_triggers
+    )
+
+
 def _match_agent(
-    event: str, action: str | None, payload: Mapping[str, Any], candidate: AgentCandidate
+    event: str,
+    action: str | None,
+    payload: Mapping[str, Any],
+    candidate: AgentCandidate,
+    app_slug: str | None,
 ) -> Match | Ignored | None:
     spec = candidate.spec
     selected = [
@@ -152,7 +182,7 @@ def _match_agent(
     first_refusal = ""
     policy = spec.sender_policy or SenderPolicy()
     for index, trigger in selected:
-        refusal = _filter_refusal(trigger.filters, action, payload)
+        refusal = _filter_refusal(trigger.filters, action, payload, app_slug)
         if refusal is None:
             refusal = _sender_refusal(policy, event, payload)
             if refusal is None:
@@ -179,10 +209,16 @@ def _selects(trigger: EventTrigger, event: str, action: str | None) -> bool:
 
 
 def _filter_refusal(
-    filters: TriggerFilters | None, action: str | None, payload: Mapping[str, Any]
+    filters: TriggerFilters | None,
+    action: str | None,
+    payload: Mapping[str, Any],
+    app_slug: str | None,
 ) -> str | None:
     if filters is None:
         return None
+    refusal = _app_refusal(filters, action, payload, app_slug)
+    if refusal:
+        return refusal
     if filters.label is not None:
         refusal = _label_refusal(filters.label, action, payload)
         if refusal:
@@ -197,6 +233,50 @@ def _filter_refusal(
         login = _text(payload, "sender", "login")
         if login is None or login.casefold() != filters.sender.casefold():
             return f"filter sender {filters.sender}: sent by {login or 'nobody'}"
+    return None
+
+
+def _app_refusal(
+    filters: TriggerFilters, action: str | None, payload: Mapping[str, Any], slug: str | None
+) -> str | None:
+    """The ``mention`` and ``assignedToApp`` filters, which need the App's slug."""
+    if not (filters.mention or filters.assigned_to_app):
+        return None
+    if not slug:
+        return (
+            "the GitHub App's slug is not known (set AGENTCHAIN_GITHUB_APP_SLUG, or "
+            "configure the App): mention and assignedToApp filters cannot pass"
+        )
+    if filters.mention:
+        text = mention_text(payload)
+        if text is None:
+            return "filter mention: the event carries no text its sender wrote"
+        if not mentions(text, slug):
+            return f"filter mention: the text does not mention @{slug}"
+    if filters.assigned_to_app:
+        login = f"{slug}[bot]"
+        assignee = _text(payload, "assignee", "login")
+        if action != "assigned" or assignee is None:
+            return f"filter assignedToApp: the event assigns nobody ({action or 'no action'})"
+        if assignee.casefold() != login.casefold():
+            return f"filter assignedToApp: assigned to {assignee}, not {login}"
+    return None
+
+
+def mention_text(payload: Mapping[str, Any]) -> str | None:
+    """The text the sender just wrote, where a mention of the App counts.
+
+    A comment's or review's body; for an issue or pull request event, its body when the
+    sender wrote it (opened it), never when someone else edits or labels another's text.
+    """
+    for source in ("comment", "review"):
+        if _mapping(payload, source):
+            return _text(payload, source, "body") or ""
+    subject = _subject(payload)
+    author = _text(subject, "user", "login")
+    sender = _text(payload, "sender", "login")
+    if subject and author is not None and sender is not None and author == sender:
+        return _text(subject, "body") or ""
     return None
 
 

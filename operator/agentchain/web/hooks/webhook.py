@@ -79,6 +79,7 @@ from agentchain.github.rules.matching import (
     event_for,
     event_from_payload,
     match_event,
+    needs_app_slug,
 )
 from agentchain.hop.rules import chains
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
@@ -87,7 +88,7 @@ from agentchain.store.deliveries import NotReplicated, QueuedJob
 from agentchain.store.signing import OperatorKeys
 from agentchain.traces.rules import spans
 from agentchain.web import intake, listing
-from agentchain.web.hooks import commands, groupstamps
+from agentchain.web.hooks import appslug, commands, groupstamps
 from agentchain.web.hooks.jobqueue import Dispatcher
 from agentchain.web.hooks.signatures import verify_signature
 from agentchain.web.jobapi import bodies
@@ -179,6 +180,7 @@ class GithubWebhook:
         budget = max(rt.settings.webhook_inflight_bytes, rt.settings.webhook_max_bytes)
         self.budget = intake.BodyBudget(budget)
         self.agents = listing.SharedAgentListing(rt.settings.namespaces)
+        self.app_slug = appslug.AppSlug(rt)
         # None: queue only (tests of a dispatcher that died before creating anything).
         self.dispatcher = dispatcher
 
@@ -342,12 +344,14 @@ class GithubWebhook:
             delivery_id=delivery.delivery_id,
             hook_id=delivery.hook_id,
         )
+        wanted = any(needs_app_slug(agents) for agents in grouped.values())
+        slug = await self.app_slug.get() if wanted else None
         planned: list[Planned] = []
         ignored: list[dict[str, str]] = []
         early: list[groupstamps.Early] = []
         for namespace in sorted(grouped):
             matches, refused = match_event(
-                delivery.event, delivery.action, delivery.payload, grouped[namespace]
+                delivery.event, delivery.action, delivery.payload, grouped[namespace], app_slug=slug
             )
             mine = [_planned(keys, namespace, m, delivery, event) for m in matches]
             early.extend(groupstamps.stamp(mine, groupstamps.specs_of(grouped[namespace])))
