@@ -68,6 +68,16 @@ class JobEvent(KubeModel):
             "fork; unknown for events that do not carry it (comments)."
         ),
     )
+    continues: str | None = Field(
+        default=None,
+        description=(
+            "A follow-up round's: the id of the chain whose pull request it works on "
+            "(its lineage; the round's jobs show in that chain's comment)."
+        ),
+    )
+    round: int | None = Field(
+        default=None, ge=1, description="A follow-up round's number on its pull request."
+    )
 
 
 class DelegationHop(KubeModel):

@@ -72,7 +72,7 @@ from agentchain import metrics, models
 from agentchain.core.rules import naming
 from agentchain.core.runtime import Runtime
 from agentchain.flow.slots import AdmissionStore
-from agentchain.github import collaborators, commandreplies, githubrecords
+from agentchain.github import collaborators, commandreplies, githubrecords, roundrecords
 from agentchain.github.rules.matching import (
     Ignored,
     Match,
@@ -87,7 +87,7 @@ from agentchain.store.deliveries import NotReplicated, QueuedJob
 from agentchain.store.signing import OperatorKeys
 from agentchain.traces.rules import spans
 from agentchain.web import intake, listing
-from agentchain.web.hooks import commands, groupstamps
+from agentchain.web.hooks import commands, followrounds, groupstamps
 from agentchain.web.hooks.jobqueue import Dispatcher
 from agentchain.web.hooks.signatures import verify_signature
 from agentchain.web.jobapi import bodies
@@ -230,7 +230,7 @@ class GithubWebhook:
 
     async def _queue(self, delivery: Delivery) -> web.Response:
         received = time.time_ns()
-        planned, ignored, early = await self._plan(delivery)
+        planned, ignored, early, limits = await self._plan(delivery)
         try:
             async with asyncio.timeout(ACCEPT_TIMEOUT_SECONDS):  # No extra task, unlike wait_for.
                 first, recorded = await self.rt.deliveries.accept(
@@ -265,6 +265,16 @@ class GithubWebhook:
             planned = [p for p in planned if p.key in recorded]
         if first and early:
             await self._enqueue_early(early)
+        for limit in limits if first else []:
+            roundrecords.say_limit(
+                self.rt,
+                limit.installation_id,
+                limit.repository,
+                limit.pull,
+                limit.agent,
+                limit.max_rounds,
+                limit.chain_id,
+            )
         if planned and self.dispatcher is not None:
             self.dispatcher.notify()
         if first:
@@ -333,7 +343,9 @@ class GithubWebhook:
 
     async def _plan(
         self, delivery: Delivery
-    ) -> tuple[list[Planned], list[dict[str, str]], list[groupstamps.Early]]:
+    ) -> tuple[
+        list[Planned], list[dict[str, str]], list[groupstamps.Early], list[followrounds.Limit]
+    ]:
         grouped = await self.agents.get()
         keys = self.rt.operator_keys
         event = event_from_payload(
@@ -353,7 +365,11 @@ class GithubWebhook:
             early.extend(groupstamps.stamp(mine, groupstamps.specs_of(grouped[namespace])))
             planned.extend(mine)
             ignored.extend(_ignored(namespace, i) for i in refused)
-        return planned, ignored, early
+        rounds, limits = await followrounds.plan(
+            self.rt, delivery.event, delivery.action, delivery.payload, event, grouped
+        )
+        planned.extend(_round_planned(keys, r, delivery) for r in rounds)
+        return planned, ignored, early, limits
 
 
 def _planned(
@@ -366,6 +382,19 @@ def _planned(
     # Sealed: only the webhook vouches for a GitHub event (core.rules.provenance).
     body = sealing.seal_job(keys, bodies.agentjob_body(namespace, name, spec, position, None))
     return Planned(namespace, name, body, match.agent)
+
+
+def _round_planned(keys: OperatorKeys, round_: followrounds.Round, delivery: Delivery) -> Planned:
+    """A follow-up round's root AgentJob: named after the delivery, the agent and the pull
+    request (a redelivery names the same one), labelled with the chain it continues."""
+    seed = f"{delivery.hook_id}/{delivery.delivery_id}/pull-{round_.pull}"
+    name = naming.root_job_name(round_.agent, seed)
+    position = chains.root_position(naming.chain_id_for(f"{seed}/{round_.agent}"), round_.agent)
+    spec = AgentJobSpec(agent_role=round_.agent, event=round_.event, origin="github")
+    body = bodies.agentjob_body(round_.namespace, name, spec, position, None)
+    body["metadata"]["labels"][models.CONTINUES] = str(round_.event.continues)
+    body = sealing.seal_job(keys, body)
+    return Planned(round_.namespace, name, body, round_.agent)
 
 
 async def _trace(rt: Runtime, delivery: Delivery, planned: list[Planned], received: int) -> None:
