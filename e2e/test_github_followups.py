@@ -13,6 +13,10 @@ Aspects covered:
   round shows as a row of that chain's one comment on the issue (no comment of its own);
 * the limit: with ``maxRounds: 1`` the next failing delivery starts nothing and one
   comment on the pull request says the rounds are over (a third says nothing more);
+* fix on review: a review requesting changes from the repository's owner starts a round
+  whose prompt has the review's inline comments (path, line, body, read from the
+  stand-in's ``pulls/list-comments-for-review``); the same from a stranger (author
+  association NONE, which the default sender policy refuses) starts nothing;
 * no cascade: three failing deliveries in a row leave one round running; the others end
   Cancelled (reason Superseded, cancel-in-progress of the pull request's round group), and
   one round's commit reaches the branch.
@@ -42,7 +46,12 @@ TIMEOUT = 40.0
 FAILURE = "FAILED test_greet: expected 'Hello World', got 'Hello Wrold'"
 DEVELOPER = (
     'cd "$AGENT_WORKSPACE_REPO" && '
-    'if grep -q "Checks failed on pull request" "$AGENT_PROMPT_FILE"; then '
+    'if grep -q "requested changes on pull request" "$AGENT_PROMPT_FILE"; then '
+    '  grep -A1 "README.md, line 1:" "$AGENT_PROMPT_FILE" > REVIEW.md && '
+    "  git add REVIEW.md && "
+    "  git -c user.name=Developer -c user.email=dev@example.com commit -qm 'Answer the review' && "
+    "  echo 'Answered the review.'; "
+    'elif grep -q "Checks failed on pull request" "$AGENT_PROMPT_FILE"; then '
     '  grep -o "FAILED test_greet[^<]*" "$AGENT_PROMPT_FILE" | head -n 1 > FIX.md && '
     "  git add FIX.md && "
     "  git -c user.name=Developer -c user.email=dev@example.com commit -qm 'Fix the check' && "
@@ -74,13 +83,13 @@ def repo(
     return installed
 
 
-def developer(max_rounds: int) -> Obj:
+def developer(max_rounds: int, reviews: bool = False) -> Obj:
     return chaining.ai_agent(
         "ai-developer",
         ["sh", "-c", DEVELOPER],
         object_name="developer",
         workspace={"publish": True, "keepFor": "0"},
-        github={"followUps": {"checks": True, "maxRounds": max_rounds}},
+        github={"followUps": {"checks": True, "reviews": reviews, "maxRounds": max_rounds}},
         triggers=[{"source": "github", "events": ["issues.opened"]}],
     )
 
@@ -306,3 +315,60 @@ def test_three_rapid_failures_leave_one_round(
     assert phases[-1][1] == "Succeeded", phases  # The latest failure's round is the one.
     assert all(reason == "Superseded" for _, p, reason in phases if p == "Cancelled"), phases
     assert commits_on(git_server, pull.head)[:2] == ["Fix the check", "Fix the typo"]
+
+
+def review_delivery(
+    installation: int, pull: model.PullRequest, review: model.Review, login: str, association: str
+) -> Obj:
+    """GitHub's ``pull_request_review.submitted`` example for ``review`` of ``pull``."""
+    payload = app_delivery("pull_request_review", "submitted", installation)
+    payload["review"].update(
+        id=review.id,
+        state="changes_requested",
+        body=review.body,
+        commit_id=review.commit_id,
+        author_association=association,
+        user={**payload["review"]["user"], "login": login},
+    )
+    payload["pull_request"].update(number=pull.number, author_association="NONE")
+    payload["sender"] = {**payload["sender"], "login": login}
+    return payload
+
+
+def test_changes_requested_by_an_allowed_reviewer_start_a_round_a_strangers_do_not(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        agent = developer(3, reviews=True)
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
+        pull = open_pull(op, repo, git_server)
+        comments = [("README.md", 1, "Say hello to the world, politely.")]
+        stranger = github.add_review(REPOSITORY, pull.number, "Go away.", comments, author="eve")
+        payload = review_delivery(repo.installation.id, pull, stranger, "eve", "NONE")
+        refused = deliver(op, payload, "pull_request_review", f"review-{uuid.uuid4()}")
+        assert refused["jobs"] == [], refused
+        owner = REPOSITORY.split("/")[0]
+        review = github.add_review(REPOSITORY, pull.number, "Nearly.", comments, author=owner)
+        payload = review_delivery(repo.installation.id, pull, review, owner, "OWNER")
+        answer = deliver(op, payload, "pull_request_review", f"review-{uuid.uuid4()}")
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        operating.wait_until(
+            lambda: commits_on(git_server, pull.head)[0] == "Answer the review",
+            timeout=TIMEOUT,
+            what="the round's commit answering the review",
+        )
+
+    assert file_on(git_server, pull.head, "REVIEW.md").splitlines() == [
+        "- README.md, line 1:",
+        "Say hello to the world, politely.",
+    ]
+    (round_root,) = rounds_of(info, namespace)
+    assert round_root["spec"]["event"]["title"] == (
+        f"Changes requested on pull request #{pull.number} by @{owner}"
+    )
+    assert len(github.requests("pulls/list-comments-for-review", status=200)) == 1

@@ -252,6 +252,42 @@ class GitHubStandIn:
             self.state.comments[comment.id] = comment
             return comment
 
+    def add_review(
+        self,
+        full_name: str,
+        number: int,
+        body: str,
+        comments: list[tuple[str, int, str]],
+        *,
+        author: str,
+        state: str = "CHANGES_REQUESTED",
+    ) -> model.Review:
+        """A person's review of pull request ``number`` with inline comments (path, line,
+        body), as if they had submitted it on github.com."""
+        with self.state.lock:
+            pull = next(
+                p
+                for p in self.state.pulls.values()
+                if p.repo.lower() == full_name.lower() and p.number == number
+            )
+            review = model.Review(
+                self.state.next_id(),
+                pull.repo,
+                number,
+                author,
+                "User",
+                None,
+                state,
+                body,
+                pull.head_sha,
+                [
+                    model.ReviewComment(self.state.next_id(), path, line, "RIGHT", text)
+                    for path, line, text in comments
+                ],
+            )
+            self.state.reviews[review.id] = review
+            return review
+
     def reactions(self, comment_id: int) -> list[model.Reaction]:
         with self.state.lock:
             return [r for r in self.state.reactions.values() if r.comment_id == comment_id]

@@ -273,6 +273,20 @@ class GitHubApp:
             files += [(str(f.filename), f.patch or None) for f in page]
         return files
 
+    async def review_comments(self, scope: Scope, number: int, review_id: int) -> list[Any]:
+        """The inline comments of review ``review_id`` (GitHub's objects, first page of 100:
+        a follow-up round reads at most 50)."""
+        gh = self._client(await self.token_for(scope))
+        found: list[Any] = []
+        async for page in _pages(
+            lambda page: gh.rest.pulls.async_list_comments_for_review(
+                scope.owner, scope.name, number, review_id, per_page=100, page=page
+            ),
+            1,
+        ):
+            found += page
+        return found
+
     async def find_review(self, scope: Scope, number: int, marker: str) -> int | None:
         """The operator's own review on the pull request whose body starts with ``marker``."""
         login = await self.bot_login()

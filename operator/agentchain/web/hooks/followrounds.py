@@ -1,12 +1,17 @@
-"""Follow-up rounds planned from a delivery: a failing check on a chain's pull request.
+"""Follow-up rounds planned from a delivery: a failing check, or a review requesting
+changes, on a chain's pull request.
 
 The webhook calls :func:`plan` with every verified delivery.  For a failing
-``check_run``, ``check_suite`` or ``workflow_run`` (``github/rules/followups.py``) on a
-pull request a chain of the operator opened (``github/roundrecords.py``), it finds the agent
-of that chain that asks for rounds (``spec.github.followUps.checks``: the first such agent
-in the chain's order), numbers the round, and returns what the webhook queues like any
+``check_run``, ``check_suite`` or ``workflow_run``, or a ``pull_request_review``
+submitted with changes requested (``github/rules/followups.py``), on a pull request a
+chain of the operator opened (``github/roundrecords.py``), it finds the agent of that
+chain that asks for such rounds (``spec.github.followUps.checks`` / ``reviews``: the
+first such agent in the chain's order; for a review, only when that agent's sender
+policy admits the reviewer), numbers the round, and returns what the webhook queues like any
 match: a root AgentJob of that agent, whose event (sealed with it) names the pull request,
-carries the failure as its body and the chain it continues (``continues``).  It is queued
+carries the failure (or the review with its inline comments, read from GitHub within
+4 s; without them when GitHub does not answer) as its body and the chain it continues
+(``continues``).  It is queued
 in the same atomic step as the delivery's record, so a round starts exactly once per
 delivery, across redeliveries and a killed process.
 
@@ -19,21 +24,25 @@ nothing.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from redis.exceptions import RedisError
+from typing import Any, Literal
 
 from agentchain.core.runtime import Runtime
 from agentchain.github import roundrecords
+from agentchain.github.appruntime import side_of
+from agentchain.github.githuberrors import GitHubError
 from agentchain.github.rules import followups as rules
+from agentchain.github.rules import matching
+from agentchain.github.rules.githubscope import Scope
 from agentchain.github.rules.matching import AgentCandidate
 from agentchain.models.agentjob import JobEvent
-from agentchain.models.aiagent import GitHubFollowUps
+from agentchain.models.aiagent import GitHubFollowUps, SenderPolicy
 
 log = logging.getLogger(__name__)
+COMMENTS_TIMEOUT_SECONDS = 4.0
 
 
 @dataclass(frozen=True)
@@ -58,22 +67,66 @@ class Limit:
     installation_id: int
 
 
+@dataclass(frozen=True)
+class _Cause:
+    """What a delivery reports on a pull request that may start rounds."""
+
+    kind: Literal["checks", "reviews"]
+    repository: str
+    pulls: tuple[int, ...]
+    head_sha: str
+    title: str
+    url: str
+    failed: rules.FailedCheck | None = None
+    review: rules.ChangesRequested | None = None
+
+
+def _cause_of(
+    rt: Runtime, event: str, action: str | None, payload: Mapping[str, Any]
+) -> _Cause | None:
+    failed = rules.failed_checks(event, action, payload, rt.settings.github_app_id)
+    if failed is not None:
+        title = f"Checks failed on pull request #{{}}: {failed.name}"
+        return _Cause(
+            "checks", failed.repository, failed.pulls, failed.head_sha, title, failed.url, failed
+        )
+    review = rules.changes_requested(event, action, payload)
+    if review is not None:
+        who = f" by @{review.reviewer}" if review.reviewer else ""
+        title = "Changes requested on pull request #{}" + who
+        return _Cause(
+            "reviews",
+            review.repository,
+            (review.pull,),
+            review.head_sha,
+            title,
+            review.url,
+            review=review,
+        )
+    return None
+
+
 def _follow_ups(candidate: AgentCandidate) -> GitHubFollowUps | None:
     access = candidate.spec.github
     return access.follow_ups if access is not None else None
 
 
 def _agent_of(
-    candidates: Sequence[AgentCandidate], chain_agents: Sequence[str]
+    candidates: Sequence[AgentCandidate],
+    chain_agents: Sequence[str],
+    kind: str,
+    admits: Callable[[AgentCandidate], bool],
 ) -> tuple[str, GitHubFollowUps] | None:
-    """The first agent of the chain, in its order, that asks for rounds on failing checks
+    """The first agent of the chain, in its order, that asks for rounds of ``kind``
+    (``checks`` or ``reviews``) and whose sender policy ``admits`` the delivery's sender
     (a triggerName two AiAgents share asks for nothing: which one's setting holds is
     unknown)."""
     for name in chain_agents:
         found = [c for c in candidates if c.spec.trigger_name == name]
         wants = _follow_ups(found[0]) if len(found) == 1 else None
-        if wants is not None and wants.checks and found[0].spec.enabled:
-            return name, wants
+        if wants is None or not found[0].spec.enabled or not getattr(wants, kind):
+            continue
+        return (name, wants) if admits(found[0]) else None
     return None
 
 
@@ -92,18 +145,23 @@ async def plan(
     grouped: Mapping[str, Sequence[AgentCandidate]],
 ) -> tuple[list[Round], list[Limit]]:
     """The rounds the delivery starts, and the limits it reaches (none for most)."""
-    failed = rules.failed_checks(event, action, payload, rt.settings.github_app_id)
+    cause = _cause_of(rt, event, action, payload)
     installation = _installation(payload)
-    if failed is None or installation is None or base.delivery_id is None:
+    if cause is None or installation is None or base.delivery_id is None:
         return [], []
+
+    def admits(candidate: AgentCandidate) -> bool:
+        """A review starts rounds only from a sender the agent's policy admits; a check's
+        sender is whoever pushed or GitHub itself, and what it reports is data."""
+        if cause.kind != "reviews":
+            return True
+        policy = candidate.spec.sender_policy or SenderPolicy()
+        return matching.sender_refusal(policy, event, payload) is None
+
     rounds: list[Round] = []
     limits: list[Limit] = []
-    for pull in failed.pulls:
-        try:
-            planned = await _plan_pull(rt, failed, pull, base, grouped, installation)
-        except RedisError as exc:  # The delivery's own record then fails the same way.
-            log.warning("follow-up round for %s#%d not planned: %s", failed.repository, pull, exc)
-            raise
+    for pull in cause.pulls:
+        planned = await _plan_pull(rt, cause, pull, base, grouped, installation, admits)
         if isinstance(planned, Round):
             rounds.append(planned)
         elif isinstance(planned, Limit):
@@ -113,43 +171,78 @@ async def plan(
 
 async def _plan_pull(
     rt: Runtime,
-    failed: rules.FailedCheck,
+    cause: _Cause,
     pull: int,
     base: JobEvent,
     grouped: Mapping[str, Sequence[AgentCandidate]],
     installation: int,
+    admits: Callable[[AgentCandidate], bool],
 ) -> Round | Limit | None:
-    found = await roundrecords.pull_chain(rt.redis, rt.operator_keys, failed.repository, pull)
+    found = await roundrecords.pull_chain(rt.redis, rt.operator_keys, cause.repository, pull)
     if found is None:
         return None
     namespace, chain_id = found
     record = await rt.chains.get(namespace, chain_id)
     chain_agents = [str(h.get("agent")) for h in (record.hops if record else [])]
-    chosen = _agent_of(grouped.get(namespace, ()), chain_agents)
+    chosen = _agent_of(grouped.get(namespace, ()), chain_agents, cause.kind, admits)
     if chosen is None:
         return None
     agent, wants = chosen
     delivery = str(base.delivery_id)
-    number = await roundrecords.claim_round(rt.redis, failed.repository, pull, agent, delivery)
+    number = await roundrecords.claim_round(rt.redis, cause.repository, pull, agent, delivery)
     verdict = rules.round_verdict(number, wants.max_rounds)
     if verdict == "limit":
-        return Limit(failed.repository, pull, agent, wants.max_rounds, chain_id, installation)
+        return Limit(cause.repository, pull, agent, wants.max_rounds, chain_id, installation)
     if verdict != "start":
         return None
-    body = rules.failure_context([failed], pull, number, {})
     event = base.model_copy(
         update={
-            "repository": failed.repository,
+            "repository": cause.repository,
             "number": pull,
             "subject": "pull_request",
             "installation_id": installation,
-            "head_sha": failed.head_sha or None,
-            "head_repository": failed.repository,
-            "title": f"Checks failed on pull request #{pull}: {failed.name}",
-            "body": body,
-            "url": failed.url or None,
+            "head_sha": cause.head_sha or None,
+            "head_repository": cause.repository,
+            "title": cause.title.format(pull),
+            "body": await _body(rt, cause, pull, number, installation),
+            "url": cause.url or None,
             "continues": chain_id,
             "round": number,
         }
     )
     return Round(namespace, agent, event, pull)
+
+
+async def _body(rt: Runtime, cause: _Cause, pull: int, number: int, installation: int) -> str:
+    if cause.failed is not None:
+        return rules.failure_context([cause.failed], pull, number, {})
+    assert cause.review is not None
+    comments = await _review_comments(rt, cause.review, installation)
+    return rules.review_context(cause.review, comments, number)
+
+
+async def _review_comments(
+    rt: Runtime, review: rules.ChangesRequested, installation: int
+) -> list[rules.ReviewComment] | None:
+    """The review's inline comments, asked of GitHub within :data:`COMMENTS_TIMEOUT_SECONDS`
+    (the webhook answers GitHub within 10 s); None when they could not be read."""
+    side = side_of(rt)
+    if side is None:
+        return None
+    scope = Scope(installation, review.repository, {"pull_requests": "read"})
+    try:
+        async with asyncio.timeout(COMMENTS_TIMEOUT_SECONDS):
+            items = await side.app.review_comments(scope, review.pull, review.review_id)
+    except (GitHubError, TimeoutError) as exc:
+        log.warning("review %d's comments not read: %s", review.review_id, exc)
+        return None
+    found = [rules.review_comment(_as_mapping(item)) for item in items]
+    return [c for c in found if c is not None]
+
+
+def _as_mapping(item: Any) -> Mapping[str, Any]:
+    """A GitHub object as the plain mapping the rules read."""
+    if isinstance(item, Mapping):
+        return item
+    dumped = item.model_dump() if hasattr(item, "model_dump") else {}
+    return dumped if isinstance(dumped, Mapping) else {}

@@ -251,3 +251,86 @@ def test_the_limit_comment() -> None:
     first, rest = body.split("\n", 1)
     assert first == "<!-- agentchain:follow-up-limit=c1/ai-developer -->"
     assert "`ai-developer` has had its 3 follow-up round(s)" in rest
+
+
+def review_payload(state: str = "changes_requested", **review: Any) -> dict[str, Any]:
+    return {
+        "action": "submitted",
+        "review": {
+            "id": 55,
+            "state": state,
+            "body": "Nearly.",
+            "commit_id": "c" * 40,
+            "user": {"login": "octocat"},
+            "html_url": "https://github.com/octo/app/pull/7#pullrequestreview-55",
+            **review,
+        },
+        "pull_request": {"number": 7, "head": {"sha": "d" * 40}},
+        "repository": {"full_name": REPO},
+    }
+
+
+class TestReviews:
+    def test_a_review_requesting_changes(self) -> None:
+        found = followups.changes_requested("pull_request_review", "submitted", review_payload())
+        assert found == followups.ChangesRequested(
+            repository=REPO,
+            pull=7,
+            review_id=55,
+            reviewer="octocat",
+            body="Nearly.",
+            head_sha="c" * 40,
+            url="https://github.com/octo/app/pull/7#pullrequestreview-55",
+        )
+        upper = review_payload("CHANGES_REQUESTED")
+        assert followups.changes_requested("pull_request_review", "submitted", upper) is not None
+
+    @pytest.mark.parametrize(
+        ("event", "action", "payload"),
+        [
+            ("pull_request_review", "submitted", review_payload("approved")),
+            ("pull_request_review", "submitted", review_payload("commented")),
+            ("pull_request_review", "edited", review_payload()),
+            ("pull_request_review", "dismissed", review_payload()),
+            ("pull_request_review_comment", "submitted", review_payload()),
+            ("pull_request_review", "submitted", review_payload(id="55")),
+            ("pull_request_review", "submitted", {**review_payload(), "pull_request": {}}),
+            ("pull_request_review", "submitted", {**review_payload(), "repository": {}}),
+        ],
+    )
+    def test_anything_else_starts_nothing(
+        self, event: str, action: str, payload: dict[str, Any]
+    ) -> None:
+        assert followups.changes_requested(event, action, payload) is None
+
+    def test_comments_are_read_as_data(self) -> None:
+        assert followups.review_comment({"path": "a.py", "line": 3, "body": "x\x1b[1m"}) == (
+            followups.ReviewComment("a.py", 3, "x[1m")
+        )
+        outdated = {"path": "a.py", "line": None, "original_line": 9, "body": "y"}
+        assert followups.review_comment(outdated) == followups.ReviewComment("a.py", 9, "y")
+        assert followups.review_comment({"body": "no path"}) is None
+
+    def test_the_context_has_the_review_and_its_comments(self) -> None:
+        review = followups.changes_requested("pull_request_review", "submitted", review_payload())
+        assert review is not None
+        comments = [
+            followups.ReviewComment("README.md", 1, "Say hello."),
+            followups.ReviewComment("b", None, "z"),
+        ]
+        text = followups.review_context(review, comments, 2)
+        assert text.startswith("Follow-up round 2: @octocat requested changes on pull request #7.")
+        assert "## Review\nNearly." in text
+        assert "- README.md, line 1:\nSay hello.\n- b:\nz" in text
+        unread = followups.review_context(review, None, 1)
+        assert "inline comments could not be read" in unread
+
+    def test_many_long_comments_stay_bounded(self) -> None:
+        review = followups.changes_requested(
+            "pull_request_review", "submitted", review_payload(body="b" * 100_000)
+        )
+        assert review is not None and len(review.body) <= followups.REVIEW_BODY_MAX + 10
+        long = followups.review_comment({"path": "p" * 5000, "line": 1, "body": "c" * 100_000})
+        assert long is not None
+        text = followups.review_context(review, [long] * 500, 1)
+        assert len(text) <= followups.CONTEXT_MAX + 20
