@@ -4,8 +4,10 @@ git server (every request checked against GitHub's OpenAPI description).
 Aspects covered:
 * a chain opens a pull request (the developer's workspace, published at the chain's end);
   the pull request's CI reports a failing ``check_run`` (``completed``, ``failure``) with
-  its output; the developer, which opted in (``spec.github.followUps.checks``), runs
-  again: its prompt names the failed check and carries the check's output, it commits on
+  its output and an Actions job log; the developer, which opted in
+  (``spec.github.followUps.checks``), runs again: its prompt names the failed check and
+  carries the check's output and the end of its job's log (read through GitHub's
+  redirect to it, the log's start left out), it commits on
   the same branch in a volume of its own, and the push updates the same pull request
   (one pull request; its head branch holds both commits);
 * exactly once: the same failing delivery redelivered starts nothing more;
@@ -44,6 +46,7 @@ from e2e.test_workspaces import workspace_env
 Obj = dict[str, Any]
 TIMEOUT = 40.0
 FAILURE = "FAILED test_greet: expected 'Hello World', got 'Hello Wrold'"
+LOG_END = "LOG: test_greet raised AssertionError in tests/test_greet.py line 3\n"
 DEVELOPER = (
     'cd "$AGENT_WORKSPACE_REPO" && '
     'if grep -q "requested changes on pull request" "$AGENT_PROMPT_FILE"; then '
@@ -53,7 +56,8 @@ DEVELOPER = (
     "  echo 'Answered the review.'; "
     'elif grep -q "Checks failed on pull request" "$AGENT_PROMPT_FILE"; then '
     '  grep -o "FAILED test_greet[^<]*" "$AGENT_PROMPT_FILE" | head -n 1 > FIX.md && '
-    "  git add FIX.md && "
+    '  { grep -o "LOG: [^<]*" "$AGENT_PROMPT_FILE" || true; } | head -n 1 > LOG.md && '
+    "  git add FIX.md LOG.md && "
     "  git -c user.name=Developer -c user.email=dev@example.com commit -qm 'Fix the check' && "
     "  echo 'Fixed the check.'; "
     "else "
@@ -81,6 +85,13 @@ def repo(
     finally:
         client.close()
     return installed
+
+
+def with_actions(github: GitHubStandIn, repo: Installed) -> None:
+    """Grant the App (and its installation) Actions: read, which reading job logs needs."""
+    with github.state.lock:
+        github.state.apps[repo.app.app_id].permissions["actions"] = "read"
+        github.state.installations[repo.installation.id].permissions["actions"] = "read"
 
 
 def developer(max_rounds: int, reviews: bool = False) -> Obj:
@@ -190,6 +201,9 @@ def test_a_failing_check_runs_the_developer_again_on_the_same_branch(
             what="the chain's comment to say it succeeded",
         )
         failing = failing_check(github, repo.installation.id, pull)
+        with_actions(github, repo)
+        noise = "".join(f"step {n}: ok\n" for n in range(20_000))  # Past what is kept.
+        github.add_job_log(REPOSITORY, failing["check_run"]["id"], noise + LOG_END)
         delivery = f"check-{uuid.uuid4()}"
         answer = deliver(op, failing, "check_run", delivery)
         assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
@@ -212,7 +226,11 @@ def test_a_failing_check_runs_the_developer_again_on_the_same_branch(
         comments_on_pull = github.comments(REPOSITORY, pull.number)
 
     assert commits_on(git_server, pull.head)[:2] == ["Fix the check", "Fix the typo"]
-    assert file_on(git_server, pull.head, "FIX.md").strip() == FAILURE  # It saw the output.
+    assert file_on(git_server, pull.head, "FIX.md").strip() == FAILURE  # It saw the output,
+    assert file_on(git_server, pull.head, "LOG.md").strip() == LOG_END.strip()  # and the log.
+    # Read through GitHub's redirect (the redelivery plans again before it is known to be
+    # one, and reads it again; what it planned is dropped).
+    assert github.requests("actions/download-job-logs-for-workflow-run", status=302)
     assert [p.number for p in github.pulls(REPOSITORY)] == [pull.number]  # The same one.
     chain_id = repo.comments(ISSUE)[0].body.split(f"chain={namespace}/", 1)[1].split(" ", 1)[0]
     assert round_root["metadata"]["labels"]["labrats.work/continues"] == chain_id

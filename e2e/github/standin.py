@@ -252,6 +252,12 @@ class GitHubStandIn:
             self.state.comments[comment.id] = comment
             return comment
 
+    def add_job_log(self, full_name: str, job_id: int, text: str) -> None:
+        """The log of Actions job ``job_id`` (a check run's id is its job's), served as
+        GitHub does: ``actions/download-job-logs-for-workflow-run`` redirects to it."""
+        with self.state.lock:
+            self.state.job_logs[(full_name.lower(), job_id)] = text.encode()
+
     def add_review(
         self,
         full_name: str,

@@ -9,8 +9,9 @@ chain that asks for such rounds (``spec.github.followUps.checks`` / ``reviews``:
 first such agent in the chain's order; for a review, only when that agent's sender
 policy admits the reviewer), numbers the round, and returns what the webhook queues like any
 match: a root AgentJob of that agent, whose event (sealed with it) names the pull request,
-carries the failure (or the review with its inline comments, read from GitHub within
-4 s; without them when GitHub does not answer) as its body and the chain it continues
+carries the failure (with the end of its Actions job's log for a check run, or the
+review with its inline comments; each read from GitHub within 4 s, and left out when
+GitHub does not answer or the App may not read it) as its body and the chain it continues
 (``continues``).  It is queued
 in the same atomic step as the delivery's record, so a round starts exactly once per
 delivery, across redeliveries and a killed process.
@@ -43,6 +44,8 @@ from agentchain.models.aiagent import GitHubFollowUps, SenderPolicy
 
 log = logging.getLogger(__name__)
 COMMENTS_TIMEOUT_SECONDS = 4.0
+LOG_READ_LIMIT = 32 * 1024 * 1024
+"""Past this much of a job's log the rest is not read (its end is then not the log's)."""
 
 
 @dataclass(frozen=True)
@@ -215,10 +218,31 @@ async def _plan_pull(
 
 async def _body(rt: Runtime, cause: _Cause, pull: int, number: int, installation: int) -> str:
     if cause.failed is not None:
-        return rules.failure_context([cause.failed], pull, number, {})
+        log_tail = await _job_log(rt, cause.failed, installation)
+        logs = {cause.failed.job_id: log_tail} if cause.failed.job_id and log_tail else {}
+        return rules.failure_context([cause.failed], pull, number, logs)
     assert cause.review is not None
     comments = await _review_comments(rt, cause.review, installation)
     return rules.review_context(cause.review, comments, number)
+
+
+async def _job_log(rt: Runtime, failed: rules.FailedCheck, installation: int) -> str:
+    """The end of the failed check run's Actions job log ("" when there is none to read:
+    not an Actions check, the App may not read Actions, GitHub slow or failing), asked of
+    GitHub within :data:`COMMENTS_TIMEOUT_SECONDS` and read to at most
+    :data:`LOG_READ_LIMIT` bytes, of which only the last ones are kept."""
+    side = side_of(rt)
+    if side is None or failed.job_id is None:
+        return ""
+    scope = Scope(installation, failed.repository, {"actions": "read"})
+    keep = rules.LOG_MAX * 4
+    try:
+        async with asyncio.timeout(COMMENTS_TIMEOUT_SECONDS):
+            raw = await side.app.job_log_tail(scope, failed.job_id, keep, LOG_READ_LIMIT)
+    except (GitHubError, TimeoutError, OSError) as exc:
+        log.info("check run %d: no job log (%s)", failed.job_id, exc)
+        return ""
+    return rules.log_excerpt(raw)
 
 
 async def _review_comments(
