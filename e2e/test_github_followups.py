@@ -19,6 +19,8 @@ Aspects covered:
   whose prompt has the review's inline comments (path, line, body, read from the
   stand-in's ``pulls/list-comments-for-review``); the same from a stranger (author
   association NONE, which the default sender policy refuses) starts nothing;
+* budget: a round counts against the first chain's budget: with ``maxAttempts: 1`` the
+  first chain's one attempt leaves the round none (Cancelled, BudgetExceeded);
 * no cascade: three failing deliveries in a row leave one round running; the others end
   Cancelled (reason Superseded, cancel-in-progress of the pull request's round group), and
   one round's commit reaches the branch.
@@ -94,13 +96,14 @@ def with_actions(github: GitHubStandIn, repo: Installed) -> None:
         github.state.installations[repo.installation.id].permissions["actions"] = "read"
 
 
-def developer(max_rounds: int, reviews: bool = False) -> Obj:
+def developer(max_rounds: int, reviews: bool = False, budget: Obj | None = None) -> Obj:
     return chaining.ai_agent(
         "ai-developer",
         ["sh", "-c", DEVELOPER],
         object_name="developer",
         workspace={"publish": True, "keepFor": "0"},
         github={"followUps": {"checks": True, "reviews": reviews, "maxRounds": max_rounds}},
+        budget=budget,
         triggers=[{"source": "github", "events": ["issues.opened"]}],
     )
 
@@ -390,3 +393,33 @@ def test_changes_requested_by_an_allowed_reviewer_start_a_round_a_strangers_do_n
         f"Changes requested on pull request #{pull.number} by @{owner}"
     )
     assert len(github.requests("pulls/list-comments-for-review", status=200)) == 1
+
+
+def test_a_round_counts_against_the_first_chains_budget(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        agent = developer(3, budget={"maxAttempts": 1})
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
+        pull = open_pull(op, repo, git_server)
+        failing = failing_check(github, repo.installation.id, pull)
+        answer = deliver(op, failing, "check_run", f"budget-{uuid.uuid4()}")
+        assert len(answer["jobs"]) == 1, answer
+
+        def ended() -> tuple[str, str] | None:
+            found = rounds_of(info, namespace)
+            status = (found[0].get("status") or {}) if found else {}
+            phase = status.get("phase", "")
+            done = phase in ("Succeeded", "Failed", "Cancelled")
+            return (phase, status.get("reason", "")) if done else None
+
+        operating.wait_until(ended, timeout=TIMEOUT, what="the round to end")
+        outcome = ended()
+
+    assert outcome == ("Cancelled", "BudgetExceeded"), outcome
+    assert commits_on(git_server, pull.head)[0] == "Fix the typo"  # The round never ran.
