@@ -10,7 +10,9 @@ Aspects covered:
   redirect to it, the log's start left out), it commits on
   the same branch in a volume of its own, and the push updates the same pull request
   (one pull request; its head branch holds both commits);
-* exactly once: the same failing delivery redelivered starts nothing more;
+* exactly once: the same failing delivery redelivered starts nothing more; the operator
+  SIGKILLed after numbering a round and before queueing it (crashpoint
+  ``follow-up-round-claimed``): GitHub's redelivery starts that round, numbered 1, once;
 * lineage: the round's root AgentJob is labelled with the chain it continues, and the
   round shows as a row of that chain's one comment on the issue (no comment of its own);
 * the limit: with ``maxRounds: 1`` the next failing delivery starts nothing and one
@@ -28,6 +30,7 @@ Aspects covered:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import uuid
@@ -423,3 +426,40 @@ def test_a_round_counts_against_the_first_chains_budget(
 
     assert outcome == ("Cancelled", "BudgetExceeded"), outcome
     assert commits_on(git_server, pull.head)[0] == "Fix the typo"  # The round never ran.
+
+
+def test_a_round_numbered_by_a_killed_webhook_starts_once_on_redelivery(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(developer(3)))
+        pull = open_pull(op, repo, git_server)
+        failing = failing_check(github, repo.installation.id, pull)
+        delivery = f"killed-{uuid.uuid4()}"
+
+        def send_and_die() -> None:
+            body, headers = delivering.signed(
+                op.webhook_secret, failing, event="check_run", delivery=delivery
+            )
+            with contextlib.suppress(OSError):  # The operator dies before it answers.
+                delivering.send(op, body, headers)
+
+        assert op.crash_at("follow-up-round-claimed", send_and_die, timeout=TIMEOUT) != 0
+        assert rounds_of(info, namespace) == []  # Numbered, never queued.
+        op.start()
+        answer = deliver(op, failing, "check_run", delivery)  # GitHub's redelivery.
+        assert [j["created"] for j in answer["jobs"]] == [True], answer
+        assert deliver(op, failing, "check_run", delivery)["duplicate"]
+        operating.wait_until(
+            lambda: commits_on(git_server, pull.head)[0] == "Fix the check",
+            timeout=TIMEOUT,
+            what="the round's commit",
+        )
+        (round_root,) = rounds_of(info, namespace)
+
+    assert round_root["spec"]["event"]["round"] == 1  # The number the killed one took.

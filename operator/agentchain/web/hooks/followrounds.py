@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentchain import faults
 from agentchain.core.runtime import Runtime
 from agentchain.github import roundrecords
 from agentchain.github.appruntime import side_of
@@ -193,6 +194,7 @@ async def _plan_pull(
     agent, wants = chosen
     delivery = str(base.delivery_id)
     number = await roundrecords.claim_round(rt.redis, cause.repository, pull, agent, delivery)
+    faults.crashpoint("follow-up-round-claimed")  # Counted, not queued: GitHub redelivers.
     verdict = rules.round_verdict(number, wants.max_rounds)
     if verdict == "limit":
         return Limit(cause.repository, pull, agent, wants.max_rounds, chain_id, installation)
