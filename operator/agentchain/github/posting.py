@@ -73,14 +73,20 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed | None:
+async def list_chain(
+    side: GitHubSide, namespace: str, chain_id: str, rounds: bool = True
+) -> Listed | None:
+    """The chain's jobs and what its root's agent asks; with ``rounds``, the jobs of the
+    follow-up rounds that continue it too (only a chain whose workspace opened a pull
+    request can have any, so the write-back asks only for those)."""
     items, _ = await resources.list_objects(
         namespace,
         resources.AGENTJOBS,
         label_selector=f"{models.CHAIN_ID}={chain_id}",
         limit=MAX_CHAIN_OBJECTS,
     )
-    items += await _rounds(side, namespace, chain_id)
+    if rounds:
+        items += await _rounds(side, namespace, chain_id)
     # Only jobs the operator placed in the chain: a hand-made AgentJob carrying the
     # chain's label is no step of it and never reaches GitHub.
     items = [i for i in items if sealing.placed(side.rt.operator_keys, i)]
@@ -166,7 +172,7 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
     record = await side.records.get(namespace, chain_id)
     if record.final:
         return "unchanged", None
-    listed = await list_chain(side, namespace, chain_id)
+    listed = await list_chain(side, namespace, chain_id, rounds=record.pull is not None)
     if listed is None:
         return "skipped", None
     target = target_of(listed)

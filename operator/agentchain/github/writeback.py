@@ -247,7 +247,7 @@ class Worker:
         message = f"Chain {chain} could not be written back to GitHub ({exc.reason}): {exc}"
         log.warning("%s: %s", namespace, message)
         try:
-            listed = await posting.list_chain(self.side, namespace, chain)
+            listed = await posting.list_chain(self.side, namespace, chain, rounds=False)
             # Once per cause on the job and on its agent (not once per chain there).
             about = [] if listed is None else [listed.root, listed.agent]
             for obj in (o for o in about if o is not None):

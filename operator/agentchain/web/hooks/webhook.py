@@ -230,7 +230,7 @@ class GithubWebhook:
 
     async def _queue(self, delivery: Delivery) -> web.Response:
         received = time.time_ns()
-        planned, ignored, early, limits = await self._plan(delivery)
+        planned, ignored, early, limits = await self._plan_or_refuse(delivery)
         try:
             async with asyncio.timeout(ACCEPT_TIMEOUT_SECONDS):  # No extra task, unlike wait_for.
                 first, recorded = await self.rt.deliveries.accept(
@@ -265,16 +265,8 @@ class GithubWebhook:
             planned = [p for p in planned if p.key in recorded]
         if first and early:
             await self._enqueue_early(early)
-        for limit in limits if first else []:
-            roundrecords.say_limit(
-                self.rt,
-                limit.installation_id,
-                limit.repository,
-                limit.pull,
-                limit.agent,
-                limit.max_rounds,
-                limit.chain_id,
-            )
+        if first:
+            _say_limits(self.rt, limits)
         if planned and self.dispatcher is not None:
             self.dispatcher.notify()
         if first:
@@ -341,6 +333,26 @@ class GithubWebhook:
         except RedisError as exc:  # The engine queues them when it sees them.
             log.warning("early concurrency queueing failed: %s", type(exc).__name__)
 
+    async def _plan_or_refuse(
+        self, delivery: Delivery
+    ) -> tuple[
+        list[Planned], list[dict[str, str]], list[groupstamps.Early], list[followrounds.Limit]
+    ]:
+        """:meth:`_plan`, or a 503 when Redis does not answer (a follow-up round's records
+        are read there): nothing is queued, and GitHub can redeliver."""
+        try:
+            return await self._plan(delivery)
+        except RedisError as exc:
+            metrics.WEBHOOK_DELIVERIES.labels(result="unavailable").inc()
+            log.warning(
+                "webhook delivery %s refused: redis unavailable (%s)",
+                delivery.delivery_id,
+                type(exc).__name__,
+            )
+            raise ApiError(
+                503, "store unavailable", "Redis did not answer; nothing was queued, retry later."
+            ) from exc
+
     async def _plan(
         self, delivery: Delivery
     ) -> tuple[
@@ -382,6 +394,20 @@ def _planned(
     # Sealed: only the webhook vouches for a GitHub event (core.rules.provenance).
     body = sealing.seal_job(keys, bodies.agentjob_body(namespace, name, spec, position, None))
     return Planned(namespace, name, body, match.agent)
+
+
+def _say_limits(rt: Runtime, limits: list[followrounds.Limit]) -> None:
+    """Say on each pull request whose rounds this delivery ended that they are over."""
+    for limit in limits:
+        roundrecords.say_limit(
+            rt,
+            limit.installation_id,
+            limit.repository,
+            limit.pull,
+            limit.agent,
+            limit.max_rounds,
+            limit.chain_id,
+        )
 
 
 def _round_planned(keys: OperatorKeys, round_: followrounds.Round, delivery: Delivery) -> Planned:
