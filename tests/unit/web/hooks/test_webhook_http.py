@@ -420,3 +420,34 @@ async def test_a_delivery_no_replica_confirmed_is_503_and_a_redelivery_is_recogn
         await eventually(drained(redis))
     assert delivered("unreplicated") == before + 1
     assert kube.creates == 1  # Queued on the primary all the same, and created once.
+
+
+async def test_redis_down_while_a_follow_up_round_is_planned_is_503(
+    settings: Settings, kube: FakeKube, redis: Redis
+) -> None:
+    """A failing check on a pull request is looked up in Redis before the delivery is
+    recorded (whose pull request it is): Redis down there is the same clean 503."""
+    dead: Redis = Redis.from_url("redis://127.0.0.1:1/0")
+    failing = {
+        "action": "completed",
+        "check_run": {
+            "id": 5,
+            "name": "tests",
+            "conclusion": "failure",
+            "pull_requests": [{"number": 7, "base": {"repo": {"name": "app"}}}],
+        },
+        "repository": {"full_name": "octo/app"},
+        "installation": {"id": 1},
+    }
+    body = json.dumps(failing).encode()
+    before = delivered("unavailable")
+    try:
+        app = build_app(make_runtime(dead, settings))
+        async with serving(app) as c:
+            response = await c.post(PATH, data=body, headers=headers(body, "check_run"))
+            answer = await assert_error(response, 503)
+            assert "nothing was queued" in str(answer["detail"])
+    finally:
+        await dead.aclose()  # type: ignore[attr-defined,unused-ignore]
+    assert delivered("unavailable") == before + 1
+    assert await redis.dbsize() == 0 and kube.creates == 0
