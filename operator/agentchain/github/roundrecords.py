@@ -28,13 +28,13 @@ from agentchain.github.appruntime import side_of
 from agentchain.github.githuberrors import GitHubError
 from agentchain.github.rules import followups
 from agentchain.github.rules.githubscope import Scope
-from agentchain.store import keys, sealing
+from agentchain.store import keys, sealing, signing
 from agentchain.store.signing import OperatorKeys
 
 log = logging.getLogger(__name__)
-PULL_CHAIN_PREFIX = keys.ROOT_PREFIX + "github:pull-chain:"
-ROUNDS_PREFIX = keys.ROOT_PREFIX + "github:pull-rounds:"
-PULL_CHAIN_PURPOSE = b"agentchain/pull-chain/v1"
+PULL_CHAIN_PREFIX = keys.GITHUB_PULL_CHAIN_PREFIX
+ROUNDS_PREFIX = keys.GITHUB_PULL_ROUNDS_PREFIX
+PULL_CHAIN_PURPOSE = signing.PULL_CHAIN_PURPOSE
 MAX_TASKS = 20
 # KEYS[1] the rounds hash of one pull request and agent; ARGV[1] the delivery id,
 # ARGV[2] the TTL. The delivery's round: the one it was given, else the next.
