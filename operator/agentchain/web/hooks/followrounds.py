@@ -80,6 +80,7 @@ class _Cause:
     pulls: tuple[int, ...]
     head_sha: str
     title: str
+    """The end of the round's title, after the pull request's number."""
     url: str
     failed: rules.FailedCheck | None = None
     review: rules.ChangesRequested | None = None
@@ -90,14 +91,14 @@ def _cause_of(
 ) -> _Cause | None:
     failed = rules.failed_checks(event, action, payload, rt.settings.github_app_id)
     if failed is not None:
-        title = f"Checks failed on pull request #{{}}: {failed.name}"
+        # Joined, never formatted: the name is CI's text ("build {matrix.os}").
+        title = f": {failed.name}"
         return _Cause(
             "checks", failed.repository, failed.pulls, failed.head_sha, title, failed.url, failed
         )
     review = rules.changes_requested(event, action, payload)
     if review is not None:
-        who = f" by @{review.reviewer}" if review.reviewer else ""
-        title = "Changes requested on pull request #{}" + who
+        title = f" by @{review.reviewer}" if review.reviewer else ""
         return _Cause(
             "reviews",
             review.repository,
@@ -208,7 +209,7 @@ async def _plan_pull(
             "installation_id": installation,
             "head_sha": cause.head_sha or None,
             "head_repository": cause.repository,
-            "title": cause.title.format(pull),
+            "title": _title(cause.kind, pull) + cause.title,
             "body": await _body(rt, cause, pull, number, installation),
             "url": cause.url or None,
             "continues": chain_id,
@@ -216,6 +217,12 @@ async def _plan_pull(
         }
     )
     return Round(namespace, agent, event, pull)
+
+
+def _title(kind: str, pull: int) -> str:
+    if kind == "checks":
+        return f"Checks failed on pull request #{pull}"
+    return f"Changes requested on pull request #{pull}"
 
 
 async def _body(rt: Runtime, cause: _Cause, pull: int, number: int, installation: int) -> str:
