@@ -210,7 +210,7 @@ async def _plan_pull(
             "head_sha": cause.head_sha or None,
             "head_repository": cause.repository,
             "title": _title(cause.kind, pull) + cause.title,
-            "body": await _body(rt, cause, pull, number, installation),
+            "body": await _body(rt, cause, pull, number, installation, delivery),
             "url": cause.url or None,
             "continues": chain_id,
             "round": number,
@@ -225,13 +225,18 @@ def _title(kind: str, pull: int) -> str:
     return f"Changes requested on pull request #{pull}"
 
 
-async def _body(rt: Runtime, cause: _Cause, pull: int, number: int, installation: int) -> str:
+async def _body(
+    rt: Runtime, cause: _Cause, pull: int, number: int, installation: int, delivery: str
+) -> str:
+    """The round's event body.  A delivery already recorded (a redelivery) queues only the
+    bodies its first copy queued, so what it plans is dropped: GitHub is not asked again."""
+    again = await rt.deliveries.get(delivery) is not None
     if cause.failed is not None:
-        log_tail = await _job_log(rt, cause.failed, installation)
+        log_tail = "" if again else await _job_log(rt, cause.failed, installation)
         logs = {cause.failed.job_id: log_tail} if cause.failed.job_id and log_tail else {}
         return rules.failure_context([cause.failed], pull, number, logs)
     assert cause.review is not None
-    comments = await _review_comments(rt, cause.review, installation)
+    comments = None if again else await _review_comments(rt, cause.review, installation)
     return rules.review_context(cause.review, comments, number)
 
 
