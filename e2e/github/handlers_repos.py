@@ -341,3 +341,18 @@ def update_pull(call: Call) -> Answer:
             setattr(pull, key, call.body[key])
     pull.updated_at = model.now()
     return Answer(200, call.render.pull(pull, repo))
+
+
+LOGS_PATH = "/_standin/logs/"
+"""Where the stand-in serves a job's log: GitHub answers the log request with a redirect to
+a short-lived URL of another host, which needs no GitHub credential."""
+
+
+@handles("actions/download-job-logs-for-workflow-run")
+def download_job_logs(call: Call) -> Answer:
+    repo = call.repo("actions", "read")
+    job_id = call.int_param("job_id")
+    if (repo.full_name.lower(), job_id) not in call.state.job_logs:
+        raise model.Refused(404, "Not Found")
+    where = f"{call.render.api}{LOGS_PATH}{repo.full_name.lower()}/{job_id}"
+    return Answer(302, None, {"Location": where})

@@ -5,7 +5,9 @@ GitHub's refusals a client must expect are kept: an inline comment on a line tha
 not in the diff (422 ``Line could not be resolved``), approving or requesting changes
 on one's own pull request (422), and a ``REQUEST_CHANGES`` or ``COMMENT`` review
 without a body (422).  Only ``line``/``side`` comments are served (``position``, the
-legacy anchor, and multi-line ``start_line`` comments answer 422 here).
+legacy anchor, and multi-line ``start_line`` comments answer 422 here).  A review's
+inline comments are listed too (``pulls/list-comments-for-review``), as a follow-up round
+reads them.
 """
 
 from __future__ import annotations
@@ -67,6 +69,16 @@ def list_reviews(call: Call) -> Answer:
         key=lambda r: r.id,
     )
     return Answer(200, [call.render.review(r) for r in call.page(found)])
+
+
+@handles("pulls/list-comments-for-review")
+def list_comments_for_review(call: Call) -> Answer:
+    pull, _ = _pull(call, "read")
+    review = call.state.reviews.get(call.int_param("review_id"))
+    if review is None or (review.repo, review.number) != (pull.repo, pull.number):
+        raise model.Refused(404, "Not Found")
+    comments = [call.render.review_comment(review, c) for c in call.page(review.comments)]
+    return Answer(200, comments)
 
 
 def _unprocessable(message: str) -> model.Refused:

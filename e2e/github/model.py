@@ -245,6 +245,8 @@ class State:
         self.check_runs: dict[int, CheckRun] = {}
         self.pulls: dict[tuple[str, int], PullRequest] = {}
         self.reviews: dict[int, Review] = {}
+        self.job_logs: dict[tuple[str, int], bytes] = {}
+        """Actions job logs by (repository, lower-case, job id)."""
         self.tokens: dict[str, Token] = {}
         self.rate_used: dict[str, int] = {}
         # Set by the git server: (full name, ref) -> commit sha, or None if unknown.

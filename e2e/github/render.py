@@ -252,6 +252,23 @@ class Renderer:
             author_association="NONE" if review.app_id else "OWNER",
         )  # fmt: skip
 
+    def review_comment(self, review: model.Review, comment: model.ReviewComment) -> dict[str, Any]:
+        items: Any = self._example("review-comment-items", review.repo)  # A list of one.
+        body: dict[str, Any] = dict(items[0])
+        pull = f"{self.api}/repos/{review.repo}/pulls/{review.number}"
+        html = f"{self.html}/{review.repo}/pull/{review.number}#discussion_r{comment.id}"
+        url = f"{self.api}/repos/{review.repo}/pulls/comments/{comment.id}"
+        body.pop("in_reply_to_id", None)
+        return self._stamp(
+            body, id=comment.id, node_id=f"PRRC_{comment.id}", url=url,
+            pull_request_review_id=review.id, path=comment.path, line=comment.line,
+            original_line=comment.line, side=comment.side, body=comment.body,
+            user=self.user(review.author, review.author_type), commit_id=review.commit_id,
+            original_commit_id=review.commit_id, html_url=html, pull_request_url=pull,
+            _links={"self": {"href": url}, "html": {"href": html}, "pull_request": {"href": pull}},
+            author_association="OWNER",
+        )  # fmt: skip
+
     def rate_limit(self, remaining: int, limit: int, reset: int) -> dict[str, Any]:
         body = self._example("rate-limit-overview")
         core = {"limit": limit, "remaining": remaining, "reset": reset, "used": limit - remaining}

@@ -230,6 +230,12 @@ class Dispatcher:
                 [e.as_json() for e in self.recording.exchanges()],
                 dumps=lambda v: json.dumps(v, default=str),
             )
+        if what.startswith("logs/") and request.method == "GET":  # A job log's "signed URL".
+            full_name, _, job_id = what.removeprefix("logs/").rpartition("/")
+            with self.state.lock:
+                found = self.state.job_logs.get((full_name, int(job_id) if job_id.isdigit() else 0))
+            if found is not None:
+                return web.Response(body=found, content_type="text/plain")
         if what == "violations" and request.method == "GET":
             return web.json_response([str(v) for v in self.recording.violations])
         return web.json_response({"message": "Not Found"}, status=404)

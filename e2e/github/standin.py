@@ -252,6 +252,48 @@ class GitHubStandIn:
             self.state.comments[comment.id] = comment
             return comment
 
+    def add_job_log(self, full_name: str, job_id: int, text: str) -> None:
+        """The log of Actions job ``job_id`` (a check run's id is its job's), served as
+        GitHub does: ``actions/download-job-logs-for-workflow-run`` redirects to it."""
+        with self.state.lock:
+            self.state.job_logs[(full_name.lower(), job_id)] = text.encode()
+
+    def add_review(
+        self,
+        full_name: str,
+        number: int,
+        body: str,
+        comments: list[tuple[str, int, str]],
+        *,
+        author: str,
+        state: str = "CHANGES_REQUESTED",
+    ) -> model.Review:
+        """A person's review of pull request ``number`` with inline comments (path, line,
+        body), as if they had submitted it on github.com."""
+        with self.state.lock:
+            pull = next(
+                p
+                for p in self.state.pulls.values()
+                if p.repo.lower() == full_name.lower() and p.number == number
+            )
+            review = model.Review(
+                self.state.next_id(),
+                pull.repo,
+                number,
+                author,
+                "User",
+                None,
+                state,
+                body,
+                pull.head_sha,
+                [
+                    model.ReviewComment(self.state.next_id(), path, line, "RIGHT", text)
+                    for path, line, text in comments
+                ],
+            )
+            self.state.reviews[review.id] = review
+            return review
+
     def reactions(self, comment_id: int) -> list[model.Reaction]:
         with self.state.lock:
             return [r for r in self.state.reactions.values() if r.comment_id == comment_id]

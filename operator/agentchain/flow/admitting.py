@@ -72,6 +72,9 @@ async def _settings(hop: Hop) -> tuple[str, Concurrency] | None:
     """The job's group and its settings, when it is a chain's root in a group."""
     if statuswriting.parent_of(hop.obj) is not None:
         return None
+    round_group = concurrency.round_group(hop.github_event, hop.job.spec.agent_role)
+    if round_group is not None:  # A follow-up round: its pull request's own group.
+        return round_group, concurrency.ROUND_CONCURRENCY
     annotations = hop.obj["metadata"].get("annotations") or {}
     agent = await hop.rt.agents.by_trigger(hop.namespace, hop.job.spec.agent_role)
     spec = agent.spec.concurrency if isinstance(agent, AiAgent) else None

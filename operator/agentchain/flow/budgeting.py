@@ -18,6 +18,7 @@ import time
 from agentchain import models
 from agentchain.core import statuswriting
 from agentchain.core.hopstate import Ended, Hop, typed
+from agentchain.core.rules import provenance
 from agentchain.core.rules.outcomes import is_terminal
 from agentchain.core.runtime import Runtime
 from agentchain.flow import stoprequests
@@ -26,6 +27,7 @@ from agentchain.flow.stoprecords import StopStore
 from agentchain.flow.usage import Usage, UsageStore
 from agentchain.kube import resources
 from agentchain.models.aiagent import AiAgent, Budget
+from agentchain.store import sealing
 
 Obj = statuswriting.Obj
 
@@ -35,11 +37,28 @@ async def _budget(rt: Runtime, namespace: str, trigger: str) -> Budget | None:
     return agent.spec.budget if isinstance(agent, AiAgent) else None
 
 
-async def budget_of(rt: Runtime, obj: Obj) -> Budget | None:
-    """The budget of the chain ``obj`` is in: its first agent's."""
-    return await _budget(
-        rt, obj["metadata"]["namespace"], statuswriting.position(obj, rt.operator_keys).path[0]
+async def counted_in(rt: Runtime, obj: Obj) -> tuple[str, str]:
+    """The chain whose budget job ``obj`` counts against, and that chain's first agent.
+
+    A follow-up round on a chain's pull request (its sealed event ``continues`` that
+    chain) counts against the chain it continues, so rounds cannot outspend the budget
+    the first chain had; any other job against its own chain."""
+    position = statuswriting.position(obj, rt.operator_keys)
+    event = provenance.trusted_event(
+        statuswriting.parse(obj).spec.event, sealing.vouched(rt.operator_keys, obj)
     )
+    continued = event.continues if event is not None else None
+    if continued and continued != position.chain_id:
+        record = await rt.chains.get(obj["metadata"]["namespace"], continued)
+        if record is not None and record.hops:
+            return continued, str(record.hops[0].get("agent") or position.path[0])
+    return position.chain_id, position.path[0]
+
+
+async def budget_of(rt: Runtime, obj: Obj) -> Budget | None:
+    """The budget of the chain ``obj`` counts against: its first agent's."""
+    _, first = await counted_in(rt, obj)
+    return await _budget(rt, obj["metadata"]["namespace"], first)
 
 
 def agent_of(obj: Obj) -> str:
@@ -50,8 +69,9 @@ def agent_of(obj: Obj) -> str:
 async def limits_of(rt: Runtime, obj: Obj, usage: Usage) -> list[budgets.Limit]:
     """The budgets the job ``obj`` is held to, over ``usage``: its chain's and its agent's."""
     path = statuswriting.position(obj, rt.operator_keys).path
-    chain_budget = await budget_of(rt, obj)
-    first = path[-1] == path[0]
+    _, first_agent = await counted_in(rt, obj)
+    chain_budget = await _budget(rt, obj["metadata"]["namespace"], first_agent)
+    first = path[-1] == first_agent
     own = None if first else await _budget(rt, obj["metadata"]["namespace"], path[-1])
     return budgets.limits(chain_budget, usage.chain, path[-1], first, own, usage.agent)
 
@@ -67,9 +87,10 @@ async def at_launch(hop: Hop, init: Obj, attempt: int) -> Ended | None:
     if not await any_budget(hop.rt, hop.obj):
         return None
     chain = str(init.get("chainId") or hop.job.status.chain_id)
+    counted, _ = await counted_in(hop.rt, hop.obj)
     now = time.time()
     usage = await UsageStore(hop.rt.redis).launched(
-        hop.namespace, chain, hop.name, attempt, now, agent_of(hop.obj)
+        hop.namespace, counted, hop.name, attempt, now, agent_of(hop.obj)
     )
     why = budgets.breached(await limits_of(hop.rt, hop.obj, usage), now)
     if why is None:
@@ -96,7 +117,8 @@ async def check_running(rt: Runtime, obj: Obj) -> bool:
     if not await any_budget(rt, obj):
         return False
     namespace = obj["metadata"]["namespace"]
-    usage = await UsageStore(rt.redis).get(namespace, job.status.chain_id, agent_of(obj))
+    counted, _ = await counted_in(rt, obj)
+    usage = await UsageStore(rt.redis).get(namespace, counted, agent_of(obj))
     found = await limits_of(rt, obj, usage)
     if all(limit.budget.max_chain_seconds is None for limit in found):
         return False

@@ -32,11 +32,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+import httpx
 from githubkit import AppAuthStrategy, GitHub
 from githubkit.cache import MemCacheStrategy
 from githubkit.exception import GitHubException
 
-from agentchain.github.githuberrors import NOT_FOUND, GitHubError, classify
+from agentchain.github.githuberrors import NOT_FOUND, UNAVAILABLE, GitHubError, classify
 from agentchain.github.rules.githubscope import Scope
 from agentchain.settings import Settings
 
@@ -267,6 +268,46 @@ class GitHubApp:
         ):
             files += [(str(f.filename), f.patch or None) for f in page]
         return files
+
+    async def review_comments(self, scope: Scope, number: int, review_id: int) -> list[Any]:
+        """The inline comments of review ``review_id`` (GitHub's objects, first page of 100:
+        a follow-up round reads at most 50)."""
+        gh = self._client(await self.token_for(scope))
+        found: list[Any] = []
+        async for page in _pages(
+            lambda page: gh.rest.pulls.async_list_comments_for_review(
+                scope.owner, scope.name, number, review_id, per_page=100, page=page
+            ),
+            1,
+        ):
+            found += page
+        return found
+
+    # -- CI ----------------------------------------------------------------------------
+    async def job_log_tail(self, scope: Scope, job_id: int, keep: int, limit: int) -> bytes:
+        """The last ``keep`` bytes of Actions job ``job_id``'s log, reading at most
+        ``limit`` bytes of it (GitHub answers with a redirect to the log, followed here):
+        a log of any size holds no more than ``keep`` bytes in memory."""
+        url = f"/repos/{scope.owner}/{scope.name}/actions/jobs/{job_id}/logs"
+        tail, seen = bytearray(), 0
+        # Entered, the client keeps its connection while the body streams (a client made
+        # per request closes it as soon as the headers are in). httpx drops the token
+        # when the redirect leads to another host, as GitHub's log URLs do.
+        async with self._client(await self.token_for(scope)) as gh:
+            answer = await self._call(lambda: gh.arequest("GET", url, stream=True))
+            raw = answer.raw_response
+            try:
+                async for chunk in raw.aiter_bytes():
+                    seen += len(chunk)
+                    tail += chunk
+                    del tail[:-keep]
+                    if seen >= limit:
+                        break
+            except httpx.HTTPError as exc:  # It broke off: what was read is not its end.
+                raise GitHubError(UNAVAILABLE, f"reading the job's log: {exc!r}") from None
+            finally:
+                await raw.aclose()
+        return bytes(tail)
 
     async def find_review(self, scope: Scope, number: int, marker: str) -> int | None:
         """The operator's own review on the pull request whose body starts with ``marker``."""

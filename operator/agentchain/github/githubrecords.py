@@ -126,6 +126,10 @@ class WriteBackRecords:
         its reviews are posted, whichever of the two writes came first."""
         await self._set(namespace, chain_id, {"final": pull or "1"})
 
+    async def reopen(self, namespace: str, chain_id: str) -> None:
+        """The chain runs again (a follow-up round): its comment is written again."""
+        await self._redis.hdel(keys.github_chain(namespace, chain_id), "final")  # type: ignore[misc]
+
     async def set_pull(self, namespace: str, chain_id: str, repository: str, number: int) -> None:
         """The chain's workspace opened pull request ``number`` of ``repository``: its
         reviews are due, so a chain already final is looked at once more."""

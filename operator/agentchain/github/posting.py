@@ -47,6 +47,7 @@ from agentchain.traces.rules import spans
 Obj = dict[str, Any]
 Result = Literal["written", "unchanged", "skipped"]
 MAX_CHAIN_OBJECTS = 500
+MAX_ROUNDS_LISTED = 25
 CLAIM_MARGIN_SECONDS = 5
 
 
@@ -72,13 +73,20 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed | None:
+async def list_chain(
+    side: GitHubSide, namespace: str, chain_id: str, rounds: bool = True
+) -> Listed | None:
+    """The chain's jobs and what its root's agent asks; with ``rounds``, the jobs of the
+    follow-up rounds that continue it too (only a chain whose workspace opened a pull
+    request can have any, so the write-back asks only for those)."""
     items, _ = await resources.list_objects(
         namespace,
         resources.AGENTJOBS,
         label_selector=f"{models.CHAIN_ID}={chain_id}",
         limit=MAX_CHAIN_OBJECTS,
     )
+    if rounds:
+        items += await _rounds(side, namespace, chain_id)
     # Only jobs the operator placed in the chain: a hand-made AgentJob carrying the
     # chain's label is no step of it and never reaches GitHub.
     items = [i for i in items if sealing.placed(side.rt.operator_keys, i)]
@@ -110,6 +118,34 @@ async def list_chain(side: GitHubSide, namespace: str, chain_id: str) -> Listed 
     return Listed(jobs, root, write_back, heading, agent_obj, vouched, reviewers, objects)
 
 
+async def _rounds(side: GitHubSide, namespace: str, chain_id: str) -> list[Obj]:
+    """The jobs of the follow-up rounds that continue the chain: each round's root carries
+    the chain's id as a label (for this listing) and in its sealed event (what makes it
+    a round of this chain: a label alone is anyone's to write)."""
+    roots, _ = await resources.list_objects(
+        namespace,
+        resources.AGENTJOBS,
+        label_selector=f"{models.CONTINUES}={chain_id}",
+        limit=MAX_ROUNDS_LISTED,
+    )
+    found: list[Obj] = []
+    for root in roots:
+        spec = AgentJob.model_validate({"spec": root.get("spec") or {}}).spec
+        sealed = sealing.vouched(side.rt.operator_keys, root)
+        event = provenance.trusted_event(spec.event, sealed)
+        round_chain = (root["metadata"].get("labels") or {}).get(models.CHAIN_ID)
+        if event is None or event.continues != chain_id or not round_chain:
+            continue
+        items, _ = await resources.list_objects(
+            namespace,
+            resources.AGENTJOBS,
+            label_selector=f"{models.CHAIN_ID}={round_chain}",
+            limit=MAX_CHAIN_OBJECTS,
+        )
+        found += items
+    return found
+
+
 def _reviewers(agents: list[AiAgent]) -> frozenset[str]:
     """Trigger names whose every AiAgent asks for reviews (``spec.github.review``): one
     that does not, under the same name, keeps the name out."""
@@ -136,7 +172,7 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
     record = await side.records.get(namespace, chain_id)
     if record.final:
         return "unchanged", None
-    listed = await list_chain(side, namespace, chain_id)
+    listed = await list_chain(side, namespace, chain_id, rounds=record.pull is not None)
     if listed is None:
         return "skipped", None
     target = target_of(listed)

@@ -87,6 +87,13 @@ def observe(rt: Runtime, event_type: str | None, obj: Obj) -> None:
     if event_type == "DELETED":
         return
     chain = status.get("chainId") or (meta.get("labels") or {}).get(models.CHAIN_ID)
+    # A follow-up round shows in the comment of the chain it continues, not one of its own
+    # (posting.list_chain takes only rounds the operator vouches for).
+    continues = event.get("continues")
+    if isinstance(continues, str) and continues and chain:
+        chain = continues
+        if status.get("phase") not in TERMINAL_PHASES:  # The chain runs again.
+            worker.reopen.add((namespace, chain))
     if chain and event.get("number"):
         worker.mark((namespace, chain))
 
@@ -129,6 +136,8 @@ class Worker:
         self.running: set[ChainKey] = set()
         self.again: set[ChainKey] = set()
         self.attempts: dict[ChainKey, int] = {}
+        self.reopen: set[ChainKey] = set()
+        """Chains a follow-up round runs in: written again although their end was."""
         self.paused_until = 0.0
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -188,6 +197,9 @@ class Worker:
         namespace, chain = key
         retry_in: float | None = None
         try:
+            if key in self.reopen:
+                self.reopen.discard(key)
+                await self.side.records.reopen(namespace, chain)
             result, agent = await posting.flush(self.side, namespace, chain)
             metrics.GITHUB_WRITEBACKS.labels(result, "").inc()
             self.attempts.pop(key, None)
@@ -235,7 +247,7 @@ class Worker:
         message = f"Chain {chain} could not be written back to GitHub ({exc.reason}): {exc}"
         log.warning("%s: %s", namespace, message)
         try:
-            listed = await posting.list_chain(self.side, namespace, chain)
+            listed = await posting.list_chain(self.side, namespace, chain, rounds=False)
             # Once per cause on the job and on its agent (not once per chain there).
             about = [] if listed is None else [listed.root, listed.agent]
             for obj in (o for o in about if o is not None):

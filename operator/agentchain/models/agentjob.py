@@ -75,6 +75,16 @@ class JobEvent(KubeModel):
         default=None,
         description="A scheduled run's tick, ISO 8601 in the schedule's time zone.",
     )
+    continues: str | None = Field(
+        default=None,
+        description=(
+            "A follow-up round's: the id of the chain whose pull request it works on "
+            "(its lineage; the round's jobs show in that chain's comment)."
+        ),
+    )
+    round: int | None = Field(
+        default=None, ge=1, description="A follow-up round's number on its pull request."
+    )
 
 
 class DelegationHop(KubeModel):

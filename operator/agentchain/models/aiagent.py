@@ -357,6 +357,37 @@ class Approval(KubeModel):
     timeout_seconds: int | None = Field(default=None, ge=1, le=30 * 24 * 3600)
 
 
+class GitHubFollowUps(KubeModel):
+    """Follow-up rounds on the pull request this agent's chain opened (docs/github.md,
+    "The pull-request loop"): the agent runs again on the same branch when the pull
+    request's checks fail (``checks``) or an allowed reviewer requests changes
+    (``reviews``), at most ``maxRounds`` times per pull request."""
+
+    checks: bool = Field(
+        default=False,
+        description=(
+            "Run again when a check of the chain's pull request fails (check_run, "
+            "check_suite or workflow_run completed with a failing conclusion)."
+        ),
+    )
+    reviews: bool = Field(
+        default=False,
+        description=(
+            "Run again when an allowed sender (senderPolicy) submits a review "
+            "requesting changes on the chain's pull request."
+        ),
+    )
+    max_rounds: int = Field(
+        default=3,
+        ge=1,
+        le=20,
+        description=(
+            "Follow-up rounds per pull request; the one after the last starts nothing "
+            "and one comment on the pull request says so."
+        ),
+    )
+
+
 class GitHubAccess(KubeModel):
     permissions: GitHubPermissions | None = Field(
         default=None,
@@ -374,6 +405,13 @@ class GitHubAccess(KubeModel):
         description=(
             "Post this agent's review (the agentchain-review block of its output) as a "
             "pull request review on its chain's pull request (when the operator has an App)."
+        ),
+    )
+    follow_ups: GitHubFollowUps | None = Field(
+        default=None,
+        description=(
+            "Run this agent again on the pull request its chain opened when its checks "
+            "fail or a reviewer requests changes. None: never."
         ),
     )
 

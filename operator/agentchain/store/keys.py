@@ -196,6 +196,13 @@ GITHUB_COMMAND_TTL_SECONDS = DELIVERY_TTL_SECONDS
 GITHUB_COMMAND_APPLIED_PREFIX = ROOT_PREFIX + "github:applied:"
 GITHUB_COMMAND_APPLIED_TTL_SECONDS = DELIVERY_TTL_SECONDS
 
+# --- follow-up rounds on a chain's pull request (github/roundrecords.py) ------------------
+# String per pull request (<repo, lower case>#<n>, SET NX), sealed: the namespace and chain
+# that opened it; the first chain keeps it.  Kept as long as the chain's records.
+GITHUB_PULL_CHAIN_PREFIX = ROOT_PREFIX + "github:pull-chain:"
+# Hash per pull request and agent (<repo>#<n>:<agent>): delivery id -> its round's number.
+GITHUB_PULL_ROUNDS_PREFIX = ROOT_PREFIX + "github:pull-rounds:"
+
 
 # --- traces (traces/) ---------------------------------------------------------------------
 # String per span (SET NX, trace id and span id in hex) once the span was put in the outbox,

@@ -79,6 +79,8 @@ async def mount(hop: Hop, agent: AiAgent) -> jobmounts.Mounting | Refused | None
     chain_id = statuswriting.position(hop.obj, hop.rt.operator_keys).chain_id
     chain = await chain_workspace(hop.rt, hop.namespace, chain_id)
     if chain is None:
+        chain = await _continued(hop, chain_id)
+    if chain is None:
         if agent.spec.workspace is None:
             return None
         git_url = hop.rt.settings.github_git_url
@@ -101,6 +103,22 @@ async def mount(hop: Hop, agent: AiAgent) -> jobmounts.Mounting | Refused | None
             return Refused(Reason.WORKSPACE_UNAVAILABLE, message)
     refused = await _ensure_claim(hop, chain)
     return refused or jobmounts.mounting(chain, agent.spec)
+
+
+async def _continued(hop: Hop, chain_id: str) -> jobmounts.ChainWorkspace | None:
+    """A follow-up round's workspace (``jobmounts.continued``), claimed once for its chain:
+    the chain its sealed event continues must have had a published workspace; None for
+    any other job."""
+    event = hop.github_event
+    previous_id = event.continues if event is not None else None
+    if not previous_id or previous_id == chain_id:
+        return None
+    previous = await chain_workspace(hop.rt, hop.namespace, previous_id)
+    if previous is None or not previous.publish:
+        return None
+    spec = jobmounts.continued(previous, chain_id).to_record()
+    recorded = await store(hop.rt).claim(hop.namespace, chain_id, spec)
+    return _checked(hop.rt, hop.namespace, chain_id, recorded)
 
 
 async def _ensure_claim(hop: Hop, chain: jobmounts.ChainWorkspace) -> Refused | None:

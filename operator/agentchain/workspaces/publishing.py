@@ -61,7 +61,7 @@ from agentchain.core import catalog, statuswriting
 from agentchain.core.hopstate import Hop, Obj
 from agentchain.core.rules import naming, provenance
 from agentchain.core.runtime import Runtime
-from agentchain.github import tokenminting, writeback
+from agentchain.github import roundrecords, tokenminting, writeback
 from agentchain.github.appruntime import side_of
 from agentchain.github.githuberrors import NOT_FOUND, RATE_LIMITED, GitHubError
 from agentchain.github.rules.githubscope import Scope
@@ -384,7 +384,7 @@ async def _pull_request(
                     scope, title=title, branch=chain.branch, base=base, body=body
                 )
                 faults.crashpoint("workspace-pull-created")
-            else:
+            elif not event.continues:  # A round leaves the first chain's description.
                 await side.app.update_pull(scope, number, body)
         except GitHubError as exc:
             log.warning("pull request for chain %s: %s", chain.chain_id, exc)
@@ -392,6 +392,11 @@ async def _pull_request(
                 side.app.forget(scope)  # A token GitHub no longer takes: the next mints one.
             return exc
     await attaching.store(rt).note(namespace, chain.chain_id, "pr", str(number))
+    # Whose pull request it is, for the rounds its failing checks start (the first chain
+    # to open it keeps it: a round pushing to its branch finds it and records nothing).
+    await roundrecords.record_pull(
+        rt.redis, rt.operator_keys, chain.github, number, namespace, chain.chain_id
+    )
     # The chain's reviewers' verdicts become reviews of it (a replay records it again).
     await writeback.pull_opened(rt, namespace, chain.chain_id, chain.github, number)
     return number

@@ -33,6 +33,23 @@ NAMESPACE_GROUP = "\x00namespace"
 a rendered group's name, which is printable."""
 
 
+ROUND_GROUP_PREFIX = "\x00follow-up rounds on "
+"""A follow-up round's group (:func:`round_group`): never a rendered group's name, which is
+printable, so no agent's template can join it."""
+ROUND_CONCURRENCY = Concurrency(group="-", limit=1, policy="cancel-in-progress")
+"""One round per pull request and agent at a time; a newer one stops the one running."""
+
+
+def round_group(event: JobEvent | None, agent: str) -> str | None:
+    """The group of a follow-up round's root job (``event`` as the operator vouches for
+    it): one per pull request and agent, whatever the agent's own ``concurrency`` says,
+    so a failure reported while a round runs supersedes it (cancel-in-progress) rather
+    than starting a second round beside it.  None for any other job."""
+    if event is None or not event.continues or event.number is None or not event.repository:
+        return None
+    return f"{ROUND_GROUP_PREFIX}{event.repository}#{event.number} by {agent}"[:GROUP_MAX_CHARS]
+
+
 class GroupRenderError(ValueError):
     """The group template did not render; the message says why."""
 

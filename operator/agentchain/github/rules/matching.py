@@ -295,6 +295,12 @@ def _label_refusal(label: str, action: str | None, payload: Mapping[str, Any]) -
 # --------------------------------------------------------------------------- sender policy
 
 
+def sender_refusal(policy: SenderPolicy, event: str, payload: Mapping[str, Any]) -> str | None:
+    """Why ``policy`` refuses the delivery's sender (None: it admits them), as a trigger
+    judges it: for what else the sender may start (a follow-up round on a review)."""
+    return _sender_refusal(policy, event, payload)
+
+
 def _sender_refusal(policy: SenderPolicy, event: str, payload: Mapping[str, Any]) -> str | None:
     login = _text(payload, "sender", "login") or ""
     association = sender_association(event, payload)

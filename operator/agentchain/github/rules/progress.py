@@ -107,9 +107,14 @@ def chain_view(
     jobs: Sequence[JobRecord],
     handoff_heading: str = DEFAULT_HANDOFF_HEADING,
 ) -> ChainView:
-    ordered = sorted(jobs, key=lambda r: (r.job.status.chain_depth or 0, r.created, r.name))
+    ordered = sorted(
+        jobs, key=lambda r: (_round(r), r.job.status.chain_depth or 0, r.created, r.name)
+    )
     steps = tuple(_step(r) for r in ordered)
-    last = next((r for r in reversed(ordered) if r.job.status.chain_complete), None)
+    # The chain as it is now is its latest round's (a follow-up on its pull request): a
+    # round that has not ended makes it run again, whatever the chain ended as before.
+    latest = [r for r in ordered if _round(r) == (_round(ordered[-1]) if ordered else 0)]
+    last = next((r for r in reversed(latest) if r.job.status.chain_complete), None)
     if last is None:
         started = any(s.started is not None or s.phase not in ("Pending", "Waiting") for s in steps)
         return ChainView(namespace, chain_id, steps, "running" if started else "queued")
@@ -119,11 +124,18 @@ def chain_view(
     return ChainView(namespace, chain_id, steps, state, outcome, last.name, cut, agent)
 
 
+def _round(record: JobRecord) -> int:
+    """The follow-up round a job belongs to (0: the chain's own jobs)."""
+    event = record.job.spec.event
+    return event.round or 0 if event is not None and event.continues else 0
+
+
 def _step(record: JobRecord) -> Step:
     status = record.job.status
+    number = _round(record)
     return Step(
         record.name,
-        record.job.spec.agent_role,
+        record.job.spec.agent_role + (f" (round {number})" if number else ""),
         status.chain_depth or 0,
         status.phase or "Pending",
         status.start_time,
@@ -176,7 +188,7 @@ def _row(index: int, step: Step, view: ChainView, dashboard_url: str) -> str:
     phase = f"{_ICONS.get(step.phase, '•')} {markdown.inline(step.phase, 20)}"
     if step.reason:
         phase += f" ({markdown.inline(step.reason, 60)})"
-    agent = markdown.inline(step.agent, 63)
+    agent = markdown.inline(step.agent, 80)
     return f"| {index} | {agent} | {phase} | {duration(step)} | {name} |"
 
 

@@ -234,3 +234,37 @@ def layout(
 def _depth(obj: Obj) -> int:
     depth = serializers.job_view(obj)["chainDepth"]
     return depth if isinstance(depth, int) else 0
+
+
+def _round_of(obj: Obj, vouched: bool) -> tuple[str, int] | None:
+    """The chain a root job's round continues and its number, from its event when the
+    operator vouches for it (a label or a hand-written event is anyone's)."""
+    event = (obj.get("spec") or {}).get("event") or {}
+    continues, number = event.get("continues"), event.get("round")
+    if not vouched or not isinstance(continues, str) or not continues:
+        return None
+    return continues, number if isinstance(number, int) else 0
+
+
+def lineage(
+    chain_id: str, roots: Iterable[tuple[Obj, bool]], rounds: Iterable[tuple[Obj, bool]]
+) -> Obj:
+    """What the chain page says of follow-up rounds (``roots``: the chain's root jobs,
+    ``rounds``: the root jobs labelled as continuing it; each with whether the operator
+    vouches for its event): ``continues`` (this chain is a round: of which chain, which
+    round) and ``rounds`` (the rounds that continue this chain, in order)."""
+    continues = None
+    for obj, vouched in roots:
+        found = _round_of(obj, vouched)
+        if found is not None and found[0] != chain_id:
+            continues = {"chainId": found[0], "round": found[1]}
+    listed: list[Obj] = []
+    for obj, vouched in rounds:
+        found = _round_of(obj, vouched)
+        round_chain = ((obj.get("metadata") or {}).get("labels") or {}).get(models.CHAIN_ID)
+        if found is None or found[0] != chain_id or not round_chain:
+            continue
+        state = display_state(obj)
+        listed.append({"chainId": round_chain, "round": found[1], "state": state})
+    listed.sort(key=lambda r: (r["round"], r["chainId"]))
+    return {"continues": continues, "rounds": listed}

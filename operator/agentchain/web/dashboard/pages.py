@@ -25,12 +25,14 @@ from typing import Any
 
 from aiohttp import web
 
+from agentchain import models
 from agentchain.flow import budgeting
 from agentchain.kube import apierrors as kube_errors
 from agentchain.kube import resources, viewing
 from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import AiAgent
 from agentchain.prompts.rules import assembly
+from agentchain.store import sealing
 from agentchain.traces.rules import spans
 from agentchain.web import auth, listing, serializers
 from agentchain.web.dashboard import chainview, jobdetail, live, logins
@@ -194,7 +196,19 @@ async def chain_layout(rt: Any, namespace: str, chain_id: str) -> dict[str, Any]
         return None
     agents = await reads.agent_specs(rt, namespace)
     view = chainview.layout(chain_id, namespace, jobs, record, agents)
-    return view | {"traceUrl": spans.trace_url(rt.settings.trace_url, chain_id)}
+    rounds = await listing.list_in(
+        [namespace], resources.AGENTJOBS, f"{models.CONTINUES}={chain_id}"
+    )
+    lineage = chainview.lineage(
+        chain_id,
+        [(o, sealing.vouched(rt.operator_keys, o)) for o in jobs if not _parent(o)],
+        [(o, sealing.vouched(rt.operator_keys, o)) for o in rounds],
+    )
+    return view | lineage | {"traceUrl": spans.trace_url(rt.settings.trace_url, chain_id)}
+
+
+def _parent(obj: dict[str, Any]) -> str | None:
+    return (obj["metadata"].get("annotations") or {}).get(models.PARENT_JOB)
 
 
 async def chain(request: web.Request) -> web.Response:

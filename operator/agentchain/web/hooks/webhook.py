@@ -72,7 +72,7 @@ from agentchain import metrics, models
 from agentchain.core.rules import naming
 from agentchain.core.runtime import Runtime
 from agentchain.flow.slots import AdmissionStore
-from agentchain.github import collaborators, commandreplies, githubrecords
+from agentchain.github import collaborators, commandreplies, githubrecords, roundrecords
 from agentchain.github.rules.matching import (
     Ignored,
     Match,
@@ -88,7 +88,7 @@ from agentchain.store.deliveries import NotReplicated, QueuedJob
 from agentchain.store.signing import OperatorKeys
 from agentchain.traces.rules import spans
 from agentchain.web import intake, listing
-from agentchain.web.hooks import appslug, commands, groupstamps
+from agentchain.web.hooks import appslug, commands, followrounds, groupstamps
 from agentchain.web.hooks.jobqueue import Dispatcher
 from agentchain.web.hooks.signatures import verify_signature
 from agentchain.web.jobapi import bodies
@@ -232,7 +232,7 @@ class GithubWebhook:
 
     async def _queue(self, delivery: Delivery) -> web.Response:
         received = time.time_ns()
-        planned, ignored, early = await self._plan(delivery)
+        planned, ignored, early, limits = await self._plan_or_refuse(delivery)
         try:
             async with asyncio.timeout(ACCEPT_TIMEOUT_SECONDS):  # No extra task, unlike wait_for.
                 first, recorded = await self.rt.deliveries.accept(
@@ -267,6 +267,8 @@ class GithubWebhook:
             planned = [p for p in planned if p.key in recorded]
         if first and early:
             await self._enqueue_early(early)
+        if first:
+            _say_limits(self.rt, limits)
         if planned and self.dispatcher is not None:
             self.dispatcher.notify()
         if first:
@@ -333,9 +335,31 @@ class GithubWebhook:
         except RedisError as exc:  # The engine queues them when it sees them.
             log.warning("early concurrency queueing failed: %s", type(exc).__name__)
 
+    async def _plan_or_refuse(
+        self, delivery: Delivery
+    ) -> tuple[
+        list[Planned], list[dict[str, str]], list[groupstamps.Early], list[followrounds.Limit]
+    ]:
+        """:meth:`_plan`, or a 503 when Redis does not answer (a follow-up round's records
+        are read there): nothing is queued, and GitHub can redeliver."""
+        try:
+            return await self._plan(delivery)
+        except RedisError as exc:
+            metrics.WEBHOOK_DELIVERIES.labels(result="unavailable").inc()
+            log.warning(
+                "webhook delivery %s refused: redis unavailable (%s)",
+                delivery.delivery_id,
+                type(exc).__name__,
+            )
+            raise ApiError(
+                503, "store unavailable", "Redis did not answer; nothing was queued, retry later."
+            ) from exc
+
     async def _plan(
         self, delivery: Delivery
-    ) -> tuple[list[Planned], list[dict[str, str]], list[groupstamps.Early]]:
+    ) -> tuple[
+        list[Planned], list[dict[str, str]], list[groupstamps.Early], list[followrounds.Limit]
+    ]:
         grouped = await self.agents.get()
         keys = self.rt.operator_keys
         event = event_from_payload(
@@ -357,7 +381,11 @@ class GithubWebhook:
             early.extend(groupstamps.stamp(mine, groupstamps.specs_of(grouped[namespace])))
             planned.extend(mine)
             ignored.extend(_ignored(namespace, i) for i in refused)
-        return planned, ignored, early
+        rounds, limits = await followrounds.plan(
+            self.rt, delivery.event, delivery.action, delivery.payload, event, grouped
+        )
+        planned.extend(_round_planned(keys, r, delivery) for r in rounds)
+        return planned, ignored, early, limits
 
 
 def _planned(
@@ -370,6 +398,33 @@ def _planned(
     # Sealed: only the webhook vouches for a GitHub event (core.rules.provenance).
     body = sealing.seal_job(keys, bodies.agentjob_body(namespace, name, spec, position, None))
     return Planned(namespace, name, body, match.agent)
+
+
+def _say_limits(rt: Runtime, limits: list[followrounds.Limit]) -> None:
+    """Say on each pull request whose rounds this delivery ended that they are over."""
+    for limit in limits:
+        roundrecords.say_limit(
+            rt,
+            limit.installation_id,
+            limit.repository,
+            limit.pull,
+            limit.agent,
+            limit.max_rounds,
+            limit.chain_id,
+        )
+
+
+def _round_planned(keys: OperatorKeys, round_: followrounds.Round, delivery: Delivery) -> Planned:
+    """A follow-up round's root AgentJob: named after the delivery, the agent and the pull
+    request (a redelivery names the same one), labelled with the chain it continues."""
+    seed = f"{delivery.hook_id}/{delivery.delivery_id}/pull-{round_.pull}"
+    name = naming.root_job_name(round_.agent, seed)
+    position = chains.root_position(naming.chain_id_for(f"{seed}/{round_.agent}"), round_.agent)
+    spec = AgentJobSpec(agent_role=round_.agent, event=round_.event, origin="github")
+    body = bodies.agentjob_body(round_.namespace, name, spec, position, None)
+    body["metadata"]["labels"][models.CONTINUES] = str(round_.event.continues)
+    body = sealing.seal_job(keys, body)
+    return Planned(round_.namespace, name, body, round_.agent)
 
 
 async def _trace(rt: Runtime, delivery: Delivery, planned: list[Planned], received: int) -> None:

@@ -118,9 +118,10 @@ async def report_usage(request: web.Request) -> web.Response:
     scope = auth.require_job(auth.principal_of(request), namespace, name)
     report = validate(UsageReport, await read_json(request))
     obj = await reads.load_job(auth.principal_of(request), namespace, name)
+    counted, _ = await budgeting.counted_in(rt, obj)  # A round: the chain it continues.
     reported = await UsageStore(rt.redis).report(
         namespace,
-        scope.chain_id,
+        counted,
         name,
         report.tokens,
         report.cost,

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from agentchain import models
@@ -313,6 +313,22 @@ def resolve(
         branch=declared.branch or f"{BRANCH_PREFIX}{chain_id}",
         keep_for_seconds=duration_seconds(declared.keep_for),
         credentials_secret=declared.credentials_secret,
+    )
+
+
+def continued(previous: ChainWorkspace, chain_id: str) -> ChainWorkspace:
+    """The workspace of follow-up chain ``chain_id``, which continues the chain whose
+    workspace is ``previous`` on its pull request: the same repository, credential and
+    branch, checked out at the branch's head (what the pull request shows, the previous
+    round's commits included) in a volume of its own, and published to the same branch,
+    which updates the same pull request.  Only a published workspace has a pull request
+    to continue, so it is published too."""
+    return replace(
+        previous,
+        chain_id=chain_id,
+        claim_name=claim_name(chain_id),
+        ref=previous.branch,
+        publish=True,
     )
 
 

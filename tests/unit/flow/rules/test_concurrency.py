@@ -108,3 +108,30 @@ def test_each_admission_answer_reads_as_its_verdict(
 def test_an_unknown_answer_is_refused(answer: list[str]) -> None:
     with pytest.raises(ValueError, match="unknown admission answer"):
         concurrency.verdict(answer, 1)
+
+
+class TestRoundGroup:
+    """A follow-up round's root joins its pull request's own group, cancel-in-progress."""
+
+    def test_a_round_has_its_pull_requests_group(self) -> None:
+        event = JobEvent(repository="octo/app", number=7, continues="c1", round=2)
+        group = concurrency.round_group(event, "dev")
+        assert group == "\x00follow-up rounds on octo/app#7 by dev"
+        assert group == concurrency.round_group(event.model_copy(update={"round": 3}), "dev")
+        assert group != concurrency.round_group(event, "other")
+        assert group != concurrency.round_group(event.model_copy(update={"number": 8}), "dev")
+        assert not group.isprintable()  # No rendered template can name it.
+        limits = concurrency.ROUND_CONCURRENCY
+        assert (limits.limit, limits.policy) == (1, "cancel-in-progress")
+
+    @pytest.mark.parametrize(
+        "event",
+        [
+            None,
+            JobEvent(repository="octo/app", number=7),
+            JobEvent(repository="octo/app", continues="c1"),
+            JobEvent(number=7, continues="c1"),
+        ],
+    )
+    def test_any_other_job_has_none(self, event: JobEvent | None) -> None:
+        assert concurrency.round_group(event, "dev") is None

@@ -205,3 +205,36 @@ def test_no_agent_text_is_live_outside_its_code_block(result: str, reason: str) 
     ours = ours.replace("<sub>", "").replace("</sub>", "")
     assert "<" not in ours and not re.search("@[^\u200b]", ours)
     assert not re.search("#[^\u200b]", ours.replace("#\u200b", ""))
+
+
+def round_job(name: str, agent: str, number: int, phase: str, **status: Any) -> progress.JobRecord:
+    event = {"source": "github", "continues": "c-123", "round": number, "number": 7}
+    parsed = AgentJob.model_validate(
+        {
+            "spec": {"agentRole": agent, "event": event},
+            "status": {"chainDepth": 0, **status, "phase": phase},
+        }
+    )
+    return progress.JobRecord(name, "2026-11-25T02:00:00Z", parsed)
+
+
+class TestRounds:
+    """A follow-up round's jobs show in the chain they continue: after its own jobs, named
+    by round, and the chain's state is the latest round's."""
+
+    def test_a_running_round_makes_the_chain_run_again(self) -> None:
+        done = ended("d", "dev", 0, "Succeeded", 5, chainComplete=True)
+        running = round_job("r1", "dev", 1, "Running", startTime=T0.isoformat())
+        shown = view(running, done)
+        assert shown.state == "running"
+        assert [(s.name, s.agent) for s in shown.steps] == [("d", "dev"), ("r1", "dev (round 1)")]
+        assert "| 2 | dev (round 1) | ⏳ Running |" in progress.render_comment(shown)
+
+    def test_the_latest_round_decides_the_end(self) -> None:
+        done = ended("d", "dev", 0, "Succeeded", 5, chainComplete=True)
+        failed_round = round_job("r1", "dev", 1, "Failed", chainComplete=True)
+        assert view(done, failed_round).state == "failed"
+        fixed = round_job("r2", "dev", 2, "Succeeded", chainComplete=True, result="Fixed it.")
+        final = view(fixed, done, failed_round)
+        assert final.state == "succeeded" and final.outcome == "Fixed it."
+        assert [s.name for s in final.steps] == ["d", "r1", "r2"]

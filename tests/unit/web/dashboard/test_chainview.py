@@ -263,3 +263,38 @@ def test_a_jobs_usage_is_shown_only_when_reported() -> None:
     assert view == {"tokens": 12, "cost": 1.5, "currency": "USD"}
     odd = serializers.usage_view({"tokens": "12", "cost": None}, "EUR")
     assert odd == {"tokens": 0, "cost": 0.0, "currency": "EUR"}
+
+
+def _root(name: str, chain: str, event: dict[str, Any] | None, phase: str = "Running") -> Obj:
+    return {
+        "metadata": {"name": name, "labels": {"labrats.work/chain-id": chain}},
+        "spec": {"agentRole": "dev", "event": event},
+        "status": {"phase": phase},
+    }
+
+
+class TestLineage:
+    """The chain page names the chain a round continues, and a chain's rounds, from
+    events the operator vouches for only."""
+
+    def test_a_round_names_the_chain_it_continues(self) -> None:
+        root = _root("r", "round-1", {"continues": "c1", "round": 2})
+        assert chainview.lineage("round-1", [(root, True)], []) == {
+            "continues": {"chainId": "c1", "round": 2},
+            "rounds": [],
+        }
+        assert chainview.lineage("round-1", [(root, False)], [])["continues"] is None
+
+    def test_a_chain_lists_its_rounds_in_order(self) -> None:
+        two = _root("b", "round-2", {"continues": "c1", "round": 2}, "Succeeded")
+        one = _root("a", "round-1", {"continues": "c1", "round": 1}, "Cancelled")
+        forged = _root("f", "round-x", {"continues": "c1", "round": 3})
+        other = _root("o", "round-y", {"continues": "c2", "round": 1})
+        found = chainview.lineage(
+            "c1", [], [(two, True), (one, True), (forged, False), (other, True)]
+        )
+        assert found["continues"] is None
+        assert [(r["chainId"], r["round"]) for r in found["rounds"]] == [
+            ("round-1", 1),
+            ("round-2", 2),
+        ]

@@ -36,6 +36,9 @@ from aiohttp import ClientError, ClientResponse
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
+from agentchain import models
+from agentchain.core.runtime import Runtime
+from agentchain.github import roundrecords
 from agentchain.github.rules.matching import AgentCandidate
 from agentchain.kube import apierrors as kube_errors
 from agentchain.models.aiagent import AiAgentSpec
@@ -420,3 +423,87 @@ async def test_a_delivery_no_replica_confirmed_is_503_and_a_redelivery_is_recogn
         await eventually(drained(redis))
     assert delivered("unreplicated") == before + 1
     assert kube.creates == 1  # Queued on the primary all the same, and created once.
+
+
+async def test_redis_down_while_a_follow_up_round_is_planned_is_503(
+    settings: Settings, kube: FakeKube, redis: Redis
+) -> None:
+    """A failing check on a pull request is looked up in Redis before the delivery is
+    recorded (whose pull request it is): Redis down there is the same clean 503."""
+    dead: Redis = Redis.from_url("redis://127.0.0.1:1/0")
+    failing = {
+        "action": "completed",
+        "check_run": {
+            "id": 5,
+            "name": "tests",
+            "conclusion": "failure",
+            "pull_requests": [{"number": 7, "base": {"repo": {"name": "app"}}}],
+        },
+        "repository": {"full_name": "octo/app"},
+        "installation": {"id": 1},
+    }
+    body = json.dumps(failing).encode()
+    before = delivered("unavailable")
+    try:
+        app = build_app(make_runtime(dead, settings))
+        async with serving(app) as c:
+            response = await c.post(PATH, data=body, headers=headers(body, "check_run"))
+            answer = await assert_error(response, 503)
+            assert "nothing was queued" in str(answer["detail"])
+    finally:
+        await dead.aclose()  # type: ignore[attr-defined,unused-ignore]
+    assert delivered("unavailable") == before + 1
+    assert await redis.dbsize() == 0 and kube.creates == 0
+
+
+async def test_a_failing_check_queues_one_round_whose_title_is_never_formatted(
+    client: Client, runtime: Runtime, kube: FakeKube, redis: Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failing check on a pull request a chain opened queues a root AgentJob of the
+    chain's opted-in agent, labelled with the chain it continues; CI's text in the check's
+    name (braces included) is joined into the title as it is, never formatted."""
+    developer = AiAgentSpec.model_validate(
+        {"triggerName": "dev", "github": {"followUps": {"checks": True}}}
+    )
+
+    async def agents(namespaces: object) -> dict[str, list[AgentCandidate]]:
+        return {NAMESPACE: [AgentCandidate("developer", developer)]}
+
+    monkeypatch.setattr(listing, "agents_by_namespace", agents)
+    await roundrecords.record_pull(redis, runtime.operator_keys, "octo/app", 7, NAMESPACE, "c1")
+    await runtime.chains.record_hop(
+        NAMESPACE,
+        "c1",
+        job_name="dev-1",
+        agent="dev",
+        phase="Succeeded",
+        decision="none",
+        detail="",
+    )
+    failing = {
+        "action": "completed",
+        "check_run": {
+            "id": 5,
+            "name": "build {matrix.os} {0} {}",
+            "conclusion": "failure",
+            "output": {"title": "{0.__class__}", "summary": "s", "text": "t"},
+            "pull_requests": [{"number": 7, "base": {"repo": {"name": "app"}}}],
+        },
+        "repository": {"full_name": "octo/app"},
+        "installation": {"id": 1},
+    }
+    body = json.dumps(failing).encode()
+    sent = headers(body, "check_run", **{"X-GitHub-Delivery": "check-1"})
+    response = await client.post(PATH, data=body, headers=sent)
+    assert response.status == 202, await response.text()
+    [job] = (await response.json())["jobs"]
+    assert job["agent"] == "dev"
+    await eventually(drained(redis))
+    queued = kube.jobs[f"{NAMESPACE}/{job['name']}"]
+    meta, spec = queued["metadata"], queued["spec"]
+    assert isinstance(meta, dict) and isinstance(spec, dict)
+    assert meta["labels"][models.CONTINUES] == "c1"
+    event = spec["event"]
+    assert event["title"] == "Checks failed on pull request #7: build {matrix.os} {0} {}"
+    assert (event["continues"], event["round"], event["number"]) == ("c1", 1, 7)
+    assert "title:\n{0.__class__}" in event["body"]

@@ -421,3 +421,22 @@ def test_a_step_publishes_when_its_agent_asks_and_it_succeeded(
     assert jobmounts.publishes_after_step(chain, declared, phase) is expected
     assert jobmounts.publishes_after_step(None, declared, phase) is False
     assert jobmounts.publishes_after_step(chain, None, phase) is False
+
+
+def test_a_follow_up_round_continues_the_chains_branch_in_a_volume_of_its_own() -> None:
+    """A round checks out the branch the pull request shows and publishes to it again;
+    its record is one ``checked_record`` accepts for the round's own chain only."""
+    previous = _chain(publish=True, keepFor="1h", credentialsSecret="git-cred")
+    round_ = jobmounts.continued(previous, "r0und")
+    assert (round_.chain_id, round_.claim_name) == ("r0und", jobmounts.claim_name("r0und"))
+    assert round_.branch == previous.branch == "agentchain/c0ffee"
+    assert round_.ref == previous.branch and round_.publish
+    assert (round_.repository, round_.github, round_.credentials_secret) == (
+        previous.repository,
+        previous.github,
+        "git-cred",
+    )
+    assert jobmounts.checked_record(round_.to_record(), "r0und", GIT) == round_
+    assert isinstance(
+        jobmounts.checked_record(round_.to_record(), "c0ffee", GIT), jobmounts.NoWorkspace
+    )

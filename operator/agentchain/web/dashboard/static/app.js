@@ -302,6 +302,24 @@ function chainSummary(layout) {
     layout.lastJob ? ` · last job ${layout.lastJob}` : "");
 }
 
+// A follow-up round on a chain's pull request links to the chain it continues, and that
+// chain to its rounds (ids are label values; every text goes in as text).
+function chainLineage(namespace, layout) {
+  const chainLink = (id) => link(`/ui/chains/${seg(namespace)}/${seg(id)}`, id);
+  const parts = [];
+  if (layout.continues) {
+    parts.push(`Follow-up round ${layout.continues.round} of chain `, chainLink(layout.continues.chainId), ". ");
+  }
+  const rounds = layout.rounds || [];
+  if (rounds.length) {
+    parts.push("Follow-up rounds on its pull request: ");
+    rounds.forEach((r, i) => {
+      parts.push(i ? ", " : "", `round ${r.round} `, chainLink(r.chainId), ` (${r.state})`);
+    });
+  }
+  return parts.length ? el("p", { id: "chain-lineage" }, ...parts) : null;
+}
+
 async function chainPage(main, namespace, chainId) {
   const layout = await getJSON(`/ui/api/chains/${seg(namespace)}/${seg(chainId)}`);
   const holder = el("div", { id: "chain" });
@@ -317,6 +335,8 @@ async function chainPage(main, namespace, chainId) {
   state.timers.push(setInterval(() => { if (!last.complete) draw(last); }, 1000));
   main.append(el("h1", {}, "Chain ", el("code", {}, chainId)), el("p", {}, `namespace ${namespace}`));
   if (layout.traceUrl) main.append(el("p", {}, link(layout.traceUrl, "trace"), " of this chain"));
+  const lineage = chainLineage(namespace, layout);
+  if (lineage) main.append(lineage);
   if (actions) main.append(actions);
   main.append(holder);
   stream(`/ui/api/chains/${seg(namespace)}/${seg(chainId)}/events`, { chain: draw });

@@ -1,0 +1,464 @@
+"""Follow-up rounds on red CI, on the real control plane with the GitHub stand-in and its
+git server (every request checked against GitHub's OpenAPI description).
+
+Aspects covered:
+* a chain opens a pull request (the developer's workspace, published at the chain's end);
+  the pull request's CI reports a failing ``check_run`` (``completed``, ``failure``) with
+  its output and an Actions job log; the developer, which opted in
+  (``spec.github.followUps.checks``), runs again: its prompt names the failed check and
+  carries the check's output and the end of its job's log (read through GitHub's
+  redirect to it, the log's start left out), it commits on
+  the same branch in a volume of its own, and the push updates the same pull request
+  (one pull request; its head branch holds both commits);
+* exactly once: the same failing delivery redelivered starts nothing more; the operator
+  SIGKILLed after numbering a round and before queueing it (crashpoint
+  ``follow-up-round-claimed``): GitHub's redelivery starts that round, numbered 1, once;
+* lineage: the round's root AgentJob is labelled with the chain it continues, and the
+  round shows as a row of that chain's one comment on the issue (no comment of its own);
+* the limit: with ``maxRounds: 1`` the next failing delivery starts nothing and one
+  comment on the pull request says the rounds are over (a third says nothing more);
+* fix on review: a review requesting changes from the repository's owner starts a round
+  whose prompt has the review's inline comments (path, line, body, read from the
+  stand-in's ``pulls/list-comments-for-review``); the same from a stranger (author
+  association NONE, which the default sender policy refuses) starts nothing;
+* budget: a round counts against the first chain's budget: with ``maxAttempts: 1`` the
+  first chain's one attempt leaves the round none (Cancelled, BudgetExceeded);
+* no cascade: three failing deliveries in a row leave one round running; the others end
+  Cancelled (reason Superseded, cancel-in-progress of the pull request's round group), and
+  one round's commit reaches the branch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from agentchain.github import roundrecords
+from e2e import chaining, delivering, operating
+from e2e.controlplane.cluster import ClusterInfo
+from e2e.github import GitHubStandIn, model
+from e2e.github.gitserver import GitServer
+from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_operator, install
+from e2e.test_workspaces import workspace_env
+
+Obj = dict[str, Any]
+TIMEOUT = 40.0
+FAILURE = "FAILED test_greet: expected 'Hello World', got 'Hello Wrold'"
+LOG_END = "LOG: test_greet raised AssertionError in tests/test_greet.py line 3\n"
+DEVELOPER = (
+    'cd "$AGENT_WORKSPACE_REPO" && '
+    'if grep -q "requested changes on pull request" "$AGENT_PROMPT_FILE"; then '
+    '  grep -A1 "README.md, line 1:" "$AGENT_PROMPT_FILE" > REVIEW.md && '
+    "  git add REVIEW.md && "
+    "  git -c user.name=Developer -c user.email=dev@example.com commit -qm 'Answer the review' && "
+    "  echo 'Answered the review.'; "
+    'elif grep -q "Checks failed on pull request" "$AGENT_PROMPT_FILE"; then '
+    '  grep -o "FAILED test_greet[^<]*" "$AGENT_PROMPT_FILE" | head -n 1 > FIX.md && '
+    '  { grep -o "LOG: [^<]*" "$AGENT_PROMPT_FILE" || true; } | head -n 1 > LOG.md && '
+    "  git add FIX.md LOG.md && "
+    "  git -c user.name=Developer -c user.email=dev@example.com commit -qm 'Fix the check' && "
+    "  echo 'Fixed the check.'; "
+    "else "
+    "  sed -i s/Wrold/World/ README.md && "
+    "  git -c user.name=Developer -c user.email=dev@example.com commit -qam 'Fix the typo' && "
+    "  echo 'Fixed the typo.'; "
+    "fi"
+)
+
+
+@pytest.fixture
+def repo(
+    github: GitHubStandIn, git_server: GitServer, tmp_path: Path, cluster_info: ClusterInfo
+) -> Installed:
+    installed = install(github, tmp_path)
+    git_server.create_repo(REPOSITORY, {"README.md": "Hello Wrold\n"}, private=False)
+    # Every test's stand-in numbers its pull requests from the same start, in one Redis:
+    # forget which chain opened the pull requests of the tests before, and their rounds
+    # (on GitHub a pull request's number is never given twice).
+    client = redis.Redis.from_url(cluster_info.redis_url)
+    try:
+        for prefix in (roundrecords.PULL_CHAIN_PREFIX, roundrecords.ROUNDS_PREFIX):
+            for key in client.scan_iter(match=f"{prefix}*"):
+                client.delete(key)
+    finally:
+        client.close()
+    return installed
+
+
+def with_actions(github: GitHubStandIn, repo: Installed) -> None:
+    """Grant the App (and its installation) Actions: read, which reading job logs needs."""
+    with github.state.lock:
+        github.state.apps[repo.app.app_id].permissions["actions"] = "read"
+        github.state.installations[repo.installation.id].permissions["actions"] = "read"
+
+
+def developer(max_rounds: int, reviews: bool = False, budget: Obj | None = None) -> Obj:
+    return chaining.ai_agent(
+        "ai-developer",
+        ["sh", "-c", DEVELOPER],
+        object_name="developer",
+        workspace={"publish": True, "keepFor": "0"},
+        github={"followUps": {"checks": True, "reviews": reviews, "maxRounds": max_rounds}},
+        budget=budget,
+        triggers=[{"source": "github", "events": ["issues.opened"]}],
+    )
+
+
+def failing_check(github: GitHubStandIn, installation: int, pull: model.PullRequest) -> Obj:
+    """GitHub's ``check_run.completed`` example as CI on ``pull`` would send it, failed."""
+    payload = app_delivery("check_run", "completed", installation)
+    run = payload["check_run"]
+    run.update(
+        id=uuid.uuid4().int >> 80,  # Unique: an identical signed body is one delivery.
+        name="tests",
+        conclusion="failure",
+        head_sha=pull.head_sha,
+        output={"title": "1 test failed", "summary": FAILURE, "text": "assert greet() == ..."},
+        app={**(run.get("app") or {}), "id": 15368, "name": "GitHub Actions"},
+        pull_requests=[
+            {
+                "url": f"{github.url}/repos/{REPOSITORY}/pulls/{pull.number}",
+                "id": pull.id,
+                "number": pull.number,
+                "head": {"ref": pull.head, "sha": pull.head_sha, "repo": {}},
+                "base": {
+                    "ref": pull.base,
+                    "sha": "0" * 40,
+                    "repo": {"url": f"{github.url}/repos/{REPOSITORY}", "name": "Hello-World"},
+                },
+            }
+        ],
+    )
+    return payload
+
+
+def deliver(op: operating.OperatorProcess, payload: Obj, event: str, delivery: str) -> Obj:
+    body, headers = delivering.signed(op.webhook_secret, payload, event=event, delivery=delivery)
+    status, answer = delivering.send(op, body, headers)
+    assert status in (200, 202), answer
+    return answer
+
+
+def file_on(git_server: GitServer, ref: str, path: str) -> str:
+    bare = git_server.bare_path(REPOSITORY)
+    return subprocess.run(
+        ["git", "--git-dir", str(bare), "show", f"{ref}:{path}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def commits_on(git_server: GitServer, ref: str) -> list[str]:
+    bare = git_server.bare_path(REPOSITORY)
+    out = subprocess.run(
+        ["git", "--git-dir", str(bare), "log", "--format=%s", ref],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return out.splitlines()
+
+
+def open_pull(
+    op: operating.OperatorProcess, repo: Installed, git_server: GitServer
+) -> model.PullRequest:
+    """Start the chain with ``issues.opened`` and wait for its pull request."""
+    payload = app_delivery("issues", "opened", repo.installation.id)
+    payload["issue"]["id"] = uuid.uuid4().int >> 80  # Unique: one body is one delivery.
+    deliver(op, payload, "issues", f"issue-{uuid.uuid4()}")
+    github = repo.github
+    operating.wait_until(
+        lambda: len(github.pulls(REPOSITORY)) == 1, timeout=TIMEOUT, what="the chain's pull request"
+    )
+    (pull,) = github.pulls(REPOSITORY)
+    return pull
+
+
+def rounds_of(info: ClusterInfo, namespace: str) -> list[Obj]:
+    out = info.kubectl(
+        "get", "agentjobs", "-n", namespace, "-l", "labrats.work/continues", "-o", "json"
+    )
+    items: list[Obj] = json.loads(out.stdout)["items"]
+    return items
+
+
+def test_a_failing_check_runs_the_developer_again_on_the_same_branch(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(developer(3)))
+        pull = open_pull(op, repo, git_server)
+        operating.wait_until(
+            lambda: "Succeeded" in repo.comments(ISSUE)[0].body if repo.comments(ISSUE) else False,
+            timeout=TIMEOUT,
+            what="the chain's comment to say it succeeded",
+        )
+        failing = failing_check(github, repo.installation.id, pull)
+        with_actions(github, repo)
+        noise = "".join(f"step {n}: ok\n" for n in range(20_000))  # Past what is kept.
+        github.add_job_log(REPOSITORY, failing["check_run"]["id"], noise + LOG_END)
+        delivery = f"check-{uuid.uuid4()}"
+        answer = deliver(op, failing, "check_run", delivery)
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        again = deliver(op, failing, "check_run", delivery)  # Redelivered.
+        assert again["duplicate"] and not [j for j in again["jobs"] if j["created"]]
+        operating.wait_until(
+            lambda: commits_on(git_server, pull.head)[0] == "Fix the check",
+            timeout=TIMEOUT,
+            what="the round's commit on the pull request's branch",
+        )
+        operating.wait_until(
+            lambda: (
+                "(round 1)" in repo.comments(ISSUE)[0].body
+                and "**Succeeded**" in repo.comments(ISSUE)[0].body
+            ),
+            timeout=TIMEOUT,
+            what="the chain's comment to show the round, ended",
+        )
+        (round_root,) = rounds_of(info, namespace)
+        comments_on_pull = github.comments(REPOSITORY, pull.number)
+
+    assert commits_on(git_server, pull.head)[:2] == ["Fix the check", "Fix the typo"]
+    assert file_on(git_server, pull.head, "FIX.md").strip() == FAILURE  # It saw the output,
+    assert file_on(git_server, pull.head, "LOG.md").strip() == LOG_END.strip()  # and the log.
+    # Read once, through GitHub's redirect: the redelivery does not ask again.
+    assert len(github.requests("actions/download-job-logs-for-workflow-run", status=302)) == 1
+    assert [p.number for p in github.pulls(REPOSITORY)] == [pull.number]  # The same one.
+    chain_id = repo.comments(ISSUE)[0].body.split(f"chain={namespace}/", 1)[1].split(" ", 1)[0]
+    assert round_root["metadata"]["labels"]["labrats.work/continues"] == chain_id
+    event = round_root["spec"]["event"]
+    assert (event["continues"], event["round"], event["number"]) == (chain_id, 1, pull.number)
+    assert (len(repo.comments(ISSUE)), comments_on_pull) == (1, [])  # One comment: the chain's.
+
+
+def test_the_round_limit_ends_the_loop_with_one_comment(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(developer(1)))
+        pull = open_pull(op, repo, git_server)
+        operating.wait_until(
+            lambda: bool(repo.comments(ISSUE)) and "**Succeeded**" in repo.comments(ISSUE)[0].body,
+            timeout=TIMEOUT,
+            what="the chain's comment to say it succeeded",
+        )
+        first = deliver(
+            op,
+            failing_check(github, repo.installation.id, pull),
+            "check_run",
+            f"c-1-{uuid.uuid4()}",
+        )
+        assert len(first["jobs"]) == 1, first
+        over = deliver(
+            op,
+            failing_check(github, repo.installation.id, pull),
+            "check_run",
+            f"c-2-{uuid.uuid4()}",
+        )
+        assert over["jobs"] == [], over
+        operating.wait_until(
+            lambda: len(github.comments(REPOSITORY, pull.number)) == 1,
+            timeout=TIMEOUT,
+            what="the limit's comment on the pull request",
+        )
+        later = deliver(
+            op,
+            failing_check(github, repo.installation.id, pull),
+            "check_run",
+            f"c-3-{uuid.uuid4()}",
+        )
+        assert later["jobs"] == [], later
+        operating.wait_until(
+            lambda: commits_on(git_server, pull.head)[0] == "Fix the check",
+            timeout=TIMEOUT,
+            what="the one round's commit",
+        )
+
+    (said,) = github.comments(REPOSITORY, pull.number)
+    assert said.body.startswith("<!-- agentchain:follow-up-limit=")
+    assert "`ai-developer` has had its 1 follow-up round(s)" in said.body
+    assert len(rounds_of(info, namespace)) == 1
+
+
+def test_three_rapid_failures_leave_one_round(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(developer(5)))
+        pull = open_pull(op, repo, git_server)
+        for n in range(3):
+            failing = failing_check(github, repo.installation.id, pull)
+            answer = deliver(op, failing, "check_run", f"rapid-{n}-{uuid.uuid4()}")
+            assert len(answer["jobs"]) == 1, answer
+
+        def ended() -> list[tuple[int, str, str]]:
+            found = [
+                (
+                    r["spec"]["event"]["round"],
+                    (r.get("status") or {}).get("phase", ""),
+                    (r.get("status") or {}).get("reason", ""),
+                )
+                for r in rounds_of(info, namespace)
+            ]
+            done = all(p in ("Succeeded", "Cancelled", "Failed") for _, p, _ in found)
+            return sorted(found) if len(found) == 3 and done else []
+
+        operating.wait_until(ended, timeout=TIMEOUT, what="the three rounds to end")
+        phases = ended()
+        operating.wait_until(
+            lambda: commits_on(git_server, pull.head)[0] == "Fix the check",
+            timeout=TIMEOUT,
+            what="the surviving round's commit",
+        )
+
+    assert [p for _, p, _ in phases].count("Succeeded") == 1, phases
+    assert phases[-1][1] == "Succeeded", phases  # The latest failure's round is the one.
+    assert all(reason == "Superseded" for _, p, reason in phases if p == "Cancelled"), phases
+    assert commits_on(git_server, pull.head)[:2] == ["Fix the check", "Fix the typo"]
+
+
+def review_delivery(
+    installation: int, pull: model.PullRequest, review: model.Review, login: str, association: str
+) -> Obj:
+    """GitHub's ``pull_request_review.submitted`` example for ``review`` of ``pull``."""
+    payload = app_delivery("pull_request_review", "submitted", installation)
+    payload["review"].update(
+        id=review.id,
+        state="changes_requested",
+        body=review.body,
+        commit_id=review.commit_id,
+        author_association=association,
+        user={**payload["review"]["user"], "login": login},
+    )
+    payload["pull_request"].update(number=pull.number, author_association="NONE")
+    payload["sender"] = {**payload["sender"], "login": login}
+    return payload
+
+
+def test_changes_requested_by_an_allowed_reviewer_start_a_round_a_strangers_do_not(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        agent = developer(3, reviews=True)
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
+        pull = open_pull(op, repo, git_server)
+        comments = [("README.md", 1, "Say hello to the world, politely.")]
+        stranger = github.add_review(REPOSITORY, pull.number, "Go away.", comments, author="eve")
+        payload = review_delivery(repo.installation.id, pull, stranger, "eve", "NONE")
+        refused = deliver(op, payload, "pull_request_review", f"review-{uuid.uuid4()}")
+        assert refused["jobs"] == [], refused
+        owner = REPOSITORY.split("/")[0]
+        review = github.add_review(REPOSITORY, pull.number, "Nearly.", comments, author=owner)
+        payload = review_delivery(repo.installation.id, pull, review, owner, "OWNER")
+        answer = deliver(op, payload, "pull_request_review", f"review-{uuid.uuid4()}")
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        operating.wait_until(
+            lambda: commits_on(git_server, pull.head)[0] == "Answer the review",
+            timeout=TIMEOUT,
+            what="the round's commit answering the review",
+        )
+
+    assert file_on(git_server, pull.head, "REVIEW.md").splitlines() == [
+        "- README.md, line 1:",
+        "Say hello to the world, politely.",
+    ]
+    (round_root,) = rounds_of(info, namespace)
+    assert round_root["spec"]["event"]["title"] == (
+        f"Changes requested on pull request #{pull.number} by @{owner}"
+    )
+    assert len(github.requests("pulls/list-comments-for-review", status=200)) == 1
+
+
+def test_a_round_counts_against_the_first_chains_budget(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        agent = developer(3, budget={"maxAttempts": 1})
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
+        pull = open_pull(op, repo, git_server)
+        failing = failing_check(github, repo.installation.id, pull)
+        answer = deliver(op, failing, "check_run", f"budget-{uuid.uuid4()}")
+        assert len(answer["jobs"]) == 1, answer
+
+        def ended() -> tuple[str, str] | None:
+            found = rounds_of(info, namespace)
+            status = (found[0].get("status") or {}) if found else {}
+            phase = status.get("phase", "")
+            done = phase in ("Succeeded", "Failed", "Cancelled")
+            return (phase, status.get("reason", "")) if done else None
+
+        operating.wait_until(ended, timeout=TIMEOUT, what="the round to end")
+        outcome = ended()
+
+    assert outcome == ("Cancelled", "BudgetExceeded"), outcome
+    assert commits_on(git_server, pull.head)[0] == "Fix the typo"  # The round never ran.
+
+
+def test_a_round_numbered_by_a_killed_webhook_starts_once_on_redelivery(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(developer(3)))
+        pull = open_pull(op, repo, git_server)
+        failing = failing_check(github, repo.installation.id, pull)
+        delivery = f"killed-{uuid.uuid4()}"
+
+        def send_and_die() -> None:
+            body, headers = delivering.signed(
+                op.webhook_secret, failing, event="check_run", delivery=delivery
+            )
+            with contextlib.suppress(OSError):  # The operator dies before it answers.
+                delivering.send(op, body, headers)
+
+        assert op.crash_at("follow-up-round-claimed", send_and_die, timeout=TIMEOUT) != 0
+        assert rounds_of(info, namespace) == []  # Numbered, never queued.
+        op.start()
+        answer = deliver(op, failing, "check_run", delivery)  # GitHub's redelivery.
+        assert [j["created"] for j in answer["jobs"]] == [True], answer
+        assert deliver(op, failing, "check_run", delivery)["duplicate"]
+        operating.wait_until(
+            lambda: commits_on(git_server, pull.head)[0] == "Fix the check",
+            timeout=TIMEOUT,
+            what="the round's commit",
+        )
+        (round_root,) = rounds_of(info, namespace)
+
+    assert round_root["spec"]["event"]["round"] == 1  # The number the killed one took.

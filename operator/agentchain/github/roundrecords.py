@@ -1,0 +1,135 @@
+"""What follow-up rounds on a chain's pull request keep in Redis, and the limit's comment.
+
+* **Whose pull request** (:func:`record_pull`, :func:`pull_chain`): when a chain's
+  workspace opens (or finds) its pull request, ``github:pull-chain:<repo>#<n>`` records
+  the namespace and chain, sealed under the operator key (``store/sealing.py``) so
+  whoever can write Redis cannot point a pull request's failures at another chain.
+  The first chain wins: a follow-up round, which pushes to the same branch and finds the
+  same pull request, records nothing, and every later round continues the first chain.
+* **Rounds** (:func:`claim_round`): each failing delivery on the pull request is one
+  round for the agent, numbered by one Lua step keyed by its delivery id, so a
+  redelivery (or a webhook killed after counting and before queueing) gets the number it
+  had, never a new one.
+* **The limit's comment** (:func:`say_limit`): the delivery whose round is the first past
+  ``maxRounds`` says so once on the pull request, in a background task off the webhook's
+  path; the comment carries a marker and is looked for before it is created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from redis.asyncio import Redis
+
+from agentchain.core.runtime import Runtime
+from agentchain.github.appruntime import side_of
+from agentchain.github.githuberrors import GitHubError
+from agentchain.github.rules import followups
+from agentchain.github.rules.githubscope import Scope
+from agentchain.store import keys, sealing, signing
+from agentchain.store.signing import OperatorKeys
+
+log = logging.getLogger(__name__)
+PULL_CHAIN_PREFIX = keys.GITHUB_PULL_CHAIN_PREFIX
+ROUNDS_PREFIX = keys.GITHUB_PULL_ROUNDS_PREFIX
+PULL_CHAIN_PURPOSE = signing.PULL_CHAIN_PURPOSE
+MAX_TASKS = 20
+# KEYS[1] the rounds hash of one pull request and agent; ARGV[1] the delivery id,
+# ARGV[2] the TTL. The delivery's round: the one it was given, else the next.
+_CLAIM_ROUND = """
+local had = redis.call('HGET', KEYS[1], ARGV[1])
+if had then return tonumber(had) end
+local n = redis.call('HLEN', KEYS[1]) + 1
+redis.call('HSET', KEYS[1], ARGV[1], n)
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+return n
+"""
+_tasks: set[asyncio.Task[None]] = set()
+
+
+def _pull_key(repository: str, number: int) -> str:
+    return f"{PULL_CHAIN_PREFIX}{repository.casefold()}#{number}"
+
+
+async def record_pull(
+    redis: Redis,
+    operator_keys: OperatorKeys,
+    repository: str,
+    number: int,
+    namespace: str,
+    chain_id: str,
+) -> bool:
+    """Record that chain ``namespace/chain_id`` opened pull request ``number`` (the first
+    chain to record it keeps it); True when this call recorded it."""
+    subject = [repository.casefold(), str(number)]
+    payload = json.dumps({"namespace": namespace, "chain": chain_id}, sort_keys=True)
+    sealed = sealing.seal(operator_keys, PULL_CHAIN_PURPOSE, subject, payload)
+    key = _pull_key(repository, number)
+    made = await redis.set(key, sealed, nx=True, ex=keys.CHAIN_TTL_SECONDS)
+    return bool(made)
+
+
+async def pull_chain(
+    redis: Redis, operator_keys: OperatorKeys, repository: str, number: int
+) -> tuple[str, str] | None:
+    """The namespace and chain that opened pull request ``number``; None when no chain
+    of the operator did (or the record does not open for this pull request)."""
+    key = _pull_key(repository, number)
+    raw = await redis.get(key)
+    if raw is None:
+        return None
+    subject = [repository.casefold(), str(number)]
+    opened = sealing.open_sealed(operator_keys, PULL_CHAIN_PURPOSE, subject, bytes(raw))
+    found = json.loads(opened) if opened is not None else None
+    if not isinstance(found, dict) or not all(
+        isinstance(found.get(k), str) for k in ("namespace", "chain")
+    ):
+        sealing.refused("pull request's chain", key, "its seal does not match this pull request")
+        return None
+    return str(found["namespace"]), str(found["chain"])
+
+
+async def claim_round(
+    redis: Redis, repository: str, number: int, agent: str, delivery_id: str
+) -> int:
+    """The round (1-based) delivery ``delivery_id`` is for ``agent`` on the pull request."""
+    key = f"{ROUNDS_PREFIX}{repository.casefold()}#{number}:{agent}"
+    found = await redis.eval(  # type: ignore[misc]
+        _CLAIM_ROUND, 1, key, delivery_id, str(keys.CHAIN_TTL_SECONDS)
+    )
+    return int(found)
+
+
+def say_limit(
+    rt: Runtime,
+    installation_id: int,
+    repository: str,
+    number: int,
+    agent: str,
+    max_rounds: int,
+    chain_id: str,
+) -> None:
+    """Say on the pull request, once, that ``agent``'s rounds are over (in the
+    background: the webhook's answer never waits for GitHub)."""
+    side = side_of(rt)
+    if side is None or len(_tasks) >= MAX_TASKS:
+        return
+    body = followups.limit_comment(agent, max_rounds, chain_id)
+    scope = Scope(installation_id, repository, {"pull_requests": "write", "issues": "write"})
+
+    async def post() -> None:
+        marker = body.split("\n", 1)[0]
+        try:
+            if await side.app.find_comment(scope, number, marker) is None:
+                await side.app.create_comment(scope, number, body)
+                log.info(
+                    "Pull request %s#%d: %s's follow-up rounds are over", repository, number, agent
+                )
+        except GitHubError as exc:
+            log.warning("pull request %s#%d: limit comment not posted: %s", repository, number, exc)
+
+    task = asyncio.get_running_loop().create_task(post())
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)

@@ -1,0 +1,286 @@
+"""Follow-up rounds planned from a delivery: a failing check, or a review requesting
+changes, on a chain's pull request.
+
+The webhook calls :func:`plan` with every verified delivery.  For a failing
+``check_run``, ``check_suite`` or ``workflow_run``, or a ``pull_request_review``
+submitted with changes requested (``github/rules/followups.py``), on a pull request a
+chain of the operator opened (``github/roundrecords.py``), it finds the agent of that
+chain that asks for such rounds (``spec.github.followUps.checks`` / ``reviews``: the
+first such agent in the chain's order; for a review, only when that agent's sender
+policy admits the reviewer), numbers the round, and returns what the webhook queues like any
+match: a root AgentJob of that agent, whose event (sealed with it) names the pull request,
+carries the failure (with the end of its Actions job's log for a check run, or the
+review with its inline comments; each read from GitHub within 4 s, and left out when
+GitHub does not answer or the App may not read it) as its body and the chain it continues
+(``continues``).  It is queued
+in the same atomic step as the delivery's record, so a round starts exactly once per
+delivery, across redeliveries and a killed process.
+
+The round's chain gets the continued chain's workspace (``workspaces/attaching.py``):
+the same repository and branch, checked out at the branch's head, published to the same
+branch, which updates the same pull request.  The delivery that is the first past
+``maxRounds`` queues nothing and says so on the pull request (once); later ones say
+nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentchain import faults
+from agentchain.core.runtime import Runtime
+from agentchain.github import roundrecords
+from agentchain.github.appruntime import side_of
+from agentchain.github.githuberrors import GitHubError
+from agentchain.github.rules import followups as rules
+from agentchain.github.rules import matching
+from agentchain.github.rules.githubscope import Scope
+from agentchain.github.rules.matching import AgentCandidate
+from agentchain.models.agentjob import JobEvent
+from agentchain.models.aiagent import GitHubFollowUps, SenderPolicy
+
+log = logging.getLogger(__name__)
+COMMENTS_TIMEOUT_SECONDS = 4.0
+LOG_READ_LIMIT = 32 * 1024 * 1024
+"""Past this much of a job's log the rest is not read (its end is then not the log's)."""
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round to queue: ``agent`` of ``namespace``, with ``event``."""
+
+    namespace: str
+    agent: str
+    event: JobEvent
+    pull: int
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The delivery ends ``agent``'s rounds on the pull request: say so once."""
+
+    repository: str
+    pull: int
+    agent: str
+    max_rounds: int
+    chain_id: str
+    installation_id: int
+
+
+@dataclass(frozen=True)
+class _Cause:
+    """What a delivery reports on a pull request that may start rounds."""
+
+    kind: Literal["checks", "reviews"]
+    repository: str
+    pulls: tuple[int, ...]
+    head_sha: str
+    title: str
+    """The end of the round's title, after the pull request's number."""
+    url: str
+    failed: rules.FailedCheck | None = None
+    review: rules.ChangesRequested | None = None
+
+
+def _cause_of(
+    rt: Runtime, event: str, action: str | None, payload: Mapping[str, Any]
+) -> _Cause | None:
+    failed = rules.failed_checks(event, action, payload, rt.settings.github_app_id)
+    if failed is not None:
+        # Joined, never formatted: the name is CI's text ("build {matrix.os}").
+        title = f": {failed.name}"
+        return _Cause(
+            "checks", failed.repository, failed.pulls, failed.head_sha, title, failed.url, failed
+        )
+    review = rules.changes_requested(event, action, payload)
+    if review is not None:
+        title = f" by @{review.reviewer}" if review.reviewer else ""
+        return _Cause(
+            "reviews",
+            review.repository,
+            (review.pull,),
+            review.head_sha,
+            title,
+            review.url,
+            review=review,
+        )
+    return None
+
+
+def _follow_ups(candidate: AgentCandidate) -> GitHubFollowUps | None:
+    access = candidate.spec.github
+    return access.follow_ups if access is not None else None
+
+
+def _agent_of(
+    candidates: Sequence[AgentCandidate],
+    chain_agents: Sequence[str],
+    kind: str,
+    admits: Callable[[AgentCandidate], bool],
+) -> tuple[str, GitHubFollowUps] | None:
+    """The first agent of the chain, in its order, that asks for rounds of ``kind``
+    (``checks`` or ``reviews``) and whose sender policy ``admits`` the delivery's sender
+    (a triggerName two AiAgents share asks for nothing: which one's setting holds is
+    unknown)."""
+    for name in chain_agents:
+        found = [c for c in candidates if c.spec.trigger_name == name]
+        wants = _follow_ups(found[0]) if len(found) == 1 else None
+        if wants is None or not found[0].spec.enabled or not getattr(wants, kind):
+            continue
+        return (name, wants) if admits(found[0]) else None
+    return None
+
+
+def _installation(payload: Mapping[str, Any]) -> int | None:
+    found = payload.get("installation")
+    value = found.get("id") if isinstance(found, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+async def plan(
+    rt: Runtime,
+    event: str,
+    action: str | None,
+    payload: Mapping[str, Any],
+    base: JobEvent,
+    grouped: Mapping[str, Sequence[AgentCandidate]],
+) -> tuple[list[Round], list[Limit]]:
+    """The rounds the delivery starts, and the limits it reaches (none for most)."""
+    cause = _cause_of(rt, event, action, payload)
+    installation = _installation(payload)
+    if cause is None or installation is None or base.delivery_id is None:
+        return [], []
+
+    def admits(candidate: AgentCandidate) -> bool:
+        """A review starts rounds only from a sender the agent's policy admits; a check's
+        sender is whoever pushed or GitHub itself, and what it reports is data."""
+        if cause.kind != "reviews":
+            return True
+        policy = candidate.spec.sender_policy or SenderPolicy()
+        return matching.sender_refusal(policy, event, payload) is None
+
+    rounds: list[Round] = []
+    limits: list[Limit] = []
+    for pull in cause.pulls:
+        planned = await _plan_pull(rt, cause, pull, base, grouped, installation, admits)
+        if isinstance(planned, Round):
+            rounds.append(planned)
+        elif isinstance(planned, Limit):
+            limits.append(planned)
+    return rounds, limits
+
+
+async def _plan_pull(
+    rt: Runtime,
+    cause: _Cause,
+    pull: int,
+    base: JobEvent,
+    grouped: Mapping[str, Sequence[AgentCandidate]],
+    installation: int,
+    admits: Callable[[AgentCandidate], bool],
+) -> Round | Limit | None:
+    found = await roundrecords.pull_chain(rt.redis, rt.operator_keys, cause.repository, pull)
+    if found is None:
+        return None
+    namespace, chain_id = found
+    record = await rt.chains.get(namespace, chain_id)
+    chain_agents = [str(h.get("agent")) for h in (record.hops if record else [])]
+    chosen = _agent_of(grouped.get(namespace, ()), chain_agents, cause.kind, admits)
+    if chosen is None:
+        return None
+    agent, wants = chosen
+    delivery = str(base.delivery_id)
+    number = await roundrecords.claim_round(rt.redis, cause.repository, pull, agent, delivery)
+    faults.crashpoint("follow-up-round-claimed")  # Counted, not queued: GitHub redelivers.
+    verdict = rules.round_verdict(number, wants.max_rounds)
+    if verdict == "limit":
+        return Limit(cause.repository, pull, agent, wants.max_rounds, chain_id, installation)
+    if verdict != "start":
+        return None
+    event = base.model_copy(
+        update={
+            "repository": cause.repository,
+            "number": pull,
+            "subject": "pull_request",
+            "installation_id": installation,
+            "head_sha": cause.head_sha or None,
+            "head_repository": cause.repository,
+            "title": _title(cause.kind, pull) + cause.title,
+            "body": await _body(rt, cause, pull, number, installation, delivery),
+            "url": cause.url or None,
+            "continues": chain_id,
+            "round": number,
+        }
+    )
+    return Round(namespace, agent, event, pull)
+
+
+def _title(kind: str, pull: int) -> str:
+    if kind == "checks":
+        return f"Checks failed on pull request #{pull}"
+    return f"Changes requested on pull request #{pull}"
+
+
+async def _body(
+    rt: Runtime, cause: _Cause, pull: int, number: int, installation: int, delivery: str
+) -> str:
+    """The round's event body.  A delivery already recorded (a redelivery) queues only the
+    bodies its first copy queued, so what it plans is dropped: GitHub is not asked again."""
+    again = await rt.deliveries.get(delivery) is not None
+    if cause.failed is not None:
+        log_tail = "" if again else await _job_log(rt, cause.failed, installation)
+        logs = {cause.failed.job_id: log_tail} if cause.failed.job_id and log_tail else {}
+        return rules.failure_context([cause.failed], pull, number, logs)
+    assert cause.review is not None
+    comments = None if again else await _review_comments(rt, cause.review, installation)
+    return rules.review_context(cause.review, comments, number)
+
+
+async def _job_log(rt: Runtime, failed: rules.FailedCheck, installation: int) -> str:
+    """The end of the failed check run's Actions job log ("" when there is none to read:
+    not an Actions check, the App may not read Actions, GitHub slow or failing), asked of
+    GitHub within :data:`COMMENTS_TIMEOUT_SECONDS` and read to at most
+    :data:`LOG_READ_LIMIT` bytes, of which only the last ones are kept."""
+    side = side_of(rt)
+    if side is None or failed.job_id is None:
+        return ""
+    scope = Scope(installation, failed.repository, {"actions": "read"})
+    keep = rules.LOG_MAX * 4
+    try:
+        async with asyncio.timeout(COMMENTS_TIMEOUT_SECONDS):
+            raw = await side.app.job_log_tail(scope, failed.job_id, keep, LOG_READ_LIMIT)
+    except (GitHubError, TimeoutError, OSError) as exc:
+        log.info("check run %d: no job log (%s)", failed.job_id, exc)
+        return ""
+    return rules.log_excerpt(raw)
+
+
+async def _review_comments(
+    rt: Runtime, review: rules.ChangesRequested, installation: int
+) -> list[rules.ReviewComment] | None:
+    """The review's inline comments, asked of GitHub within :data:`COMMENTS_TIMEOUT_SECONDS`
+    (the webhook answers GitHub within 10 s); None when they could not be read."""
+    side = side_of(rt)
+    if side is None:
+        return None
+    scope = Scope(installation, review.repository, {"pull_requests": "read"})
+    try:
+        async with asyncio.timeout(COMMENTS_TIMEOUT_SECONDS):
+            items = await side.app.review_comments(scope, review.pull, review.review_id)
+    except (GitHubError, TimeoutError) as exc:
+        log.warning("review %d's comments not read: %s", review.review_id, exc)
+        return None
+    found = [rules.review_comment(_as_mapping(item)) for item in items]
+    return [c for c in found if c is not None]
+
+
+def _as_mapping(item: Any) -> Mapping[str, Any]:
+    """A GitHub object as the plain mapping the rules read."""
+    if isinstance(item, Mapping):
+        return item
+    dumped = item.model_dump() if hasattr(item, "model_dump") else {}
+    return dumped if isinstance(dumped, Mapping) else {}
