@@ -168,9 +168,11 @@ def commits_on(git_server: GitServer, ref: str) -> list[str]:
 
 
 def open_pull(
-    op: operating.OperatorProcess, repo: Installed, git_server: GitServer
+    op: operating.OperatorProcess, info: ClusterInfo, namespace: str, repo: Installed, agent: Obj
 ) -> model.PullRequest:
-    """Start the chain with ``issues.opened`` and wait for its pull request."""
+    """Apply ``agent``, start its chain with ``issues.opened`` and wait for the chain's pull
+    request."""
+    info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
     payload = app_delivery("issues", "opened", repo.installation.id)
     payload["issue"]["id"] = uuid.uuid4().int >> 80  # Unique: one body is one delivery.
     deliver(op, payload, "issues", f"issue-{uuid.uuid4()}")
@@ -180,6 +182,21 @@ def open_pull(
     )
     (pull,) = github.pulls(REPOSITORY)
     return pull
+
+
+def fail_check(op: operating.OperatorProcess, repo: Installed, pull: model.PullRequest) -> Obj:
+    """Deliver a new failing check run on ``pull``; the operator's answer."""
+    failing = failing_check(repo.github, repo.installation.id, pull)
+    return deliver(op, failing, "check_run", f"check-{uuid.uuid4()}")
+
+
+def wait_for_commit(git_server: GitServer, pull: model.PullRequest, subject: str) -> None:
+    """Wait until ``subject`` is the last commit on ``pull``'s branch."""
+    operating.wait_until(
+        lambda: commits_on(git_server, pull.head)[0] == subject,
+        timeout=TIMEOUT,
+        what=f"{subject!r} on the pull request's branch",
+    )
 
 
 def rounds_of(info: ClusterInfo, namespace: str) -> list[Obj]:
@@ -199,8 +216,7 @@ def test_a_failing_check_runs_the_developer_again_on_the_same_branch(
 ) -> None:
     info, github = cluster_info, repo.github
     with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
-        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(developer(3)))
-        pull = open_pull(op, repo, git_server)
+        pull = open_pull(op, info, namespace, repo, developer(3))
         operating.wait_until(
             lambda: "Succeeded" in repo.comments(ISSUE)[0].body if repo.comments(ISSUE) else False,
             timeout=TIMEOUT,
@@ -215,11 +231,7 @@ def test_a_failing_check_runs_the_developer_again_on_the_same_branch(
         assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
         again = deliver(op, failing, "check_run", delivery)  # Redelivered.
         assert again["duplicate"] and not [j for j in again["jobs"] if j["created"]]
-        operating.wait_until(
-            lambda: commits_on(git_server, pull.head)[0] == "Fix the check",
-            timeout=TIMEOUT,
-            what="the round's commit on the pull request's branch",
-        )
+        wait_for_commit(git_server, pull, "Fix the check")
         operating.wait_until(
             lambda: (
                 "(round 1)" in repo.comments(ISSUE)[0].body
@@ -253,44 +265,24 @@ def test_the_round_limit_ends_the_loop_with_one_comment(
 ) -> None:
     info, github = cluster_info, repo.github
     with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
-        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(developer(1)))
-        pull = open_pull(op, repo, git_server)
+        pull = open_pull(op, info, namespace, repo, developer(1))
         operating.wait_until(
             lambda: bool(repo.comments(ISSUE)) and "**Succeeded**" in repo.comments(ISSUE)[0].body,
             timeout=TIMEOUT,
             what="the chain's comment to say it succeeded",
         )
-        first = deliver(
-            op,
-            failing_check(github, repo.installation.id, pull),
-            "check_run",
-            f"c-1-{uuid.uuid4()}",
-        )
+        first = fail_check(op, repo, pull)
         assert len(first["jobs"]) == 1, first
-        over = deliver(
-            op,
-            failing_check(github, repo.installation.id, pull),
-            "check_run",
-            f"c-2-{uuid.uuid4()}",
-        )
+        over = fail_check(op, repo, pull)
         assert over["jobs"] == [], over
         operating.wait_until(
             lambda: len(github.comments(REPOSITORY, pull.number)) == 1,
             timeout=TIMEOUT,
             what="the limit's comment on the pull request",
         )
-        later = deliver(
-            op,
-            failing_check(github, repo.installation.id, pull),
-            "check_run",
-            f"c-3-{uuid.uuid4()}",
-        )
+        later = fail_check(op, repo, pull)
         assert later["jobs"] == [], later
-        operating.wait_until(
-            lambda: commits_on(git_server, pull.head)[0] == "Fix the check",
-            timeout=TIMEOUT,
-            what="the one round's commit",
-        )
+        wait_for_commit(git_server, pull, "Fix the check")
 
     (said,) = github.comments(REPOSITORY, pull.number)
     assert said.body.startswith("<!-- agentchain:follow-up-limit=")
@@ -305,13 +297,11 @@ def test_three_rapid_failures_leave_one_round(
     repo: Installed,
     git_server: GitServer,
 ) -> None:
-    info, github = cluster_info, repo.github
+    info = cluster_info
     with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
-        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(developer(5)))
-        pull = open_pull(op, repo, git_server)
-        for n in range(3):
-            failing = failing_check(github, repo.installation.id, pull)
-            answer = deliver(op, failing, "check_run", f"rapid-{n}-{uuid.uuid4()}")
+        pull = open_pull(op, info, namespace, repo, developer(5))
+        for _ in range(3):
+            answer = fail_check(op, repo, pull)
             assert len(answer["jobs"]) == 1, answer
 
         def ended() -> list[tuple[int, str, str]]:
@@ -328,11 +318,7 @@ def test_three_rapid_failures_leave_one_round(
 
         operating.wait_until(ended, timeout=TIMEOUT, what="the three rounds to end")
         phases = ended()
-        operating.wait_until(
-            lambda: commits_on(git_server, pull.head)[0] == "Fix the check",
-            timeout=TIMEOUT,
-            what="the surviving round's commit",
-        )
+        wait_for_commit(git_server, pull, "Fix the check")
 
     assert [p for _, p, _ in phases].count("Succeeded") == 1, phases
     assert phases[-1][1] == "Succeeded", phases  # The latest failure's round is the one.
@@ -368,8 +354,7 @@ def test_changes_requested_by_an_allowed_reviewer_start_a_round_a_strangers_do_n
     info, github = cluster_info, repo.github
     with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
         agent = developer(3, reviews=True)
-        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
-        pull = open_pull(op, repo, git_server)
+        pull = open_pull(op, info, namespace, repo, agent)
         comments = [("README.md", 1, "Say hello to the world, politely.")]
         stranger = github.add_review(REPOSITORY, pull.number, "Go away.", comments, author="eve")
         payload = review_delivery(repo.installation.id, pull, stranger, "eve", "NONE")
@@ -380,11 +365,7 @@ def test_changes_requested_by_an_allowed_reviewer_start_a_round_a_strangers_do_n
         payload = review_delivery(repo.installation.id, pull, review, owner, "OWNER")
         answer = deliver(op, payload, "pull_request_review", f"review-{uuid.uuid4()}")
         assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
-        operating.wait_until(
-            lambda: commits_on(git_server, pull.head)[0] == "Answer the review",
-            timeout=TIMEOUT,
-            what="the round's commit answering the review",
-        )
+        wait_for_commit(git_server, pull, "Answer the review")
 
     assert file_on(git_server, pull.head, "REVIEW.md").splitlines() == [
         "- README.md, line 1:",
@@ -404,13 +385,11 @@ def test_a_round_counts_against_the_first_chains_budget(
     repo: Installed,
     git_server: GitServer,
 ) -> None:
-    info, github = cluster_info, repo.github
+    info = cluster_info
     with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
         agent = developer(3, budget={"maxAttempts": 1})
-        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
-        pull = open_pull(op, repo, git_server)
-        failing = failing_check(github, repo.installation.id, pull)
-        answer = deliver(op, failing, "check_run", f"budget-{uuid.uuid4()}")
+        pull = open_pull(op, info, namespace, repo, agent)
+        answer = fail_check(op, repo, pull)
         assert len(answer["jobs"]) == 1, answer
 
         def ended() -> tuple[str, str] | None:
@@ -436,8 +415,7 @@ def test_a_round_numbered_by_a_killed_webhook_starts_once_on_redelivery(
 ) -> None:
     info, github = cluster_info, repo.github
     with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
-        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(developer(3)))
-        pull = open_pull(op, repo, git_server)
+        pull = open_pull(op, info, namespace, repo, developer(3))
         failing = failing_check(github, repo.installation.id, pull)
         delivery = f"killed-{uuid.uuid4()}"
 
@@ -454,11 +432,7 @@ def test_a_round_numbered_by_a_killed_webhook_starts_once_on_redelivery(
         answer = deliver(op, failing, "check_run", delivery)  # GitHub's redelivery.
         assert [j["created"] for j in answer["jobs"]] == [True], answer
         assert deliver(op, failing, "check_run", delivery)["duplicate"]
-        operating.wait_until(
-            lambda: commits_on(git_server, pull.head)[0] == "Fix the check",
-            timeout=TIMEOUT,
-            what="the round's commit",
-        )
+        wait_for_commit(git_server, pull, "Fix the check")
         (round_root,) = rounds_of(info, namespace)
 
     assert round_root["spec"]["event"]["round"] == 1  # The number the killed one took.
