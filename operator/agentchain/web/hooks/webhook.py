@@ -250,15 +250,7 @@ class GithubWebhook:
             ) from exc
         except (RedisError, TimeoutError) as exc:
             # Nothing is queued unless Redis said so: refuse, and GitHub can redeliver.
-            metrics.WEBHOOK_DELIVERIES.labels(result="unavailable").inc()
-            log.warning(
-                "webhook delivery %s refused: redis unavailable (%s)",
-                delivery.delivery_id,
-                type(exc).__name__,
-            )
-            raise ApiError(
-                503, "store unavailable", "Redis did not answer; nothing was queued, retry later."
-            ) from exc
+            raise _store_unavailable(delivery, exc) from exc
         # A comment command acts only for the first copy of a delivery, and only once per
         # comment: after the replay check, never before it (see _command).
         command = await self._command(delivery, first)
@@ -345,15 +337,7 @@ class GithubWebhook:
         try:
             return await self._plan(delivery)
         except RedisError as exc:
-            metrics.WEBHOOK_DELIVERIES.labels(result="unavailable").inc()
-            log.warning(
-                "webhook delivery %s refused: redis unavailable (%s)",
-                delivery.delivery_id,
-                type(exc).__name__,
-            )
-            raise ApiError(
-                503, "store unavailable", "Redis did not answer; nothing was queued, retry later."
-            ) from exc
+            raise _store_unavailable(delivery, exc) from exc
 
     async def _plan(
         self, delivery: Delivery
@@ -490,3 +474,16 @@ def add_routes(app: web.Application, rt: Runtime, dispatcher: Dispatcher | None)
     """Mount the endpoint; raises :class:`WebhookNotConfigured` without a secret."""
     app.router.add_post(PATH, GithubWebhook(rt, dispatcher).handle)
     app.on_startup.append(_tune_gc)
+
+
+def _store_unavailable(delivery: Delivery, exc: BaseException) -> ApiError:
+    """The 503 for a delivery refused because Redis did not answer, counted and logged."""
+    metrics.WEBHOOK_DELIVERIES.labels(result="unavailable").inc()
+    log.warning(
+        "webhook delivery %s refused: redis unavailable (%s)",
+        delivery.delivery_id,
+        type(exc).__name__,
+    )
+    return ApiError(
+        503, "store unavailable", "Redis did not answer; nothing was queued, retry later."
+    )
