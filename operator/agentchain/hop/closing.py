@@ -131,7 +131,16 @@ async def _trace(hop: Hop, end: AgentJobStatus) -> None:
     now = time.time_ns()
     if parent is None:
         created = spans.nanos(meta.get("creationTimestamp"), now)
-        root = spans.root_span(pos.chain_id, f"agentjob {hop.name} created", created, created)
+        spec = hop.job.spec
+        event = spec.event
+        root = spans.started_root(
+            pos.chain_id,
+            hop.name,
+            spec.origin,
+            created,
+            event.schedule if event else None,
+            event.scheduled_at if event else None,
+        )
         await hop.rt.traces.record(root)  # Nothing if the trigger recorded its own.
     for span in spans.job_spans(facts, now):
         await hop.rt.traces.record(span)

@@ -293,6 +293,25 @@ def root_span(
     )
 
 
+def started_root(
+    chain_id: str,
+    job: str,
+    origin: str,
+    created_ns: int,
+    schedule: str | None = None,
+    scheduled_at: str | None = None,
+) -> Span:
+    """The root span of a chain whose trigger recorded none, written when its root job
+    ``job`` ends: a scheduled run's tick (``schedule <job>``), or the root job's
+    creation (``agentjob <job> created``: applied by hand, the job API, a lost span)."""
+    if origin == "schedule":
+        attributes = attributes_of(
+            {"agentchain.schedule": schedule, "agentchain.scheduled_at": scheduled_at}
+        )
+        return root_span(chain_id, f"schedule {job}", created_ns, created_ns, attributes)
+    return root_span(chain_id, f"agentjob {job} created", created_ns, created_ns)
+
+
 def attributes_of(values: Mapping[str, Any]) -> dict[str, AttributeValue]:
     """``values`` with only what a span attribute may hold (None and others dropped)."""
     return {k: v for k, v in values.items() if isinstance(v, str | int | float | bool)}

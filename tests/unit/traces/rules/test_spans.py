@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -133,3 +134,23 @@ def test_the_trace_url_names_the_chains_trace() -> None:
     assert url == f"https://jaeger.example/trace/{spans.trace_id('c1'):032x}"
     assert spans.trace_url("", "c1") is None
     assert spans.trace_url("https://jaeger.example/trace/{traceId}", "") is None
+
+
+def test_a_scheduled_chains_root_is_its_tick() -> None:
+    root = spans.started_root(
+        "c1", "nightly-1", "schedule", 5, "0 3 * * * in Europe/Paris", "2026-11-28T03:00:00+01:00"
+    )
+    assert (root.name, root.span, root.parent) == (
+        "schedule nightly-1",
+        spans.root_span_id("c1"),
+        None,
+    )
+    assert root.attributes["agentchain.schedule"] == "0 3 * * * in Europe/Paris"
+    assert root.attributes["agentchain.scheduled_at"] == "2026-11-28T03:00:00+01:00"
+
+
+@pytest.mark.parametrize("origin", ["manual", "api", "github"])
+def test_another_chains_root_is_its_root_jobs_creation(origin: str) -> None:
+    root = spans.started_root("c1", "triage-1", origin, 5)
+    assert (root.name, root.start_ns, root.end_ns) == ("agentjob triage-1 created", 5, 5)
+    assert "agentchain.schedule" not in root.attributes
