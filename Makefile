@@ -2,7 +2,9 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 # Test processes for `make test`: each has its own control plane, Redis and stand-ins, and
-# takes whole modules (--dist loadfile), so a module's fixtures are built once.
+# takes whole modules (--dist loadfile), so a module's fixtures are built once. The real
+# node's tests (root only) run in a lane of their own beside them: e2e/lanes.sh says why;
+# REALNODE=0 leaves them out.
 TEST_WORKERS ?= 2
 
 .PHONY: help install binaries lint test unit e2e realnode image images demo crds bench bench-figures
@@ -25,10 +27,10 @@ lint: ## ruff, mypy --strict, import-linter, CRD drift
 	PYTHONPATH=operator lint-imports
 	$(PYTHON) -m agentchain.crdgen --check
 
-test: ## everything CI runs: setup, lint, unit tests, e2e on the local control plane (not realnode)
+test: ## everything CI runs: setup, lint, unit and e2e tests, and beside them the real node's (root)
 	bash e2e/setup.sh
 	$(MAKE) lint
-	$(PYTHON) -m pytest -m 'not realnode' -n $(TEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
+	PYTHON=$(PYTHON) bash e2e/lanes.sh $(TEST_WORKERS) $(PYTEST_ARGS)
 
 unit: ## unit tests only (no control plane; Redis is started by the tests)
 	$(PYTHON) -m pytest -m 'not e2e' $(PYTEST_ARGS)
@@ -36,7 +38,7 @@ unit: ## unit tests only (no control plane; Redis is started by the tests)
 e2e: ## the end-to-end suite (local control plane, or AGENTCHAIN_E2E_KUBECONFIG's cluster)
 	$(PYTHON) -m pytest -m 'e2e and not realnode' $(PYTEST_ARGS)
 
-realnode: ## the real node's test: kubelet, containerd, kube-proxy beside the control plane (root)
+realnode: ## the real node's tests alone: kubelet, containerd, kube-proxy, the chart (root)
 	bash e2e/setup.sh
 	bash e2e/controlplane/build-binaries.sh node
 	bash e2e/controlplane/build-binaries.sh netpol

@@ -9,7 +9,10 @@ real node, so ``make test`` deselects it and ``make realnode`` runs it.
 from __future__ import annotations
 
 import json
+import shutil
+import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -81,3 +84,46 @@ def test_the_dockerfile_builds_without_a_registry_and_runs_as_the_chart_runs_it(
         # The settings reference, rendered by the package installed in the image: the
         # same text as the repository's generated copy (a unit test keeps that in sync).
         assert logs == (ROOT / "docs" / "configuration.md").read_text(), logs[:500]
+
+
+def _layers(archive: Path) -> list[tuple[str, int]]:
+    """The (digest, size) of each layer of the one image in an OCI archive, base first."""
+    with tarfile.open(archive) as tar:
+
+        def blob(digest: str) -> dict[str, Any]:
+            member = tar.extractfile("blobs/sha256/" + digest.removeprefix("sha256:"))
+            assert member is not None
+            loaded: dict[str, Any] = json.load(member)
+            return loaded
+
+        index = tar.extractfile("index.json")
+        assert index is not None
+        (entry,) = json.load(index)["manifests"]
+        return [(layer["digest"], layer["size"]) for layer in blob(entry["digest"])["layers"]]
+
+
+def test_a_code_change_rebuilds_only_the_package_layer(tmp_path: Path) -> None:
+    # The warm rebuild after a change to one module: every layer but the last is
+    # reused, and the last holds the package alone (not its dependencies, which
+    # depend on pyproject.toml only), so the image is rebuilt in seconds, not minutes.
+    realnodes.skip_on_an_existing_cluster()
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, tree / name)
+    shutil.copytree(ROOT / "operator", tree / "operator",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))  # fmt: skip
+    first = operator_image.build(tree, archives=tmp_path / "first")
+    module = tree / "operator" / "agentchain" / "__init__.py"
+    module.write_text(module.read_text() + "\n# A change to the code alone.\n")
+    second = operator_image.build(tree, archives=tmp_path / "second")
+    print(f"\n[image] rebuilt after a code change in {second.seconds:.1f} s")
+
+    before, after = _layers(first.archive), _layers(second.archive)
+    assert second.ref != first.ref and not second.cached
+    assert len(after) == len(before) and after[:-1] == before[:-1], (before, after)
+    assert after[-1] != before[-1]
+    # The package's own files are well under a megabyte or two; with its dependencies
+    # (the whole install redone) the layer is tens of MB.
+    assert after[-1][1] < 8 * 2**20, after[-1]
+

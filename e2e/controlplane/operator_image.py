@@ -28,6 +28,7 @@ change buildah's layer cache reuses every step up to ``COPY operator/``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -38,7 +39,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +71,8 @@ BASE_RECIPE = "4"
 # Bumped when the build's own options change (they are not among the hashed inputs).
 BUILD_RECIPE = "4"
 BUILD_TIMEOUT_SECONDS = 1800
+# overlay, not vfs: see Buildah.
+STORAGE_DRIVER = "overlay"
 # Where a Debian image (the base stand-in too) keeps the CA bundle its TLS clients trust.
 IMAGE_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 WHEELHOUSE_MAX_AGE_SECONDS = 24 * 3600
@@ -233,20 +236,38 @@ def cache_root() -> Path:
 
 
 class Buildah:
-    """buildah with its storage under the cache directory (vfs driver: no mounts)."""
+    """buildah with its storage under the cache directory, each call in a mount namespace
+    of its own.
 
-    def __init__(self, root: Path) -> None:
+    The overlay driver makes a container's file system from its image's layers with one
+    mount, where vfs copies all of them, and a layer is only its own changes, so a step
+    and its commit cost what the step changed, not the size of the image. It mounts, so
+    each call runs under ``unshare --mount`` with private propagation: the driver's own
+    bind mount of its directory and every overlay mount stay in that namespace and are
+    gone when the call exits. The run root (where the driver records what is mounted) is
+    new for each call for the same reason; the storage's locks are in the root, shared."""
+
+    def __init__(self, root: Path, driver: str = STORAGE_DRIVER) -> None:
         self.root = root
-        self.prefix = [
-            "buildah", "--root", str(root / "storage"), "--runroot", str(root / "run"),
-            "--storage-driver", "vfs",
-        ]  # fmt: skip
+        self.driver = driver
+        # vfs keeps the directory it always had, so its cache stays warm.
+        self.storage = root / ("storage" if driver == "vfs" else f"storage-{driver}")
+
+    @contextlib.contextmanager
+    def _argv(self, args: Sequence[str]) -> Iterator[list[str]]:
+        runs = self.root / "runroots"
+        runs.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=runs) as runroot:
+            yield [
+                "unshare", "--mount", "--propagation", "private",
+                "buildah", "--root", str(self.storage), "--runroot", runroot,
+                "--storage-driver", self.driver, *args,
+            ]  # fmt: skip
 
     def __call__(self, *args: str, timeout: float = 600) -> str:
-        result = subprocess.run(
-            [*self.prefix, *args], capture_output=True, text=True, check=False, timeout=timeout,
-            env=_tool_env(),
-        )  # fmt: skip
+        with self._argv(args) as argv:
+            result = subprocess.run(argv, capture_output=True, text=True, check=False,
+                                    timeout=timeout, env=_tool_env())  # fmt: skip
         if result.returncode != 0:
             raise BuildError(f"buildah {' '.join(args)}: {result.stderr or result.stdout}")
         return result.stdout
@@ -255,9 +276,8 @@ class Buildah:
         """Run with its output in ``log``, each line stamped with the seconds since the
         start, which is where the step times in the README come from."""
         started = time.monotonic()
-        with log.open("w") as out, subprocess.Popen(
-            [*self.prefix, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=_tool_env(),
+        with self._argv(args) as argv, log.open("w") as out, subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_tool_env(),
         ) as process:  # fmt: skip
             assert process.stdout is not None
             for line in process.stdout:
@@ -270,10 +290,8 @@ class Buildah:
             raise BuildError(f"buildah {args[0]} failed (exit {code}); {log}:\n{tail}")
 
     def has_image(self, ref: str) -> bool:
-        result = subprocess.run(
-            [*self.prefix, "inspect", "--type", "image", ref], capture_output=True,
-            check=False, env=_tool_env(),
-        )  # fmt: skip
+        with self._argv(["inspect", "--type", "image", ref]) as argv:
+            result = subprocess.run(argv, capture_output=True, check=False, env=_tool_env())
         return result.returncode == 0
 
 

@@ -7,7 +7,9 @@ Aspects covered (issue 7):
   default command is ``run``, so one image serves the operator, the API and the demo agent;
 * every path the Dockerfile copies from the build context exists in the repository and is
   not excluded by ``.dockerignore``;
-* the install step is ``pip install`` of the project itself, the same install CI runs.
+* the install step is ``pip install`` of the project itself, the same install CI runs;
+* a code change reuses the layers before the package's own install: the dependencies'
+  stage sees only pyproject.toml, and the final stage's copies come after its settings.
 """
 
 from __future__ import annotations
@@ -132,8 +134,37 @@ def test_copied_path_is_in_the_build_context(source: str) -> None:
 def test_install_step_is_pip_install_of_the_project() -> None:
     runs = [shlex.split(i.args) for i in INSTRUCTIONS if i.keyword == "RUN"]
     installs = [r for r in runs if r[:2] == ["pip", "install"]]
-    assert len(installs) == 1, "exactly one pip install"
+    assert len(installs) == 1, "exactly one pip install of the project"
     words = installs[0][2:]
     targets = [w for w in words if not w.startswith("-")]
     assert targets == ["."], "the project itself, with its pinned metadata, nothing else"
     assert "-r" not in words and "-e" not in words
+    # Its dependencies come from the stage that installs exactly pyproject's list.
+    assert "--no-deps" in words
+
+
+def _stage_of(name: str) -> list[Instruction]:
+    stages = [i.stage for i in INSTRUCTIONS
+              if i.keyword == "FROM" and i.args.lower().endswith(f" as {name}")]  # fmt: skip
+    assert stages, f"no stage named {name}"
+    return [i for i in INSTRUCTIONS if i.stage == stages[0]]
+
+
+def test_the_dependencies_layer_depends_on_pyproject_only() -> None:
+    # A code change must not reinstall the dependencies: the stage that installs them
+    # sees nothing of the context but pyproject.toml, and installs its dependency list.
+    deps = _stage_of("deps")
+    copied = [src for i in deps if i.keyword in ("COPY", "ADD") for src in _copy_sources(i)]
+    assert copied == ["pyproject.toml"]
+    (run,) = [i.args for i in deps if i.keyword == "RUN"]
+    assert '["project"]["dependencies"]' in run and "pip install" in run
+    final = " ".join(i.args for i in _final("COPY"))
+    assert "--from=deps /install /usr/local" in final
+
+
+def test_the_final_stage_copies_come_after_its_configuration() -> None:
+    # Every instruction after the first copy of the package is rebuilt on a code
+    # change, so only the copies come last; the configuration before them is reused.
+    final = [i for i in INSTRUCTIONS if i.stage == FINAL_STAGE]
+    first_copy = next(n for n, i in enumerate(final) if i.keyword == "COPY")
+    assert {i.keyword for i in final[first_copy:]} == {"COPY"}
