@@ -127,20 +127,38 @@ def node_binaries() -> tuple[Path, Path]:
     return Path(node_dir), Path(coredns_dir)
 
 
+# How long a run waits for another real node on the machine to finish before it is
+# refused; 0 (the default) refuses at once. `make test` waits (e2e/lanes.sh).
+WAIT_ENV = "AGENTCHAIN_REALNODE_WAIT"
+
+
 @contextlib.contextmanager
-def exclusive() -> Iterator[None]:
-    """Hold the machine's one real-node lock, or raise RealNodeError at once."""
+def exclusive(wait: float | None = None) -> Iterator[None]:
+    """Hold the machine's one real-node lock, waiting up to ``wait`` seconds (default:
+    ``$AGENTCHAIN_REALNODE_WAIT``, else 0) for another run to release it; raise
+    RealNodeError when it is still held then."""
+    if wait is None:
+        wait = float(os.environ.get(WAIT_ENV) or 0)
     lock_path = images.cache_dir().parent / "realnode.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait
     with lock_path.open("w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RealNodeError(
-                "another real node runs on this machine (lock "
-                f"{lock_path}); the kubelet and containerd use fixed paths, so only one "
-                "can run at a time"
-            ) from None
+        waiting = False
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise RealNodeError(
+                        "another real node runs on this machine (lock "
+                        f"{lock_path}); the kubelet and containerd use fixed paths, so only "
+                        f"one can run at a time (waited {wait:.0f} s; {WAIT_ENV} sets how long)"
+                    ) from None
+                if not waiting:
+                    say(f"another real node runs on this machine; waiting up to {wait:.0f} s")
+                    waiting = True
+                time.sleep(min(5.0, max(0.1, deadline - time.monotonic())))
         yield
 
 

@@ -7,6 +7,8 @@ import hashlib
 import io
 import json
 import tarfile
+import threading
+import time
 import tomllib
 from pathlib import Path
 
@@ -136,6 +138,27 @@ def test_a_second_real_node_on_the_machine_is_refused_with_a_message(
                 pass
     with realnode.exclusive():  # released with the first
         pass
+
+
+def test_a_second_real_node_waits_for_the_first_when_told_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `make test` runs the real node's tests beside other runs on a shared machine: they
+    # wait for the lock (AGENTCHAIN_REALNODE_WAIT) rather than fail at once.
+    monkeypatch.setenv("AGENTCHAIN_CACHE", str(tmp_path))
+    monkeypatch.setenv(realnode.WAIT_ENV, "30")
+    first = realnode.exclusive(wait=0)
+    first.__enter__()
+    timer = threading.Timer(0.5, first.__exit__, (None, None, None))
+    timer.start()
+    started = time.monotonic()
+    with realnode.exclusive():
+        waited = time.monotonic() - started
+    timer.join()
+    assert 0.4 < waited < 10
+    with realnode.exclusive(), pytest.raises(realnode.RealNodeError, match=r"waited 0 s"):
+        with realnode.exclusive(wait=0.3):
+            pass
 
 
 @pytest.mark.skipif(not Path("/usr/bin/redis-server").exists(), reason="needs Debian's redis")
