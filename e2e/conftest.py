@@ -12,6 +12,7 @@ component's log) is kept and named in the terminal summary; after a clean run it
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import time
@@ -21,7 +22,14 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir
+from e2e.controlplane import realnode
+from e2e.controlplane.cluster import (
+    ClusterInfo,
+    cluster,
+    existing_kubeconfig,
+    finish_workdir,
+    make_workdir,
+)
 from e2e.github.fixtures import git_server, github  # noqa: F401  (fixtures for e2e tests)
 from e2e.models.fixtures import model_standin  # noqa: F401  (fixture for e2e tests)
 
@@ -35,6 +43,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.is_relative_to(E2E_DIR):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _the_machines_real_node(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The real node's tests hold the machine's one real node for the whole session,
+    before any of them snapshots the machine (see ``realnode.machine``)."""
+    wanted = any(item.get_closest_marker("realnode") for item in request.session.items)
+    if not wanted or existing_kubeconfig() is not None or os.geteuid() != 0:
+        yield
+        return
+    with realnode.machine():
+        yield
 
 
 def pytest_terminal_summary(

@@ -162,6 +162,26 @@ def exclusive(wait: float | None = None) -> Iterator[None]:
         yield
 
 
+# Whether this process holds the lock for a whole run of tests (``machine``).
+_machine_held = False
+
+
+@contextlib.contextmanager
+def machine(wait: float | None = None) -> Iterator[None]:
+    """Hold the machine's real-node lock for a whole run of tests: each real node this
+    process starts inside takes the lock as held. A test snapshots the machine before
+    its node starts and compares after it has stopped; holding the lock across both
+    keeps another run's node (another checkout's tests on a shared machine) out of the
+    comparison, and a run that waited for the lock snapshots only once it has it."""
+    global _machine_held
+    with exclusive(wait):
+        _machine_held = True
+        try:
+            yield
+        finally:
+            _machine_held = False
+
+
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
@@ -173,7 +193,8 @@ def begin(stack: contextlib.ExitStack, workdir: Path) -> config.Network:
     ``stack`` so that, on the way down, the machine is restored after everything else.
     """
     _check_tools()
-    stack.enter_context(exclusive())
+    if not _machine_held:
+        stack.enter_context(exclusive())
     if Path("/sys/class/net", config.BRIDGE).exists():
         # Nothing else holds the lock, so this is a run that was killed before its
         # teardown; a snapshot now would take its leftovers for the machine's own state.

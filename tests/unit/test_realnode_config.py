@@ -6,6 +6,9 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
+import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -159,6 +162,21 @@ def test_a_second_real_node_waits_for_the_first_when_told_to(
     with realnode.exclusive(), pytest.raises(realnode.RealNodeError, match=r"waited 0 s"):
         with realnode.exclusive(wait=0.3):
             pass
+
+
+def test_a_session_holding_the_machine_keeps_other_processes_out_until_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTCHAIN_CACHE", str(tmp_path))
+    code = "from e2e.controlplane import realnode\nwith realnode.exclusive(wait=0): pass"
+    probe = [sys.executable, "-c", code]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    with realnode.machine():
+        assert realnode._machine_held
+        refused = subprocess.run(probe, capture_output=True, text=True, check=False, env=env)
+        assert refused.returncode != 0 and "only one can run at a time" in refused.stderr
+    assert not realnode._machine_held
+    subprocess.run(probe, check=True, env=env)
 
 
 @pytest.mark.skipif(not Path("/usr/bin/redis-server").exists(), reason="needs Debian's redis")
