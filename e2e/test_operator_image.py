@@ -3,7 +3,7 @@ engine (``e2e/controlplane/operator_image.py``), runs on the real node under the
 security context: non-root, read-only root filesystem, no capabilities.
 
 Marked ``realnode`` like ``test_realnode.py``: it needs root, buildah, mmdebstrap and the
-real node, so ``make test`` deselects it and ``make realnode`` runs it.
+real node, so ``make test`` runs it in its real-node lane (root) and ``make realnode`` alone.
 """
 
 from __future__ import annotations

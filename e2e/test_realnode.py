@@ -1,8 +1,8 @@
 """The real node (``cluster(node="real")``): a pod from a locally built image runs under
 the upstream kubelet and containerd, and teardown leaves the machine as it was.
 
-Marked ``realnode``: ``make test`` deselects it and ``make realnode`` runs it (it needs
-root, Debian's containerd, runc, CNI plugins, iptables and nftables, and builds kubelet,
+Marked ``realnode``: ``make test`` runs it in a lane of its own, ``make realnode`` alone
+(it needs root, Debian's containerd, runc, CNI plugins, iptables and nftables, and builds kubelet,
 kube-proxy and CoreDNS on its first run). It starts its own cluster rather than the
 session's, because the session's runs on the stand-in node.
 """
