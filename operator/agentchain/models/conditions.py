@@ -69,6 +69,8 @@ class Reason:
     # AiAgent condition Scheduled.
     SCHEDULE_VALID = "ScheduleValid"
     INVALID_SCHEDULE = "InvalidSchedule"
+    # Normal Event on an AiAgent: a schedule's tick made its run's root AgentJob.
+    SCHEDULED_RUN_CREATED = "ScheduledRunCreated"
 
     # AgentJob lifecycle.
     CREATED = "Created"
