@@ -32,6 +32,8 @@ EVENT_SEAL = f"{GROUP}/event-seal"
 # On a running AgentJob: the last progress note its agent sent (``PUT .../progress``),
 # shown, escaped, on its chain's GitHub comment.
 PROGRESS_NOTE = f"{GROUP}/progress-note"
+RETRY_OF = f"{GROUP}/retry-of"
+"""On an AgentJob a ``/agentchain retry`` comment created: the failed job it runs again."""
 CONTINUES = f"{GROUP}/continues"
 """On a follow-up round's root AgentJob: the id of the chain whose pull request it works on
 (the same value its sealed event carries as ``continues``)."""
