@@ -18,6 +18,8 @@ Aspects covered:
   chain's triage fails its first attempt, so it has two of each);
 - a signed webhook delivery is the root span of the chain it starts; a job API call is
   the root of its chain, ``api POST /api/jobs``, naming its caller and never its token;
+  a ``/agentchain retry`` comment is the root of the chain it starts, naming the job it
+  retries;
 - an agent that calls ``agentchain mcp``'s tools as its CLI would (the MCP SDK's stdio
   client, the server given the variables the agent's MCP configuration names): each tool
   call is a CLIENT span under its job's span, in the chain's one tree;
@@ -338,19 +340,13 @@ def test_an_agents_tool_calls_are_spans_under_its_job(
     assert len(spans) == 8, [s["name"] for s in spans]
 
 
-def test_a_signed_delivery_is_the_root_span_of_its_chain(
-    traced: operating.OperatorProcess,
-    cluster_info: ClusterInfo,
-    namespace: str,
-    collector: collecting.Collector,
-) -> None:
-    info = cluster_info
-    chaining.apply(info, namespace, chaining.agent("tr-hooked", github="issues.opened"))
+def _delivered(traced: operating.OperatorProcess, namespace: str, issue: int) -> Obj:
+    """The job an ``issues.opened`` delivery about ``issue`` started in ``namespace``."""
     jobs: list[Obj] = []
 
     def delivered() -> bool:
         nonlocal jobs
-        payload = delivering.issue_opened()
+        payload = delivering.issue_opened(issue)
         code, answer = delivering.send(traced, *delivering.signed(traced.webhook_secret, payload))
         assert code in (200, 202), answer
         jobs = [j for j in answer["jobs"] if j["namespace"] == namespace]
@@ -359,6 +355,18 @@ def test_a_signed_delivery_is_the_root_span_of_its_chain(
     # The webhook's listing of agents is up to 2 s old: deliver until it has this one.
     operating.wait_until(delivered, timeout=60, interval=0.5, what="the webhook to match")
     (job,) = jobs
+    return job
+
+
+def test_a_signed_delivery_is_the_root_span_of_its_chain(
+    traced: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: collecting.Collector,
+) -> None:
+    info = cluster_info
+    chaining.apply(info, namespace, chaining.agent("tr-hooked", github="issues.opened"))
+    job = _delivered(traced, namespace, 42)
     chain_id = str(chaining.wait_phase(info, namespace, job["name"])["chainId"])
 
     spans = _trace_of(collector, chain_id, 7)
@@ -407,6 +415,50 @@ def test_a_job_api_call_is_the_root_span_of_its_chain(
     assert child["name"] == "agentjob tr-called"
     # Timed by the operator's own clock: not a whole second, as the objects' times are.
     assert int(root["endTimeUnixNano"]) > int(root["startTimeUnixNano"])
+
+
+def test_a_retry_comment_is_the_root_span_of_the_chain_it_starts(
+    traced: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: collecting.Collector,
+) -> None:
+    info = cluster_info
+    failing = chaining.agent("tr-fixer", "--no-context", "--exit-code", "3", github="issues.opened")
+    chaining.apply(info, namespace, failing)
+    failed = str(_delivered(traced, namespace, 4242)["name"])
+    operating.wait_until(
+        lambda: chaining.job_status(info, namespace, failed).get("chainComplete") is True,
+        timeout=60,
+        what="the failed chain to complete",
+    )
+    comment = {
+        "action": "created",
+        "issue": {"number": 4242, "title": "Login fails", "user": {"login": "alice"}},
+        "comment": {
+            "id": int(time.time() * 1000),
+            "body": "/agentchain retry",
+            "author_association": "OWNER",
+            "user": {"login": "alice", "type": "User"},
+        },
+        "repository": {"full_name": "acme/webapp"},
+        "sender": {"login": "alice", "type": "User"},
+    }
+    body, headers = delivering.signed(traced.webhook_secret, comment, event="issue_comment")
+    code, answer = delivering.send(traced, body, headers)
+    assert code in (200, 202), answer
+    [done] = [j for j in answer["command"]["jobs"] if j["namespace"] == namespace]
+    assert done["result"] == "retried", answer
+    chain_id = str(chaining.wait_phase(info, namespace, done["retry"], "Failed")["chainId"])
+
+    spans = _trace_of(collector, chain_id, 7)
+    root = _assert_one_tree(spans)
+    assert root["name"] == "command /agentchain retry"
+    said = attrs(root)
+    assert (said["agentchain.command"], said["agentchain.command.retry_of"]) == ("retry", failed)
+    assert said["agentchain.job.name"] == done["retry"]
+    (child,) = [s for s in spans if s.get("parentSpanId") == root["spanId"]]
+    assert child["name"] == "agentjob tr-fixer"
 
 
 @pytest.mark.timeout(120)
