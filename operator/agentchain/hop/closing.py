@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from agentchain import metrics
+from agentchain import metrics, models
 from agentchain.core import statuswriting
 from agentchain.core.hopstate import Ended, Hop
 from agentchain.core.rules.outcomes import REFUSAL_REASONS
@@ -119,6 +119,7 @@ async def _trace(hop: Hop, end: AgentJobStatus) -> None:
         agent=hop.job.spec.agent_role,
         parent_job=parent,
         created=meta.get("creationTimestamp"),
+        asked=(meta.get("annotations") or {}).get(models.CREATED_NS),
         completed=status.completion_time.isoformat() if status.completion_time else None,
         phase=status.phase or "",
         reason=status.reason or "",

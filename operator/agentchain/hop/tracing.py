@@ -44,13 +44,16 @@ async def root(hop: Hop, chain_id: str) -> None:
     event = spec.event
     # Which comment's retry made it is an annotation: believed only on a job whose event
     # the operator sealed, as on the job the retry command created.
-    retry_of = (meta.get("annotations") or {}).get(models.RETRY_OF)
+    annotations = meta.get("annotations") or {}
+    retry_of = annotations.get(models.RETRY_OF)
     vouched = retry_of is not None and sealing.vouched(hop.rt.operator_keys, hop.obj)
     root = spans.started_root(
         chain_id,
         hop.name,
         spec.origin,
-        spans.nanos(meta.get("creationTimestamp"), time.time_ns()),
+        spans.created_ns(
+            meta.get("creationTimestamp"), annotations.get(models.CREATED_NS), time.time_ns()
+        ),
         event.schedule if event else None,
         event.scheduled_at if event else None,
         retry_of=str(retry_of) if vouched else None,

@@ -179,6 +179,24 @@ def nanos(stamp: str | datetime | None, default: int) -> int:
     return int(when.timestamp() * 1_000_000_000)
 
 
+SECOND_NS = 1_000_000_000
+
+
+def created_ns(creation: str | None, asked: str | None, default: int) -> int:
+    """When a job was made: ``asked`` (the operator's clock, ns, from the job's
+    ``created-ns`` annotation) when it agrees with the API server's ``creation``
+    (whole seconds, so within a second of it), else ``creation``; ``default`` if none.
+
+    The annotation is the operator's but anyone who may edit the job may change it: one
+    that disagrees with the API server's own time is not believed."""
+    created = nanos(creation, default)
+    try:
+        moment = int(asked or "")
+    except ValueError:
+        return created
+    return moment if creation and abs(moment - created) < SECOND_NS else created
+
+
 @dataclass(frozen=True)
 class JobFacts:
     """What a job's span says, read from its object."""
@@ -202,6 +220,8 @@ class JobFacts:
     started: str | None = None
     """When its pod was first seen running (``status.startTime``); None if it never ran."""
     pod: str | None = None
+    asked: str | None = None
+    """When the operator asked for it, by its clock (the ``created-ns`` annotation)."""
     ended_ns: int | None = None
     """When the operator recorded its end, by its own clock (``completed`` is when it
     decided it, to the second); None: ``completed`` is all there is."""
@@ -211,11 +231,12 @@ _FAILED = frozenset({"Failed"})
 
 
 def job_span(facts: JobFacts, now_ns: int) -> Span:
-    """The span of an ended job: from its creation (the API server's timestamp, to the
-    second) to the moment the operator recorded its end (its own clock, in nanoseconds,
-    when known; else its recorded ``completionTime``, to the second)."""
+    """The span of an ended job: from its creation (when the operator asked for it, by
+    its clock, where it made the job; else the API server's timestamp, to the second)
+    to the moment the operator recorded its end (its own clock, in nanoseconds, when
+    known; else its recorded ``completionTime``, to the second)."""
     end = facts.ended_ns if facts.ended_ns is not None else nanos(facts.completed, now_ns)
-    start = min(nanos(facts.created, end), end)
+    start = min(created_ns(facts.created, facts.asked, end), end)
     attributes: dict[str, AttributeValue] = {
         "agentchain.chain.id": facts.chain_id,
         "agentchain.chain.depth": facts.depth,

@@ -13,7 +13,8 @@ Aspects covered:
 - a span survives its JSON round trip through the outbox unchanged, events included;
 - a chain's root names what started it: the job API's call (with its caller), a
   ``/agentchain retry`` comment, a schedule's tick, else its root job's creation;
-- a job's span ends where the operator recorded its end, by its own clock, when known.
+- a job's span starts where the operator asked for it and ends where it recorded its
+  end, by its own clock, when known (and, for its start, the API server agrees).
 """
 
 from __future__ import annotations
@@ -113,6 +114,19 @@ def test_a_span_survives_its_json_round_trip(name: str, start: int, length: int)
     assert spans.Span.from_json(job.to_json()) == job
     moments = dataclasses.replace(job, events=(("pod.running", start), ("pod.exited", start + 1)))
     assert spans.Span.from_json(moments.to_json()) == moments
+
+
+def test_a_job_span_starts_where_the_operator_asked_for_it_if_the_api_server_agrees() -> None:
+    creation = spans.nanos("2026-11-27T10:00:00Z", 0)
+    asked = str(creation + 250_000_000)
+    assert spans.job_span(_facts(asked=asked), now_ns=0).start_ns == creation + 250_000_000
+    # Asked a moment before the API server's second began (its time is floored): still it.
+    early = str(creation - 100_000_000)
+    assert spans.created_ns("2026-11-27T10:00:00Z", early, 0) == creation - 100_000_000
+    # An annotation anyone changed to something else, or to nonsense, is not believed.
+    for wrong in (str(creation + 5_000_000_000), "soon", None):
+        assert spans.job_span(_facts(asked=wrong), now_ns=0).start_ns == creation
+    assert spans.created_ns(None, asked, 7) == 7  # No creation time to agree with.
 
 
 def test_a_job_span_ends_where_the_operator_recorded_its_end() -> None:
