@@ -289,7 +289,8 @@ def _assert_steps(spans: list[Obj], span: Obj, job: Obj, jobs: dict[str, Obj]) -
         # An attempt's times are its pod's, floored to the second; the capture's, the
         # decision's and the job's end are the operator's clock, to the nanosecond.
         (began, exited), (captured, stored) = _times(attempt), _times(capture)
-        assert previous - SECOND < began <= exited <= captured <= stored <= times[1], number
+        assert times[0] <= began and previous - SECOND < began, number
+        assert began <= exited <= captured <= stored <= times[1], number
         previous = stored
     decided_at = _times(decision)
     assert previous <= decided_at[0] <= decided_at[1] <= times[1], job["metadata"]["name"]

@@ -21,6 +21,7 @@ import asyncio
 import dataclasses
 from dataclasses import dataclass
 
+from agentchain import models
 from agentchain.core import statuswriting
 from agentchain.core.hopstate import Exit, Hop, Output
 from agentchain.core.rules import naming
@@ -35,7 +36,7 @@ from agentchain.runtimes.rules import runtimecontainers
 from agentchain.store.answers import AnswerStore
 from agentchain.store.outputs import OUTPUT_MAX_BYTES, Capture, OutputRecord, unavailable
 from agentchain.store.outputs import captured as outputs_captured
-from agentchain.traces.rules import steps
+from agentchain.traces.rules import spans, steps
 from agentchain.workspaces.rules import jobmounts, stepchanges
 
 
@@ -165,7 +166,7 @@ async def trace(
         reason, failed = f"retried: {verdict.why}", True
     else:
         reason, failed = verdict.status.reason or "", verdict.status.phase == "Failed"
-    done, output = captured.exit, captured.output
+    done, output, meta = captured.exit, captured.output, hop.obj["metadata"]
     facts = steps.AttemptFacts(
         attempt=done.attempt,
         pod=done.pod,
@@ -175,6 +176,9 @@ async def trace(
         moments=exit.moments,
         deadline=done.deadline,
         lost=output.lost,
+        not_before=spans.created_ns(
+            meta.get("creationTimestamp"), meta.get("annotations", {}).get(models.CREATED_NS), 0
+        ),
     )
     await hop.rt.traces.record(steps.attempt_span(job, facts, capture_ns[0]))
     usage = hop.job.status.usage

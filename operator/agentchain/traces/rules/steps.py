@@ -90,14 +90,21 @@ class AttemptFacts:
     moments: PodMoments
     deadline: bool = False
     lost: str | None = None
+    not_before: int | None = None
+    """Its job's start (``spans.created_ns``): the pod's whole-second times are kept
+    within the job's span, as its ``running`` part is."""
 
 
 def attempt_span(job: JobRef, facts: AttemptFacts, observed_ns: int) -> Span:
     """The attempt's span: its pod's creation to its agent's exit (when the pod says
-    neither, the moment the operator saw the end), with its pod's moments as events."""
+    neither, the moment the operator saw the end), with its pod's moments as events;
+    all within its job's span (``not_before``)."""
     moments = facts.moments
-    end = nanos(moments.exited, observed_ns)
-    start = min(nanos(moments.created or moments.scheduled or moments.running, end), end)
+    floor = facts.not_before if facts.not_before is not None else 0
+    end = max(nanos(moments.exited, observed_ns), floor)
+    start = min(
+        max(nanos(moments.created or moments.scheduled or moments.running, end), floor), end
+    )
     events = tuple(
         (name, min(max(nanos(at, start), start), end))
         for name, at in (

@@ -7,7 +7,8 @@ Aspects covered:
   attempts and jobs;
 - an attempt spans its pod's life (created to exited), its pod's moments as events
   within it, its number, exit code and reason as attributes, an error when it failed;
-  with no pod timestamps it is the moment the operator saw the end;
+  with no pod timestamps it is the moment the operator saw the end; never before its
+  job's start (the pod's times are whole seconds, the job's may be the operator's);
 - a publish's run hangs under the span of its start, both found from the publish Job's
   name alone; a refused push is an error;
 - a decision's attributes say what comes next (agent and job) or why nothing does, and
@@ -75,6 +76,17 @@ def test_an_attempt_spans_its_pods_life() -> None:
     ok = steps.attempt_span(JOB, _attempt(exit_code=0, failed=False, reason="Succeeded"), 0)
     assert ok.error is None and ok.span == span.span  # The attempt names it, not its end.
     assert steps.attempt_span(JOB, _attempt(attempt=3), 0).span != span.span
+
+
+def test_an_attempt_stays_within_its_jobs_span() -> None:
+    created = spans.nanos(MOMENTS.created, 0)
+    job_start = created + 700_000_000  # The job, by the operator's clock; the pod, floored.
+    span = steps.attempt_span(JOB, _attempt(not_before=job_start), observed_ns=0)
+    assert span.start_ns == job_start and span.end_ns == created + 8 * SECOND
+    assert all(job_start <= at <= span.end_ns for _, at in span.events)
+    early = steps.PodMoments(created=MOMENTS.created, exited=MOMENTS.created)
+    within = steps.attempt_span(JOB, _attempt(moments=early, not_before=job_start), 0)
+    assert within.start_ns == within.end_ns == job_start
 
 
 def test_an_attempt_the_pod_says_nothing_of_is_when_its_end_was_seen() -> None:
