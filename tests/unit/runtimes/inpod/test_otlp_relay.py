@@ -5,10 +5,14 @@ Aspects covered:
   with its roots under the job's span, to the pod's traces endpoint with the pod's OTLP
   headers; the CLI gets the collector's status;
 - a collector that cannot be reached is a 502; an unreadable body a 400, another content
-  type a 415, an oversized one a 413, another path a 404, none of them forwarded;
+  type a 415, an oversized one a 413, another path a 404, none of them forwarded; logs
+  and metrics (Gemini CLI sends them to the same endpoint) are answered 200 and sent
+  nowhere;
+- the GenAI content attributes are removed from what is forwarded unless the agent
+  opted in;
 - the relay needs the job's ``TRACEPARENT``; stopped, it no longer listens;
-- the runner starts one for codex only, and a relay that cannot start (a missing CA
-  file) is a warning, not a failed run.
+- the runner starts one for codex and Gemini CLI only, and a relay that cannot start (a
+  missing CA file) is a warning, not a failed run.
 """
 
 from __future__ import annotations
@@ -137,11 +141,46 @@ def test_refusals_go_no_further(upstream: Upstream, relay: otlprelay.Relay) -> N
     connection.endheaders()
     assert connection.getresponse().status == 413
     connection.close()
-    elsewhere = urllib.request.Request(f"{relay.url}/v1/logs", b"", method="POST")
+    elsewhere = urllib.request.Request(f"{relay.url}/v1/profiles", b"", method="POST")
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(elsewhere, timeout=10)
     assert refused.value.code == 404
     assert upstream.received == []
+
+
+def test_logs_and_metrics_are_answered_and_sent_nowhere(
+    upstream: Upstream, relay: otlprelay.Relay
+) -> None:
+    for signal in ("logs", "metrics"):
+        sent = urllib.request.Request(
+            f"{relay.url}/v1/{signal}",
+            b"\x0a\x00",
+            {"Content-Type": "application/x-protobuf"},
+            method="POST",
+        )
+        with urllib.request.urlopen(sent, timeout=10) as answer:
+            assert answer.status == 200
+    assert upstream.received == []
+
+
+def test_the_content_attributes_are_removed_unless_the_agent_opted_in(upstream: Upstream) -> None:
+    request = ExportTraceServiceRequest()
+    span = request.resource_spans.add().scope_spans.add().spans.add(span_id=b"s" * 8)
+    span.attributes.add(key="gen_ai.system_instructions").value.string_value = "GEMINI.md"
+    span.attributes.add(key="gen_ai.usage.input_tokens").value.int_value = 3
+    for opted, kept in (
+        ({}, ["gen_ai.usage.input_tokens"]),
+        ({"OTEL_LOG_USER_PROMPTS": "1"}, None),
+    ):
+        running = otlprelay.Relay(_pod(upstream.endpoint, **opted))
+        try:
+            assert _post(running.url, request.SerializeToString()) == 200
+        finally:
+            running.stop()
+        forwarded = ExportTraceServiceRequest()
+        forwarded.ParseFromString(upstream.received.pop()[2])
+        keys = [a.key for a in forwarded.resource_spans[0].scope_spans[0].spans[0].attributes]
+        assert keys == (kept or ["gen_ai.system_instructions", "gen_ai.usage.input_tokens"])
 
 
 def test_an_unreachable_collector_is_a_502_and_a_collector_error_its_own() -> None:
@@ -173,6 +212,7 @@ def test_a_relay_that_cannot_start_leaves_the_run_alone(capsys: pytest.CaptureFi
     assert runner._relay("codex", pod) is None
     assert "[runner] warning: no trace relay" in capsys.readouterr().err
     assert runner._relay("claude-code", _pod("http://127.0.0.1:9")) is None  # Not relayed.
+    assert runner._relay("opencode", _pod("http://127.0.0.1:9")) is None
     relay = runner._relay("codex", _pod("http://127.0.0.1:9"))
     assert relay is not None
     relay.stop()
