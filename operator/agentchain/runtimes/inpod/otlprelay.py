@@ -3,7 +3,7 @@
 Some CLIs start part of their spans in traces of their own instead of under
 ``TRACEPARENT`` (``runtimes/rules/clitelemetry``: codex, Gemini CLI).  The runner then points the
 CLI's trace export at this relay, on 127.0.0.1 and a free port, for the CLI's run only.
-Each ``POST /v1/traces`` (OTLP protobuf, gzip or not) is parsed with OpenTelemetry's own
+Each ``POST /v1/traces`` (OTLP protobuf or JSON, gzip or not) is parsed with OpenTelemetry's own
 protocol types, every span is moved into the job's trace with its roots under the job's
 span (``clitelemetry.adopt``), the GenAI content attributes are removed unless the agent
 opted in (``clitelemetry.redact``), and the request is forwarded to the pod's OTLP traces
@@ -39,6 +39,7 @@ from agentchain.traces.rules import spans
 MAX_BODY_BYTES = 16 * 1024 * 1024
 FORWARD_TIMEOUT_SECONDS = 10.0
 PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
 DROPPED_PATHS = frozenset({"/v1/logs", "/v1/metrics"})
 """What a CLI that exports every signal to one endpoint (Gemini CLI) also sends here:
 answered, and dropped (``clitelemetry``: only traces are turned on)."""
@@ -83,10 +84,14 @@ class Relay:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def forward(self, body: bytes) -> tuple[int, bytes]:
-        """Adopt and forward one export request: the collector's status and answer."""
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(body)
+    def forward(self, body: bytes, as_json: bool = False) -> tuple[int, bytes]:
+        """Adopt and forward one export request (protobuf, or OTLP's JSON): the
+        collector's status and answer (sent on as protobuf either way)."""
+        if as_json:
+            request = clitelemetry.from_json(body)
+        else:
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
         self.adopted += clitelemetry.adopt(request, self.trace, self.job_span)
         if self.redacting:
             clitelemetry.redact(request)
@@ -109,11 +114,16 @@ class Relay:
         self._thread.join(timeout=5)
 
 
+def _content_type(request: http.server.BaseHTTPRequestHandler) -> str:
+    return request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+
+
 def _body(request: http.server.BaseHTTPRequestHandler) -> bytes | int:
     """``request``'s body, or the status refusing it (before reading an oversized one)."""
-    content_type = request.headers.get("Content-Type", "").split(";", 1)[0].strip()
-    if content_type != PROTOBUF:
+    if _content_type(request) not in (PROTOBUF, JSON):
         return 415
+    if request.headers.get("Transfer-Encoding", "").strip().lower() == "chunked":
+        return _chunked(request)  # Node's exporters (Gemini CLI) send no length.
     try:
         length = int(request.headers.get("Content-Length", ""))
     except ValueError:
@@ -121,6 +131,26 @@ def _body(request: http.server.BaseHTTPRequestHandler) -> bytes | int:
     if not 0 <= length <= MAX_BODY_BYTES:
         return 413
     return request.rfile.read(length)
+
+
+def _chunked(request: http.server.BaseHTTPRequestHandler) -> bytes | int:
+    """A chunked body, read up to ``MAX_BODY_BYTES`` (413 past it, 400 if malformed)."""
+    body = bytearray()
+    while True:
+        line = request.rfile.readline(64)
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            return 400
+        if size < 0 or len(body) + size > MAX_BODY_BYTES:
+            return 413
+        if size == 0:
+            break
+        body += request.rfile.read(size)
+        request.rfile.readline(64)  # The chunk's CRLF.
+    while request.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+        pass  # Trailers: none are used.
+    return bytes(body)
 
 
 def _handler(relay: Relay) -> type[http.server.BaseHTTPRequestHandler]:
@@ -137,14 +167,16 @@ def _handler(relay: Relay) -> type[http.server.BaseHTTPRequestHandler]:
             try:
                 if self.headers.get("Content-Encoding", "").strip().lower() == "gzip":
                     body = _gunzip(body)
-                status, answer = relay.forward(body)
+                as_json = _content_type(self) == JSON
+                status, answer = relay.forward(body, as_json)
             except (OSError, EOFError, DecodeError, ValueError):
                 return self._answer(400)
-            self._answer(status, answer)
+            # A JSON client reads a JSON answer: the collector's protobuf one is not that.
+            self._answer(status, b"{}" if as_json and status == 200 else answer, as_json)
 
-        def _answer(self, status: int, body: bytes = b"") -> None:
+        def _answer(self, status: int, body: bytes = b"", as_json: bool = False) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", PROTOBUF)
+            self.send_header("Content-Type", JSON if as_json else PROTOBUF)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -20,7 +20,8 @@ in the chain's one trace; with either missing, it turns on nothing.
   under the job's span (``adopt``), before forwarding to the pod's endpoint.
 
 - **Gemini CLI** exports when ``GEMINI_TELEMETRY_ENABLED`` is set, to its own endpoint
-  variable, and then sends its logs and metrics there too (Gemini CLI 0.61); it starts
+  variable, in OTLP's JSON (``from_json``), and then sends its logs and metrics there too
+  (Gemini CLI 0.61); it starts
   its spans (an ``llm_call`` per model request, with ``gen_ai.usage.*`` when its
   ``GEMINI_TELEMETRY_TRACES_ENABLED`` is on) in traces of their own, ignoring
   ``TRACEPARENT``.  So it is turned on only through the relay, which adopts its spans and
@@ -42,9 +43,12 @@ agent opted in (``redact``).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
+from typing import Any
 
+from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from agentchain.traces.rules import spans
@@ -187,3 +191,43 @@ def adopt(request: ExportTraceServiceRequest, trace: int, job_span: int) -> int:
                     span.parent_span_id = parent_id
                 changed += 1
     return changed
+
+
+_IDS = ("traceId", "spanId", "parentSpanId")
+
+
+def from_json(body: bytes) -> ExportTraceServiceRequest:
+    """An OTLP/HTTP JSON export request (Gemini CLI's) as OpenTelemetry's protocol type.
+
+    OTLP's JSON writes trace and span ids in hex where protobuf's JSON mapping expects
+    base64: they are turned over first.  Raises ValueError on what is not such a request."""
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError("not an OTLP export request")
+    for resource in _items(data, "resourceSpans"):
+        for scope in _items(resource, "scopeSpans"):
+            for span in _items(scope, "spans"):
+                _ids_to_base64(span)
+                for link in _items(span, "links"):
+                    _ids_to_base64(link)
+    request = ExportTraceServiceRequest()
+    try:
+        json_format.ParseDict(data, request, ignore_unknown_fields=True)
+    except json_format.ParseError as error:
+        raise ValueError(str(error)) from error
+    return request
+
+
+def _items(parent: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """``parent[key]``, a list of objects (none if absent); ValueError if it is not."""
+    found = parent.get(key) or []
+    if not isinstance(found, list) or not all(isinstance(item, dict) for item in found):
+        raise ValueError(f"{key} is not a list of objects")
+    return found
+
+
+def _ids_to_base64(item: dict[str, Any]) -> None:
+    for key in _IDS:
+        value = item.get(key)
+        if isinstance(value, str) and value:
+            item[key] = base64.b64encode(bytes.fromhex(value)).decode()
