@@ -6,7 +6,8 @@ Aspects covered:
   ``publishAfterStep``, the start of its publish Job; then ``p``'s own span, which ends
   after all of them, and the chain's root;
 - a crash before any one of the hop's writes, then the replay: the same spans, each
-  recorded once (their ids are derived, the outbox claims each once).
+  recorded once (their ids are derived, the outbox claims each once);
+- a publish Job's end records its run's span, under the span of its start, once.
 """
 
 from __future__ import annotations
@@ -21,11 +22,22 @@ from agentchain.traces.outbox import Outbox
 from agentchain.traces.recording import Traces
 from agentchain.traces.rules import spans, steps
 from agentchain.traces.rules.spans import Span
+from agentchain.workspaces import publishing
 from tests.unit.fakeapi import FakeApi
 from tests.unit.hop.test_hop_write_order import EXIT, NS, SETTINGS, api, kubeconfig, seed
-from tests.unit.workspaces.test_step_publish import STEP_JOB, ask, workspace
+from tests.unit.workspaces import test_workspace_pulls as pulls
+from tests.unit.workspaces.test_step_publish import (
+    STEP_JOB,
+    STEP_PUBLISH,
+    ask,
+    step_job,
+    step_publish,
+    workspace,
+)
 
-__all__ = ["api", "kubeconfig"]  # Fixtures.
+__all__ = ["api", "github", "kubeconfig", "rt"]  # Fixtures.
+github = pulls.github
+rt = pulls.rt
 pytestmark = pytest.mark.redis
 CHAIN = "c0ffee"
 
@@ -93,3 +105,17 @@ async def test_a_crash_before_any_write_replays_to_the_same_spans_once(
         await traced_hop(redis)
         got = sorted((s.name, s.span) for s in await recorded(redis))
         assert got == expected, f"crashed before write {crash_at}"
+
+
+async def test_a_publish_jobs_run_hangs_under_its_start(
+    rt: Runtime, api: FakeApi, github: pulls.FakeGitHub, redis: Redis
+) -> None:
+    step_job(api)
+    rt.traces = Traces(redis, enabled=True)
+    await publishing.on_job(rt, step_publish("Failed"))
+    await publishing.on_job(rt, step_publish("Failed"))  # Seen again: nothing more.
+    (run,) = await recorded(redis)
+    assert (run.name, run.error) == ("publish failed", "failed")
+    assert run.parent == steps.publish_span_id(NS, STEP_PUBLISH)
+    assert run.trace == spans.trace_id(pulls.CHAIN)
+    assert run.attributes["agentchain.publish.job"] == STEP_PUBLISH
