@@ -25,7 +25,11 @@ Aspects covered:
   first chain's one attempt leaves the round none (Cancelled, BudgetExceeded);
 * no cascade: three failing deliveries in a row leave one round running; the others end
   Cancelled (reason Superseded, cancel-in-progress of the pull request's round group), and
-  one round's commit reaches the branch.
+  one round's commit reaches the branch;
+* the whole loop in one flow: the chain's pull request, a failing check with a log, a
+  round that sees it and pushes its fix, a passing check on the new head (which starts
+  nothing), and the reviewer, asked by a mention on the pull request, reviewing that
+  head with two inline comments on changed lines (one on the round's fix) and one folded.
 """
 
 from __future__ import annotations
@@ -99,10 +103,12 @@ def with_actions(github: GitHubStandIn, repo: Installed) -> None:
         github.state.installations[repo.installation.id].permissions["actions"] = "read"
 
 
-def developer(max_rounds: int, reviews: bool = False, budget: Obj | None = None) -> Obj:
+def developer(
+    max_rounds: int, reviews: bool = False, budget: Obj | None = None, command: str = DEVELOPER
+) -> Obj:
     return chaining.ai_agent(
         "ai-developer",
-        ["sh", "-c", DEVELOPER],
+        ["sh", "-c", command],
         object_name="developer",
         workspace={"publish": True, "keepFor": "0"},
         github={"followUps": {"checks": True, "reviews": reviews, "maxRounds": max_rounds}},
@@ -111,15 +117,23 @@ def developer(max_rounds: int, reviews: bool = False, budget: Obj | None = None)
     )
 
 
-def failing_check(github: GitHubStandIn, installation: int, pull: model.PullRequest) -> Obj:
-    """GitHub's ``check_run.completed`` example as CI on ``pull`` would send it, failed."""
+def failing_check(
+    github: GitHubStandIn,
+    installation: int,
+    pull: model.PullRequest,
+    conclusion: str = "failure",
+    head_sha: str | None = None,
+) -> Obj:
+    """GitHub's ``check_run.completed`` example as CI on ``pull`` would send it, failed
+    (or with another ``conclusion``, on ``head_sha`` when the branch moved on)."""
     payload = app_delivery("check_run", "completed", installation)
     run = payload["check_run"]
+    head = head_sha or pull.head_sha
     run.update(
         id=uuid.uuid4().int >> 80,  # Unique: an identical signed body is one delivery.
         name="tests",
-        conclusion="failure",
-        head_sha=pull.head_sha,
+        conclusion=conclusion,
+        head_sha=head,
         output={"title": "1 test failed", "summary": FAILURE, "text": "assert greet() == ..."},
         app={**(run.get("app") or {}), "id": 15368, "name": "GitHub Actions"},
         pull_requests=[
@@ -127,7 +141,7 @@ def failing_check(github: GitHubStandIn, installation: int, pull: model.PullRequ
                 "url": f"{github.url}/repos/{REPOSITORY}/pulls/{pull.number}",
                 "id": pull.id,
                 "number": pull.number,
-                "head": {"ref": pull.head, "sha": pull.head_sha, "repo": {}},
+                "head": {"ref": pull.head, "sha": head, "repo": {}},
                 "base": {
                     "ref": pull.base,
                     "sha": "0" * 40,
@@ -436,3 +450,95 @@ def test_a_round_numbered_by_a_killed_webhook_starts_once_on_redelivery(
         (round_root,) = rounds_of(info, namespace)
 
     assert round_root["spec"]["event"]["round"] == 1  # The number the killed one took.
+
+
+FLOW_REVIEW = {
+    "verdict": "approve",
+    "body": "Green now.",
+    "comments": [
+        {"path": "README.md", "line": 1, "side": "RIGHT", "body": "Right fix."},
+        {"path": "FIX.md", "line": 1, "body": "The fix of the round."},
+        {"path": "README.md", "line": 40, "body": "Off the diff."},
+    ],
+}
+REVIEWER = (
+    f"echo 'Reviewed.'; printf '```agentchain-review\\n%s\\n```\\n' '{json.dumps(FLOW_REVIEW)}'"
+)
+
+
+def mention_on(repo: Installed, pull: model.PullRequest, login: str, text: str) -> Obj:
+    """``issue_comment.created`` for ``login``'s comment ``text`` on ``pull`` (GitHub
+    delivers a pull request's conversation comments as an issue's, with ``pull_request``)."""
+    comment = repo.github.add_comment(REPOSITORY, pull.number, text, author=login)
+    person = {"login": login, "type": "User"}
+    return {
+        "action": "created",
+        "issue": {
+            "number": pull.number,
+            "title": "Fix the typo",
+            "user": {"login": f"{repo.app.slug}[bot]", "type": "Bot"},
+            "pull_request": {"url": f"{repo.github.url}/repos/{REPOSITORY}/pulls/{pull.number}"},
+        },
+        "comment": {"id": comment.id, "body": text, "author_association": "OWNER", "user": person},
+        "repository": {"full_name": REPOSITORY, "private": False},
+        "sender": person,
+        "installation": {"id": repo.installation.id},
+    }
+
+
+def test_the_loop_from_pull_request_to_green_check_to_review(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    """The whole loop in one flow: the chain opens the pull request, its check fails with a
+    log, a round sees the failure and pushes a fix to the same branch, the check passes on
+    the new head (which starts nothing), and the reviewer, asked on the pull request,
+    reviews it with inline comments on the changed lines and one folded."""
+    info, github = cluster_info, repo.github
+    reviewer = chaining.ai_agent(
+        "ai-reviewer",
+        ["sh", "-c", REVIEWER],
+        object_name="reviewer",
+        github={"review": True},
+        triggers=[
+            {"source": "github", "events": ["issue_comment.created"], "filters": {"mention": True}}
+        ],
+    )
+    env = {**workspace_env(git_server), "AGENTCHAIN_GITHUB_APP_SLUG": repo.app.slug}
+    with app_operator(operator, info, namespace, repo, env) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(reviewer))
+        pull = open_pull(op, info, namespace, repo, developer(3))
+        with_actions(github, repo)
+        failing = failing_check(github, repo.installation.id, pull)
+        github.add_job_log(REPOSITORY, failing["check_run"]["id"], LOG_END)
+        answer = deliver(op, failing, "check_run", f"check-{uuid.uuid4()}")
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        wait_for_commit(git_server, pull, "Fix the check")
+        head = git_server.resolve(REPOSITORY, pull.head)
+        passing = failing_check(github, repo.installation.id, pull, "success", head)
+        green = deliver(op, passing, "check_run", f"check-{uuid.uuid4()}")
+        assert green["jobs"] == [], green  # A passing check starts no round.
+        owner = REPOSITORY.split("/")[0]
+        asked = mention_on(repo, pull, owner, f"@{repo.app.slug} please review")
+        review_answer = deliver(op, asked, "issue_comment", f"comment-{uuid.uuid4()}")
+        assert [j["agent"] for j in review_answer["jobs"]] == ["ai-reviewer"], review_answer
+        operating.wait_until(
+            lambda: bool(github.reviews(REPOSITORY, pull.number)),
+            timeout=TIMEOUT,
+            what="the reviewer's review",
+        )
+        (review,) = github.reviews(REPOSITORY, pull.number)
+
+    assert file_on(git_server, pull.head, "LOG.md").strip() == LOG_END.strip()  # It saw the log.
+    assert commits_on(git_server, pull.head)[:2] == ["Fix the check", "Fix the typo"]
+    assert [p.number for p in github.pulls(REPOSITORY)] == [pull.number]
+    assert len(rounds_of(info, namespace)) == 1
+    assert review.commit_id == head  # The green head, the round's fix on it.
+    assert [(c.path, c.line, c.body) for c in review.comments] == [
+        ("README.md", 1, "```text\nRight fix.\n```"),
+        ("FIX.md", 1, "```text\nThe fix of the round.\n```"),
+    ]
+    assert "README.md, line 40 (right side):\n\n```text\nOff the diff.\n```" in review.body

@@ -324,6 +324,12 @@ def _pull(call: Call, level: str) -> tuple[model.PullRequest, model.Repo]:
     pull = call.state.pulls.get((repo.full_name, call.int_param("pull_number")))
     if pull is None:
         raise model.Refused(404, "Not Found")
+    # GitHub's head.sha follows the head branch: a push after the pull request was
+    # opened moves it (what a review's commit_id and the changed files are read at).
+    resolver = call.state.ref_resolver
+    moved = resolver(pull.repo, pull.head) if resolver is not None else None
+    if moved is not None:
+        pull.head_sha = moved
     return pull, repo
 
 
