@@ -29,7 +29,10 @@ Aspects covered:
 * the whole loop in one flow: the chain's pull request, a failing check with a log, a
   round that sees it and pushes its fix, a passing check on the new head (which starts
   nothing), and the reviewer, asked by a mention on the pull request, reviewing that
-  head with two inline comments on changed lines (one on the round's fix) and one folded.
+  head with two inline comments on changed lines (one on the round's fix) and one folded;
+* a person's push (``pull_request.synchronize`` from a user) supersedes the running
+  round (Cancelled, Superseded, naming who pushed) and starts none; the App's own push
+  (a round's) leaves it running.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -542,3 +546,75 @@ def test_the_loop_from_pull_request_to_green_check_to_review(
         ("FIX.md", 1, "```text\nThe fix of the round.\n```"),
     ]
     assert "README.md, line 40 (right side):\n\n```text\nOff the diff.\n```" in review.body
+
+
+def pushed(repo: Installed, pull: model.PullRequest, login: str, kind: str) -> Obj:
+    """``pull_request.synchronize``: ``login`` pushed to ``pull``'s branch."""
+    sender = {"login": login, "type": kind}
+    return {
+        "action": "synchronize",
+        "number": pull.number,
+        "pull_request": {
+            "number": pull.number,
+            "user": {"login": f"{repo.app.slug}[bot]", "type": "Bot"},
+            "author_association": "NONE",
+            "head": {"ref": pull.head, "sha": uuid.uuid4().hex + "00000000"},
+            "base": {"ref": pull.base},
+        },
+        "repository": {"full_name": REPOSITORY, "private": False},
+        "sender": sender,
+        "installation": {"id": repo.installation.id},
+    }
+
+
+def test_a_persons_push_supersedes_the_running_round_the_apps_does_not(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    """A round works on the branch's head as it started; a person pushing meanwhile makes
+    that work stale, so the round is superseded through its pull request's group and
+    starts no new round (nothing failed on the new head yet).  The round's own push comes
+    from the App and supersedes nothing."""
+    info = cluster_info
+    slow = DEVELOPER.replace(
+        'elif grep -q "Checks failed',
+        'elif grep -q "Checks failed" "$AGENT_PROMPT_FILE" && sleep 60; then :; '
+        'elif grep -q "Checks failed',
+    )
+    env = {**workspace_env(git_server), "AGENTCHAIN_GITHUB_APP_SLUG": repo.app.slug}
+    with app_operator(operator, info, namespace, repo, env) as op:
+        pull = open_pull(op, info, namespace, repo, developer(3, command=slow))
+        assert len(fail_check(op, repo, pull)["jobs"]) == 1
+
+        def phase() -> tuple[str, str, str]:
+            (found,) = rounds_of(info, namespace) or [{}]
+            status = found.get("status") or {}
+            return status.get("phase", ""), status.get("reason", ""), status.get("message", "")
+
+        operating.wait_until(
+            lambda: phase()[0] == "Running", timeout=TIMEOUT, what="the round to run"
+        )
+        own = deliver(
+            op,
+            pushed(repo, pull, f"{repo.app.slug}[bot]", "Bot"),
+            "pull_request",
+            f"push-{uuid.uuid4()}",
+        )
+        time.sleep(2)  # Room for a stop, which must not come.
+        assert phase()[0] == "Running", phase()
+        person = deliver(
+            op, pushed(repo, pull, "octocat", "User"), "pull_request", f"push-{uuid.uuid4()}"
+        )
+        operating.wait_until(
+            lambda: phase()[0] == "Cancelled", timeout=TIMEOUT, what="the round to be superseded"
+        )
+        ended = phase()
+
+    assert (own["jobs"], person["jobs"]) == ([], [])  # Neither push starts a round.
+    assert ended[1] == "Superseded", ended
+    assert "@octocat pushed to pull request" in ended[2], ended
+    assert len(rounds_of(info, namespace)) == 1
+    assert commits_on(git_server, pull.head)[0] == "Fix the typo"  # The round pushed nothing.

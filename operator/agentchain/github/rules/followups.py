@@ -298,3 +298,50 @@ def review_context(
         if len(comments) > COMMENTS_MAX:
             lines.append(f"[… and {len(comments) - COMMENTS_MAX} more comments]")
     return _clean("\n".join(lines), CONTEXT_MAX)
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """Someone other than the operator's App pushed to a pull request's head branch."""
+
+    repository: str
+    pull: int
+    head_sha: str
+    sender: str
+
+
+def pushed_by_other(
+    event: str, action: str | None, payload: Mapping[str, Any], app_login: str
+) -> Pushed | None:
+    """A ``pull_request.synchronize`` whose sender is not ``app_login`` (the App's bot,
+    ``<slug>[bot]``, which is who a round's own push comes from); None for anything else.
+
+    Such a push moves the branch a running round would push to, so that round's work is
+    stale: the caller supersedes it.  It starts no round of its own: nothing has failed
+    on the new head yet, and its checks or a review will say if something does."""
+    if event != "pull_request" or action != "synchronize" or not app_login:
+        return None
+    pull = _mapping(payload, "pull_request")
+    repository = _str(_mapping(payload, "repository"), "full_name")
+    number = _int(pull, "number")
+    sender = _str(_mapping(payload, "sender"), "login")
+    if not repository or number is None or not sender:
+        return None
+    if sender.casefold() == app_login.casefold():
+        return None
+    head_sha = _str(_mapping(pull, "head"), "sha")[:64]
+    return Pushed(repository, number, head_sha, _clean(sender, NAME_MAX))
+
+
+def push_holder(pushed: Pushed) -> str:
+    """The name a person's push takes a round group's slot under (``flow/admitting``): a
+    valid object name that no AgentJob has (a root job is ``<agent>-<hash>``, and an
+    agent's name never ends in ``-``, so no job name starts with ``push--`` followed by
+    the hash alone)."""
+    digest = "".join(c for c in pushed.head_sha.casefold() if c in "0123456789abcdef")[:12]
+    return f"push--{digest or 'unknown'}"
+
+
+def push_reason(pushed: Pushed) -> str:
+    """Why the round stopped, for its status (one short line: the login is data)."""
+    return f"@{pushed.sender} pushed to pull request #{pushed.pull}'s branch"

@@ -21,6 +21,11 @@ the same repository and branch, checked out at the branch's head, published to t
 branch, which updates the same pull request.  The delivery that is the first past
 ``maxRounds`` queues nothing and says so on the pull request (once); later ones say
 nothing.
+
+A push to that pull request by anyone but the App (:func:`pushes`) makes a running round's
+work stale: the webhook then supersedes the round through its pull request's round group
+(``flow/admitting.supersede_holders``, the group's own cancel-in-progress) and starts no
+round (nothing failed on the new head yet).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any, Literal
 
 from agentchain import faults
 from agentchain.core.runtime import Runtime
+from agentchain.flow.rules import concurrency
 from agentchain.github import roundrecords
 from agentchain.github.appruntime import side_of
 from agentchain.github.githuberrors import GitHubError
@@ -217,6 +223,50 @@ async def _plan_pull(
         }
     )
     return Round(namespace, agent, event, pull)
+
+
+@dataclass(frozen=True)
+class Push:
+    """A person's push to a pull request's branch: ``agent``'s round there is stale."""
+
+    namespace: str
+    group: str
+    holder: str
+    reason: str
+
+
+async def pushes(
+    rt: Runtime,
+    event: str,
+    action: str | None,
+    payload: Mapping[str, Any],
+    grouped: Mapping[str, Sequence[AgentCandidate]],
+    app_login: str | None,
+) -> list[Push]:
+    """What a push by someone other than the App (``app_login``, its bot) to a chain's
+    pull request supersedes: the round group of each agent of that chain that asks for
+    rounds.  Without the App's login a round's own push cannot be told from a person's,
+    so nothing is superseded (the round's later push is then refused, visibly)."""
+    pushed = rules.pushed_by_other(event, action, payload, app_login or "")
+    if pushed is None:
+        return []
+    found = await roundrecords.pull_chain(
+        rt.redis, rt.operator_keys, pushed.repository, pushed.pull
+    )
+    if found is None:
+        return []
+    namespace, chain_id = found
+    record = await rt.chains.get(namespace, chain_id)
+    candidates = grouped.get(namespace, ())
+    out: list[Push] = []
+    for name in dict.fromkeys(str(h.get("agent")) for h in (record.hops if record else [])):
+        found_agents = [c for c in candidates if c.spec.trigger_name == name]
+        wants = _follow_ups(found_agents[0]) if len(found_agents) == 1 else None
+        if wants is None or not (wants.checks or wants.reviews):
+            continue
+        group = concurrency.pull_round_group(pushed.repository, pushed.pull, name)
+        out.append(Push(namespace, group, rules.push_holder(pushed), rules.push_reason(pushed)))
+    return out
 
 
 def _title(kind: str, pull: int) -> str:

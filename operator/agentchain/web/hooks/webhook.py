@@ -71,6 +71,7 @@ from redis.exceptions import RedisError
 from agentchain import metrics, models
 from agentchain.core.rules import naming
 from agentchain.core.runtime import Runtime
+from agentchain.flow import admitting
 from agentchain.flow.slots import AdmissionStore
 from agentchain.github import collaborators, commandreplies, githubrecords, roundrecords
 from agentchain.github.rules.matching import (
@@ -82,6 +83,7 @@ from agentchain.github.rules.matching import (
     needs_app_slug,
 )
 from agentchain.hop.rules import chains
+from agentchain.kube import apierrors
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.store import sealing
 from agentchain.store.deliveries import NotReplicated, QueuedJob
@@ -232,7 +234,7 @@ class GithubWebhook:
 
     async def _queue(self, delivery: Delivery) -> web.Response:
         received = time.time_ns()
-        planned, ignored, early, limits = await self._plan_or_refuse(delivery)
+        planned, ignored, early, afters = await self._plan_or_refuse(delivery)
         try:
             async with asyncio.timeout(ACCEPT_TIMEOUT_SECONDS):  # No extra task, unlike wait_for.
                 first, recorded = await self.rt.deliveries.accept(
@@ -260,7 +262,7 @@ class GithubWebhook:
         if first and early:
             await self._enqueue_early(early)
         if first:
-            _say_limits(self.rt, limits)
+            await _after_accepting(self.rt, afters)
         if planned and self.dispatcher is not None:
             self.dispatcher.notify()
         if first:
@@ -329,9 +331,7 @@ class GithubWebhook:
 
     async def _plan_or_refuse(
         self, delivery: Delivery
-    ) -> tuple[
-        list[Planned], list[dict[str, str]], list[groupstamps.Early], list[followrounds.Limit]
-    ]:
+    ) -> tuple[list[Planned], list[dict[str, str]], list[groupstamps.Early], list[After]]:
         """:meth:`_plan`, or a 503 when Redis does not answer (a follow-up round's records
         are read there): nothing is queued, and GitHub can redeliver."""
         try:
@@ -341,9 +341,7 @@ class GithubWebhook:
 
     async def _plan(
         self, delivery: Delivery
-    ) -> tuple[
-        list[Planned], list[dict[str, str]], list[groupstamps.Early], list[followrounds.Limit]
-    ]:
+    ) -> tuple[list[Planned], list[dict[str, str]], list[groupstamps.Early], list[After]]:
         grouped = await self.agents.get()
         keys = self.rt.operator_keys
         event = event_from_payload(
@@ -369,7 +367,23 @@ class GithubWebhook:
             self.rt, delivery.event, delivery.action, delivery.payload, event, grouped
         )
         planned.extend(_round_planned(keys, r, delivery) for r in rounds)
-        return planned, ignored, early, limits
+        pushes = await followrounds.pushes(
+            self.rt,
+            delivery.event,
+            delivery.action,
+            delivery.payload,
+            grouped,
+            await self._app_login(delivery),
+        )
+        return planned, ignored, early, [*limits, *pushes]
+
+    async def _app_login(self, delivery: Delivery) -> str | None:
+        """The App's bot login, asked only for a push to a pull request (a round's own push
+        is the App's, and supersedes nothing)."""
+        if (delivery.event, delivery.action) != ("pull_request", "synchronize"):
+            return None
+        slug = await self.app_slug.get()
+        return f"{slug}[bot]" if slug else None
 
 
 def _planned(
@@ -384,9 +398,27 @@ def _planned(
     return Planned(namespace, name, body, match.agent)
 
 
-def _say_limits(rt: Runtime, limits: list[followrounds.Limit]) -> None:
-    """Say on each pull request whose rounds this delivery ended that they are over."""
-    for limit in limits:
+After = followrounds.Limit | followrounds.Push
+"""What the first copy of a delivery does once it is recorded, besides queueing jobs."""
+
+
+async def _after_accepting(rt: Runtime, afters: list[After]) -> None:
+    """Say on each pull request whose rounds this delivery ended that they are over, and
+    supersede the rounds a person's push made stale (through their group's
+    cancel-in-progress).  A failure here is logged: the delivery is recorded, and a round
+    left running finds its push refused (``WorkspacePushRefused``)."""
+    for after in afters:
+        if isinstance(after, followrounds.Push):
+            try:
+                stopped = await admitting.supersede_holders(
+                    rt, after.namespace, after.group, after.holder, after.reason
+                )
+            except (RedisError, apierrors.KubeError) as exc:
+                log.warning("round of %s not superseded: %s", after.group[1:], exc)
+                continue
+            log.info("%s: superseded %s", after.reason, stopped or "nothing")
+            continue
+        limit = after
         roundrecords.say_limit(
             rt,
             limit.installation_id,

@@ -10,7 +10,10 @@ Aspects covered:
 * the context is bounded whatever the check reports, keeps a log's end, drops control
   characters, names each check, and is linear (a megabyte of output costs no more than
   the bound);
-* the limit's comment names the agent and the limit and carries its marker.
+* the limit's comment names the agent and the limit and carries its marker;
+* a push to a pull request (``synchronize``) by anyone but the App is a push that
+  supersedes rounds, the App's own (a round's) is not, nor another action or event; the
+  slot it takes is named so no AgentJob can have the name.
 """
 
 from __future__ import annotations
@@ -334,3 +337,35 @@ class TestReviews:
         assert long is not None
         text = followups.review_context(review, [long] * 500, 1)
         assert len(text) <= followups.CONTEXT_MAX + 20
+
+
+def _synchronize(sender: str, sha: str = "3f2a" * 10) -> dict[str, Any]:
+    return {
+        "action": "synchronize",
+        "pull_request": {"number": 7, "head": {"sha": sha, "ref": "fix"}},
+        "repository": {"full_name": REPO},
+        "sender": {"login": sender},
+    }
+
+
+def test_a_push_by_anyone_but_the_app_supersedes_rounds() -> None:
+    app = "agentchain[bot]"
+    pushed = followups.pushed_by_other("pull_request", "synchronize", _synchronize("eve"), app)
+    assert pushed == followups.Pushed(REPO, 7, "3f2a" * 10, "eve")
+    assert followups.push_holder(pushed) == "push--3f2a3f2a3f2a"
+    assert followups.push_reason(pushed) == "@eve pushed to pull request #7's branch"
+    own = _synchronize("AgentChain[bot]")
+    assert followups.pushed_by_other("pull_request", "synchronize", own, app) is None
+    other = _synchronize("eve")
+    assert followups.pushed_by_other("pull_request", "opened", other, app) is None
+    assert followups.pushed_by_other("push", "synchronize", other, app) is None
+    # Without the App's login a round's push cannot be told from a person's.
+    assert followups.pushed_by_other("pull_request", "synchronize", other, "") is None
+
+
+@given(sha=st.text(max_size=80))
+def test_a_pushs_slot_is_a_name_no_agentjob_has(sha: str) -> None:
+    pushed = followups.Pushed(REPO, 7, sha, "eve")
+    holder = followups.push_holder(pushed)
+    assert holder.startswith("push--") and len(holder) <= 18
+    assert holder[len("push--") :].isalnum() and holder.islower()
