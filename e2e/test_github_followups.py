@@ -32,7 +32,11 @@ Aspects covered:
   head with two inline comments on changed lines (one on the round's fix) and one folded;
 * a person's push (``pull_request.synchronize`` from a user) supersedes the running
   round (Cancelled, Superseded, naming who pushed) and starts none; the App's own push
-  (a round's) leaves it running.
+  (a round's) leaves it running;
+* a reply in a review thread (``pull_request_review_comment.created`` with
+  ``in_reply_to_id``) from the owner starts a round with that comment (path, line, body)
+  in its prompt; the same from a stranger, or a new inline comment (which comes with its
+  review's own delivery), starts nothing.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ FAILURE = "FAILED test_greet: expected 'Hello World', got 'Hello Wrold'"
 LOG_END = "LOG: test_greet raised AssertionError in tests/test_greet.py line 3\n"
 DEVELOPER = (
     'cd "$AGENT_WORKSPACE_REPO" && '
-    'if grep -q "requested changes on pull request" "$AGENT_PROMPT_FILE"; then '
+    'if grep -qE "requested changes on|in a review thread on" "$AGENT_PROMPT_FILE"; then '
     '  grep -A1 "README.md, line 1:" "$AGENT_PROMPT_FILE" > REVIEW.md && '
     "  git add REVIEW.md && "
     "  git -c user.name=Developer -c user.email=dev@example.com commit -qm 'Answer the review' && "
@@ -618,3 +622,67 @@ def test_a_persons_push_supersedes_the_running_round_the_apps_does_not(
     assert "@octocat pushed to pull request" in ended[2], ended
     assert len(rounds_of(info, namespace)) == 1
     assert commits_on(git_server, pull.head)[0] == "Fix the typo"  # The round pushed nothing.
+
+
+def thread_comment(
+    repo: Installed, pull: model.PullRequest, login: str, association: str, reply_to: int | None
+) -> Obj:
+    """``pull_request_review_comment.created``: ``login``'s inline comment on README.md
+    line 1 of ``pull``, a reply to comment ``reply_to`` when given."""
+    person = {"login": login, "type": "User"}
+    comment: Obj = {
+        "id": uuid.uuid4().int >> 80,
+        "path": "README.md",
+        "line": 1,
+        "side": "RIGHT",
+        "body": "Say hello to the world, politely.",
+        "commit_id": pull.head_sha,
+        "author_association": association,
+        "user": person,
+    }
+    if reply_to is not None:
+        comment["in_reply_to_id"] = reply_to
+    return {
+        "action": "created",
+        "comment": comment,
+        "pull_request": {
+            "number": pull.number,
+            "user": {"login": f"{repo.app.slug}[bot]", "type": "Bot"},
+            "author_association": "NONE",
+            "head": {"ref": pull.head, "sha": pull.head_sha},
+        },
+        "repository": {"full_name": REPOSITORY, "private": False},
+        "sender": person,
+        "installation": {"id": repo.installation.id},
+    }
+
+
+def test_a_reply_in_a_review_thread_starts_a_round_with_the_comment(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info = cluster_info
+    owner = REPOSITORY.split("/")[0]
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        pull = open_pull(op, info, namespace, repo, developer(3, reviews=True))
+        event = "pull_request_review_comment"
+        stranger = thread_comment(repo, pull, "eve", "NONE", reply_to=41)
+        assert deliver(op, stranger, event, f"c-{uuid.uuid4()}")["jobs"] == []
+        fresh = thread_comment(repo, pull, owner, "OWNER", reply_to=None)
+        assert deliver(op, fresh, event, f"c-{uuid.uuid4()}")["jobs"] == []
+        reply = thread_comment(repo, pull, owner, "OWNER", reply_to=41)
+        answer = deliver(op, reply, event, f"c-{uuid.uuid4()}")
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        wait_for_commit(git_server, pull, "Answer the review")
+
+    assert file_on(git_server, pull.head, "REVIEW.md").splitlines() == [
+        "- README.md, line 1:",
+        "Say hello to the world, politely.",
+    ]
+    (round_root,) = rounds_of(info, namespace)
+    assert round_root["spec"]["event"]["title"] == (
+        f"Review comment on pull request #{pull.number} by @{owner}"
+    )

@@ -1,9 +1,10 @@
-"""Follow-up rounds planned from a delivery: a failing check, or a review requesting
-changes, on a chain's pull request.
+"""Follow-up rounds planned from a delivery: a failing check, a review requesting
+changes, or a reply in a review thread, on a chain's pull request.
 
 The webhook calls :func:`plan` with every verified delivery.  For a failing
-``check_run``, ``check_suite`` or ``workflow_run``, or a ``pull_request_review``
-submitted with changes requested (``github/rules/followups.py``), on a pull request a
+``check_run``, ``check_suite`` or ``workflow_run``, a ``pull_request_review``
+submitted with changes requested, or a reply in a review thread
+(``github/rules/followups.py``), on a pull request a
 chain of the operator opened (``github/roundrecords.py``), it finds the agent of that
 chain that asks for such rounds (``spec.github.followUps.checks`` / ``reviews``: the
 first such agent in the chain's order; for a review, only when that agent's sender
@@ -90,6 +91,7 @@ class _Cause:
     url: str
     failed: rules.FailedCheck | None = None
     review: rules.ChangesRequested | None = None
+    reply: rules.ThreadReply | None = None
 
 
 def _cause_of(
@@ -101,6 +103,18 @@ def _cause_of(
         title = f": {failed.name}"
         return _Cause(
             "checks", failed.repository, failed.pulls, failed.head_sha, title, failed.url, failed
+        )
+    reply = rules.thread_reply(event, action, payload)
+    if reply is not None:
+        title = f" by @{reply.commenter}" if reply.commenter else ""
+        return _Cause(
+            "reviews",
+            reply.repository,
+            (reply.pull,),
+            reply.head_sha,
+            title,
+            reply.url,
+            reply=reply,
         )
     review = rules.changes_requested(event, action, payload)
     if review is not None:
@@ -162,8 +176,9 @@ async def plan(
         return [], []
 
     def admits(candidate: AgentCandidate) -> bool:
-        """A review starts rounds only from a sender the agent's policy admits; a check's
-        sender is whoever pushed or GitHub itself, and what it reports is data."""
+        """A review (or a reply in its thread) starts rounds only from a sender the agent's
+        policy admits; a check's sender is whoever pushed or GitHub itself, and what it
+        reports is data."""
         if cause.kind != "reviews":
             return True
         policy = candidate.spec.sender_policy or SenderPolicy()
@@ -215,7 +230,7 @@ async def _plan_pull(
             "installation_id": installation,
             "head_sha": cause.head_sha or None,
             "head_repository": cause.repository,
-            "title": _title(cause.kind, pull) + cause.title,
+            "title": _title(cause, pull) + cause.title,
             "body": await _body(rt, cause, pull, number, installation, delivery),
             "url": cause.url or None,
             "continues": chain_id,
@@ -269,9 +284,11 @@ async def pushes(
     return out
 
 
-def _title(kind: str, pull: int) -> str:
-    if kind == "checks":
+def _title(cause: _Cause, pull: int) -> str:
+    if cause.kind == "checks":
         return f"Checks failed on pull request #{pull}"
+    if cause.reply is not None:
+        return f"Review comment on pull request #{pull}"
     return f"Changes requested on pull request #{pull}"
 
 
@@ -285,6 +302,8 @@ async def _body(
         log_tail = "" if again else await _job_log(rt, cause.failed, installation)
         logs = {cause.failed.job_id: log_tail} if cause.failed.job_id and log_tail else {}
         return rules.failure_context([cause.failed], pull, number, logs)
+    if cause.reply is not None:
+        return rules.thread_context(cause.reply, number)
     assert cause.review is not None
     comments = None if again else await _review_comments(rt, cause.review, installation)
     return rules.review_context(cause.review, comments, number)

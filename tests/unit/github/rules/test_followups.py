@@ -13,7 +13,10 @@ Aspects covered:
 * the limit's comment names the agent and the limit and carries its marker;
 * a push to a pull request (``synchronize``) by anyone but the App is a push that
   supersedes rounds, the App's own (a round's) is not, nor another action or event; the
-  slot it takes is named so no AgentJob can have the name.
+  slot it takes is named so no AgentJob can have the name;
+* a reply in a review thread is a round's cause, with its path, line and text; a new
+  inline comment (its review's delivery covers it), another action or event is not; its
+  context is bounded however long the comment.
 """
 
 from __future__ import annotations
@@ -369,3 +372,47 @@ def test_a_pushs_slot_is_a_name_no_agentjob_has(sha: str) -> None:
     holder = followups.push_holder(pushed)
     assert holder.startswith("push--") and len(holder) <= 18
     assert holder[len("push--") :].isalnum() and holder.islower()
+
+
+def _review_comment(reply_to: int | None, body: str = "Say it politely.") -> dict[str, Any]:
+    comment: dict[str, Any] = {
+        "id": 51,
+        "path": "src/app.py",
+        "line": 12,
+        "body": body,
+        "commit_id": "ab" * 20,
+        "user": {"login": "octocat"},
+    }
+    if reply_to is not None:
+        comment["in_reply_to_id"] = reply_to
+    return {
+        "action": "created",
+        "comment": comment,
+        "pull_request": {"number": 7, "head": {"sha": "cd" * 20}},
+        "repository": {"full_name": REPO},
+    }
+
+
+def test_a_reply_in_a_review_thread_is_a_cause_a_new_comment_is_not() -> None:
+    event = "pull_request_review_comment"
+    reply = followups.thread_reply(event, "created", _review_comment(41))
+    assert reply is not None
+    assert (reply.repository, reply.pull, reply.comment_id, reply.in_reply_to) == (REPO, 7, 51, 41)
+    assert reply.comment == followups.ReviewComment("src/app.py", 12, "Say it politely.")
+    assert (reply.commenter, reply.head_sha) == ("octocat", "ab" * 20)
+    context = followups.thread_context(reply, 2)
+    assert context.startswith("Follow-up round 2: @octocat commented in a review thread on")
+    assert "- src/app.py, line 12:\nSay it politely." in context
+    assert followups.thread_reply(event, "created", _review_comment(None)) is None
+    assert followups.thread_reply(event, "edited", _review_comment(41)) is None
+    assert followups.thread_reply("pull_request_review", "created", _review_comment(41)) is None
+
+
+def test_a_long_reply_stays_bounded() -> None:
+    long = "x\x07" * 1_000_000
+    reply = followups.thread_reply(
+        "pull_request_review_comment", "created", _review_comment(41, long)
+    )
+    assert reply is not None and len(reply.comment.body) <= followups.COMMENT_MAX
+    context = followups.thread_context(reply, 1)
+    assert len(context) <= followups.CONTEXT_MAX and "\x07" not in context
