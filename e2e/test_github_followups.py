@@ -36,7 +36,12 @@ Aspects covered:
 * a reply in a review thread (``pull_request_review_comment.created`` with
   ``in_reply_to_id``) from the owner starts a round with that comment (path, line, body)
   in its prompt; the same from a stranger, or a new inline comment (which comes with its
-  review's own delivery), starts nothing.
+  review's own delivery), starts nothing;
+* a chain started on a person's pull request (``pull_request.opened``, its head a branch
+  of the same repository) gets rounds too: a failing check there runs the developer on
+  that branch's head, and its commit is pushed to that branch (the pull request's own);
+  a chain started on a fork's pull request gets none: the failing check starts nothing,
+  and one comment there says the branch is a fork's (a second failure says nothing more).
 """
 
 from __future__ import annotations
@@ -112,7 +117,11 @@ def with_actions(github: GitHubStandIn, repo: Installed) -> None:
 
 
 def developer(
-    max_rounds: int, reviews: bool = False, budget: Obj | None = None, command: str = DEVELOPER
+    max_rounds: int,
+    reviews: bool = False,
+    budget: Obj | None = None,
+    command: str = DEVELOPER,
+    events: tuple[str, ...] = ("issues.opened",),
 ) -> Obj:
     return chaining.ai_agent(
         "ai-developer",
@@ -121,7 +130,7 @@ def developer(
         workspace={"publish": True, "keepFor": "0"},
         github={"followUps": {"checks": True, "reviews": reviews, "maxRounds": max_rounds}},
         budget=budget,
-        triggers=[{"source": "github", "events": ["issues.opened"]}],
+        triggers=[{"source": "github", "events": list(events)}],
     )
 
 
@@ -686,3 +695,84 @@ def test_a_reply_in_a_review_thread_starts_a_round_with_the_comment(
     assert round_root["spec"]["event"]["title"] == (
         f"Review comment on pull request #{pull.number} by @{owner}"
     )
+
+
+def person_pull(
+    repo: Installed, git_server: GitServer, head: str, author: str
+) -> model.PullRequest:
+    """``author``'s pull request from branch ``head`` (made at main's commit when it is in
+    the repository) into main, as if opened on github.com."""
+    main = git_server.resolve(REPOSITORY, "main")
+    assert main is not None
+    branch = head.split(":")[-1]
+    if ":" not in head:
+        bare = git_server.bare_path(REPOSITORY)
+        subprocess.run(
+            ["git", "--git-dir", str(bare), "update-ref", f"refs/heads/{branch}", main], check=True
+        )
+    state = repo.github.state
+    issue = state.add_issue(REPOSITORY, "Greet politely", author=author, pull_request=True)
+    with state.lock:
+        pull = model.PullRequest(
+            state.next_id(), REPOSITORY, issue.number, issue.title, "", branch, "main", main,
+            author, "User",
+        )  # fmt: skip
+        state.pulls[(REPOSITORY, pull.number)] = pull
+    return pull
+
+
+def opened(repo: Installed, pull: model.PullRequest, head_repository: str) -> Obj:
+    """``pull_request.opened`` for ``pull``, its head in ``head_repository``."""
+    payload = app_delivery("pull_request", "opened", repo.installation.id)
+    payload["number"] = pull.number
+    payload["pull_request"].update(id=pull.id, number=pull.number)
+    payload["pull_request"]["head"].update(ref=pull.head, sha=pull.head_sha)
+    payload["pull_request"]["head"]["repo"]["full_name"] = head_repository
+    return payload
+
+
+def fork_comments(repo: Installed, pull: model.PullRequest) -> list[model.Comment]:
+    """The comments on ``pull`` saying its rounds cannot push to a fork (the chain's own
+    progress comment is there too)."""
+    marker = "<!-- agentchain:follow-up-fork="
+    return [c for c in repo.github.comments(REPOSITORY, pull.number) if c.body.startswith(marker)]
+
+
+def test_a_chain_started_on_a_persons_pull_request_gets_rounds_on_its_branch_not_a_forks(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    owner = REPOSITORY.split("/")[0]
+    agent = developer(3, events=("pull_request.opened",))
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
+        own = person_pull(repo, git_server, "greeting", owner)
+        started = deliver(op, opened(repo, own, REPOSITORY), "pull_request", f"pr-{uuid.uuid4()}")
+        assert [j["agent"] for j in started["jobs"]] == ["ai-developer"], started
+        fork = person_pull(repo, git_server, "mallory:patch", owner)
+        forked = opened(repo, fork, "mallory/Hello-World")
+        assert deliver(op, forked, "pull_request", f"pr-{uuid.uuid4()}")["jobs"]
+        # The first chain ran (it published its typo fix as a pull request of its own).
+        operating.wait_until(
+            lambda: len(github.pulls(REPOSITORY)) == 3, timeout=TIMEOUT, what="the chain to end"
+        )
+        answer = fail_check(op, repo, own)
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        wait_for_commit(git_server, own, "Fix the check")
+        assert fail_check(op, repo, fork)["jobs"] == []
+        operating.wait_until(
+            lambda: len(fork_comments(repo, fork)) == 1, timeout=TIMEOUT, what="the fork's comment"
+        )
+        assert fail_check(op, repo, fork)["jobs"] == []
+        (round_root,) = rounds_of(info, namespace)
+        time.sleep(1)  # Room for a second comment, which must not come.
+
+    assert file_on(git_server, own.head, "FIX.md").strip() == FAILURE
+    assert round_root["spec"]["event"]["headRef"] == "greeting"
+    (said,) = fork_comments(repo, fork)
+    assert "its branch is in a fork" in said.body
+    assert fork_comments(repo, own) == []

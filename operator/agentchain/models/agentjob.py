@@ -85,6 +85,16 @@ class JobEvent(KubeModel):
     round: int | None = Field(
         default=None, ge=1, description="A follow-up round's number on its pull request."
     )
+    head_ref: str | None = Field(
+        default=None,
+        max_length=255,
+        description=(
+            "A follow-up round's branch when its chain was started on the pull request (a "
+            "person's, in the same repository): the pull request's head branch, which the "
+            "round checks out and pushes to. Unset for a round of a pull request its chain "
+            "opened, which continues that chain's workspace."
+        ),
+    )
 
 
 class DelegationHop(KubeModel):

@@ -165,6 +165,18 @@ def limit_comment(agent: str, max_rounds: int, chain_id: str) -> str:
     )
 
 
+def fork_comment(agent: str, chain_id: str) -> str:
+    """The one comment saying ``agent`` runs no rounds on this pull request: its head
+    branch is in a fork, where the operator cannot push (and the trust default publishes
+    nothing of a fork's: docs/security.md)."""
+    return (
+        f"<!-- agentchain:follow-up-fork={chain_id}/{agent} -->\n"
+        f"**agentchain** · chain {chain_id} · `{agent}` runs no follow-up rounds on this "
+        "pull request: its branch is in a fork, which the App cannot push to. Failing "
+        "checks and change requests here start nothing. A person takes it from here."
+    )
+
+
 def _clean(text: str, limit: int, tail: bool = False) -> str:
     """``text`` within ``limit`` characters, without control characters other than line
     breaks and tabs; a cut is marked, and ``tail`` keeps the end instead of the start."""
@@ -408,3 +420,30 @@ def thread_context(reply: ThreadReply, round_number: int) -> str:
         comment.body,
     ]
     return _clean("\n".join(lines), CONTEXT_MAX)
+
+
+@dataclass(frozen=True)
+class StartedOn:
+    """The pull request a ``pull_request`` delivery's chains are started on."""
+
+    repository: str
+    pull: int
+    head: str
+    fork: bool
+    """Its head branch is not in ``repository`` (or the delivery does not say where)."""
+
+
+def started_on(event: str, payload: Mapping[str, Any]) -> StartedOn | None:
+    """The pull request a ``pull_request`` delivery is about, with its head branch; None
+    for other events (a comment or a review carries no head repository to trust)."""
+    if event != "pull_request":
+        return None
+    pull = _mapping(payload, "pull_request")
+    head = _mapping(pull, "head")
+    repository = _str(_mapping(payload, "repository"), "full_name")
+    number, ref = _int(pull, "number"), _str(head, "ref")
+    if not repository or number is None or not ref:
+        return None
+    head_repository = _str(_mapping(head, "repo"), "full_name")
+    fork = head_repository.casefold() != repository.casefold()
+    return StartedOn(repository, number, ref[:255], fork)

@@ -1,25 +1,27 @@
 """Follow-up rounds planned from a delivery: a failing check, a review requesting
 changes, or a reply in a review thread, on a chain's pull request.
 
-The webhook calls :func:`plan` with every verified delivery.  For a failing
-``check_run``, ``check_suite`` or ``workflow_run``, a ``pull_request_review``
-submitted with changes requested, or a reply in a review thread
-(``github/rules/followups.py``), on a pull request a
-chain of the operator opened (``github/roundrecords.py``), it finds the agent of that
-chain that asks for such rounds (``spec.github.followUps.checks`` / ``reviews``: the
-first such agent in the chain's order; for a review, only when that agent's sender
-policy admits the reviewer), numbers the round, and returns what the webhook queues like any
-match: a root AgentJob of that agent, whose event (sealed with it) names the pull request,
-carries the failure (with the end of its Actions job's log for a check run, or the
-review with its inline comments; each read from GitHub within 4 s, and left out when
-GitHub does not answer or the App may not read it) as its body and the chain it continues
-(``continues``).  It is queued
-in the same atomic step as the delivery's record, so a round starts exactly once per
-delivery, across redeliveries and a killed process.
+The webhook calls :func:`plan` with every verified delivery. For a failing
+``check_run``, ``check_suite`` or ``workflow_run``, a ``pull_request_review`` submitted
+with changes requested, or a reply in a review thread (``github/rules/followups.py``),
+on a pull request a chain of the operator opened or was started on
+(``github/roundrecords.py``), it finds the agent of that chain that asks for such rounds
+(``spec.github.followUps.checks`` / ``reviews``: the first such agent in the chain's
+order; for a review, only when that agent's sender policy admits the reviewer), numbers
+the round, and returns what the webhook queues like any match: a root AgentJob of that
+agent, whose event (sealed with it) names the pull request, carries the failure (with
+the end of its Actions job's log for a check run, or the review with its inline
+comments; each read from GitHub within 4 s, and left out when GitHub does not answer or
+the App may not read it) as its body and the chain it continues (``continues``). It is
+queued in the same atomic step as the delivery's record, so a round starts exactly once
+per delivery, across redeliveries and a killed process.
 
 The round's chain gets the continued chain's workspace (``workspaces/attaching.py``):
 the same repository and branch, checked out at the branch's head, published to the same
-branch, which updates the same pull request.  The delivery that is the first past
+branch, which updates the same pull request.  A round of a pull request its chain was
+started on works on that pull request's head branch instead (the event's ``head_ref``);
+one of a fork's pull request is never planned: the first delivery that would start it
+says so on the pull request, once.  The delivery that is the first past
 ``maxRounds`` queues nothing and says so on the pull request (once); later ones say
 nothing.
 
@@ -76,6 +78,8 @@ class Limit:
     max_rounds: int
     chain_id: str
     installation_id: int
+    fork: bool = False
+    """Not a limit: the pull request's branch is a fork's, so no round can push there."""
 
 
 @dataclass(frozen=True)
@@ -204,16 +208,18 @@ async def _plan_pull(
     installation: int,
     admits: Callable[[AgentCandidate], bool],
 ) -> Round | Limit | None:
-    found = await roundrecords.pull_chain(rt.redis, rt.operator_keys, cause.repository, pull)
+    found = await roundrecords.pull_record(rt.redis, rt.operator_keys, cause.repository, pull)
     if found is None:
         return None
-    namespace, chain_id = found
+    namespace, chain_id = found.namespace, found.chain
     record = await rt.chains.get(namespace, chain_id)
     chain_agents = [str(h.get("agent")) for h in (record.hops if record else [])]
     chosen = _agent_of(grouped.get(namespace, ()), chain_agents, cause.kind, admits)
     if chosen is None:
         return None
     agent, wants = chosen
+    if found.fork:  # Said once (the comment's marker), and no round is numbered.
+        return Limit(cause.repository, pull, agent, wants.max_rounds, chain_id, installation, True)
     delivery = str(base.delivery_id)
     number = await roundrecords.claim_round(rt.redis, cause.repository, pull, agent, delivery)
     faults.crashpoint("follow-up-round-claimed")  # Counted, not queued: GitHub redelivers.
@@ -235,6 +241,7 @@ async def _plan_pull(
             "url": cause.url or None,
             "continues": chain_id,
             "round": number,
+            "head_ref": found.head or None,
         }
     )
     return Round(namespace, agent, event, pull)

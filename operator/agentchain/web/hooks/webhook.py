@@ -74,6 +74,7 @@ from agentchain.core.runtime import Runtime
 from agentchain.flow import admitting
 from agentchain.flow.slots import AdmissionStore
 from agentchain.github import collaborators, commandreplies, githubrecords, roundrecords
+from agentchain.github.rules import followups
 from agentchain.github.rules.matching import (
     Ignored,
     Match,
@@ -267,6 +268,7 @@ class GithubWebhook:
             self.dispatcher.notify()
         if first:
             await _trace(self.rt, delivery, planned, received)
+        await _record_started_on(self.rt, delivery, planned)
         jobs = _answered_jobs(planned, recorded, first)
         result = "duplicate" if not first else ("accepted" if jobs else "ignored")
         metrics.WEBHOOK_DELIVERIES.labels(result=result).inc()
@@ -398,6 +400,33 @@ def _planned(
     return Planned(namespace, name, body, match.agent)
 
 
+async def _record_started_on(rt: Runtime, delivery: Delivery, planned: list[Planned]) -> None:
+    """Record the pull request a ``pull_request`` delivery's chains start on as each
+    one's (the first keeps it), so its failing checks and reviews start rounds: done for
+    every copy of the delivery, as a process killed after accepting it records nothing
+    and the redelivery's chains are the same ones."""
+    on = followups.started_on(delivery.event, delivery.payload)
+    if on is None:
+        return
+    for plan in planned:
+        if models.CONTINUES in plan.body["metadata"]["labels"]:
+            continue  # A round records nothing: its chain continues the recorded one.
+        chain_id = plan.body["metadata"]["annotations"][models.CHAIN_ID]
+        try:
+            await roundrecords.record_pull(
+                rt.redis,
+                rt.operator_keys,
+                on.repository,
+                on.pull,
+                plan.namespace,
+                chain_id,
+                head=on.head,
+                fork=on.fork,
+            )
+        except RedisError as exc:
+            log.warning("pull request %s#%d not recorded: %s", on.repository, on.pull, exc)
+
+
 After = followrounds.Limit | followrounds.Push
 """What the first copy of a delivery does once it is recorded, besides queueing jobs."""
 
@@ -427,6 +456,7 @@ async def _after_accepting(rt: Runtime, afters: list[After]) -> None:
             limit.agent,
             limit.max_rounds,
             limit.chain_id,
+            limit.fork,
         )
 
 

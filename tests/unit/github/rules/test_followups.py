@@ -16,7 +16,9 @@ Aspects covered:
   slot it takes is named so no AgentJob can have the name;
 * a reply in a review thread is a round's cause, with its path, line and text; a new
   inline comment (its review's delivery covers it), another action or event is not; its
-  context is bounded however long the comment.
+  context is bounded however long the comment;
+* the pull request a ``pull_request`` delivery starts chains on: its head branch, and a
+  fork when the head repository is another or not named; the fork's comment says so.
 """
 
 from __future__ import annotations
@@ -416,3 +418,23 @@ def test_a_long_reply_stays_bounded() -> None:
     assert reply is not None and len(reply.comment.body) <= followups.COMMENT_MAX
     context = followups.thread_context(reply, 1)
     assert len(context) <= followups.CONTEXT_MAX and "\x07" not in context
+
+
+def test_a_pull_request_delivery_names_its_head_and_whether_it_is_a_forks() -> None:
+    def payload(head_repository: str | None) -> dict[str, Any]:
+        head: dict[str, Any] = {"ref": "greeting", "sha": "ab" * 20}
+        if head_repository is not None:
+            head["repo"] = {"full_name": head_repository}
+        pull = {"number": 7, "head": head}
+        return {"pull_request": pull, "repository": {"full_name": REPO}}
+
+    own = followups.started_on("pull_request", payload("Octo/App"))
+    assert own == followups.StartedOn(REPO, 7, "greeting", False)
+    fork = followups.started_on("pull_request", payload("mallory/app"))
+    assert fork is not None and fork.fork
+    unnamed = followups.started_on("pull_request", payload(None))  # A deleted fork.
+    assert unnamed is not None and unnamed.fork
+    assert followups.started_on("issue_comment", payload("Octo/App")) is None
+    said = followups.fork_comment("ai-developer", "c1")
+    assert said.startswith("<!-- agentchain:follow-up-fork=c1/ai-developer -->")
+    assert "its branch is in a fork" in said
