@@ -39,7 +39,8 @@ Aspects covered:
   review's own delivery), starts nothing;
 * a chain started on a person's pull request (``pull_request.opened``, its head a branch
   of the same repository) gets rounds too: a failing check there runs the developer on
-  that branch's head, and its commit is pushed to that branch (the pull request's own);
+  that branch's head, its commit is pushed to that branch (the pull request's own), and
+  it shows as a row of the chain's comment on that pull request;
   a chain started on a fork's pull request gets none: the failing check starts nothing,
   and one comment there says the branch is a fork's (a second failure says nothing more).
 """
@@ -747,7 +748,10 @@ def test_a_chain_started_on_a_persons_pull_request_gets_rounds_on_its_branch_not
 ) -> None:
     info, github = cluster_info, repo.github
     owner = REPOSITORY.split("/")[0]
-    agent = developer(3, events=("pull_request.opened",))
+    # The first run fails (so it publishes nothing and opens no pull request of its own:
+    # the round is then the only thing on the person's pull request); the round fixes.
+    first_fails = 'grep -q "Checks failed" "$AGENT_PROMPT_FILE" || exit 3; ' + DEVELOPER
+    agent = developer(3, command=first_fails, events=("pull_request.opened",))
     with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
         info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
         own = person_pull(repo, git_server, "greeting", owner)
@@ -756,13 +760,19 @@ def test_a_chain_started_on_a_persons_pull_request_gets_rounds_on_its_branch_not
         fork = person_pull(repo, git_server, "mallory:patch", owner)
         forked = opened(repo, fork, "mallory/Hello-World")
         assert deliver(op, forked, "pull_request", f"pr-{uuid.uuid4()}")["jobs"]
-        # The first chain ran (it published its typo fix as a pull request of its own).
         operating.wait_until(
-            lambda: len(github.pulls(REPOSITORY)) == 3, timeout=TIMEOUT, what="the chain to end"
+            lambda: any("**Failed**" in c.body for c in github.comments(REPOSITORY, own.number)),
+            timeout=TIMEOUT,
+            what="the first chain to end",
         )
         answer = fail_check(op, repo, own)
         assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
         wait_for_commit(git_server, own, "Fix the check")
+        operating.wait_until(
+            lambda: any("(round 1)" in c.body for c in github.comments(REPOSITORY, own.number)),
+            timeout=TIMEOUT,
+            what="the round in the chain's comment on the pull request",
+        )
         assert fail_check(op, repo, fork)["jobs"] == []
         operating.wait_until(
             lambda: len(fork_comments(repo, fork)) == 1, timeout=TIMEOUT, what="the fork's comment"
@@ -776,3 +786,4 @@ def test_a_chain_started_on_a_persons_pull_request_gets_rounds_on_its_branch_not
     (said,) = fork_comments(repo, fork)
     assert "its branch is in a fork" in said.body
     assert fork_comments(repo, own) == []
+    assert len(github.pulls(REPOSITORY)) == 2  # The person's two: no chain opened one.
