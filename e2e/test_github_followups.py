@@ -35,8 +35,10 @@ Aspects covered:
   (a round's) leaves it running;
 * a reply in a review thread (``pull_request_review_comment.created`` with
   ``in_reply_to_id``) from the owner starts a round with that comment (path, line, body)
-  in its prompt; the same from a stranger, or a new inline comment (which comes with its
-  review's own delivery), starts nothing;
+  in its prompt, and the round's answer is posted once as a reply in that thread
+  (``pulls/create-reply-for-review-comment`` on the thread's first comment); the same
+  from a stranger, or a new inline comment (which comes with its review's own
+  delivery), starts nothing;
 * a chain started on a person's pull request (``pull_request.opened``, its head a branch
   of the same repository) gets rounds too: a failing check there runs the developer on
   that branch's head, its commit is pushed to that branch (the pull request's own), and
@@ -667,6 +669,17 @@ def thread_comment(
     }
 
 
+def replies_to(repo: Installed, pull: model.PullRequest, top: int) -> list[model.ReviewComment]:
+    """The App's replies in the thread of review comment ``top``."""
+    return [
+        c
+        for r in repo.github.reviews(REPOSITORY, pull.number)
+        if r.author == f"{repo.app.slug}[bot]"
+        for c in r.comments
+        if c.in_reply_to == top
+    ]
+
+
 def test_a_reply_in_a_review_thread_starts_a_round_with_the_comment(
     operator: operating.OperatorProcess,
     cluster_info: ClusterInfo,
@@ -683,10 +696,20 @@ def test_a_reply_in_a_review_thread_starts_a_round_with_the_comment(
         assert deliver(op, stranger, event, f"c-{uuid.uuid4()}")["jobs"] == []
         fresh = thread_comment(repo, pull, owner, "OWNER", reply_to=None)
         assert deliver(op, fresh, event, f"c-{uuid.uuid4()}")["jobs"] == []
-        reply = thread_comment(repo, pull, owner, "OWNER", reply_to=41)
+        thread = repo.github.add_review(
+            REPOSITORY, pull.number, "", [("README.md", 1, "Is this right?")], author=owner,
+            state="COMMENTED",
+        )  # fmt: skip
+        top = thread.comments[0].id
+        reply = thread_comment(repo, pull, owner, "OWNER", reply_to=top)
         answer = deliver(op, reply, event, f"c-{uuid.uuid4()}")
         assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
         wait_for_commit(git_server, pull, "Answer the review")
+        operating.wait_until(
+            lambda: replies_to(repo, pull, top), timeout=TIMEOUT, what="the round's reply"
+        )
+        time.sleep(1)  # Room for a second reply, which must not come.
+        (answered,) = replies_to(repo, pull, top)
 
     assert file_on(git_server, pull.head, "REVIEW.md").splitlines() == [
         "- README.md, line 1:",
@@ -696,6 +719,12 @@ def test_a_reply_in_a_review_thread_starts_a_round_with_the_comment(
     assert round_root["spec"]["event"]["title"] == (
         f"Review comment on pull request #{pull.number} by @{owner}"
     )
+    assert round_root["spec"]["event"]["replyTo"] == top
+    marker = f"<!-- agentchain:reply={namespace}/{round_root['metadata']['name']} -->"
+    assert answered.body.startswith(marker)
+    assert "answered in follow-up round 1" in answered.body
+    assert "```text\nAnswered the review.\n```" in answered.body
+    assert len(repo.github.requests("pulls/create-reply-for-review-comment", status=201)) == 1
 
 
 def person_pull(

@@ -201,6 +201,8 @@ class ReviewComment:
     line: int
     side: str
     body: str
+    in_reply_to: int | None = None
+    """A reply's thread: the id of the thread's first comment."""
 
 
 @dataclass

@@ -259,6 +259,8 @@ class Renderer:
         html = f"{self.html}/{review.repo}/pull/{review.number}#discussion_r{comment.id}"
         url = f"{self.api}/repos/{review.repo}/pulls/comments/{comment.id}"
         body.pop("in_reply_to_id", None)
+        if comment.in_reply_to is not None:
+            body["in_reply_to_id"] = comment.in_reply_to
         return self._stamp(
             body, id=comment.id, node_id=f"PRRC_{comment.id}", url=url,
             pull_request_review_id=review.id, path=comment.path, line=comment.line,

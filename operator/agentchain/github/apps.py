@@ -319,6 +319,27 @@ class GitHubApp:
             marker,
         )
 
+    async def create_reply(self, scope: Scope, number: int, comment_id: int, body: str) -> int:
+        """Reply in the review thread of comment ``comment_id`` (its first) on the pull
+        request."""
+        gh = self._client(await self.token_for(scope))
+        made = await self._call(
+            lambda: gh.rest.pulls.async_create_reply_for_review_comment(
+                scope.owner, scope.name, number, comment_id, body=body
+            )
+        )
+        return int(made.parsed_data.id)
+
+    async def find_reply(self, scope: Scope, number: int, marker: str) -> int | None:
+        """The operator's own review comment on the pull request starting with ``marker``."""
+        gh = self._client(await self.token_for(scope))
+        return await self._find_own(
+            lambda page: gh.rest.pulls.async_list_review_comments(
+                scope.owner, scope.name, number, per_page=100, page=page
+            ),
+            marker,
+        )
+
     async def _find_own(self, fetch: Callable[[int], Awaitable[Any]], marker: str) -> int | None:
         """The id of the first item this App authored whose body starts with ``marker``.
 

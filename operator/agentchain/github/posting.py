@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from agentchain import faults, models
 from agentchain.core.rules import provenance
-from agentchain.github import reviewing
+from agentchain.github import reviewing, threadreplies
 from agentchain.github.appruntime import GitHubSide
 from agentchain.github.apps import is_not_found
 from agentchain.github.githuberrors import UNAVAILABLE, GitHubError
@@ -188,6 +188,17 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
     claim = lambda: claimed(side, namespace, chain_id)  # noqa: E731
     reviewed = reviewing.Reviewed(listed.jobs, listed.reviewers, listed.objects, wb.allow_mentions)
     await reviewing.post_due(side, namespace, chain_id, reviewed, target, record, claim)
+    await threadreplies.post_due(
+        side,
+        namespace,
+        chain_id,
+        listed.objects,
+        target,
+        record,
+        claim,
+        heading=listed.handoff_heading,
+        allow_mentions=wb.allow_mentions,
+    )
     if view.done:
         await side.records.set_final(namespace, chain_id, record.pull)
     if "written" in results:

@@ -85,6 +85,14 @@ class JobEvent(KubeModel):
     round: int | None = Field(
         default=None, ge=1, description="A follow-up round's number on its pull request."
     )
+    reply_to: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "A follow-up round started by a reply in a review thread: the thread's first "
+            "comment, under which the round's answer is posted as a reply."
+        ),
+    )
     head_ref: str | None = Field(
         default=None,
         max_length=255,

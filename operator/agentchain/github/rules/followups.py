@@ -447,3 +447,28 @@ def started_on(event: str, payload: Mapping[str, Any]) -> StartedOn | None:
     head_repository = _str(_mapping(head, "repo"), "full_name")
     fork = head_repository.casefold() != repository.casefold()
     return StartedOn(repository, number, ref[:255], fork)
+
+
+REPLY_MAX = 8_000
+
+
+def reply_marker(namespace: str, job: str) -> str:
+    """The hidden first line of a round's reply in a review thread: which job it answers
+    for (found again by it after a crash between posting and recording)."""
+    return f"<!-- agentchain:reply={namespace}/{job} -->"
+
+
+def reply_body(
+    namespace: str, job: str, agent: str, round_number: int, phase: str, answer: str | None
+) -> str:
+    """A round's reply in its review thread: its agent, round and end, and its answer (the
+    hand-off section or result, its end kept) as the caller renders it: ``answer`` is
+    already escaped (a code block, or Markdown when the chain allows mentions)."""
+    if phase == "Succeeded":
+        head = f"**agentchain** · `{agent}` answered in follow-up round {round_number}:"
+    else:
+        head = f"**agentchain** · `{agent}`'s follow-up round {round_number} ended {phase}."
+    parts = [reply_marker(namespace, job), head]
+    if answer:
+        parts += ["", answer]
+    return "\n".join(parts)

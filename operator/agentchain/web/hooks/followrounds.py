@@ -242,6 +242,7 @@ async def _plan_pull(
             "continues": chain_id,
             "round": number,
             "head_ref": found.head or None,
+            "reply_to": cause.reply.in_reply_to if cause.reply is not None else None,
         }
     )
     return Round(namespace, agent, event, pull)

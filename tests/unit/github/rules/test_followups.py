@@ -18,7 +18,9 @@ Aspects covered:
   inline comment (its review's delivery covers it), another action or event is not; its
   context is bounded however long the comment;
 * the pull request a ``pull_request`` delivery starts chains on: its head branch, and a
-  fork when the head repository is another or not named; the fork's comment says so.
+  fork when the head repository is another or not named; the fork's comment says so;
+* a round's reply in its review thread starts with the marker naming its job, says how
+  the round ended, and carries the (already escaped) answer as given.
 """
 
 from __future__ import annotations
@@ -438,3 +440,15 @@ def test_a_pull_request_delivery_names_its_head_and_whether_it_is_a_forks() -> N
     said = followups.fork_comment("ai-developer", "c1")
     assert said.startswith("<!-- agentchain:follow-up-fork=c1/ai-developer -->")
     assert "its branch is in a fork" in said
+
+
+def test_a_rounds_reply_names_its_job_and_says_how_it_ended() -> None:
+    body = followups.reply_body(
+        "team-a", "dev-1", "ai-developer", 2, "Succeeded", "```text\nok\n```"
+    )
+    assert body.splitlines()[0] == "<!-- agentchain:reply=team-a/dev-1 -->"
+    assert "`ai-developer` answered in follow-up round 2:" in body
+    assert body.endswith("```text\nok\n```")
+    failed = followups.reply_body("team-a", "dev-1", "ai-developer", 2, "Failed", None)
+    assert failed.splitlines()[1].endswith("follow-up round 2 ended Failed.")
+    assert len(failed.splitlines()) == 2
