@@ -44,7 +44,8 @@ Aspects covered:
   that branch's head, its commit is pushed to that branch (the pull request's own), and
   it shows as a row of the chain's comment on that pull request;
   a chain started on a fork's pull request gets none: the failing check starts nothing,
-  and one comment there says the branch is a fork's (a second failure says nothing more).
+  and one comment there says the branch is a fork's (a second failure says nothing more);
+  a round there that fails (so pushes nothing) still shows in the chain's comment.
 """
 
 from __future__ import annotations
@@ -816,3 +817,36 @@ def test_a_chain_started_on_a_persons_pull_request_gets_rounds_on_its_branch_not
     assert "its branch is in a fork" in said.body
     assert fork_comments(repo, own) == []
     assert len(github.pulls(REPOSITORY)) == 2  # The person's two: no chain opened one.
+
+
+def test_a_failed_round_on_a_persons_pull_request_shows_in_the_chains_comment(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    """Nothing is pushed, so nothing but the chain's own record says the round belongs on
+    the person's pull request: its row must still reach the chain's comment there."""
+    info, github = cluster_info, repo.github
+    owner = REPOSITORY.split("/")[0]
+    agent = developer(3, command="echo 'Cannot fix it.'; exit 3", events=("pull_request.opened",))
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
+        own = person_pull(repo, git_server, "greeting", owner)
+        started = deliver(op, opened(repo, own, REPOSITORY), "pull_request", f"pr-{uuid.uuid4()}")
+        assert [j["agent"] for j in started["jobs"]] == ["ai-developer"], started
+
+        def comment() -> str:
+            found = [c.body for c in github.comments(REPOSITORY, own.number)]
+            return found[0] if len(found) == 1 else ""
+
+        operating.wait_until(
+            lambda: "**Failed**" in comment(), timeout=TIMEOUT, what="the first chain to end"
+        )
+        assert len(fail_check(op, repo, own)["jobs"]) == 1
+        operating.wait_until(
+            lambda: "(round 1)" in comment() and "**Failed**" in comment(),
+            timeout=TIMEOUT,
+            what="the failed round in the chain's comment",
+        )
