@@ -45,7 +45,10 @@ Aspects covered:
   it shows as a row of the chain's comment on that pull request;
   a chain started on a fork's pull request gets none: the failing check starts nothing,
   and one comment there says the branch is a fork's (a second failure says nothing more);
-  a round there that fails (so pushes nothing) still shows in the chain's comment.
+  a round there that fails (so pushes nothing) still shows in the chain's comment;
+* a failing ``workflow_run``: the round's prompt has the end of the log of the run's
+  failed job (``actions/list-jobs-for-workflow-run``, then its log), not of a job that
+  passed.
 """
 
 from __future__ import annotations
@@ -850,3 +853,41 @@ def test_a_failed_round_on_a_persons_pull_request_shows_in_the_chains_comment(
             timeout=TIMEOUT,
             what="the failed round in the chain's comment",
         )
+
+
+def test_a_failing_workflow_run_brings_its_failed_jobs_log(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        pull = open_pull(op, info, namespace, repo, developer(3))
+        with_actions(github, repo)
+        payload = app_delivery("workflow_run", "completed", repo.installation.id)
+        run = payload["workflow_run"]
+        run_id = uuid.uuid4().int >> 80
+        failing = failing_check(github, repo.installation.id, pull)["check_run"]
+        run.update(
+            id=run_id, name="CI", conclusion="failure", head_sha=pull.head_sha,
+            pull_requests=failing["pull_requests"],
+        )  # fmt: skip
+        lint, tests = run_id + 1, run_id + 2
+        github.add_run_jobs(
+            REPOSITORY, run_id, [(lint, "lint", "success"), (tests, "tests", "failure")]
+        )
+        github.add_job_log(REPOSITORY, lint, "LOG: lint is fine\n")
+        github.add_job_log(REPOSITORY, tests, LOG_END)
+        answer = deliver(op, payload, "workflow_run", f"run-{uuid.uuid4()}")
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        wait_for_commit(git_server, pull, "Fix the check")
+        (round_root,) = rounds_of(info, namespace)
+
+    assert file_on(git_server, pull.head, "LOG.md").strip() == LOG_END.strip()
+    body = round_root["spec"]["event"]["body"]
+    assert f"end of the log of job tests:\n{LOG_END.strip()}" in body
+    assert "lint is fine" not in body
+    assert len(github.requests("actions/list-jobs-for-workflow-run", status=200)) == 1
+    assert len(github.requests("actions/download-job-logs-for-workflow-run", status=302)) == 1

@@ -362,3 +362,14 @@ def download_job_logs(call: Call) -> Answer:
         raise model.Refused(404, "Not Found")
     where = f"{call.render.api}{LOGS_PATH}{repo.full_name.lower()}/{job_id}"
     return Answer(302, None, {"Location": where})
+
+
+@handles("actions/list-jobs-for-workflow-run")
+def list_jobs_for_run(call: Call) -> Answer:
+    repo = call.repo("actions", "read")
+    run_id = call.int_param("run_id")
+    jobs = call.state.run_jobs.get((repo.full_name.lower(), run_id))
+    if jobs is None:
+        raise model.Refused(404, "Not Found")
+    body = [call.render.job(repo.full_name, run_id, *job) for job in call.page(jobs)]
+    return Answer(200, {"total_count": len(jobs), "jobs": body})

@@ -271,6 +271,19 @@ class Renderer:
             author_association="OWNER",
         )  # fmt: skip
 
+    def job(
+        self, repo: str, run_id: int, job_id: int, name: str, conclusion: str
+    ) -> dict[str, Any]:
+        body = self._example("job", repo)
+        url = f"{self.api}/repos/{repo}/actions/jobs/{job_id}"
+        return self._stamp(
+            body, id=job_id, run_id=run_id, node_id=f"CR_{job_id}", name=name,
+            status="completed", conclusion=conclusion, url=url,
+            run_url=f"{self.api}/repos/{repo}/actions/runs/{run_id}",
+            check_run_url=f"{self.api}/repos/{repo}/check-runs/{job_id}",
+            created_at=model.now(),  # Required, and missing from GitHub's example.
+        )  # fmt: skip
+
     def rate_limit(self, remaining: int, limit: int, reset: int) -> dict[str, Any]:
         body = self._example("rate-limit-overview")
         core = {"limit": limit, "remaining": remaining, "reset": reset, "used": limit - remaining}

@@ -309,6 +309,18 @@ class GitHubApp:
                 await raw.aclose()
         return bytes(tail)
 
+    async def failed_jobs(self, scope: Scope, run_id: int) -> list[tuple[int, str]]:
+        """The (id, name) of workflow run ``run_id``'s failed jobs (its latest attempt's),
+        from the first page of its jobs."""
+        gh = self._client(await self.token_for(scope))
+        listed = await self._call(
+            lambda: gh.rest.actions.async_list_jobs_for_workflow_run(
+                scope.owner, scope.name, run_id, filter_="latest", per_page=100
+            )
+        )
+        failing = ("failure", "timed_out", "startup_failure")
+        return [(j.id, j.name) for j in listed.parsed_data.jobs if j.conclusion in failing]
+
     async def find_review(self, scope: Scope, number: int, marker: str) -> int | None:
         """The operator's own review on the pull request whose body starts with ``marker``."""
         gh = self._client(await self.token_for(scope))

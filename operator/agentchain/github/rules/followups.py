@@ -63,6 +63,8 @@ class FailedCheck:
     job_id: int | None = None
     """A ``check_run``'s id, which is also its Actions job's (its log's) id."""
     url: str = ""
+    run_id: int | None = None
+    """A ``workflow_run``'s id: its failed jobs' logs are read through it."""
 
 
 Verdict = Literal["start", "limit", "none"]
@@ -141,6 +143,7 @@ def failed_checks(
         text=_clean(_str(output, "text"), TEXT_MAX),
         job_id=_int(subject, "id") if event == "check_run" else None,
         url=_clean(_str(subject, "html_url") or _str(subject, "details_url"), NAME_MAX * 2),
+        run_id=_int(subject, "id") if event == "workflow_run" else None,
     )
 
 
@@ -195,11 +198,20 @@ def log_excerpt(raw: bytes) -> str:
     return _clean(tail, LOG_MAX, tail=True)
 
 
+RUN_JOBS_MAX = 3
+"""A workflow run's failed jobs whose logs are read (each log's end is kept)."""
+
+
 def failure_context(
-    checks: Sequence[FailedCheck], pull: int, round_number: int, logs: Mapping[int, str]
+    checks: Sequence[FailedCheck],
+    pull: int,
+    round_number: int,
+    logs: Mapping[int, str],
+    run_logs: Sequence[tuple[str, str]] = (),
 ) -> str:
     """The round's event body: what failed, with each check's reported output and the end
-    of its job's log when there is one (``logs`` by job id), bounded as a whole."""
+    of its job's log when there is one (``logs`` by job id; ``run_logs``: a workflow run's
+    failed jobs, by name), bounded as a whole."""
     lines = [
         f"Follow-up round {round_number}: checks failed on pull request #{pull}.",
         "Fix the cause on this branch and commit; the pull request is updated with your "
@@ -221,6 +233,8 @@ def failure_context(
         log = logs.get(check.job_id) if check.job_id is not None else None
         if log:
             lines.append(f"end of the job's log:\n{log}")
+    for name, log in run_logs[:RUN_JOBS_MAX]:
+        lines.append(f"end of the log of job {_clean(name, NAME_MAX)}:\n{log}")
     return _clean("\n".join(lines), CONTEXT_MAX)
 
 

@@ -309,7 +309,8 @@ async def _body(
     if cause.failed is not None:
         log_tail = "" if again else await _job_log(rt, cause.failed, installation)
         logs = {cause.failed.job_id: log_tail} if cause.failed.job_id and log_tail else {}
-        return rules.failure_context([cause.failed], pull, number, logs)
+        run_logs = [] if again else await _run_logs(rt, cause.failed, installation)
+        return rules.failure_context([cause.failed], pull, number, logs, run_logs)
     if cause.reply is not None:
         return rules.thread_context(cause.reply, number)
     assert cause.review is not None
@@ -334,6 +335,28 @@ async def _job_log(rt: Runtime, failed: rules.FailedCheck, installation: int) ->
         log.info("check run %d: no job log (%s)", failed.job_id, exc)
         return ""
     return rules.log_excerpt(raw)
+
+
+async def _run_logs(
+    rt: Runtime, failed: rules.FailedCheck, installation: int
+) -> list[tuple[str, str]]:
+    """The ends of a failed workflow run's failed jobs' logs, by job name (at most
+    ``RUN_JOBS_MAX``), listed and read within :data:`COMMENTS_TIMEOUT_SECONDS` in all; []
+    for anything but a workflow run, or when GitHub does not answer in time."""
+    side = side_of(rt)
+    if side is None or failed.run_id is None:
+        return []
+    scope = Scope(installation, failed.repository, {"actions": "read"})
+    found: list[tuple[str, str]] = []
+    try:
+        async with asyncio.timeout(COMMENTS_TIMEOUT_SECONDS):
+            jobs = await side.app.failed_jobs(scope, failed.run_id)
+            for job_id, name in jobs[: rules.RUN_JOBS_MAX]:
+                raw = await side.app.job_log_tail(scope, job_id, rules.LOG_MAX * 4, LOG_READ_LIMIT)
+                found.append((name, rules.log_excerpt(raw)))
+    except (GitHubError, TimeoutError, OSError) as exc:
+        log.info("workflow run %d: no (more) job logs (%s)", failed.run_id, exc)
+    return found
 
 
 async def _review_comments(

@@ -19,6 +19,8 @@ Aspects covered:
   context is bounded however long the comment;
 * the pull request a ``pull_request`` delivery starts chains on: its head branch, and a
   fork when the head repository is another or not named; the fork's comment says so;
+* a failed workflow run names its run (whose failed jobs' logs are read), a check run
+  its job; the context carries at most three run jobs' log ends, by name;
 * a round's reply in its review thread starts with the marker naming its job, says how
   the round ended, and carries the (already escaped) answer as given.
 """
@@ -452,3 +454,20 @@ def test_a_rounds_reply_names_its_job_and_says_how_it_ended() -> None:
     failed = followups.reply_body("team-a", "dev-1", "ai-developer", 2, "Failed", None)
     assert failed.splitlines()[1].endswith("follow-up round 2 ended Failed.")
     assert len(failed.splitlines()) == 2
+
+
+def test_a_workflow_runs_failed_jobs_logs_are_in_the_context() -> None:
+    run = {
+        "id": 99,
+        "name": "CI",
+        "conclusion": "failure",
+        "head_sha": "ab" * 20,
+        "pull_requests": [{"number": 7, "base": {"repo": {"url": API, "name": "app"}}}],
+    }
+    payload = {"workflow_run": run, "repository": {"full_name": REPO}}
+    failed = followups.failed_checks("workflow_run", "completed", payload, None)
+    assert failed is not None and (failed.run_id, failed.job_id) == (99, None)
+    logs = [(f"job-{n}", f"log {n}") for n in range(5)]
+    context = followups.failure_context([failed], 7, 1, {}, logs)
+    assert "end of the log of job job-0:\nlog 0" in context
+    assert "job-2" in context and "job-3" not in context
