@@ -78,6 +78,23 @@ def _patch(info: ClusterInfo, namespace: str, name: str, spec: Obj) -> None:
     )  # fmt: skip
 
 
+def _wait_condition(info: ClusterInfo, namespace: str, agent: str, status: str, reason: str) -> Obj:
+    """The AiAgent's ``EgressPolicy`` condition once it says ``status`` for ``reason``."""
+    holder: dict[str, Obj] = {}
+
+    def reached() -> bool:
+        found = operating.get_json(info, "aiagent", agent, "-n", namespace)
+        for condition in (found.get("status") or {}).get("conditions") or []:
+            if condition["type"] == "EgressPolicy" and condition["status"] == status:
+                if condition["reason"] == reason:
+                    holder["condition"] = condition
+                    return True
+        return False
+
+    operating.wait_until(reached, timeout=TIMEOUT_SECONDS, what=f"{agent}'s EgressPolicy {reason}")
+    return holder["condition"]
+
+
 def test_each_agent_gets_a_policy_that_follows_it_and_goes_with_it(
     egress_operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
@@ -88,6 +105,7 @@ def test_each_agent_gets_a_policy_that_follows_it_and_goes_with_it(
     chaining.apply(info, namespace, chaining.agent("triage", egress={"allow": allow}), coder)
 
     policy = _wait_policy(info, namespace, "triage", lambda p: True, "triage's policy")
+    _wait_condition(info, namespace, "triage", "True", "EgressPolicyApplied")
     spec = policy["spec"]
     assert spec["policyTypes"] == ["Egress"]
     assert spec["podSelector"]["matchLabels"] == {"labrats.work/agent": "triage"}
@@ -125,6 +143,7 @@ def test_each_agent_gets_a_policy_that_follows_it_and_goes_with_it(
         timeout=TIMEOUT_SECONDS,
         what="the opted-out agent's policy to go",
     )
+    _wait_condition(info, namespace, "triage", "True", "EgressNotRestricted")
     _patch(info, namespace, "triage", {"egress": {"policy": "generated"}})
     _wait_policy(info, namespace, "triage", lambda p: True, "the policy to come back")
 
@@ -163,8 +182,11 @@ def test_an_allow_list_the_policy_cannot_hold_is_said_in_events_not_a_crash(
     )
     assert chaining.has_event(info, namespace, "odd", "Warning", "EgressRuleIgnored")
     assert _policy(info, namespace, "odd") is None
+    refused = _wait_condition(info, namespace, "odd", "False", "EgressPolicyFailed")
+    assert "could not be written" in refused["message"]
 
     # The operator goes on: fixed, the agent gets its policy.
     _patch(info, namespace, "odd", {"egress": {"allow": [{"cidr": "192.0.2.0/24"}]}})
     policy = _wait_policy(info, namespace, "odd", lambda p: True, "the fixed agent's policy")
     assert "192.0.2.0/24" in _cidrs(policy)
+    _wait_condition(info, namespace, "odd", "True", "EgressPolicyApplied")

@@ -7,12 +7,14 @@ the stand-in model server, with the variables an agent's pod gets when the opera
 traces (``spans.agent_env``: ``TRACEPARENT`` and the OTLP endpoint); the collector is the
 core distribution's (``e2e/collecting``).
 
-Aspects covered, for Claude Code and codex:
+Aspects covered, for Claude Code, codex and Gemini CLI:
 - the CLI's spans join the chain's one trace: every span the collector received is in
   it, with one root, no span twice and none whose parent is missing;
 - the CLI's top span (``claude_code.interaction``, ``codex.exec``) hangs under the job's
-  span, and so do its model requests and its tool call (codex's through the runner's
-  relay, which adopts the spans codex starts in traces of their own);
+  span, and so do its model requests and its tool call (codex's and Gemini CLI's through
+  the runner's relay, which adopts the spans they start in traces of their own; Gemini
+  CLI's spans are its model requests, ``llm_call``, with their token counts and without
+  its system instructions);
 - neither the prompt's nor the answer's text is in any span (no opt-in was given).
 """
 
@@ -41,8 +43,9 @@ Obj = dict[str, Any]
 NAMESPACE, JOB = "team-a", "triage-1"
 PROMPT_MARK, ANSWER_MARK = "prompt-mark-7f3a", "answer-mark-9c1e"
 RUN_TIMEOUT_SECONDS = 60
-# The CLI's top span, the span each model request is, and its tool call's span.
-CLIS: dict[str, tuple[str, str, Reply, str]] = {
+# The CLI's top span, the span each model request is, and its tool call's span (None:
+# the CLI makes no such span).
+CLIS: dict[str, tuple[str | None, str, Reply, str | None]] = {
     "claude-code": (
         "claude_code.interaction",
         "claude_code.llm_request",
@@ -55,6 +58,9 @@ CLIS: dict[str, tuple[str, str, Reply, str]] = {
         tool("exec_command", {"cmd": "echo checking"}),
         "handle_tool_call",
     ),
+    # Gemini CLI's spans are its model requests alone, in traces of their own, which the
+    # runner's relay hangs under the job's span.
+    "gemini": (None, "llm_call", tool("run_shell_command", {"command": "echo checking"}), None),
 }
 
 
@@ -89,6 +95,12 @@ def _model_env(runtime: str, home: Path, models: ModelStandIn) -> dict[str, str]
             "OPENAI_BASE_URL": f"{models.url}/v1",
             "OPENAI_API_KEY": DEFAULT_API_KEY,
             "AGENT_MODEL": "gpt-5",
+        }
+    if runtime == "gemini":
+        return {
+            "GOOGLE_GEMINI_BASE_URL": models.url,
+            "GEMINI_API_KEY": DEFAULT_API_KEY,
+            "AGENT_MODEL": "gemini-2.5-pro",
         }
     return {
         "ANTHROPIC_BASE_URL": models.url,
@@ -167,21 +179,27 @@ def test_a_real_clis_spans_nest_under_its_jobs_span(
 
     def arrived() -> bool:
         names = {s["name"] for s in collector.spans()}
-        return {top, "agentjob triage"} <= names
+        return {top or request, "agentjob triage"} <= names
 
     operating.wait_until(arrived, timeout=20, what=f"{runtime}'s spans and the job's")
     time.sleep(1)  # A batch sent late would be caught too.
     by_id = _assert_one_tree(collector.spans(), trace)
-    (cli,) = [s for s in by_id.values() if s["name"] == top]
-    assert cli["parentSpanId"] == job, cli
+    if top is not None:
+        (cli,) = [s for s in by_id.values() if s["name"] == top]
+        assert cli["parentSpanId"] == job, cli
     # codex runs its turns in a session loop of its own, which the runner's relay hangs
     # under the job's span beside codex.exec: under the job's span, not under codex.exec.
     requests = [s for s in by_id.values() if s["name"] == request]
     assert len(requests) == 2 and all(_under(s, job, by_id) for s in requests), requests
-    tools = [s for s in by_id.values() if s["name"] == tool_span]
-    assert tools and all(_under(s, job, by_id) for s in tools), tools
+    if tool_span is not None:
+        tools = [s for s in by_id.values() if s["name"] == tool_span]
+        assert tools and all(_under(s, job, by_id) for s in tools), tools
     if runtime == "claude-code":
         assert attrs(tools[0])["gen_ai.tool.name"] == "Bash"
+    if runtime == "gemini":
+        assert all(int(attrs(s)["gen_ai.usage.input_tokens"]) > 0 for s in requests)
+        # Its system instructions (context files, a repository's among them) removed.
+        assert not any("gen_ai.system_instructions" in attrs(s) for s in requests)
     # No opt-in: the words the model read and wrote stay out of the spans.
     written = collector.output.read_text()
     assert PROMPT_MARK not in written and ANSWER_MARK not in written

@@ -41,6 +41,8 @@ pytestmark = pytest.mark.e2e
 STEP_SECONDS = "4"
 XSS_SCRIPT = "<script>window.__xss = 1</script>"
 XSS_ATTR = '"><img src=x onerror="window.__xss = 2">'
+SCHEDULED_AT = "2026-11-28T03:00:00+00:00"
+Obj = dict[str, Any]
 
 
 def chain_of(info: ClusterInfo, namespace: str, root: str) -> str:
@@ -103,8 +105,16 @@ def start_chains(info: ClusterInfo, namespace: str) -> None:
         chaining.agent("echo", "--no-context", "--say", XSS_SCRIPT, "--say", XSS_ATTR),
         chaining.root_job("issue-7", "ai-triage"),
         chaining.root_job("loop", "loop-a"),
-        chaining.root_job("hostile", "echo"),
+        _scheduled(chaining.root_job("hostile", "echo")),
     )
+
+
+def _scheduled(job: Obj) -> Obj:
+    """``job`` as a scheduled run's root, its schedule text hostile (a hand-written event
+    is anyone's data): the job page names the schedule and tick as text."""
+    event = {"source": "schedule", "name": "schedule", "schedule": f"0 3 * * * {XSS_ATTR}"}
+    job["spec"] |= {"origin": "schedule", "event": event | {"scheduledAt": SCHEDULED_AT}}
+    return job
 
 
 def watch_chain_grow(driver: WebDriver, url: str) -> list[dict[str, str]]:
@@ -211,6 +221,7 @@ def check_hostile_output(driver: WebDriver, info: ClusterInfo, base: str, namesp
     open_page(driver, f"{base}/ui/jobs/{namespace}/hostile", "#result")
     result = driver.find_element(By.ID, "result").text
     assert XSS_SCRIPT in result and XSS_ATTR in result
+    assert f"schedule · 0 3 * * * {XSS_ATTR}, tick" in text_of(driver, "table.detail")
     assert driver.execute_script("return window.__xss") is None, "agent output ran as script"
     assert not driver.find_elements(By.CSS_SELECTOR, "main img, main script")
     logs: list[dict[str, Any]] = driver.get_log("browser")  # type: ignore[no-untyped-call]

@@ -25,7 +25,30 @@ Aspects covered:
   first chain's one attempt leaves the round none (Cancelled, BudgetExceeded);
 * no cascade: three failing deliveries in a row leave one round running; the others end
   Cancelled (reason Superseded, cancel-in-progress of the pull request's round group), and
-  one round's commit reaches the branch.
+  one round's commit reaches the branch;
+* the whole loop in one flow: the chain's pull request, a failing check with a log, a
+  round that sees it and pushes its fix, a passing check on the new head (which starts
+  nothing), and the reviewer, asked by a mention on the pull request, reviewing that
+  head with two inline comments on changed lines (one on the round's fix) and one folded;
+* a person's push (``pull_request.synchronize`` from a user) supersedes the running
+  round (Cancelled, Superseded, naming who pushed) and starts none; the App's own push
+  (a round's) leaves it running;
+* a reply in a review thread (``pull_request_review_comment.created`` with
+  ``in_reply_to_id``) from the owner starts a round with that comment (path, line, body)
+  in its prompt, and the round's answer is posted once as a reply in that thread
+  (``pulls/create-reply-for-review-comment`` on the thread's first comment); the same
+  from a stranger, or a new inline comment (which comes with its review's own
+  delivery), starts nothing;
+* a chain started on a person's pull request (``pull_request.opened``, its head a branch
+  of the same repository) gets rounds too: a failing check there runs the developer on
+  that branch's head, its commit is pushed to that branch (the pull request's own), and
+  it shows as a row of the chain's comment on that pull request;
+  a chain started on a fork's pull request gets none: the failing check starts nothing,
+  and one comment there says the branch is a fork's (a second failure says nothing more);
+  a round there that fails (so pushes nothing) still shows in the chain's comment;
+* a failing ``workflow_run``: the round's prompt has the end of the log of the run's
+  failed job (``actions/list-jobs-for-workflow-run``, then its log), not of a job that
+  passed.
 """
 
 from __future__ import annotations
@@ -33,6 +56,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -54,7 +78,7 @@ FAILURE = "FAILED test_greet: expected 'Hello World', got 'Hello Wrold'"
 LOG_END = "LOG: test_greet raised AssertionError in tests/test_greet.py line 3\n"
 DEVELOPER = (
     'cd "$AGENT_WORKSPACE_REPO" && '
-    'if grep -q "requested changes on pull request" "$AGENT_PROMPT_FILE"; then '
+    'if grep -qE "requested changes on|in a review thread on" "$AGENT_PROMPT_FILE"; then '
     '  grep -A1 "README.md, line 1:" "$AGENT_PROMPT_FILE" > REVIEW.md && '
     "  git add REVIEW.md && "
     "  git -c user.name=Developer -c user.email=dev@example.com commit -qm 'Answer the review' && "
@@ -99,27 +123,41 @@ def with_actions(github: GitHubStandIn, repo: Installed) -> None:
         github.state.installations[repo.installation.id].permissions["actions"] = "read"
 
 
-def developer(max_rounds: int, reviews: bool = False, budget: Obj | None = None) -> Obj:
+def developer(
+    max_rounds: int,
+    reviews: bool = False,
+    budget: Obj | None = None,
+    command: str = DEVELOPER,
+    events: tuple[str, ...] = ("issues.opened",),
+) -> Obj:
     return chaining.ai_agent(
         "ai-developer",
-        ["sh", "-c", DEVELOPER],
+        ["sh", "-c", command],
         object_name="developer",
         workspace={"publish": True, "keepFor": "0"},
         github={"followUps": {"checks": True, "reviews": reviews, "maxRounds": max_rounds}},
         budget=budget,
-        triggers=[{"source": "github", "events": ["issues.opened"]}],
+        triggers=[{"source": "github", "events": list(events)}],
     )
 
 
-def failing_check(github: GitHubStandIn, installation: int, pull: model.PullRequest) -> Obj:
-    """GitHub's ``check_run.completed`` example as CI on ``pull`` would send it, failed."""
+def failing_check(
+    github: GitHubStandIn,
+    installation: int,
+    pull: model.PullRequest,
+    conclusion: str = "failure",
+    head_sha: str | None = None,
+) -> Obj:
+    """GitHub's ``check_run.completed`` example as CI on ``pull`` would send it, failed
+    (or with another ``conclusion``, on ``head_sha`` when the branch moved on)."""
     payload = app_delivery("check_run", "completed", installation)
     run = payload["check_run"]
+    head = head_sha or pull.head_sha
     run.update(
         id=uuid.uuid4().int >> 80,  # Unique: an identical signed body is one delivery.
         name="tests",
-        conclusion="failure",
-        head_sha=pull.head_sha,
+        conclusion=conclusion,
+        head_sha=head,
         output={"title": "1 test failed", "summary": FAILURE, "text": "assert greet() == ..."},
         app={**(run.get("app") or {}), "id": 15368, "name": "GitHub Actions"},
         pull_requests=[
@@ -127,7 +165,7 @@ def failing_check(github: GitHubStandIn, installation: int, pull: model.PullRequ
                 "url": f"{github.url}/repos/{REPOSITORY}/pulls/{pull.number}",
                 "id": pull.id,
                 "number": pull.number,
-                "head": {"ref": pull.head, "sha": pull.head_sha, "repo": {}},
+                "head": {"ref": pull.head, "sha": head, "repo": {}},
                 "base": {
                     "ref": pull.base,
                     "sha": "0" * 40,
@@ -436,3 +474,420 @@ def test_a_round_numbered_by_a_killed_webhook_starts_once_on_redelivery(
         (round_root,) = rounds_of(info, namespace)
 
     assert round_root["spec"]["event"]["round"] == 1  # The number the killed one took.
+
+
+FLOW_REVIEW = {
+    "verdict": "approve",
+    "body": "Green now.",
+    "comments": [
+        {"path": "README.md", "line": 1, "side": "RIGHT", "body": "Right fix."},
+        {"path": "FIX.md", "line": 1, "body": "The fix of the round."},
+        {"path": "README.md", "line": 40, "body": "Off the diff."},
+    ],
+}
+REVIEWER = (
+    f"echo 'Reviewed.'; printf '```agentchain-review\\n%s\\n```\\n' '{json.dumps(FLOW_REVIEW)}'"
+)
+
+
+def mention_on(repo: Installed, pull: model.PullRequest, login: str, text: str) -> Obj:
+    """``issue_comment.created`` for ``login``'s comment ``text`` on ``pull`` (GitHub
+    delivers a pull request's conversation comments as an issue's, with ``pull_request``)."""
+    comment = repo.github.add_comment(REPOSITORY, pull.number, text, author=login)
+    person = {"login": login, "type": "User"}
+    return {
+        "action": "created",
+        "issue": {
+            "number": pull.number,
+            "title": "Fix the typo",
+            "user": {"login": f"{repo.app.slug}[bot]", "type": "Bot"},
+            "pull_request": {"url": f"{repo.github.url}/repos/{REPOSITORY}/pulls/{pull.number}"},
+        },
+        "comment": {"id": comment.id, "body": text, "author_association": "OWNER", "user": person},
+        "repository": {"full_name": REPOSITORY, "private": False},
+        "sender": person,
+        "installation": {"id": repo.installation.id},
+    }
+
+
+def test_the_loop_from_pull_request_to_green_check_to_review(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    """The whole loop in one flow: the chain opens the pull request, its check fails with a
+    log, a round sees the failure and pushes a fix to the same branch, the check passes on
+    the new head (which starts nothing), and the reviewer, asked on the pull request,
+    reviews it with inline comments on the changed lines and one folded."""
+    info, github = cluster_info, repo.github
+    reviewer = chaining.ai_agent(
+        "ai-reviewer",
+        ["sh", "-c", REVIEWER],
+        object_name="reviewer",
+        github={"review": True},
+        triggers=[
+            {"source": "github", "events": ["issue_comment.created"], "filters": {"mention": True}}
+        ],
+    )
+    env = {**workspace_env(git_server), "AGENTCHAIN_GITHUB_APP_SLUG": repo.app.slug}
+    with app_operator(operator, info, namespace, repo, env) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(reviewer))
+        pull = open_pull(op, info, namespace, repo, developer(3))
+        with_actions(github, repo)
+        failing = failing_check(github, repo.installation.id, pull)
+        github.add_job_log(REPOSITORY, failing["check_run"]["id"], LOG_END)
+        answer = deliver(op, failing, "check_run", f"check-{uuid.uuid4()}")
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        wait_for_commit(git_server, pull, "Fix the check")
+        head = git_server.resolve(REPOSITORY, pull.head)
+        passing = failing_check(github, repo.installation.id, pull, "success", head)
+        green = deliver(op, passing, "check_run", f"check-{uuid.uuid4()}")
+        assert green["jobs"] == [], green  # A passing check starts no round.
+        owner = REPOSITORY.split("/")[0]
+        asked = mention_on(repo, pull, owner, f"@{repo.app.slug} please review")
+        review_answer = deliver(op, asked, "issue_comment", f"comment-{uuid.uuid4()}")
+        assert [j["agent"] for j in review_answer["jobs"]] == ["ai-reviewer"], review_answer
+        operating.wait_until(
+            lambda: bool(github.reviews(REPOSITORY, pull.number)),
+            timeout=TIMEOUT,
+            what="the reviewer's review",
+        )
+        (review,) = github.reviews(REPOSITORY, pull.number)
+
+    assert file_on(git_server, pull.head, "LOG.md").strip() == LOG_END.strip()  # It saw the log.
+    assert commits_on(git_server, pull.head)[:2] == ["Fix the check", "Fix the typo"]
+    assert [p.number for p in github.pulls(REPOSITORY)] == [pull.number]
+    assert len(rounds_of(info, namespace)) == 1
+    assert review.commit_id == head  # The green head, the round's fix on it.
+    assert [(c.path, c.line, c.body) for c in review.comments] == [
+        ("README.md", 1, "```text\nRight fix.\n```"),
+        ("FIX.md", 1, "```text\nThe fix of the round.\n```"),
+    ]
+    assert "README.md, line 40 (right side):\n\n```text\nOff the diff.\n```" in review.body
+
+
+def pushed(repo: Installed, pull: model.PullRequest, login: str, kind: str) -> Obj:
+    """``pull_request.synchronize``: ``login`` pushed to ``pull``'s branch."""
+    sender = {"login": login, "type": kind}
+    return {
+        "action": "synchronize",
+        "number": pull.number,
+        "pull_request": {
+            "number": pull.number,
+            "user": {"login": f"{repo.app.slug}[bot]", "type": "Bot"},
+            "author_association": "NONE",
+            "head": {"ref": pull.head, "sha": uuid.uuid4().hex + "00000000"},
+            "base": {"ref": pull.base},
+        },
+        "repository": {"full_name": REPOSITORY, "private": False},
+        "sender": sender,
+        "installation": {"id": repo.installation.id},
+    }
+
+
+def test_a_persons_push_supersedes_the_running_round_the_apps_does_not(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    """A round works on the branch's head as it started; a person pushing meanwhile makes
+    that work stale, so the round is superseded through its pull request's group and
+    starts no new round (nothing failed on the new head yet).  The round's own push comes
+    from the App and supersedes nothing."""
+    info = cluster_info
+    slow = DEVELOPER.replace(
+        'elif grep -q "Checks failed',
+        'elif grep -q "Checks failed" "$AGENT_PROMPT_FILE" && sleep 60; then :; '
+        'elif grep -q "Checks failed',
+    )
+    env = {**workspace_env(git_server), "AGENTCHAIN_GITHUB_APP_SLUG": repo.app.slug}
+    with app_operator(operator, info, namespace, repo, env) as op:
+        pull = open_pull(op, info, namespace, repo, developer(3, command=slow))
+        assert len(fail_check(op, repo, pull)["jobs"]) == 1
+
+        def phase() -> tuple[str, str, str]:
+            (found,) = rounds_of(info, namespace) or [{}]
+            status = found.get("status") or {}
+            return status.get("phase", ""), status.get("reason", ""), status.get("message", "")
+
+        operating.wait_until(
+            lambda: phase()[0] == "Running", timeout=TIMEOUT, what="the round to run"
+        )
+        own = deliver(
+            op,
+            pushed(repo, pull, f"{repo.app.slug}[bot]", "Bot"),
+            "pull_request",
+            f"push-{uuid.uuid4()}",
+        )
+        time.sleep(2)  # Room for a stop, which must not come.
+        assert phase()[0] == "Running", phase()
+        person = deliver(
+            op, pushed(repo, pull, "octocat", "User"), "pull_request", f"push-{uuid.uuid4()}"
+        )
+        operating.wait_until(
+            lambda: phase()[0] == "Cancelled", timeout=TIMEOUT, what="the round to be superseded"
+        )
+        ended = phase()
+
+    assert (own["jobs"], person["jobs"]) == ([], [])  # Neither push starts a round.
+    assert ended[1] == "Superseded", ended
+    assert "@octocat pushed to pull request" in ended[2], ended
+    assert len(rounds_of(info, namespace)) == 1
+    assert commits_on(git_server, pull.head)[0] == "Fix the typo"  # The round pushed nothing.
+
+
+def thread_comment(
+    repo: Installed, pull: model.PullRequest, login: str, association: str, reply_to: int | None
+) -> Obj:
+    """``pull_request_review_comment.created``: ``login``'s inline comment on README.md
+    line 1 of ``pull``, a reply to comment ``reply_to`` when given."""
+    person = {"login": login, "type": "User"}
+    comment: Obj = {
+        "id": uuid.uuid4().int >> 80,
+        "path": "README.md",
+        "line": 1,
+        "side": "RIGHT",
+        "body": "Say hello to the world, politely.",
+        "commit_id": pull.head_sha,
+        "author_association": association,
+        "user": person,
+    }
+    if reply_to is not None:
+        comment["in_reply_to_id"] = reply_to
+    return {
+        "action": "created",
+        "comment": comment,
+        "pull_request": {
+            "number": pull.number,
+            "user": {"login": f"{repo.app.slug}[bot]", "type": "Bot"},
+            "author_association": "NONE",
+            "head": {"ref": pull.head, "sha": pull.head_sha},
+        },
+        "repository": {"full_name": REPOSITORY, "private": False},
+        "sender": person,
+        "installation": {"id": repo.installation.id},
+    }
+
+
+def replies_to(repo: Installed, pull: model.PullRequest, top: int) -> list[model.ReviewComment]:
+    """The App's replies in the thread of review comment ``top``."""
+    return [
+        c
+        for r in repo.github.reviews(REPOSITORY, pull.number)
+        if r.author == f"{repo.app.slug}[bot]"
+        for c in r.comments
+        if c.in_reply_to == top
+    ]
+
+
+def test_a_reply_in_a_review_thread_starts_a_round_with_the_comment(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info = cluster_info
+    owner = REPOSITORY.split("/")[0]
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        pull = open_pull(op, info, namespace, repo, developer(3, reviews=True))
+        event = "pull_request_review_comment"
+        stranger = thread_comment(repo, pull, "eve", "NONE", reply_to=41)
+        assert deliver(op, stranger, event, f"c-{uuid.uuid4()}")["jobs"] == []
+        fresh = thread_comment(repo, pull, owner, "OWNER", reply_to=None)
+        assert deliver(op, fresh, event, f"c-{uuid.uuid4()}")["jobs"] == []
+        thread = repo.github.add_review(
+            REPOSITORY, pull.number, "", [("README.md", 1, "Is this right?")], author=owner,
+            state="COMMENTED",
+        )  # fmt: skip
+        top = thread.comments[0].id
+        reply = thread_comment(repo, pull, owner, "OWNER", reply_to=top)
+        answer = deliver(op, reply, event, f"c-{uuid.uuid4()}")
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        wait_for_commit(git_server, pull, "Answer the review")
+        operating.wait_until(
+            lambda: replies_to(repo, pull, top), timeout=TIMEOUT, what="the round's reply"
+        )
+        time.sleep(1)  # Room for a second reply, which must not come.
+        (answered,) = replies_to(repo, pull, top)
+
+    assert file_on(git_server, pull.head, "REVIEW.md").splitlines() == [
+        "- README.md, line 1:",
+        "Say hello to the world, politely.",
+    ]
+    (round_root,) = rounds_of(info, namespace)
+    assert round_root["spec"]["event"]["title"] == (
+        f"Review comment on pull request #{pull.number} by @{owner}"
+    )
+    assert round_root["spec"]["event"]["replyTo"] == top
+    marker = f"<!-- agentchain:reply={namespace}/{round_root['metadata']['name']} -->"
+    assert answered.body.startswith(marker)
+    assert "answered in follow-up round 1" in answered.body
+    assert "```text\nAnswered the review.\n```" in answered.body
+    assert len(repo.github.requests("pulls/create-reply-for-review-comment", status=201)) == 1
+
+
+def person_pull(
+    repo: Installed, git_server: GitServer, head: str, author: str
+) -> model.PullRequest:
+    """``author``'s pull request from branch ``head`` (made at main's commit when it is in
+    the repository) into main, as if opened on github.com."""
+    main = git_server.resolve(REPOSITORY, "main")
+    assert main is not None
+    branch = head.split(":")[-1]
+    if ":" not in head:
+        bare = git_server.bare_path(REPOSITORY)
+        subprocess.run(
+            ["git", "--git-dir", str(bare), "update-ref", f"refs/heads/{branch}", main], check=True
+        )
+    state = repo.github.state
+    issue = state.add_issue(REPOSITORY, "Greet politely", author=author, pull_request=True)
+    with state.lock:
+        pull = model.PullRequest(
+            state.next_id(), REPOSITORY, issue.number, issue.title, "", branch, "main", main,
+            author, "User",
+        )  # fmt: skip
+        state.pulls[(REPOSITORY, pull.number)] = pull
+    return pull
+
+
+def opened(repo: Installed, pull: model.PullRequest, head_repository: str) -> Obj:
+    """``pull_request.opened`` for ``pull``, its head in ``head_repository``."""
+    payload = app_delivery("pull_request", "opened", repo.installation.id)
+    payload["number"] = pull.number
+    payload["pull_request"].update(id=pull.id, number=pull.number)
+    payload["pull_request"]["head"].update(ref=pull.head, sha=pull.head_sha)
+    payload["pull_request"]["head"]["repo"]["full_name"] = head_repository
+    return payload
+
+
+def fork_comments(repo: Installed, pull: model.PullRequest) -> list[model.Comment]:
+    """The comments on ``pull`` saying its rounds cannot push to a fork (the chain's own
+    progress comment is there too)."""
+    marker = "<!-- agentchain:follow-up-fork="
+    return [c for c in repo.github.comments(REPOSITORY, pull.number) if c.body.startswith(marker)]
+
+
+def test_a_chain_started_on_a_persons_pull_request_gets_rounds_on_its_branch_not_a_forks(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    owner = REPOSITORY.split("/")[0]
+    # The first run fails (so it publishes nothing and opens no pull request of its own:
+    # the round is then the only thing on the person's pull request); the round fixes.
+    first_fails = 'grep -q "Checks failed" "$AGENT_PROMPT_FILE" || exit 3; ' + DEVELOPER
+    agent = developer(3, command=first_fails, events=("pull_request.opened",))
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
+        own = person_pull(repo, git_server, "greeting", owner)
+        started = deliver(op, opened(repo, own, REPOSITORY), "pull_request", f"pr-{uuid.uuid4()}")
+        assert [j["agent"] for j in started["jobs"]] == ["ai-developer"], started
+        fork = person_pull(repo, git_server, "mallory:patch", owner)
+        forked = opened(repo, fork, "mallory/Hello-World")
+        assert deliver(op, forked, "pull_request", f"pr-{uuid.uuid4()}")["jobs"]
+        operating.wait_until(
+            lambda: any("**Failed**" in c.body for c in github.comments(REPOSITORY, own.number)),
+            timeout=TIMEOUT,
+            what="the first chain to end",
+        )
+        answer = fail_check(op, repo, own)
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        wait_for_commit(git_server, own, "Fix the check")
+        operating.wait_until(
+            lambda: any("(round 1)" in c.body for c in github.comments(REPOSITORY, own.number)),
+            timeout=TIMEOUT,
+            what="the round in the chain's comment on the pull request",
+        )
+        assert fail_check(op, repo, fork)["jobs"] == []
+        operating.wait_until(
+            lambda: len(fork_comments(repo, fork)) == 1, timeout=TIMEOUT, what="the fork's comment"
+        )
+        assert fail_check(op, repo, fork)["jobs"] == []
+        (round_root,) = rounds_of(info, namespace)
+        time.sleep(1)  # Room for a second comment, which must not come.
+
+    assert file_on(git_server, own.head, "FIX.md").strip() == FAILURE
+    assert round_root["spec"]["event"]["headRef"] == "greeting"
+    (said,) = fork_comments(repo, fork)
+    assert "its branch is in a fork" in said.body
+    assert fork_comments(repo, own) == []
+    assert len(github.pulls(REPOSITORY)) == 2  # The person's two: no chain opened one.
+
+
+def test_a_failed_round_on_a_persons_pull_request_shows_in_the_chains_comment(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    """Nothing is pushed, so nothing but the chain's own record says the round belongs on
+    the person's pull request: its row must still reach the chain's comment there."""
+    info, github = cluster_info, repo.github
+    owner = REPOSITORY.split("/")[0]
+    agent = developer(3, command="echo 'Cannot fix it.'; exit 3", events=("pull_request.opened",))
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
+        own = person_pull(repo, git_server, "greeting", owner)
+        started = deliver(op, opened(repo, own, REPOSITORY), "pull_request", f"pr-{uuid.uuid4()}")
+        assert [j["agent"] for j in started["jobs"]] == ["ai-developer"], started
+
+        def comment() -> str:
+            found = [c.body for c in github.comments(REPOSITORY, own.number)]
+            return found[0] if len(found) == 1 else ""
+
+        operating.wait_until(
+            lambda: "**Failed**" in comment(), timeout=TIMEOUT, what="the first chain to end"
+        )
+        assert len(fail_check(op, repo, own)["jobs"]) == 1
+        operating.wait_until(
+            lambda: "(round 1)" in comment() and "**Failed**" in comment(),
+            timeout=TIMEOUT,
+            what="the failed round in the chain's comment",
+        )
+
+
+def test_a_failing_workflow_run_brings_its_failed_jobs_log(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        pull = open_pull(op, info, namespace, repo, developer(3))
+        with_actions(github, repo)
+        payload = app_delivery("workflow_run", "completed", repo.installation.id)
+        run = payload["workflow_run"]
+        run_id = uuid.uuid4().int >> 80
+        failing = failing_check(github, repo.installation.id, pull)["check_run"]
+        run.update(
+            id=run_id, name="CI", conclusion="failure", head_sha=pull.head_sha,
+            pull_requests=failing["pull_requests"],
+        )  # fmt: skip
+        lint, tests = run_id + 1, run_id + 2
+        github.add_run_jobs(
+            REPOSITORY, run_id, [(lint, "lint", "success"), (tests, "tests", "failure")]
+        )
+        github.add_job_log(REPOSITORY, lint, "LOG: lint is fine\n")
+        github.add_job_log(REPOSITORY, tests, LOG_END)
+        answer = deliver(op, payload, "workflow_run", f"run-{uuid.uuid4()}")
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        wait_for_commit(git_server, pull, "Fix the check")
+        (round_root,) = rounds_of(info, namespace)
+
+    assert file_on(git_server, pull.head, "LOG.md").strip() == LOG_END.strip()
+    body = round_root["spec"]["event"]["body"]
+    assert f"end of the log of job tests:\n{LOG_END.strip()}" in body
+    assert "lint is fine" not in body
+    assert len(github.requests("actions/list-jobs-for-workflow-run", status=200)) == 1
+    assert len(github.requests("actions/download-job-logs-for-workflow-run", status=302)) == 1

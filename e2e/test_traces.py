@@ -12,7 +12,14 @@ Aspects covered:
 - the spans say what happened: agent, chain id, depth, phase, exit code;
 - the agent's pod runs under its job's span: its ``TRACEPARENT`` names the trace and the
   span the collector received for that job;
-- a signed webhook delivery is the root span of the chain it starts;
+- every job's steps are spans under its span, in order within it: one attempt per
+  attempt (a failed one an error, with its exit code and its pod's moments as events)
+  and its capture, then the decision, naming the agent and job that came next (the
+  chain's triage fails its first attempt, so it has two of each);
+- a signed webhook delivery is the root span of the chain it starts; a job API call is
+  the root of its chain, ``api POST /api/jobs``, naming its caller and never its token;
+  a ``/agentchain retry`` comment is the root of the chain it starts, naming the job it
+  retries;
 - an agent that calls ``agentchain mcp``'s tools as its CLI would (the MCP SDK's stdio
   client, the server given the variables the agent's MCP configuration names): each tool
   call is a CLIENT span under its job's span, in the chain's one tree;
@@ -24,7 +31,9 @@ Aspects covered:
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,9 +46,14 @@ from e2e.controlplane.cluster import ClusterInfo
 
 Obj = dict[str, Any]
 REPO = Path(__file__).resolve().parent.parent
+SECOND = 1_000_000_000
 # Runs long enough for the operator to be killed under it, then shows its trace context.
 PRINT_TRACEPARENT = (
     "import os, time; time.sleep(4); print('TRACEPARENT=' + os.environ['TRACEPARENT'])"
+)
+# Fails its first attempt and succeeds its second: a job with two attempt spans.
+FAIL_ONCE = (
+    "import os, sys; print('triaged'); sys.exit(1 if os.environ['AGENT_ATTEMPT'] == '1' else 0)"
 )
 # Calls a tool of ``agentchain mcp`` as an agent's CLI does: the server started over stdio
 # with the variables the agent's MCP configuration names (a pod of the local node gets
@@ -138,7 +152,12 @@ def _three_agents(info: ClusterInfo, namespace: str, prefix: str) -> None:
     chaining.apply(
         info,
         namespace,
-        chaining.agent(f"{prefix}-triage", next_=chaining.step(f"{prefix}-developer", "always")),
+        chaining.ai_agent(
+            f"{prefix}-triage",
+            chaining.python_command(FAIL_ONCE),
+            triggers=[{"source": "manual", "next": chaining.step(f"{prefix}-developer", "always")}],
+            backoffLimit=1,
+        ),
         chaining.ai_agent(
             f"{prefix}-developer",
             chaining.python_command(PRINT_TRACEPARENT),
@@ -174,13 +193,14 @@ def _a_chain_through(
     _wait_running(info, namespace, chain_id, f"{prefix}-developer")
     kill()
     jobs = chaining.wait_chain(info, namespace, f"{prefix}-1", 3)
-    # The root, and per job its span with its waiting and running parts under it.
-    _assert_chain_tree(_trace_of(collector, chain_id, 1 + 3 * 3), jobs, prefix)
+    # The root; per job its span, its waiting and running parts, its attempt and capture
+    # (two of each for the triage, whose first attempt failed) and its decision.
+    _assert_chain_tree(_trace_of(collector, chain_id, 1 + 3 * 6 + 2), jobs, prefix)
 
 
 def _assert_chain_tree(spans: list[Obj], jobs: list[Obj], prefix: str) -> None:
     root = _assert_one_tree(spans)
-    assert len(spans) == 10, [s["name"] for s in spans]
+    assert len(spans) == 21, [s["name"] for s in spans]
     assert root["name"] == f"agentjob {prefix}-1 created", root["name"]
     by_job = {
         attrs(s)["agentchain.job.name"]: s
@@ -192,6 +212,7 @@ def _assert_chain_tree(spans: list[Obj], jobs: list[Obj], prefix: str) -> None:
     for name, job in names.items():
         _assert_job_span(spans, by_job, root, job)
         assert by_job[name]["name"] == f"agentjob {job['spec']['agentRole']}"
+        _assert_steps(spans, by_job[name], job, names)
 
     developer = next(j for j in jobs if j["spec"]["agentRole"] == f"{prefix}-developer")
     result = str(developer["status"].get("result") or "")
@@ -229,6 +250,60 @@ def _assert_job_span(spans: list[Obj], by_job: dict[str, Obj], root: Obj, job: O
     assert bounds == sorted(bounds), (job["metadata"]["name"], bounds)  # They split it.
 
 
+def _times(span: Obj) -> tuple[int, int]:
+    return int(span["startTimeUnixNano"]), int(span["endTimeUnixNano"])
+
+
+def _children(spans: list[Obj], parent: Obj) -> dict[str, list[Obj]]:
+    """``parent``'s child spans by the part they name (``attempt``, ``capture``, ...),
+    each part's in start order."""
+    out: dict[str, list[Obj]] = {}
+    for span in sorted(spans, key=lambda s: int(s["startTimeUnixNano"])):
+        own = span["name"].startswith(parent["name"] + " ")  # Not a child job's span.
+        if span.get("parentSpanId") == parent["spanId"] and own:
+            out.setdefault(span["name"].removeprefix(parent["name"]).split()[0], []).append(span)
+    return out
+
+
+def _assert_steps(spans: list[Obj], span: Obj, job: Obj, jobs: dict[str, Obj]) -> None:
+    """A job's steps under its span: an attempt and a capture per attempt, in order and
+    within the job's span (the attempt from its pod's timestamps, its failure an error,
+    its exit code said), then one decision naming what came next."""
+    status = job["status"]
+    parts = _children(spans, span)
+    assert sorted(parts) == ["attempt", "capture", "decision", "running", "waiting"], parts
+    tries = int(status.get("attempt") or 1)
+    attempts, captures, (decision,) = parts["attempt"], parts["capture"], parts["decision"]
+    assert len(attempts) == len(captures) == tries, (attempts, captures)
+    times = _times(span)
+    previous = times[0]
+    for number, (attempt, capture) in enumerate(zip(attempts, captures, strict=True), 1):
+        said = attrs(attempt)
+        assert attempt["name"].endswith(f"attempt {number}")
+        assert int(said["agentchain.job.attempt"]) == number
+        last = number == tries
+        assert int(said["agentchain.job.exit_code"]) == (0 if last else 1), said
+        assert (attempt.get("status", {}).get("code") == 2) is not last, attempt  # ERROR
+        assert {e["name"] for e in attempt.get("events", [])} >= {"pod.running", "pod.exited"}
+        assert int(attrs(capture)["agentchain.job.attempt"]) == number
+        # An attempt's times are its pod's, floored to the second; the capture's, the
+        # decision's and the job's end are the operator's clock, to the nanosecond.
+        (began, exited), (captured, stored) = _times(attempt), _times(capture)
+        assert times[0] <= began and previous - SECOND < began, number
+        assert began <= exited <= captured <= stored <= times[1], number
+        previous = stored
+    decided_at = _times(decision)
+    assert previous <= decided_at[0] <= decided_at[1] <= times[1], job["metadata"]["name"]
+    decided, entry = attrs(decision), status["next"][-1]
+    assert decided["agentchain.decision.action"] == entry["action"], (decided, entry)
+    if entry["action"] == "spawned":
+        assert decided["agentchain.decision.next_job"] == entry["child"]
+        child = jobs[entry["child"]]["spec"]["agentRole"]
+        assert decided["agentchain.decision.next_agent"] == child
+    else:
+        assert decided["agentchain.decision.completes"] is True, decided
+
+
 def test_a_chain_is_one_trace_across_a_sigkill(
     traced: operating.OperatorProcess,
     cluster_info: ClusterInfo,
@@ -255,7 +330,7 @@ def test_an_agents_tool_calls_are_spans_under_its_job(
     chaining.apply(info, namespace, chaining.root_job("tr-tools-1", "tr-tools"))
     job = chaining.wait_phase(info, namespace, "tr-tools-1", "Succeeded", "Failed")
     assert (job["phase"], str(job.get("result") or "").strip()) == ("Succeeded", "stored"), job
-    spans = _trace_of(collector, str(job["chainId"]), 5)
+    spans = _trace_of(collector, str(job["chainId"]), 8)
     _assert_one_tree(spans)
     (tool,) = [s for s in spans if s["name"].startswith("execute_tool")]
     (mine,) = [s for s in spans if s["name"] == "agentjob tr-tools"]
@@ -263,7 +338,25 @@ def test_an_agents_tool_calls_are_spans_under_its_job(
     assert tool["kind"] == 3 and tool["parentSpanId"] == mine["spanId"], tool  # CLIENT
     assert attrs(tool)["gen_ai.tool.name"] == "store_set_and_extend"
     assert attrs(tool)["agentchain.job.name"] == "tr-tools-1"
-    assert len(spans) == 5, [s["name"] for s in spans]
+    assert len(spans) == 8, [s["name"] for s in spans]
+
+
+def _delivered(traced: operating.OperatorProcess, namespace: str, issue: int) -> Obj:
+    """The job an ``issues.opened`` delivery about ``issue`` started in ``namespace``."""
+    jobs: list[Obj] = []
+
+    def delivered() -> bool:
+        nonlocal jobs
+        payload = delivering.issue_opened(issue)
+        code, answer = delivering.send(traced, *delivering.signed(traced.webhook_secret, payload))
+        assert code in (200, 202), answer
+        jobs = [j for j in answer["jobs"] if j["namespace"] == namespace]
+        return bool(jobs)
+
+    # The webhook's listing of agents is up to 2 s old: deliver until it has this one.
+    operating.wait_until(delivered, timeout=60, interval=0.5, what="the webhook to match")
+    (job,) = jobs
+    return job
 
 
 def test_a_signed_delivery_is_the_root_span_of_its_chain(
@@ -274,29 +367,99 @@ def test_a_signed_delivery_is_the_root_span_of_its_chain(
 ) -> None:
     info = cluster_info
     chaining.apply(info, namespace, chaining.agent("tr-hooked", github="issues.opened"))
-    jobs: list[Obj] = []
-
-    def delivered() -> bool:
-        nonlocal jobs
-        payload = delivering.issue_opened()
-        code, answer = delivering.send(traced, *delivering.signed(traced.webhook_secret, payload))
-        assert code in (200, 202), answer
-        jobs = [j for j in answer["jobs"] if j["namespace"] == namespace]
-        return bool(jobs)
-
-    # The webhook's listing of agents is up to 2 s old: deliver until it has this one.
-    operating.wait_until(delivered, timeout=60, interval=0.5, what="the webhook to match")
-    (job,) = jobs
+    job = _delivered(traced, namespace, 42)
     chain_id = str(chaining.wait_phase(info, namespace, job["name"])["chainId"])
 
-    spans = _trace_of(collector, chain_id, 4)
+    spans = _trace_of(collector, chain_id, 7)
     root = _assert_one_tree(spans)
-    assert len(spans) == 4, [s["name"] for s in spans]
+    assert len(spans) == 7, [s["name"] for s in spans]
     assert root["name"] == "webhook issues.opened"
     assert attrs(root)["agentchain.job.name"] == job["name"]
     (child,) = [s for s in spans if s.get("parentSpanId") == root["spanId"]]
     assert child["name"] == "agentjob tr-hooked"
     assert attrs(child)["agentchain.job.name"] == job["name"]
+
+
+def test_a_job_api_call_is_the_root_span_of_its_chain(
+    traced: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: collecting.Collector,
+) -> None:
+    info = cluster_info
+    chaining.apply(info, namespace, chaining.agent("tr-called"))
+    body = {"namespace": namespace, "agentRole": "tr-called", "prompt": "hello"}
+    request = urllib.request.Request(
+        f"{traced.url}/api/jobs",
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {traced.admin_token}",
+            "Content-Type": "application/json",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 201
+        name = json.loads(answer.read())["id"]
+    chain_id = str(chaining.wait_phase(info, namespace, name)["chainId"])
+
+    spans = _trace_of(collector, chain_id, 7)
+    root = _assert_one_tree(spans)
+    assert root["name"] == "api POST /api/jobs"
+    said = attrs(root)
+    assert (said["http.request.method"], said["http.route"]) == ("POST", "/api/jobs")
+    # An admin token, scoped (as the operator of this test is) to its one namespace.
+    assert said["agentchain.caller"] == f"admin ({namespace})"
+    assert said["agentchain.job.name"] == name
+    assert traced.admin_token not in json.dumps(spans)  # Who called, never the credential.
+    (child,) = [s for s in spans if s.get("parentSpanId") == root["spanId"]]
+    assert child["name"] == "agentjob tr-called"
+    # Timed by the operator's own clock: not a whole second, as the objects' times are.
+    assert int(root["endTimeUnixNano"]) > int(root["startTimeUnixNano"])
+
+
+def test_a_retry_comment_is_the_root_span_of_the_chain_it_starts(
+    traced: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: collecting.Collector,
+) -> None:
+    info = cluster_info
+    failing = chaining.agent("tr-fixer", "--no-context", "--exit-code", "3", github="issues.opened")
+    chaining.apply(info, namespace, failing)
+    failed = str(_delivered(traced, namespace, 4242)["name"])
+    operating.wait_until(
+        lambda: chaining.job_status(info, namespace, failed).get("chainComplete") is True,
+        timeout=60,
+        what="the failed chain to complete",
+    )
+    comment = {
+        "action": "created",
+        "issue": {"number": 4242, "title": "Login fails", "user": {"login": "alice"}},
+        "comment": {
+            "id": int(time.time() * 1000),
+            "body": "/agentchain retry",
+            "author_association": "OWNER",
+            "user": {"login": "alice", "type": "User"},
+        },
+        "repository": {"full_name": "acme/webapp"},
+        "sender": {"login": "alice", "type": "User"},
+    }
+    body, headers = delivering.signed(traced.webhook_secret, comment, event="issue_comment")
+    code, answer = delivering.send(traced, body, headers)
+    assert code in (200, 202), answer
+    [done] = [j for j in answer["command"]["jobs"] if j["namespace"] == namespace]
+    assert done["result"] == "retried", answer
+    chain_id = str(chaining.wait_phase(info, namespace, done["retry"], "Failed")["chainId"])
+
+    spans = _trace_of(collector, chain_id, 7)
+    root = _assert_one_tree(spans)
+    assert root["name"] == "command /agentchain retry"
+    said = attrs(root)
+    assert (said["agentchain.command"], said["agentchain.command.retry_of"]) == ("retry", failed)
+    assert said["agentchain.job.name"] == done["retry"]
+    (child,) = [s for s in spans if s.get("parentSpanId") == root["spanId"]]
+    assert child["name"] == "agentjob tr-fixer"
 
 
 @pytest.mark.timeout(120)

@@ -249,6 +249,13 @@ def _assert_one_run_for(info: ClusterInfo, namespace: str, tick: dt.datetime) ->
     [job] = _scheduled_jobs(info, namespace)
     at = dt.datetime.fromisoformat(job["spec"]["event"]["scheduledAt"])
     assert at == tick, job["spec"]["event"]
+    # The run is said once on its AiAgent, however many replicas found it.
+    agent = job["spec"]["agentRole"]
+    said = [
+        e["message"] for e in chaining.events_for(info, namespace, agent)
+        if e.get("reason") == "ScheduledRunCreated"
+    ]  # fmt: skip
+    assert len(said) == 1 and said[0].endswith(f"as {job['metadata']['name']}"), said
     assert len(_batch_jobs(info, namespace)) == 1
 
 

@@ -2,8 +2,9 @@
 
 ``python -m e2e.tracetree spans.jsonl`` prints, per trace, every span under its parent
 with its offset from the trace's start and its duration, and the attributes that say
-what happened (agent, phase, reason, exit code).  A span whose parent never arrived is
-shown at the top level, marked ``(orphan)``, so a broken trace is visible at a glance.
+what happened (agent, phase, reason, exit code, decision, caller).  A span whose parent
+never arrived is shown at the top level, marked ``(orphan)``, so a broken trace is
+visible at a glance.
 ``e2e/test_traces.py`` keeps the tree it checked in its logs; docs/observability.md
 shows one.
 """
@@ -18,7 +19,17 @@ from pathlib import Path
 from typing import Any
 
 Obj = dict[str, Any]
-SHOWN = ("gen_ai.agent.name", "agentchain.job.phase", "agentchain.job.reason", "github.event")
+SHOWN = (
+    "gen_ai.agent.name",
+    "agentchain.job.phase",
+    "agentchain.job.reason",
+    "agentchain.job.exit_code",
+    "agentchain.decision.action",
+    "agentchain.decision.next_agent",
+    "agentchain.publish.outcome",
+    "agentchain.caller",
+    "github.event",
+)
 
 
 def read(path: Path) -> list[Obj]:

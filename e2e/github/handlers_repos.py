@@ -324,6 +324,12 @@ def _pull(call: Call, level: str) -> tuple[model.PullRequest, model.Repo]:
     pull = call.state.pulls.get((repo.full_name, call.int_param("pull_number")))
     if pull is None:
         raise model.Refused(404, "Not Found")
+    # GitHub's head.sha follows the head branch: a push after the pull request was
+    # opened moves it (what a review's commit_id and the changed files are read at).
+    resolver = call.state.ref_resolver
+    moved = resolver(pull.repo, pull.head) if resolver is not None else None
+    if moved is not None:
+        pull.head_sha = moved
     return pull, repo
 
 
@@ -356,3 +362,14 @@ def download_job_logs(call: Call) -> Answer:
         raise model.Refused(404, "Not Found")
     where = f"{call.render.api}{LOGS_PATH}{repo.full_name.lower()}/{job_id}"
     return Answer(302, None, {"Location": where})
+
+
+@handles("actions/list-jobs-for-workflow-run")
+def list_jobs_for_run(call: Call) -> Answer:
+    repo = call.repo("actions", "read")
+    run_id = call.int_param("run_id")
+    jobs = call.state.run_jobs.get((repo.full_name.lower(), run_id))
+    if jobs is None:
+        raise model.Refused(404, "Not Found")
+    body = [call.render.job(repo.full_name, run_id, *job) for job in call.page(jobs)]
+    return Answer(200, {"total_count": len(jobs), "jobs": body})

@@ -122,3 +122,47 @@ def create_review(call: Call) -> Answer:
     )
     call.state.reviews[review.id] = review
     return Answer(200, call.render.review(review))
+
+
+def _on_pull(call: Call, pull: model.PullRequest) -> list[tuple[model.Review, model.ReviewComment]]:
+    """Every review comment of ``pull``, with its review, oldest first."""
+    reviews = (
+        r for r in call.state.reviews.values() if (r.repo, r.number) == (pull.repo, pull.number)
+    )
+    found = [(r, c) for r in reviews for c in r.comments]
+    return sorted(found, key=lambda pair: pair[1].id)
+
+
+@handles("pulls/list-review-comments")
+def list_review_comments(call: Call) -> Answer:
+    pull, _ = _pull(call, "read")
+    found = _on_pull(call, pull)
+    return Answer(200, [call.render.review_comment(r, c) for r, c in call.page(found)])
+
+
+@handles("pulls/create-reply-for-review-comment")
+def create_reply(call: Call) -> Answer:
+    """A reply in the thread of a top-level review comment (GitHub refuses a reply to a
+    reply: only a thread's first comment takes replies)."""
+    pull, _ = _pull(call, "write")
+    wanted = call.int_param("comment_id")
+    parent = next(((r, c) for r, c in _on_pull(call, pull) if c.id == wanted), None)
+    if parent is None:
+        raise model.Refused(404, "Not Found")
+    review, top = parent
+    if top.in_reply_to is not None:
+        raise _unprocessable("Replies to replies are not supported")
+    text = (call.body or {}).get("body") or ""
+    if not text:
+        raise _unprocessable("Body is required")
+    author, kind, app_id = _author(call)
+    reply = model.ReviewComment(
+        call.state.next_id(), top.path, top.line, top.side, text, in_reply_to=top.id
+    )
+    # GitHub files a reply under a review of its own, which holds just the reply.
+    holder = model.Review(
+        call.state.next_id(), pull.repo, pull.number, author, kind, app_id, "COMMENTED", "",
+        review.commit_id, [reply],
+    )  # fmt: skip
+    call.state.reviews[holder.id] = holder
+    return Answer(201, call.render.review_comment(holder, reply))

@@ -201,6 +201,8 @@ class ReviewComment:
     line: int
     side: str
     body: str
+    in_reply_to: int | None = None
+    """A reply's thread: the id of the thread's first comment."""
 
 
 @dataclass
@@ -246,6 +248,8 @@ class State:
         self.pulls: dict[tuple[str, int], PullRequest] = {}
         self.reviews: dict[int, Review] = {}
         self.job_logs: dict[tuple[str, int], bytes] = {}
+        # A workflow run's jobs, by (repository, run id): (job id, name, conclusion).
+        self.run_jobs: dict[tuple[str, int], list[tuple[int, str, str]]] = {}
         """Actions job logs by (repository, lower-case, job id)."""
         self.tokens: dict[str, Token] = {}
         self.rate_used: dict[str, int] = {}

@@ -259,6 +259,8 @@ class Renderer:
         html = f"{self.html}/{review.repo}/pull/{review.number}#discussion_r{comment.id}"
         url = f"{self.api}/repos/{review.repo}/pulls/comments/{comment.id}"
         body.pop("in_reply_to_id", None)
+        if comment.in_reply_to is not None:
+            body["in_reply_to_id"] = comment.in_reply_to
         return self._stamp(
             body, id=comment.id, node_id=f"PRRC_{comment.id}", url=url,
             pull_request_review_id=review.id, path=comment.path, line=comment.line,
@@ -267,6 +269,19 @@ class Renderer:
             original_commit_id=review.commit_id, html_url=html, pull_request_url=pull,
             _links={"self": {"href": url}, "html": {"href": html}, "pull_request": {"href": pull}},
             author_association="OWNER",
+        )  # fmt: skip
+
+    def job(
+        self, repo: str, run_id: int, job_id: int, name: str, conclusion: str
+    ) -> dict[str, Any]:
+        body = self._example("job", repo)
+        url = f"{self.api}/repos/{repo}/actions/jobs/{job_id}"
+        return self._stamp(
+            body, id=job_id, run_id=run_id, node_id=f"CR_{job_id}", name=name,
+            status="completed", conclusion=conclusion, url=url,
+            run_url=f"{self.api}/repos/{repo}/actions/runs/{run_id}",
+            check_run_url=f"{self.api}/repos/{repo}/check-runs/{job_id}",
+            created_at=model.now(),  # Required, and missing from GitHub's example.
         )  # fmt: skip
 
     def rate_limit(self, remaining: int, limit: int, reset: int) -> dict[str, Any]:

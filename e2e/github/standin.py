@@ -258,6 +258,12 @@ class GitHubStandIn:
         with self.state.lock:
             self.state.job_logs[(full_name.lower(), job_id)] = text.encode()
 
+    def add_run_jobs(self, full_name: str, run_id: int, jobs: list[tuple[int, str, str]]) -> None:
+        """Workflow run ``run_id``'s jobs: (job id, name, conclusion) each, as
+        ``actions/list-jobs-for-workflow-run`` lists them."""
+        with self.state.lock:
+            self.state.run_jobs[(full_name.lower(), run_id)] = list(jobs)
+
     def add_review(
         self,
         full_name: str,

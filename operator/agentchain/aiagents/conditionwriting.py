@@ -1,9 +1,10 @@
-"""Writing an AiAgent's conditions: the one way both of their writers take.
+"""Writing an AiAgent's conditions: the one way all of their writers take.
 
-``status.conditions`` is one list, and a merge patch replaces a list whole.  Two
-writers set an agent's conditions: ``aiagents/readiness`` (``Ready``, ``LoopFree``) and
-``github/writeback`` (``GitHubWriteBack``).  A patch built from a body one of them
-read earlier would drop whatever the other wrote since, so every patch carries the
+``status.conditions`` is one list, and a merge patch replaces a list whole.  Three
+writers set an agent's conditions: ``aiagents/readiness`` (``Ready``, ``LoopFree``,
+``Scheduled``), ``aiagents/egresspolicies`` (``EgressPolicy``) and ``github/writeback``
+(``GitHubWriteBack``).  A patch built from a body one of them read earlier would drop
+whatever another wrote since, so every patch carries the
 resourceVersion it was built over; on a conflict the agent is read again and the
 change re-applied to what is there now.
 """

@@ -9,7 +9,7 @@ them.  The values live here, below every step, so that no step imports another.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentchain.core import statuswriting
@@ -18,6 +18,7 @@ from agentchain.core.runtime import Runtime
 from agentchain.models.agentjob import AgentJob, AgentJobStatus, EndPhase, JobEvent
 from agentchain.models.conditions import Condition
 from agentchain.store import sealing
+from agentchain.traces.rules.steps import PodMoments
 
 Obj = dict[str, Any]
 
@@ -86,6 +87,8 @@ class Exit:
     """Who stopped the attempt and why, when a stop decided its end."""
     prepare_exit: int | None = None
     """The exit code of a ``workspace-prepare`` that failed: the agent never ran."""
+    moments: PodMoments = field(default_factory=PodMoments)
+    """Its pod's timestamps (created, scheduled, running, exited), for its span."""
 
 
 ExitReader = Callable[[], Awaitable[Exit]]

@@ -177,13 +177,50 @@ async def _queued(hop: Hop, init: Obj, group: str, position: int, limit: int) ->
 
 async def _supersede(hop: Hop, chain: str, job: str) -> None:
     """Stop the displaced chain, pointing to its successor (this job)."""
-    selector = f"{models.CHAIN_ID}={chain}"
-    jobs, _ = await resources.list_objects(
-        hop.namespace, resources.AGENTJOBS, label_selector=selector
-    )
     request = stoprules.StopRequest(by=SUPERSEDED_BY, successor=hop.name)
-    asked = await stoprequests.request_chain_stop(hop.rt, hop.namespace, chain, jobs, request)
-    log.info("chain %s/%s (%s) superseded by %s: %s", hop.namespace, chain, job, hop.name, asked)
+    await _stop_displaced(hop.rt, hop.namespace, chain, job, request)
+
+
+async def _stop_displaced(
+    rt: Runtime, namespace: str, chain: str, job: str, request: stoprules.StopRequest
+) -> list[str]:
+    selector = f"{models.CHAIN_ID}={chain}"
+    jobs, _ = await resources.list_objects(namespace, resources.AGENTJOBS, label_selector=selector)
+    asked = await stoprequests.request_chain_stop(rt, namespace, chain, jobs, request)
+    log.info(
+        "chain %s/%s (%s) superseded by %s: %s", namespace, chain, job, request.successor, asked
+    )
+    return asked
+
+
+async def supersede_holders(
+    rt: Runtime, namespace: str, group: str, holder: str, reason: str
+) -> list[str]:
+    """Supersede the chains of a ``cancel-in-progress`` group (limit 1) for something newer
+    that is no chain (a person's push to a round's pull request): ``holder``, a name no
+    AgentJob has, takes the group's slot now, exactly as a newer chain's root would, and
+    the chains it displaces are stopped (Cancelled, reason Superseded, ``reason`` in their
+    message).  It keeps the slot, so a chain of the group received before it and started
+    after it is superseded too; a newer chain displaces it at once, and slot repair
+    releases it once its grace is over (no AgentJob has its name).  The jobs asked to
+    stop."""
+    answer = await AdmissionStore(rt.redis).admit(
+        namespace,
+        group,
+        chain=holder,
+        job=holder,
+        ticket=_now_us(),
+        limit=1,
+        policy="cancel-in-progress",
+    )
+    verdict = concurrency.verdict(answer, 1)
+    if not isinstance(verdict, concurrency.Admitted):
+        return []  # A newer chain of the group already holds it: nothing older runs.
+    request = stoprules.StopRequest(by=SUPERSEDED_BY, reason=reason, successor=holder)
+    asked: list[str] = []
+    for chain, job in verdict.victims:
+        asked.extend(await _stop_displaced(rt, namespace, chain, job, request))
+    return asked
 
 
 async def release(rt: Runtime, namespace: str, chain: str) -> None:

@@ -309,11 +309,44 @@ class GitHubApp:
                 await raw.aclose()
         return bytes(tail)
 
+    async def failed_jobs(self, scope: Scope, run_id: int) -> list[tuple[int, str]]:
+        """The (id, name) of workflow run ``run_id``'s failed jobs (its latest attempt's),
+        from the first page of its jobs."""
+        gh = self._client(await self.token_for(scope))
+        listed = await self._call(
+            lambda: gh.rest.actions.async_list_jobs_for_workflow_run(
+                scope.owner, scope.name, run_id, filter_="latest", per_page=100
+            )
+        )
+        failing = ("failure", "timed_out", "startup_failure")
+        return [(j.id, j.name) for j in listed.parsed_data.jobs if j.conclusion in failing]
+
     async def find_review(self, scope: Scope, number: int, marker: str) -> int | None:
         """The operator's own review on the pull request whose body starts with ``marker``."""
         gh = self._client(await self.token_for(scope))
         return await self._find_own(
             lambda page: gh.rest.pulls.async_list_reviews(
+                scope.owner, scope.name, number, per_page=100, page=page
+            ),
+            marker,
+        )
+
+    async def create_reply(self, scope: Scope, number: int, comment_id: int, body: str) -> int:
+        """Reply in the review thread of comment ``comment_id`` (its first) on the pull
+        request."""
+        gh = self._client(await self.token_for(scope))
+        made = await self._call(
+            lambda: gh.rest.pulls.async_create_reply_for_review_comment(
+                scope.owner, scope.name, number, comment_id, body=body
+            )
+        )
+        return int(made.parsed_data.id)
+
+    async def find_reply(self, scope: Scope, number: int, marker: str) -> int | None:
+        """The operator's own review comment on the pull request starting with ``marker``."""
+        gh = self._client(await self.token_for(scope))
+        return await self._find_own(
+            lambda page: gh.rest.pulls.async_list_review_comments(
                 scope.owner, scope.name, number, per_page=100, page=page
             ),
             marker,

@@ -51,6 +51,7 @@ _OWNER_NAME = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _LEVELS = frozenset({"read", "write"})
 SEAL_PURPOSE = b"agentchain/github-token/v1"
 REVIEW_FIELD = "review:"
+REPLY_FIELD = "reply:"
 """A chain record's field per reviewing job: ``review:<job name>``."""
 REUSE_MARGIN_SECONDS = 30 * 60
 """A recorded token with less life left than this is not handed to a new attempt."""
@@ -75,6 +76,8 @@ class ChainRecord:
     """The pull request the chain's workspace opened, once it did: ``owner/name#N``."""
     reviews: dict[str, str] = field(default_factory=dict)
     """Per job, what became of its review: the review's id, or ``refused``."""
+    replies: dict[str, str] = field(default_factory=dict)
+    """Per follow-up round's job, the id of its reply in a review thread."""
 
 
 def _int(value: bytes | None) -> int | None:
@@ -103,6 +106,11 @@ class WriteBackRecords:
                 k.decode()[len(REVIEW_FIELD) :]: v.decode()
                 for k, v in raw.items()
                 if k.startswith(REVIEW_FIELD.encode())
+            },
+            {
+                k.decode()[len(REPLY_FIELD) :]: v.decode()
+                for k, v in raw.items()
+                if k.startswith(REPLY_FIELD.encode())
             },
         )
 
@@ -134,6 +142,10 @@ class WriteBackRecords:
         """The chain's workspace opened pull request ``number`` of ``repository``: its
         reviews are due, so a chain already final is looked at once more."""
         await self._set(namespace, chain_id, {"pull": f"{repository}#{number}"})
+
+    async def set_reply(self, namespace: str, chain_id: str, job: str, reply_id: str) -> None:
+        """Record the reply a follow-up round's ``job`` posted in its review thread."""
+        await self._set(namespace, chain_id, {f"{REPLY_FIELD}{job}": reply_id})
 
     async def set_review(self, namespace: str, chain_id: str, job: str, outcome: str) -> None:
         """Record what became of ``job``'s review (its id, or ``refused``)."""

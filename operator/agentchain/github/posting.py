@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from agentchain import faults, models
 from agentchain.core.rules import provenance
-from agentchain.github import reviewing
+from agentchain.github import reviewing, threadreplies
 from agentchain.github.appruntime import GitHubSide
 from agentchain.github.apps import is_not_found
 from agentchain.github.githuberrors import UNAVAILABLE, GitHubError
@@ -78,7 +78,8 @@ async def list_chain(
 ) -> Listed | None:
     """The chain's jobs and what its root's agent asks; with ``rounds``, the jobs of the
     follow-up rounds that continue it too (only a chain whose workspace opened a pull
-    request can have any, so the write-back asks only for those)."""
+    request, or that was started on one, can have any, so the write-back asks only for
+    those)."""
     items, _ = await resources.list_objects(
         namespace,
         resources.AGENTJOBS,
@@ -172,12 +173,15 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
     record = await side.records.get(namespace, chain_id)
     if record.final:
         return "unchanged", None
-    listed = await list_chain(side, namespace, chain_id, rounds=record.pull is not None)
+    rounds = record.pull is not None
+    listed = await list_chain(side, namespace, chain_id, rounds=rounds)
     if listed is None:
         return "skipped", None
     target = target_of(listed)
     if isinstance(target, NoScope):
         return "skipped", None
+    if not rounds and target.pull_request:  # Started on a pull request: it has rounds too.
+        listed = await list_chain(side, namespace, chain_id, rounds=True) or listed
     view = progress.chain_view(namespace, chain_id, listed.jobs, listed.handoff_heading)
     results: list[Result] = []
     wb = listed.write_back
@@ -188,6 +192,17 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
     claim = lambda: claimed(side, namespace, chain_id)  # noqa: E731
     reviewed = reviewing.Reviewed(listed.jobs, listed.reviewers, listed.objects, wb.allow_mentions)
     await reviewing.post_due(side, namespace, chain_id, reviewed, target, record, claim)
+    await threadreplies.post_due(
+        side,
+        namespace,
+        chain_id,
+        listed.objects,
+        target,
+        record,
+        claim,
+        heading=listed.handoff_heading,
+        allow_mentions=wb.allow_mentions,
+    )
     if view.done:
         await side.records.set_final(namespace, chain_id, record.pull)
     if "written" in results:

@@ -1,9 +1,11 @@
 """What follow-up rounds on a chain's pull request keep in Redis, and the limit's comment.
 
-* **Whose pull request** (:func:`record_pull`, :func:`pull_chain`): when a chain's
-  workspace opens (or finds) its pull request, ``github:pull-chain:<repo>#<n>`` records
-  the namespace and chain, sealed under the operator key (``store/sealing.py``) so
-  whoever can write Redis cannot point a pull request's failures at another chain.
+* **Whose pull request** (:func:`record_pull`, :func:`pull_record`): when a chain's
+  workspace opens (or finds) its pull request, or when a chain is started on a pull
+  request (a ``pull_request`` delivery: then with its head branch, and whether that
+  branch is a fork's), ``github:pull-chain:<repo>#<n>`` records the namespace and chain,
+  sealed under the operator key (``store/sealing.py``) so whoever can write Redis cannot
+  point a pull request's failures at another chain, or a round's push at another branch.
   The first chain wins: a follow-up round, which pushes to the same branch and finds the
   same pull request, records nothing, and every later round continues the first chain.
 * **Rounds** (:func:`claim_round`): each failing delivery on the pull request is one
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
@@ -53,6 +56,20 @@ def _pull_key(repository: str, number: int) -> str:
     return f"{PULL_CHAIN_PREFIX}{repository.casefold()}#{number}"
 
 
+@dataclass(frozen=True)
+class PullChain:
+    """The chain a pull request's rounds continue, and how they reach its branch."""
+
+    namespace: str
+    chain: str
+    head: str = ""
+    """The pull request's head branch when the chain was started on it ("" when the chain
+    opened it: a round then continues the chain's workspace and its branch)."""
+    fork: bool = False
+    """The chain was started on a pull request whose head is not in its repository: no
+    round can push there."""
+
+
 async def record_pull(
     redis: Redis,
     operator_keys: OperatorKeys,
@@ -60,11 +77,19 @@ async def record_pull(
     number: int,
     namespace: str,
     chain_id: str,
+    *,
+    head: str = "",
+    fork: bool = False,
 ) -> bool:
-    """Record that chain ``namespace/chain_id`` opened pull request ``number`` (the first
-    chain to record it keeps it); True when this call recorded it."""
+    """Record that chain ``namespace/chain_id`` opened pull request ``number``, or was
+    started on it (``head``: its head branch; ``fork``: that branch is another
+    repository's); the first chain to record it keeps it.  True when this call recorded
+    it."""
     subject = [repository.casefold(), str(number)]
-    payload = json.dumps({"namespace": namespace, "chain": chain_id}, sort_keys=True)
+    fields: dict[str, object] = {"namespace": namespace, "chain": chain_id}
+    if head or fork:
+        fields.update(head=head, fork=fork)
+    payload = json.dumps(fields, sort_keys=True)
     sealed = sealing.seal(operator_keys, PULL_CHAIN_PURPOSE, subject, payload)
     key = _pull_key(repository, number)
     made = await redis.set(key, sealed, nx=True, ex=keys.CHAIN_TTL_SECONDS)
@@ -76,6 +101,15 @@ async def pull_chain(
 ) -> tuple[str, str] | None:
     """The namespace and chain that opened pull request ``number``; None when no chain
     of the operator did (or the record does not open for this pull request)."""
+    found = await pull_record(redis, operator_keys, repository, number)
+    return (found.namespace, found.chain) if found is not None else None
+
+
+async def pull_record(
+    redis: Redis, operator_keys: OperatorKeys, repository: str, number: int
+) -> PullChain | None:
+    """The chain that opened pull request ``number`` or was started on it, as recorded;
+    None when none did (or the record does not open for this pull request)."""
     key = _pull_key(repository, number)
     raw = await redis.get(key)
     if raw is None:
@@ -88,7 +122,13 @@ async def pull_chain(
     ):
         sealing.refused("pull request's chain", key, "its seal does not match this pull request")
         return None
-    return str(found["namespace"]), str(found["chain"])
+    namespace, chain = str(found["namespace"]), str(found["chain"])
+    if "head" not in found and "fork" not in found:
+        return PullChain(namespace, chain)  # Opened by the chain's workspace.
+    head = found.get("head")
+    # Sealed by the operator; still, anything but a plain false counts as a fork.
+    fork = found.get("fork") is not False
+    return PullChain(namespace, chain, head if isinstance(head, str) else "", fork)
 
 
 async def claim_round(
@@ -110,13 +150,18 @@ def say_limit(
     agent: str,
     max_rounds: int,
     chain_id: str,
+    fork: bool = False,
 ) -> None:
-    """Say on the pull request, once, that ``agent``'s rounds are over (in the
-    background: the webhook's answer never waits for GitHub)."""
+    """Say on the pull request, once, that ``agent``'s rounds are over, or (``fork``) that
+    there are none, its branch being a fork's (in the background: the webhook's answer
+    never waits for GitHub)."""
     side = side_of(rt)
     if side is None or len(_tasks) >= MAX_TASKS:
         return
-    body = followups.limit_comment(agent, max_rounds, chain_id)
+    if fork:
+        body = followups.fork_comment(agent, chain_id)
+    else:
+        body = followups.limit_comment(agent, max_rounds, chain_id)
     scope = Scope(installation_id, repository, {"pull_requests": "write", "issues": "write"})
 
     async def post() -> None:

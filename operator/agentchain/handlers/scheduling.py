@@ -8,7 +8,10 @@ due tick becomes one root AgentJob whose name is derived from the agent, the sch
 and the tick's instant.  A replica that restarts, or a follower that takes over, finds
 the same tick due and sends the same name: the API server answers ``AlreadyExists`` and
 nothing runs twice.  Ticks this process already created or found are remembered until
-they are no longer due, so a tick costs one request, not one per period.
+they are no longer due, so a tick costs one request, not one per period.  Each run is
+said once on its AiAgent as a Normal Event (``ScheduledRunCreated``, as a CronJob's
+``SuccessfulCreate``), under a name derived from the run's, so the replica that created
+it and one that found it after a crash say it once between them.
 
 A missed tick (no leader at that moment) runs late, once, when it is within the
 schedule's starting deadline, as a CronJob's does (docs/schedules.md).  The job is a
@@ -30,9 +33,10 @@ from agentchain.core import catalog
 from agentchain.core.rules import naming
 from agentchain.core.runtime import Runtime
 from agentchain.flow.rules import concurrency
-from agentchain.kube import apierrors, resources
+from agentchain.kube import apierrors, events, resources
 from agentchain.models.agentjob import AgentJobSpec
 from agentchain.models.aiagent import AiAgent
+from agentchain.models.conditions import Reason
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -78,17 +82,25 @@ class Scheduler:
                 log.warning("schedule: %s/%s not created: %s", namespace, name, exc)
                 continue
             self.done[key] = run.until
+            # Also when found: the replica that made it may have died before saying so.
+            await _say(obj, name, run)
             if made:
                 created.append(name)
                 log.info(
-                    "schedule: %s/%s runs for %s (%s) as %s",
-                    namespace,
-                    agent.spec.trigger_name,
-                    run.tick.isoformat(),
-                    schedules.describe(run.schedule),
-                    name,
+                    "schedule: %s/%s: %s", namespace, agent.spec.trigger_name, _what(name, run)
                 )
         return created
+
+
+def _what(name: str, run: schedules.Run) -> str:
+    return f"runs for {run.tick.isoformat()} ({schedules.describe(run.schedule)}) as {name}"
+
+
+async def _say(obj: Obj, name: str, run: schedules.Run) -> None:
+    try:
+        await events.emit(obj, "Normal", Reason.SCHEDULED_RUN_CREATED, _what(name, run), key=name)
+    except apierrors.KubeError as exc:  # An Event is not worth a retry of the run.
+        log.warning("schedule: no Event for %s: %s", name, exc)
 
 
 def _created(obj: Obj) -> dt.datetime | None:

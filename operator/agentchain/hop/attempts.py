@@ -33,6 +33,7 @@ from agentchain.kube import apierrors, resources, workloads
 from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.conditions import Reason
 from agentchain.prompts import teamkeeping
+from agentchain.traces.rules.steps import PodMoments
 from agentchain.workspaces.rules import jobmounts
 
 Obj = dict[str, Any]
@@ -90,9 +91,33 @@ def _pod_exit(pod: Obj, terminated: Obj, attempt: int, batch_uid: str, owner: st
             batch_uid=batch_uid,
             owner_uid=owner,
             prepare_exit=prepared,
+            moments=moments_of(pod),
         )
     code = _exit_code(terminated)
-    return Exit(attempt, code, pod["metadata"]["name"], batch_uid=batch_uid, owner_uid=owner)
+    name = pod["metadata"]["name"]
+    moments = moments_of(pod, terminated)
+    return Exit(attempt, code, name, batch_uid=batch_uid, owner_uid=owner, moments=moments)
+
+
+def moments_of(pod: Obj, terminated: Obj | None = None) -> PodMoments:
+    """The pod's timestamps for its attempt's span: created, scheduled, and its agent
+    container's start and exit (``terminated``)."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    scheduled = next(
+        (
+            c.get("lastTransitionTime")
+            for c in conditions
+            if c.get("type") == "PodScheduled" and c.get("status") == "True"
+        ),
+        None,
+    )
+    ended = terminated or {}
+    return PodMoments(
+        created=(pod.get("metadata") or {}).get("creationTimestamp"),
+        scheduled=scheduled,
+        running=ended.get("startedAt"),
+        exited=ended.get("finishedAt"),
+    )
 
 
 def _exit_code(terminated: Obj) -> int | None:
@@ -202,7 +227,8 @@ async def _exit_of(job: Obj, ended: str) -> Exit:
     pods.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
     if pods and deadline:
         killed = str(pods[-1]["metadata"]["name"])
-        return Exit(attempt, None, killed, True, batch_uid=uid, owner_uid=owner)
+        moments = moments_of(pods[-1])
+        return Exit(attempt, None, killed, True, batch_uid=uid, owner_uid=owner, moments=moments)
     if pods:
         return _pod_exit(pods[-1], terminated_state(pods[-1]) or {}, attempt, uid, owner)
     lost = f"The batch Job ended ({ended}) and no pod was left to read output from."

@@ -21,11 +21,13 @@ import asyncio
 import dataclasses
 from dataclasses import dataclass
 
+from agentchain import models
 from agentchain.core import statuswriting
 from agentchain.core.hopstate import Exit, Hop, Output
 from agentchain.core.rules import naming
 from agentchain.core.rules.outcomes import job_ending, result_excerpt
 from agentchain.flow.rules import retries, stoprules
+from agentchain.hop import tracing
 from agentchain.hop.rules.jobspec import CONTAINER_NAME
 from agentchain.kube import workloads
 from agentchain.models.agentjob import AgentJobStatus
@@ -34,6 +36,7 @@ from agentchain.runtimes.rules import runtimecontainers
 from agentchain.store.answers import AnswerStore
 from agentchain.store.outputs import OUTPUT_MAX_BYTES, Capture, OutputRecord, unavailable
 from agentchain.store.outputs import captured as outputs_captured
+from agentchain.traces.rules import spans, steps
 from agentchain.workspaces.rules import jobmounts, stepchanges
 
 
@@ -82,6 +85,7 @@ async def capture(hop: Hop, exit: Exit) -> Captured:
             stored.deadline,
             stop=stored.stop,
             prepare_exit=stored.prepare_exit,
+            moments=exit.moments,  # What the pod says now, for the attempt's span.
         )
         return Captured(recorded, await _stored_output(hop), first=False)
     capture = Capture(
@@ -147,6 +151,49 @@ def verdict(hop: Hop, captured: Captured, agent: AiAgent | None) -> Retry | Ends
         excerpt = AgentJobStatus(result=result, result_truncated=truncated, result_size=size)
         status = statuswriting.merged(status, excerpt)
     return Ends(status)
+
+
+async def trace(
+    hop: Hop, exit: Exit, captured: Captured, verdict: Retry | Ends, capture_ns: tuple[int, int]
+) -> None:
+    """Record the ended attempt's span (its pod's life, ``exit.moments``) and its
+    capture's (``capture_ns``: the operator's clock around :func:`capture`), before
+    anything acts on ``verdict``: a replay records them again, once (``hop/tracing``)."""
+    job = tracing.job_ref(hop)
+    if job is None:
+        return
+    if isinstance(verdict, Retry):
+        reason, failed = f"retried: {verdict.why}", True
+    else:
+        reason, failed = verdict.status.reason or "", verdict.status.phase == "Failed"
+    done, output, meta = captured.exit, captured.output, hop.obj["metadata"]
+    facts = steps.AttemptFacts(
+        attempt=done.attempt,
+        pod=done.pod,
+        exit_code=done.exit_code,
+        reason=reason,
+        failed=failed,
+        moments=exit.moments,
+        deadline=done.deadline,
+        lost=output.lost,
+        not_before=spans.created_ns(
+            meta.get("creationTimestamp"), meta.get("annotations", {}).get(models.CREATED_NS), 0
+        ),
+    )
+    await hop.rt.traces.record(steps.attempt_span(job, facts, capture_ns[0]))
+    usage = hop.job.status.usage
+    attributes = {
+        "agentchain.job.attempt": done.attempt,
+        "agentchain.output.bytes": len(output.text.encode()) if output.text is not None else 0,
+        "agentchain.output.lost": output.lost,
+        "agentchain.capture.replayed": not captured.first,
+        "agentchain.usage.tokens": usage.tokens if usage else None,
+        "agentchain.usage.cost": usage.cost if usage else None,
+        "agentchain.usage.turns": usage.turns if usage else None,
+    }
+    part = f"capture {done.attempt}"
+    span = steps.step_span(job, part, *capture_ns, attributes, title="capture")
+    await hop.rt.traces.record(span)
 
 
 async def _read_output(hop: Hop, pod: str | None) -> tuple[bytes, int] | None:

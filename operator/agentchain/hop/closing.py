@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import time
 
-from agentchain import metrics
+from agentchain import metrics, models
 from agentchain.core import statuswriting
 from agentchain.core.hopstate import Ended, Hop
 from agentchain.core.rules.outcomes import REFUSAL_REASONS
 from agentchain.flow import admitting, gating
+from agentchain.hop import tracing
 from agentchain.hop.rules import chains
 from agentchain.kube import events
 from agentchain.models.agentjob import AgentJobStatus, NextStatus
@@ -108,6 +109,7 @@ async def _trace(hop: Hop, end: AgentJobStatus) -> None:
     except chains.ChainMetadataError:
         return  # In no chain, so in no trace.
     meta, status = hop.obj["metadata"], statuswriting.merged(hop.job.status, end)
+    now = time.time_ns()
     usage, parent = status.usage, statuswriting.parent_of(hop.obj)
     facts = spans.JobFacts(
         namespace=hop.namespace,
@@ -117,6 +119,7 @@ async def _trace(hop: Hop, end: AgentJobStatus) -> None:
         agent=hop.job.spec.agent_role,
         parent_job=parent,
         created=meta.get("creationTimestamp"),
+        asked=(meta.get("annotations") or {}).get(models.CREATED_NS),
         completed=status.completion_time.isoformat() if status.completion_time else None,
         phase=status.phase or "",
         reason=status.reason or "",
@@ -127,21 +130,12 @@ async def _trace(hop: Hop, end: AgentJobStatus) -> None:
         turns=usage.turns if usage else None,
         started=status.start_time.isoformat() if status.start_time else None,
         pod=status.pod_name,
+        # Its end is recorded now, after the capture, the decision and the publish (the
+        # patch that settles it comes next): the span covers them, to the nanosecond.
+        ended_ns=now,
     )
-    now = time.time_ns()
     if parent is None:
-        created = spans.nanos(meta.get("creationTimestamp"), now)
-        spec = hop.job.spec
-        event = spec.event
-        root = spans.started_root(
-            pos.chain_id,
-            hop.name,
-            spec.origin,
-            created,
-            event.schedule if event else None,
-            event.scheduled_at if event else None,
-        )
-        await hop.rt.traces.record(root)  # Nothing if the trigger recorded its own.
+        await tracing.root(hop, pos.chain_id)  # Nothing if the trigger recorded its own.
     for span in spans.job_spans(facts, now):
         await hop.rt.traces.record(span)
 

@@ -22,6 +22,7 @@ labelled with a chain's id cannot hold that chain open.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 
 from agentchain import models
@@ -29,10 +30,12 @@ from agentchain.aiagents.rules.resolution import Ambiguous
 from agentchain.core import catalog, statuswriting
 from agentchain.core.hopstate import Hop, Obj
 from agentchain.core.rules.outcomes import REFUSAL_REASONS, is_terminal, outcome, trigger_step
+from agentchain.hop import tracing
 from agentchain.hop.rules import branches, chains
 from agentchain.kube import resources
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import Reason
+from agentchain.traces.rules import steps
 
 _AGENT_REASONS = frozenset(
     {Reason.NEXT_AGENT_NOT_FOUND, Reason.NEXT_AGENT_DISABLED, Reason.DUPLICATE_TRIGGER_NAME}
@@ -59,7 +62,9 @@ def chain_lock(hop: Hop) -> str | None:
 
 
 async def decide(hop: Hop) -> chains.Decision | Broken:
-    """What the chain does after ``hop``'s job, whose status says it ended."""
+    """What the chain does after ``hop``'s job, whose status says it ended; its span
+    recorded before anything acts on it (a replay decides, and records, the same)."""
+    began = time.time_ns()
     agents = await hop.rt.agents.agents_in(hop.namespace)
     try:
         decision = _decide(hop, agents)
@@ -69,8 +74,19 @@ async def decide(hop: Hop) -> chains.Decision | Broken:
         if isinstance(decision, chains.Stop | chains.End):  # Does it complete the chain?
             decision = _decide(hop, agents, await _others_open(hop))
     except chains.ChainMetadataError as exc:
-        return Broken(str(exc))
+        return Broken(str(exc))  # In no chain the operator can read, so in no trace.
+    await _trace(hop, decision, began)
     return decision
+
+
+async def _trace(hop: Hop, decision: chains.Decision, began: int) -> None:
+    """The decision's span: what comes next (agent, job), or why nothing does."""
+    job = tracing.job_ref(hop)
+    if job is None:
+        return
+    said = {f"agentchain.decision.{k}": v for k, v in chains.summary(decision).items()}
+    span = steps.step_span(job, "decision", began, time.time_ns(), said)
+    await hop.rt.traces.record(span)
 
 
 def _decide(

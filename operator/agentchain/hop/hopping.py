@@ -145,10 +145,13 @@ async def current(rt: Runtime, namespace: str, name: str) -> Obj | None:
 
 
 async def _finish(held: Held, hop: Hop, exit: Exit) -> list[str]:
+    began = time.time_ns()
     captured = await capturing.capture(hop, exit)
+    capture_ns = (began, time.time_ns())
     found = await hop.rt.agents.by_trigger(hop.namespace, hop.job.spec.agent_role)
     agent = found if isinstance(found, AiAgent) else None  # Ambiguous: no retry.
     verdict = capturing.verdict(hop, captured, agent)
+    await capturing.trace(hop, exit, captured, verdict, capture_ns)  # Before acting on it.
     match verdict:
         case capturing.Retry(attempt=attempt, why=why, delay=delay):
             total = agent.spec.backoff_limit + 1 if agent else attempt

@@ -10,9 +10,10 @@ capture, or read back from Redis on a replay), neutralised and bounded by
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
-from agentchain import metrics
+from agentchain import metrics, models
 from agentchain.core import catalog
 from agentchain.core.hopstate import Hop, Obj, Output
 from agentchain.core.rules import provenance
@@ -38,9 +39,10 @@ async def spawn(hop: Hop, decision: childspec.Child, output: Output | None) -> C
     block = await _context_for(hop, decision.child, agents, output)
     parent = hop.job.spec
     parent = parent.model_copy(update={"event": provenance.handed_on(parent.event, hop.vouched)})
-    body = sealing.seal_job(
-        hop.rt.operator_keys, childspec.build_child(hop.namespace, parent, decision, block)
-    )
+    child = childspec.build_child(hop.namespace, parent, decision, block)
+    if hop.rt.traces.enabled:  # When it was asked for, by this clock: its span starts there.
+        child["metadata"].setdefault("annotations", {})[models.CREATED_NS] = str(time.time_ns())
+    body = sealing.seal_job(hop.rt.operator_keys, child)
     obj, created = await resources.create(hop.namespace, resources.AGENTJOBS, body)
     if created:
         await _count(hop, decision)

@@ -32,6 +32,12 @@ EVENT_SEAL = f"{GROUP}/event-seal"
 # On a running AgentJob: the last progress note its agent sent (``PUT .../progress``),
 # shown, escaped, on its chain's GitHub comment.
 PROGRESS_NOTE = f"{GROUP}/progress-note"
+CREATED_NS = f"{GROUP}/created-ns"
+"""On an AgentJob the operator made: when it asked for it, in Unix nanoseconds by its
+own clock (the API server's ``creationTimestamp`` is to the second); its span starts
+there (``traces/rules/spans.created_ns``)."""
+RETRY_OF = f"{GROUP}/retry-of"
+"""On an AgentJob a ``/agentchain retry`` comment created: the failed job it runs again."""
 CONTINUES = f"{GROUP}/continues"
 """On a follow-up round's root AgentJob: the id of the chain whose pull request it works on
 (the same value its sealed event carries as ``continues``)."""

@@ -85,6 +85,24 @@ class JobEvent(KubeModel):
     round: int | None = Field(
         default=None, ge=1, description="A follow-up round's number on its pull request."
     )
+    reply_to: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "A follow-up round started by a reply in a review thread: the thread's first "
+            "comment, under which the round's answer is posted as a reply."
+        ),
+    )
+    head_ref: str | None = Field(
+        default=None,
+        max_length=255,
+        description=(
+            "A follow-up round's branch when its chain was started on the pull request (a "
+            "person's, in the same repository): the pull request's head branch, which the "
+            "round checks out and pushes to. Unset for a round of a pull request its chain "
+            "opened, which continues that chain's workspace."
+        ),
+    )
 
 
 class DelegationHop(KubeModel):

@@ -26,6 +26,10 @@ SCHEDULED = "Scheduled"
 GITHUB_WRITE_BACK = "GitHubWriteBack"
 """AiAgent: whether its chains' last GitHub write-back went through (False: the cause as
 reason, e.g. ``NotInstalled``); absent until one of its chains is written back."""
+EGRESS_POLICY = "EgressPolicy"
+"""AiAgent, with the operator's ``agent_egress`` on: True when its pods' egress is what its
+spec asks (``EgressPolicyApplied``, or ``EgressNotRestricted`` for ``policy: none``),
+False (``EgressPolicyFailed``) when the API server refused the NetworkPolicy."""
 COMPLETE = "Complete"
 """AgentJob: set when it ends; True when it Succeeded, was Skipped or was Cancelled (it
 ended without failing: a stop, a supersession or a budget), False when it Failed, with
@@ -57,12 +61,16 @@ class Reason:
     # AiAgent condition LoopFree.
     NO_STATIC_LOOP = "NoStaticLoop"
     STATIC_LOOP = "StaticLoop"
-    # AiAgent egress policy (Warning Events only).
+    # AiAgent condition EgressPolicy (and its Warning Events).
+    EGRESS_POLICY_APPLIED = "EgressPolicyApplied"
+    EGRESS_NOT_RESTRICTED = "EgressNotRestricted"
     EGRESS_POLICY_FAILED = "EgressPolicyFailed"
     EGRESS_RULE_IGNORED = "EgressRuleIgnored"
     # AiAgent condition Scheduled.
     SCHEDULE_VALID = "ScheduleValid"
     INVALID_SCHEDULE = "InvalidSchedule"
+    # Normal Event on an AiAgent: a schedule's tick made its run's root AgentJob.
+    SCHEDULED_RUN_CREATED = "ScheduledRunCreated"
 
     # AgentJob lifecycle.
     CREATED = "Created"

@@ -23,7 +23,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -69,6 +69,7 @@ def readable(span: Span, resource: Resource) -> ReadableSpan:
         status=status,
         start_time=span.start_ns,
         end_time=span.end_ns,
+        events=[Event(name, timestamp=at) for name, at in span.events],
         instrumentation_scope=SCOPE,
     )
 

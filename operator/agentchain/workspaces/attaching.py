@@ -113,6 +113,8 @@ async def _continued(hop: Hop, chain_id: str) -> jobmounts.ChainWorkspace | None
     previous_id = event.continues if event is not None else None
     if not previous_id or previous_id == chain_id:
         return None
+    if event is not None and event.head_ref:
+        return None  # A round of a pull request its chain was started on: on its head.
     previous = await chain_workspace(hop.rt, hop.namespace, previous_id)
     if previous is None or not previous.publish:
         return None

@@ -71,12 +71,15 @@ from agentchain.models.agentjob import AgentJobStatus
 from agentchain.models.aiagent import AiAgent
 from agentchain.models.conditions import WORKSPACE_PUBLISHED, Condition, Reason
 from agentchain.store import sealing
+from agentchain.traces.rules import steps
 from agentchain.workspaces import attaching
 from agentchain.workspaces.rules import jobmounts, stepchanges
 
 log = logging.getLogger(__name__)
 PUBLISH_LOG_BYTES = 8 * 1024
 SUCCEEDED = ("Succeeded", "Skipped")
+PUSHED = frozenset({"pushed", "already", "unchanged"})
+"""The publish outcomes that leave the branch at the chain's commit."""
 PULL_GIVE_UP_SECONDS = stepchanges.PULL_GIVE_UP_SECONDS
 PULL_LOCK = "pull-request/"
 """The per-chain lock (``Locks``, a key no AgentJob name can be) around its pull request."""
@@ -141,6 +144,7 @@ async def _create(hop: Hop, chain: jobmounts.ChainWorkspace, owner_obj: Obj, nam
 
     The Secret first, so the pod never starts without its credential; a replay whose Job
     exists already ensures the Secret that Job names (the new one goes with the owner)."""
+    began = time.time_ns()
     owner = statuswriting.owner_reference(owner_obj)
     secret = naming.job_secret_name(name, secrets.token_hex(naming.SECRET_NONCE_BYTES))
     settings = hop.rt.settings
@@ -156,6 +160,24 @@ async def _create(hop: Hop, chain: jobmounts.ChainWorkspace, owner_obj: Obj, nam
         await workloads.ensure_secret(hop.namespace, named, data, owner)
     if created:
         log.info("Publishing chain %s's workspace: batch Job %s", chain.chain_id, name)
+    await _trace_start(hop, chain, name, began, created)
+
+
+async def _trace_start(
+    hop: Hop, chain: jobmounts.ChainWorkspace, name: str, began: int, created: bool
+) -> None:
+    """The span of ``hop``'s job starting publish Job ``name`` (``traces/rules/steps``);
+    a replay that found the Job records the same span, once."""
+    if not hop.rt.traces.enabled:
+        return
+    job = steps.JobRef(hop.namespace, hop.name, chain.chain_id, hop.job.spec.agent_role)
+    attributes = {
+        "agentchain.publish.final": name == jobmounts.publish_job_name(chain.chain_id),
+        "agentchain.publish.branch": chain.branch or None,
+        "agentchain.publish.repository": chain.github,  # owner/name: never a URL's secret.
+        "agentchain.publish.created": created,
+    }
+    await hop.rt.traces.record(steps.publish_span(job, name, began, time.time_ns(), attributes))
 
 
 def _secret_of(job: Obj) -> str | None:
@@ -262,9 +284,26 @@ async def _report(rt: Runtime, job: Obj, chain: jobmounts.ChainWorkspace, ended:
     if owner is None:
         return None
     outcome = await _outcome(meta["namespace"], name) or ("pushed" if ended == "Complete" else None)
+    await _trace_end(rt, job, chain, outcome or "failed", failed=ended != "Complete")
     condition = await _settle(rt, owner, chain, ended, outcome, name)
     await rt.writes.patch(owner, AgentJobStatus(), condition)
     return outcome or "failed"
+
+
+async def _trace_end(
+    rt: Runtime, job: Obj, chain: jobmounts.ChainWorkspace, outcome: str, failed: bool
+) -> None:
+    """The span of publish Job ``job``'s run, under the span of its start; recorded
+    before the outcome is, so a replay records it again, once."""
+    if not rt.traces.enabled:
+        return
+    meta, status = job["metadata"], job.get("status") or {}
+    times = (meta.get("creationTimestamp"), status.get("completionTime"))
+    failed = failed or outcome not in PUSHED
+    push = steps.push_span(
+        chain.chain_id, meta["namespace"], meta["name"], times, time.time_ns(), outcome, failed
+    )
+    await rt.traces.record(push)
 
 
 async def _revoke(rt: Runtime, namespace: str, publisher: str) -> None:

@@ -4,7 +4,8 @@ redis-server.
 Aspects covered:
 * whose pull request: the first chain to record it keeps it (a round, finding the same
   pull request, records nothing); the record is sealed: one copied to another pull
-  request's key, written by hand or under another operator key is not used;
+  request's key, written by hand or under another operator key is not used; a chain
+  started on a pull request records its head branch and whether it is a fork's;
 * rounds: numbered per pull request and agent, the same number for a redelivery of the
   same delivery, the next one for another delivery, independent per agent and per pull
   request, under the chain's TTL.
@@ -56,3 +57,16 @@ async def test_rounds_are_numbered_once_per_delivery(redis: Redis) -> None:
     assert await claim(redis, "octo/app", 8, "dev", "d3") == 1
     key = roundrecords.ROUNDS_PREFIX + "octo/app#7:dev"
     assert 0 < await redis.ttl(key) <= keys.CHAIN_TTL_SECONDS
+
+
+async def test_a_chain_started_on_a_pull_request_records_its_branch(redis: Redis) -> None:
+    assert await roundrecords.record_pull(redis, KEYS, "octo/app", 7, "team-a", "c1")
+    opened = roundrecords.PullChain("team-a", "c1")
+    assert await roundrecords.pull_record(redis, KEYS, "octo/app", 7) == opened
+    await roundrecords.record_pull(redis, KEYS, "octo/app", 8, "team-a", "c2", head="fix")
+    found = await roundrecords.pull_record(redis, KEYS, "octo/app", 8)
+    assert found == roundrecords.PullChain("team-a", "c2", "fix", False)
+    await roundrecords.record_pull(redis, KEYS, "octo/app", 9, "team-a", "c3", head="p", fork=True)
+    found = await roundrecords.pull_record(redis, KEYS, "octo/app", 9)
+    assert found == roundrecords.PullChain("team-a", "c3", "p", True)
+    assert await roundrecords.pull_chain(redis, KEYS, "octo/app", 9) == ("team-a", "c3")

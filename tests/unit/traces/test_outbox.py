@@ -35,7 +35,7 @@ from agentchain.store import keys
 from agentchain.traces import exporting
 from agentchain.traces.outbox import Outbox
 from agentchain.traces.recording import Traces
-from agentchain.traces.rules import spans
+from agentchain.traces.rules import spans, steps
 
 pytestmark = pytest.mark.redis
 RESOURCE = Resource.create({"service.name": "agentchain"})
@@ -127,6 +127,20 @@ async def test_an_exported_span_is_the_one_recorded(redis: Redis) -> None:
     assert sent.status.status_code is StatusCode.ERROR
     assert sent.status.description == "ContainerFailed"
     assert sent.attributes is not None and sent.attributes["agentchain.job.exit_code"] == 3
+
+
+async def test_an_attempts_pod_moments_are_exported_as_its_events(redis: Redis) -> None:
+    outbox = Outbox(redis)
+    moments = steps.PodMoments("2026-11-27T10:00:01Z", None, "2026-11-27T10:00:02Z", None)
+    facts = steps.AttemptFacts(1, "dev-1-x", 0, "Succeeded", False, moments)
+    job = steps.JobRef("ns", "dev-1", "c1", "developer")
+    await outbox.record(steps.attempt_span(job, facts, observed_ns=3_000_000_000_000_000_000))
+    memory = InMemorySpanExporter()
+    await exporting.export_some(outbox, memory, RESOURCE)
+    (sent,) = memory.get_finished_spans()
+    assert [(e.name, e.timestamp) for e in sent.events] == [
+        ("pod.running", spans.nanos("2026-11-27T10:00:02Z", 0))
+    ]
 
 
 class Slow(InMemorySpanExporter):

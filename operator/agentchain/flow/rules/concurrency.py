@@ -47,7 +47,12 @@ def round_group(event: JobEvent | None, agent: str) -> str | None:
     than starting a second round beside it.  None for any other job."""
     if event is None or not event.continues or event.number is None or not event.repository:
         return None
-    return f"{ROUND_GROUP_PREFIX}{event.repository}#{event.number} by {agent}"[:GROUP_MAX_CHARS]
+    return pull_round_group(event.repository, event.number, agent)
+
+
+def pull_round_group(repository: str, number: int, agent: str) -> str:
+    """The group of ``agent``'s rounds on pull request ``number`` of ``repository``."""
+    return f"{ROUND_GROUP_PREFIX}{repository}#{number} by {agent}"[:GROUP_MAX_CHARS]
 
 
 class GroupRenderError(ValueError):

@@ -91,6 +91,9 @@ def ending(request: StopRequest) -> Ending:
     """A stopped job's end: Cancelled, reason Stopped (Superseded, BudgetExceeded)."""
     if request.by == BY_BUDGET:
         return Ending("Cancelled", Reason.BUDGET_EXCEEDED, f"Budget exceeded: {request.reason}")
+    if request.successor and request.reason:  # Something newer that is no chain: a push.
+        message = f"Superseded by {request.successor}: {request.reason}."
+        return Ending("Cancelled", Reason.SUPERSEDED, message)
     if request.successor:
         message = f"Superseded by {request.successor} (a newer chain of its concurrency group)."
         return Ending("Cancelled", Reason.SUPERSEDED, message)

@@ -186,6 +186,27 @@ class End:
 Decision = Spawn | Skip | Refuse | Stop | End
 
 
+def summary(decision: Decision) -> dict[str, str | bool]:
+    """What ``decision`` does, for its span: ``action`` (as the job's ``status.next``
+    names it), ``reason``, the agent and job that come next, and whether it completes
+    the chain (a branch's end does not)."""
+    match decision:
+        case Spawn():
+            said: dict[str, str | bool] = {"action": "spawned", "reason": Reason.CHILD_SPAWNED}
+        case Skip(reason=reason):
+            said = {"action": "skipped", "reason": reason}
+        case Refuse(reason=reason):
+            said = {"action": "refused", "reason": reason}
+        case Stop(reason=reason):
+            said = {"action": "stopped", "reason": reason, "completes": decision.completes}
+        case End():
+            reason = Reason.CHAIN_COMPLETE if decision.completes else Reason.BRANCH_ENDED
+            said = {"action": "none", "reason": reason, "completes": decision.completes}
+    if isinstance(decision, Spawn | Skip | Refuse):
+        said |= {"next_agent": decision.child.agent, "next_job": decision.child.name}
+    return said
+
+
 def condition_met(condition: str, outcome: Outcome) -> bool:
     """Whether a step's condition holds for the parent's outcome.
 

@@ -397,22 +397,38 @@ def _add_github_tools(server: MCPServer, api: toolcalls.JobApi, calls: Wrap) -> 
         return await api.github_token()
 
 
+TERMINATED = 128 + signal.SIGTERM
+"""The exit status after SIGTERM: a process that signal ended, as a shell reports it."""
+
+
 async def serve(env: toolcalls.JobEnv, tracing: toolspans.ToolTracing | None = None) -> None:
-    """Serve until the client closes stdin or SIGTERM comes; then send the spans queued."""
+    """Serve until the client closes stdin, then send the spans queued; on SIGTERM,
+    send them and end the process (:func:`_terminated`)."""
     tracing = tracing or toolspans.ToolTracing({})
     loop = asyncio.get_running_loop()
-    serving = asyncio.current_task()
-    if serving is not None:
-        # Python's default on SIGTERM ends the process at once, spans and all.
-        loop.add_signal_handler(signal.SIGTERM, serving.cancel)
+    ending: set[asyncio.Task[None]] = set()  # Held: the loop keeps only a weak reference.
+    loop.add_signal_handler(
+        signal.SIGTERM, lambda: ending.add(loop.create_task(_terminated(tracing)))
+    )
     try:
         async with aiohttp.ClientSession() as session:
             await build_server(toolcalls.JobApi(env, session), tracing).run_stdio_async()
-    except asyncio.CancelledError:
-        pass  # SIGTERM: stop as the client closing would.
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
         await asyncio.to_thread(tracing.shutdown)
+
+
+async def _terminated(tracing: toolspans.ToolTracing) -> None:
+    """SIGTERM: send the queued spans, then end the process at once.
+
+    Python's default on SIGTERM ends the process there and then, spans and all.  Nor can
+    the server be stopped by cancelling it: it waits for its client's next message in a
+    thread reading stdin (anyio's), which no cancellation interrupts, so it would stop
+    only once the client closed stdin.  So the spans go first, then the process ends
+    as SIGTERM would have ended it."""
+    await asyncio.to_thread(tracing.shutdown)
+    sys.stdout.flush()
+    os._exit(TERMINATED)
 
 
 def main(environ: Mapping[str, str] | None = None) -> int:

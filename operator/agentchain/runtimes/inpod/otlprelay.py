@@ -1,12 +1,15 @@
 """A local OTLP/HTTP traces relay: a CLI's spans, adopted into its job's trace, forwarded.
 
 Some CLIs start part of their spans in traces of their own instead of under
-``TRACEPARENT`` (``runtimes/rules/clitelemetry``: codex).  The runner then points the
+``TRACEPARENT`` (``runtimes/rules/clitelemetry``: codex, Gemini CLI).  The runner then points the
 CLI's trace export at this relay, on 127.0.0.1 and a free port, for the CLI's run only.
-Each ``POST /v1/traces`` (OTLP protobuf, gzip or not) is parsed with OpenTelemetry's own
+Each ``POST /v1/traces`` (OTLP protobuf or JSON, gzip or not) is parsed with OpenTelemetry's own
 protocol types, every span is moved into the job's trace with its roots under the job's
-span (``clitelemetry.adopt``), and the request is forwarded to the pod's OTLP traces
-endpoint with the pod's OTLP headers; the CLI gets the collector's answer.
+span (``clitelemetry.adopt``), the GenAI content attributes are removed unless the agent
+opted in (``clitelemetry.redact``), and the request is forwarded to the pod's OTLP traces
+endpoint with the pod's OTLP headers; the CLI gets the collector's answer.  Logs and
+metrics posted here (Gemini CLI sends every signal to one endpoint) are read, answered
+200 and sent nowhere.
 
 A request is forwarded before it is answered, so everything the CLI exported before it
 ended has left the pod when the runner stops the relay.  A body over ``MAX_BODY_BYTES``,
@@ -36,6 +39,10 @@ from agentchain.traces.rules import spans
 MAX_BODY_BYTES = 16 * 1024 * 1024
 FORWARD_TIMEOUT_SECONDS = 10.0
 PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+DROPPED_PATHS = frozenset({"/v1/logs", "/v1/metrics"})
+"""What a CLI that exports every signal to one endpoint (Gemini CLI) also sends here:
+answered, and dropped (``clitelemetry``: only traces are turned on)."""
 
 
 def otlp_headers(env: Mapping[str, str]) -> dict[str, str]:
@@ -66,6 +73,7 @@ class Relay:
             or None
         )
         self.tls = ssl.create_default_context(cafile=certificate)
+        self.redacting = not clitelemetry.content_opted_in(env)
         self.adopted = 0
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -76,11 +84,17 @@ class Relay:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def forward(self, body: bytes) -> tuple[int, bytes]:
-        """Adopt and forward one export request: the collector's status and answer."""
-        request = ExportTraceServiceRequest()
-        request.ParseFromString(body)
+    def forward(self, body: bytes, as_json: bool = False) -> tuple[int, bytes]:
+        """Adopt and forward one export request (protobuf, or OTLP's JSON): the
+        collector's status and answer (sent on as protobuf either way)."""
+        if as_json:
+            request = clitelemetry.from_json(body)
+        else:
+            request = ExportTraceServiceRequest()
+            request.ParseFromString(body)
         self.adopted += clitelemetry.adopt(request, self.trace, self.job_span)
+        if self.redacting:
+            clitelemetry.redact(request)
         sent = urllib.request.Request(
             self.upstream, data=request.SerializeToString(), headers=self.headers, method="POST"
         )
@@ -100,32 +114,69 @@ class Relay:
         self._thread.join(timeout=5)
 
 
+def _content_type(request: http.server.BaseHTTPRequestHandler) -> str:
+    return request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+
+
+def _body(request: http.server.BaseHTTPRequestHandler) -> bytes | int:
+    """``request``'s body, or the status refusing it (before reading an oversized one)."""
+    if _content_type(request) not in (PROTOBUF, JSON):
+        return 415
+    if request.headers.get("Transfer-Encoding", "").strip().lower() == "chunked":
+        return _chunked(request)  # Node's exporters (Gemini CLI) send no length.
+    try:
+        length = int(request.headers.get("Content-Length", ""))
+    except ValueError:
+        return 411
+    if not 0 <= length <= MAX_BODY_BYTES:
+        return 413
+    return request.rfile.read(length)
+
+
+def _chunked(request: http.server.BaseHTTPRequestHandler) -> bytes | int:
+    """A chunked body, read up to ``MAX_BODY_BYTES`` (413 past it, 400 if malformed)."""
+    body = bytearray()
+    while True:
+        line = request.rfile.readline(64)
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            return 400
+        if size < 0 or len(body) + size > MAX_BODY_BYTES:
+            return 413
+        if size == 0:
+            break
+        body += request.rfile.read(size)
+        request.rfile.readline(64)  # The chunk's CRLF.
+    while request.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
+        pass  # Trailers: none are used.
+    return bytes(body)
+
+
 def _handler(relay: Relay) -> type[http.server.BaseHTTPRequestHandler]:
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            if self.path.split("?", 1)[0] != "/v1/traces":
+            path = self.path.split("?", 1)[0]
+            if path != "/v1/traces" and path not in DROPPED_PATHS:
                 return self._answer(404)
-            content_type = self.headers.get("Content-Type", "").split(";", 1)[0].strip()
-            if content_type != PROTOBUF:
-                return self._answer(415)
-            try:
-                length = int(self.headers.get("Content-Length", ""))
-            except ValueError:
-                return self._answer(411)
-            if not 0 <= length <= MAX_BODY_BYTES:
-                return self._answer(413)
-            body = self.rfile.read(length)
+            body = _body(self)
+            if isinstance(body, int):
+                return self._answer(body)
+            if path in DROPPED_PATHS:
+                return self._answer(200)  # Read, and sent nowhere: only traces go on.
             try:
                 if self.headers.get("Content-Encoding", "").strip().lower() == "gzip":
                     body = _gunzip(body)
-                status, answer = relay.forward(body)
+                as_json = _content_type(self) == JSON
+                status, answer = relay.forward(body, as_json)
             except (OSError, EOFError, DecodeError, ValueError):
                 return self._answer(400)
-            self._answer(status, answer)
+            # A JSON client reads a JSON answer: the collector's protobuf one is not that.
+            self._answer(status, b"{}" if as_json and status == 200 else answer, as_json)
 
-        def _answer(self, status: int, body: bytes = b"") -> None:
+        def _answer(self, status: int, body: bytes = b"", as_json: bool = False) -> None:
             self.send_response(status)
-            self.send_header("Content-Type", PROTOBUF)
+            self.send_header("Content-Type", JSON if as_json else PROTOBUF)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

@@ -467,7 +467,7 @@ def _gemini_command(settings: Settings, env: Mapping[str, str], scratch: str) ->
     # workspace's own .gemini/settings.json (the repository's words) is not loaded: it
     # could set the model, the allowed tools or MCP servers of its own.
     argv = [settings.cli, "-p", "", "--output-format", "stream-json", "--skip-trust"]
-    added = {"GEMINI_CLI_HOME": home}
+    added = {"GEMINI_CLI_HOME": home, **clitelemetry.gemini_env(env)}
     warnings = []
     if settings.effort:
         warnings.append("AGENT_EFFORT is ignored: gemini has no effort setting")

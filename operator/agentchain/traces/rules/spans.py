@@ -129,6 +129,9 @@ class Span:
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
     error: str | None = None
     """Set (the reason) when what the span describes failed."""
+    events: tuple[tuple[str, int], ...] = ()
+    """Moments within the span, by name and Unix nanoseconds (an attempt's pod scheduled,
+    running, exited)."""
 
     def ids(self) -> tuple[str, str]:
         return f"{self.trace:032x}", f"{self.span:016x}"
@@ -145,6 +148,7 @@ class Span:
                 "kind": self.kind,
                 "attributes": dict(self.attributes),
                 "error": self.error,
+                "events": [list(event) for event in self.events],
             },
             separators=(",", ":"),
         )
@@ -163,6 +167,7 @@ class Span:
             kind="server" if data.get("kind") == "server" else "internal",
             attributes=dict(data.get("attributes") or {}),
             error=data.get("error"),
+            events=tuple((str(n), int(t)) for n, t in data.get("events") or ()),
         )
 
 
@@ -172,6 +177,24 @@ def nanos(stamp: str | datetime | None, default: int) -> int:
         return default
     when = stamp if isinstance(stamp, datetime) else datetime.fromisoformat(str(stamp))
     return int(when.timestamp() * 1_000_000_000)
+
+
+SECOND_NS = 1_000_000_000
+
+
+def created_ns(creation: str | None, asked: str | None, default: int) -> int:
+    """When a job was made: ``asked`` (the operator's clock, ns, from the job's
+    ``created-ns`` annotation) when it agrees with the API server's ``creation``
+    (whole seconds, so within a second of it), else ``creation``; ``default`` if none.
+
+    The annotation is the operator's but anyone who may edit the job may change it: one
+    that disagrees with the API server's own time is not believed."""
+    created = nanos(creation, default)
+    try:
+        moment = int(asked or "")
+    except ValueError:
+        return created
+    return moment if creation and abs(moment - created) < SECOND_NS else created
 
 
 @dataclass(frozen=True)
@@ -197,15 +220,23 @@ class JobFacts:
     started: str | None = None
     """When its pod was first seen running (``status.startTime``); None if it never ran."""
     pod: str | None = None
+    asked: str | None = None
+    """When the operator asked for it, by its clock (the ``created-ns`` annotation)."""
+    ended_ns: int | None = None
+    """When the operator recorded its end, by its own clock (``completed`` is when it
+    decided it, to the second); None: ``completed`` is all there is."""
 
 
 _FAILED = frozenset({"Failed"})
 
 
 def job_span(facts: JobFacts, now_ns: int) -> Span:
-    """The span of an ended job."""
-    end = nanos(facts.completed, now_ns)
-    start = min(nanos(facts.created, end), end)
+    """The span of an ended job: from its creation (when the operator asked for it, by
+    its clock, where it made the job; else the API server's timestamp, to the second)
+    to the moment the operator recorded its end (its own clock, in nanoseconds, when
+    known; else its recorded ``completionTime``, to the second)."""
+    end = facts.ended_ns if facts.ended_ns is not None else nanos(facts.completed, now_ns)
+    start = min(created_ns(facts.created, facts.asked, end), end)
     attributes: dict[str, AttributeValue] = {
         "agentchain.chain.id": facts.chain_id,
         "agentchain.chain.depth": facts.depth,
@@ -293,6 +324,12 @@ def root_span(
     )
 
 
+API_JOBS_ROOT = "api POST /api/jobs"
+"""The root span's name of a chain the job API started (``POST /api/jobs``)."""
+RETRY_ROOT = "command /agentchain retry"
+"""The root span's name of a chain a ``/agentchain retry`` comment started."""
+
+
 def started_root(
     chain_id: str,
     job: str,
@@ -300,16 +337,32 @@ def started_root(
     created_ns: int,
     schedule: str | None = None,
     scheduled_at: str | None = None,
+    *,
+    retry_of: str | None = None,
+    caller: str | None = None,
+    end_ns: int | None = None,
 ) -> Span:
-    """The root span of a chain whose trigger recorded none, written when its root job
-    ``job`` ends: a scheduled run's tick (``schedule <job>``), or the root job's
-    creation (``agentjob <job> created``: applied by hand, the job API, a lost span)."""
+    """The root span of a chain started by something other than a webhook delivery,
+    named after what started it: a comment's ``/agentchain retry`` of job ``retry_of``
+    (``command /agentchain retry``), the job API (``api POST /api/jobs``, by ``caller``:
+    who, never a credential), a scheduled run's tick (``schedule <job>``), else the root
+    job ``job``'s creation (``agentjob <job> created``: applied by hand, a lost span).
+
+    The trigger records it itself where it can, with its own clock (the job API); else
+    it is written when the root job ends, from the job, at its creation."""
+    end = created_ns if end_ns is None else end_ns
+    values: dict[str, Any] = {"agentchain.job.name": job}
+    if retry_of is not None:
+        values |= {"agentchain.command": "retry", "agentchain.command.retry_of": retry_of}
+        return root_span(chain_id, RETRY_ROOT, created_ns, end, attributes_of(values))
+    if origin == "api":
+        values |= {"http.request.method": "POST", "http.route": "/api/jobs"}
+        values |= {"agentchain.caller": caller}
+        return root_span(chain_id, API_JOBS_ROOT, created_ns, end, attributes_of(values))
     if origin == "schedule":
-        attributes = attributes_of(
-            {"agentchain.schedule": schedule, "agentchain.scheduled_at": scheduled_at}
-        )
-        return root_span(chain_id, f"schedule {job}", created_ns, created_ns, attributes)
-    return root_span(chain_id, f"agentjob {job} created", created_ns, created_ns)
+        values |= {"agentchain.schedule": schedule, "agentchain.scheduled_at": scheduled_at}
+        return root_span(chain_id, f"schedule {job}", created_ns, end, attributes_of(values))
+    return root_span(chain_id, f"agentjob {job} created", created_ns, end, attributes_of(values))
 
 
 def attributes_of(values: Mapping[str, Any]) -> dict[str, AttributeValue]:

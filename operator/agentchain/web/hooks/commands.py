@@ -63,8 +63,9 @@ UNAPPLIED = "unavailable"
 # An issue's AgentJobs are listed a page at a time, at most this many pages.
 PAGE_SIZE = 100
 MAX_PAGES = 50
-RETRY_OF = f"{models.GROUP}/retry-of"
-"""On a job ``/agentchain retry`` created: the failed job it runs again."""
+RETRY_OF = models.RETRY_OF
+"""On a job ``/agentchain retry`` created: the failed job it runs again (its trace's
+root span names the command: ``hop/tracing.root``)."""
 
 
 PermissionLookup = Callable[[], Awaitable[str | None]]

@@ -1,26 +1,34 @@
-"""Follow-up rounds planned from a delivery: a failing check, or a review requesting
-changes, on a chain's pull request.
+"""Follow-up rounds planned from a delivery: a failing check, a review requesting
+changes, or a reply in a review thread, on a chain's pull request.
 
-The webhook calls :func:`plan` with every verified delivery.  For a failing
-``check_run``, ``check_suite`` or ``workflow_run``, or a ``pull_request_review``
-submitted with changes requested (``github/rules/followups.py``), on a pull request a
-chain of the operator opened (``github/roundrecords.py``), it finds the agent of that
-chain that asks for such rounds (``spec.github.followUps.checks`` / ``reviews``: the
-first such agent in the chain's order; for a review, only when that agent's sender
-policy admits the reviewer), numbers the round, and returns what the webhook queues like any
-match: a root AgentJob of that agent, whose event (sealed with it) names the pull request,
-carries the failure (with the end of its Actions job's log for a check run, or the
-review with its inline comments; each read from GitHub within 4 s, and left out when
-GitHub does not answer or the App may not read it) as its body and the chain it continues
-(``continues``).  It is queued
-in the same atomic step as the delivery's record, so a round starts exactly once per
-delivery, across redeliveries and a killed process.
+The webhook calls :func:`plan` with every verified delivery. For a failing
+``check_run``, ``check_suite`` or ``workflow_run``, a ``pull_request_review`` submitted
+with changes requested, or a reply in a review thread (``github/rules/followups.py``),
+on a pull request a chain of the operator opened or was started on
+(``github/roundrecords.py``), it finds the agent of that chain that asks for such rounds
+(``spec.github.followUps.checks`` / ``reviews``: the first such agent in the chain's
+order; for a review, only when that agent's sender policy admits the reviewer), numbers
+the round, and returns what the webhook queues like any match: a root AgentJob of that
+agent, whose event (sealed with it) names the pull request, carries the failure (with
+the end of its Actions job's log for a check run, or the review with its inline
+comments; each read from GitHub within 4 s, and left out when GitHub does not answer or
+the App may not read it) as its body and the chain it continues (``continues``). It is
+queued in the same atomic step as the delivery's record, so a round starts exactly once
+per delivery, across redeliveries and a killed process.
 
 The round's chain gets the continued chain's workspace (``workspaces/attaching.py``):
 the same repository and branch, checked out at the branch's head, published to the same
-branch, which updates the same pull request.  The delivery that is the first past
+branch, which updates the same pull request.  A round of a pull request its chain was
+started on works on that pull request's head branch instead (the event's ``head_ref``);
+one of a fork's pull request is never planned: the first delivery that would start it
+says so on the pull request, once.  The delivery that is the first past
 ``maxRounds`` queues nothing and says so on the pull request (once); later ones say
 nothing.
+
+A push to that pull request by anyone but the App (:func:`pushes`) makes a running round's
+work stale: the webhook then supersedes the round through its pull request's round group
+(``flow/admitting.supersede_holders``, the group's own cancel-in-progress) and starts no
+round (nothing failed on the new head yet).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import Any, Literal
 
 from agentchain import faults
 from agentchain.core.runtime import Runtime
+from agentchain.flow.rules import concurrency
 from agentchain.github import roundrecords
 from agentchain.github.appruntime import side_of
 from agentchain.github.githuberrors import GitHubError
@@ -69,6 +78,8 @@ class Limit:
     max_rounds: int
     chain_id: str
     installation_id: int
+    fork: bool = False
+    """Not a limit: the pull request's branch is a fork's, so no round can push there."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,7 @@ class _Cause:
     url: str
     failed: rules.FailedCheck | None = None
     review: rules.ChangesRequested | None = None
+    reply: rules.ThreadReply | None = None
 
 
 def _cause_of(
@@ -95,6 +107,18 @@ def _cause_of(
         title = f": {failed.name}"
         return _Cause(
             "checks", failed.repository, failed.pulls, failed.head_sha, title, failed.url, failed
+        )
+    reply = rules.thread_reply(event, action, payload)
+    if reply is not None:
+        title = f" by @{reply.commenter}" if reply.commenter else ""
+        return _Cause(
+            "reviews",
+            reply.repository,
+            (reply.pull,),
+            reply.head_sha,
+            title,
+            reply.url,
+            reply=reply,
         )
     review = rules.changes_requested(event, action, payload)
     if review is not None:
@@ -156,8 +180,9 @@ async def plan(
         return [], []
 
     def admits(candidate: AgentCandidate) -> bool:
-        """A review starts rounds only from a sender the agent's policy admits; a check's
-        sender is whoever pushed or GitHub itself, and what it reports is data."""
+        """A review (or a reply in its thread) starts rounds only from a sender the agent's
+        policy admits; a check's sender is whoever pushed or GitHub itself, and what it
+        reports is data."""
         if cause.kind != "reviews":
             return True
         policy = candidate.spec.sender_policy or SenderPolicy()
@@ -183,16 +208,18 @@ async def _plan_pull(
     installation: int,
     admits: Callable[[AgentCandidate], bool],
 ) -> Round | Limit | None:
-    found = await roundrecords.pull_chain(rt.redis, rt.operator_keys, cause.repository, pull)
+    found = await roundrecords.pull_record(rt.redis, rt.operator_keys, cause.repository, pull)
     if found is None:
         return None
-    namespace, chain_id = found
+    namespace, chain_id = found.namespace, found.chain
     record = await rt.chains.get(namespace, chain_id)
     chain_agents = [str(h.get("agent")) for h in (record.hops if record else [])]
     chosen = _agent_of(grouped.get(namespace, ()), chain_agents, cause.kind, admits)
     if chosen is None:
         return None
     agent, wants = chosen
+    if found.fork:  # Said once (the comment's marker), and no round is numbered.
+        return Limit(cause.repository, pull, agent, wants.max_rounds, chain_id, installation, True)
     delivery = str(base.delivery_id)
     number = await roundrecords.claim_round(rt.redis, cause.repository, pull, agent, delivery)
     faults.crashpoint("follow-up-round-claimed")  # Counted, not queued: GitHub redelivers.
@@ -209,19 +236,67 @@ async def _plan_pull(
             "installation_id": installation,
             "head_sha": cause.head_sha or None,
             "head_repository": cause.repository,
-            "title": _title(cause.kind, pull) + cause.title,
+            "title": _title(cause, pull) + cause.title,
             "body": await _body(rt, cause, pull, number, installation, delivery),
             "url": cause.url or None,
             "continues": chain_id,
             "round": number,
+            "head_ref": found.head or None,
+            "reply_to": cause.reply.in_reply_to if cause.reply is not None else None,
         }
     )
     return Round(namespace, agent, event, pull)
 
 
-def _title(kind: str, pull: int) -> str:
-    if kind == "checks":
+@dataclass(frozen=True)
+class Push:
+    """A person's push to a pull request's branch: ``agent``'s round there is stale."""
+
+    namespace: str
+    group: str
+    holder: str
+    reason: str
+
+
+async def pushes(
+    rt: Runtime,
+    event: str,
+    action: str | None,
+    payload: Mapping[str, Any],
+    grouped: Mapping[str, Sequence[AgentCandidate]],
+    app_login: str | None,
+) -> list[Push]:
+    """What a push by someone other than the App (``app_login``, its bot) to a chain's
+    pull request supersedes: the round group of each agent of that chain that asks for
+    rounds.  Without the App's login a round's own push cannot be told from a person's,
+    so nothing is superseded (the round's later push is then refused, visibly)."""
+    pushed = rules.pushed_by_other(event, action, payload, app_login or "")
+    if pushed is None:
+        return []
+    found = await roundrecords.pull_chain(
+        rt.redis, rt.operator_keys, pushed.repository, pushed.pull
+    )
+    if found is None:
+        return []
+    namespace, chain_id = found
+    record = await rt.chains.get(namespace, chain_id)
+    candidates = grouped.get(namespace, ())
+    out: list[Push] = []
+    for name in dict.fromkeys(str(h.get("agent")) for h in (record.hops if record else [])):
+        found_agents = [c for c in candidates if c.spec.trigger_name == name]
+        wants = _follow_ups(found_agents[0]) if len(found_agents) == 1 else None
+        if wants is None or not (wants.checks or wants.reviews):
+            continue
+        group = concurrency.pull_round_group(pushed.repository, pushed.pull, name)
+        out.append(Push(namespace, group, rules.push_holder(pushed), rules.push_reason(pushed)))
+    return out
+
+
+def _title(cause: _Cause, pull: int) -> str:
+    if cause.kind == "checks":
         return f"Checks failed on pull request #{pull}"
+    if cause.reply is not None:
+        return f"Review comment on pull request #{pull}"
     return f"Changes requested on pull request #{pull}"
 
 
@@ -234,7 +309,10 @@ async def _body(
     if cause.failed is not None:
         log_tail = "" if again else await _job_log(rt, cause.failed, installation)
         logs = {cause.failed.job_id: log_tail} if cause.failed.job_id and log_tail else {}
-        return rules.failure_context([cause.failed], pull, number, logs)
+        run_logs = [] if again else await _run_logs(rt, cause.failed, installation)
+        return rules.failure_context([cause.failed], pull, number, logs, run_logs)
+    if cause.reply is not None:
+        return rules.thread_context(cause.reply, number)
     assert cause.review is not None
     comments = None if again else await _review_comments(rt, cause.review, installation)
     return rules.review_context(cause.review, comments, number)
@@ -257,6 +335,28 @@ async def _job_log(rt: Runtime, failed: rules.FailedCheck, installation: int) ->
         log.info("check run %d: no job log (%s)", failed.job_id, exc)
         return ""
     return rules.log_excerpt(raw)
+
+
+async def _run_logs(
+    rt: Runtime, failed: rules.FailedCheck, installation: int
+) -> list[tuple[str, str]]:
+    """The ends of a failed workflow run's failed jobs' logs, by job name (at most
+    ``RUN_JOBS_MAX``), listed and read within :data:`COMMENTS_TIMEOUT_SECONDS` in all; []
+    for anything but a workflow run, or when GitHub does not answer in time."""
+    side = side_of(rt)
+    if side is None or failed.run_id is None:
+        return []
+    scope = Scope(installation, failed.repository, {"actions": "read"})
+    found: list[tuple[str, str]] = []
+    try:
+        async with asyncio.timeout(COMMENTS_TIMEOUT_SECONDS):
+            jobs = await side.app.failed_jobs(scope, failed.run_id)
+            for job_id, name in jobs[: rules.RUN_JOBS_MAX]:
+                raw = await side.app.job_log_tail(scope, job_id, rules.LOG_MAX * 4, LOG_READ_LIMIT)
+                found.append((name, rules.log_excerpt(raw)))
+    except (GitHubError, TimeoutError, OSError) as exc:
+        log.info("workflow run %d: no (more) job logs (%s)", failed.run_id, exc)
+    return found
 
 
 async def _review_comments(

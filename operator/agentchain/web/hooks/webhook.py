@@ -71,8 +71,10 @@ from redis.exceptions import RedisError
 from agentchain import metrics, models
 from agentchain.core.rules import naming
 from agentchain.core.runtime import Runtime
+from agentchain.flow import admitting
 from agentchain.flow.slots import AdmissionStore
 from agentchain.github import collaborators, commandreplies, githubrecords, roundrecords
+from agentchain.github.rules import followups
 from agentchain.github.rules.matching import (
     Ignored,
     Match,
@@ -82,6 +84,7 @@ from agentchain.github.rules.matching import (
     needs_app_slug,
 )
 from agentchain.hop.rules import chains
+from agentchain.kube import apierrors
 from agentchain.models.agentjob import AgentJobSpec, JobEvent
 from agentchain.store import sealing
 from agentchain.store.deliveries import NotReplicated, QueuedJob
@@ -232,7 +235,7 @@ class GithubWebhook:
 
     async def _queue(self, delivery: Delivery) -> web.Response:
         received = time.time_ns()
-        planned, ignored, early, limits = await self._plan_or_refuse(delivery)
+        planned, ignored, early, afters = await self._plan_or_refuse(delivery)
         try:
             async with asyncio.timeout(ACCEPT_TIMEOUT_SECONDS):  # No extra task, unlike wait_for.
                 first, recorded = await self.rt.deliveries.accept(
@@ -260,11 +263,12 @@ class GithubWebhook:
         if first and early:
             await self._enqueue_early(early)
         if first:
-            _say_limits(self.rt, limits)
+            await _after_accepting(self.rt, afters)
         if planned and self.dispatcher is not None:
             self.dispatcher.notify()
         if first:
             await _trace(self.rt, delivery, planned, received)
+        await _record_started_on(self.rt, delivery, planned)
         jobs = _answered_jobs(planned, recorded, first)
         result = "duplicate" if not first else ("accepted" if jobs else "ignored")
         metrics.WEBHOOK_DELIVERIES.labels(result=result).inc()
@@ -329,9 +333,7 @@ class GithubWebhook:
 
     async def _plan_or_refuse(
         self, delivery: Delivery
-    ) -> tuple[
-        list[Planned], list[dict[str, str]], list[groupstamps.Early], list[followrounds.Limit]
-    ]:
+    ) -> tuple[list[Planned], list[dict[str, str]], list[groupstamps.Early], list[After]]:
         """:meth:`_plan`, or a 503 when Redis does not answer (a follow-up round's records
         are read there): nothing is queued, and GitHub can redeliver."""
         try:
@@ -341,9 +343,7 @@ class GithubWebhook:
 
     async def _plan(
         self, delivery: Delivery
-    ) -> tuple[
-        list[Planned], list[dict[str, str]], list[groupstamps.Early], list[followrounds.Limit]
-    ]:
+    ) -> tuple[list[Planned], list[dict[str, str]], list[groupstamps.Early], list[After]]:
         grouped = await self.agents.get()
         keys = self.rt.operator_keys
         event = event_from_payload(
@@ -369,7 +369,23 @@ class GithubWebhook:
             self.rt, delivery.event, delivery.action, delivery.payload, event, grouped
         )
         planned.extend(_round_planned(keys, r, delivery) for r in rounds)
-        return planned, ignored, early, limits
+        pushes = await followrounds.pushes(
+            self.rt,
+            delivery.event,
+            delivery.action,
+            delivery.payload,
+            grouped,
+            await self._app_login(delivery),
+        )
+        return planned, ignored, early, [*limits, *pushes]
+
+    async def _app_login(self, delivery: Delivery) -> str | None:
+        """The App's bot login, asked only for a push to a pull request (a round's own push
+        is the App's, and supersedes nothing)."""
+        if (delivery.event, delivery.action) != ("pull_request", "synchronize"):
+            return None
+        slug = await self.app_slug.get()
+        return f"{slug}[bot]" if slug else None
 
 
 def _planned(
@@ -384,9 +400,54 @@ def _planned(
     return Planned(namespace, name, body, match.agent)
 
 
-def _say_limits(rt: Runtime, limits: list[followrounds.Limit]) -> None:
-    """Say on each pull request whose rounds this delivery ended that they are over."""
-    for limit in limits:
+async def _record_started_on(rt: Runtime, delivery: Delivery, planned: list[Planned]) -> None:
+    """Record the pull request a ``pull_request`` delivery's chains start on as each
+    one's (the first keeps it), so its failing checks and reviews start rounds: done for
+    every copy of the delivery, as a process killed after accepting it records nothing
+    and the redelivery's chains are the same ones."""
+    on = followups.started_on(delivery.event, delivery.payload)
+    if on is None:
+        return
+    for plan in planned:
+        if models.CONTINUES in plan.body["metadata"]["labels"]:
+            continue  # A round records nothing: its chain continues the recorded one.
+        chain_id = plan.body["metadata"]["annotations"][models.CHAIN_ID]
+        try:
+            await roundrecords.record_pull(
+                rt.redis,
+                rt.operator_keys,
+                on.repository,
+                on.pull,
+                plan.namespace,
+                chain_id,
+                head=on.head,
+                fork=on.fork,
+            )
+        except RedisError as exc:
+            log.warning("pull request %s#%d not recorded: %s", on.repository, on.pull, exc)
+
+
+After = followrounds.Limit | followrounds.Push
+"""What the first copy of a delivery does once it is recorded, besides queueing jobs."""
+
+
+async def _after_accepting(rt: Runtime, afters: list[After]) -> None:
+    """Say on each pull request whose rounds this delivery ended that they are over, and
+    supersede the rounds a person's push made stale (through their group's
+    cancel-in-progress).  A failure here is logged: the delivery is recorded, and a round
+    left running finds its push refused (``WorkspacePushRefused``)."""
+    for after in afters:
+        if isinstance(after, followrounds.Push):
+            try:
+                stopped = await admitting.supersede_holders(
+                    rt, after.namespace, after.group, after.holder, after.reason
+                )
+            except (RedisError, apierrors.KubeError) as exc:
+                log.warning("round of %s not superseded: %s", after.group[1:], exc)
+                continue
+            log.info("%s: superseded %s", after.reason, stopped or "nothing")
+            continue
+        limit = after
         roundrecords.say_limit(
             rt,
             limit.installation_id,
@@ -395,6 +456,7 @@ def _say_limits(rt: Runtime, limits: list[followrounds.Limit]) -> None:
             limit.agent,
             limit.max_rounds,
             limit.chain_id,
+            limit.fork,
         )
 
 

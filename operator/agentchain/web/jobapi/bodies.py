@@ -34,6 +34,8 @@ def agentjob_body(
         models.MANAGED_BY: MANAGER,
     }
     annotations = chains.position_annotations(position, parent)
+    # When it was asked for, by the operator's clock: its span starts there.
+    annotations[models.CREATED_NS] = str(time.time_ns())
     if parent is None:  # A chain's root: its place in a concurrency group's queue.
         annotations[concurrency.TICKET] = str(time.time_ns() // 1000)
     return {

@@ -23,13 +23,16 @@ requests, and each token holds a bounded number of them (``waiting.py``).
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from typing import Any
 
 from aiohttp import web
 
+from agentchain import models
 from agentchain.aiagents.rules import resolution
 from agentchain.core.rules import naming, provenance
+from agentchain.core.runtime import Runtime
 from agentchain.flow.rules import concurrency
 from agentchain.hop.rules import chains
 from agentchain.kube import resources
@@ -39,6 +42,7 @@ from agentchain.models.conditions import Reason
 from agentchain.prompts.rules.delegation import DelegationRefused, check_caller, extend_delegation
 from agentchain.store import sealing
 from agentchain.store.signing import OperatorKeys
+from agentchain.traces.rules import spans
 from agentchain.web import auth, listing
 from agentchain.web.jobapi import bodies, reads, waiting
 from agentchain.web.requests import parse_query, read_json, validate
@@ -56,8 +60,11 @@ async def post_job(request: web.Request) -> web.Response:
     # The wait's slot is taken before anything is created: a refusal creates nothing.
     with waits.slot(principal) if wait else contextlib.nullcontext():
         if isinstance(principal, auth.Admin):
-            keys = request.app[reads.RUNTIME_KEY].operator_keys
-            obj, created = await _manual(keys, principal, await _manual_run(request))
+            received = time.time_ns()
+            rt = request.app[reads.RUNTIME_KEY]
+            obj, created = await _manual(rt.operator_keys, principal, await _manual_run(request))
+            if created:
+                await _trace(rt, principal, obj, received)
         else:
             obj, created = await _delegate(request, principal, await _delegation(request))
         terminal = waiting.terminal(obj)
@@ -66,6 +73,22 @@ async def post_job(request: web.Request) -> web.Response:
     [job] = await reads.job_views(request.app[reads.RUNTIME_KEY], [obj])
     view = {**job, "created": created, "terminal": terminal}
     return json_response(view, status=201 if created else 200)
+
+
+async def _trace(rt: Runtime, principal: auth.Admin, obj: Obj, received: int) -> None:
+    """The root span of the chain this call started: the call itself, from its arrival
+    to the job's creation (``spans.started_root``).  It names its caller as far as the
+    operator knows one: an admin token (never which: a token is a secret), and the
+    namespaces it may act in."""
+    meta = obj["metadata"]
+    chain_id = (meta.get("annotations") or {}).get(models.CHAIN_ID)
+    if not rt.traces.enabled or not chain_id:
+        return
+    scope = ",".join(principal.namespaces) or "*"
+    root = spans.started_root(
+        chain_id, meta["name"], "api", received, caller=f"admin ({scope})", end_ns=time.time_ns()
+    )
+    await rt.traces.record(root)
 
 
 async def _manual_run(request: web.Request) -> AdminJobRequest:

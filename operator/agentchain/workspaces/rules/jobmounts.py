@@ -301,16 +301,20 @@ def resolve(
                 f"workspace.repository {github} is neither the repository of the event "
                 "that started the chain nor one the AiAgent's repositories lists"
             )
+    # A follow-up round of a pull request its chain was started on works on that pull
+    # request's head branch (in the event's repository: rounds never start for a fork's),
+    # checked out at its head and pushed back to it, which updates the pull request.
+    on_head = event.head_ref if event is not None and event.continues else None
     return ChainWorkspace(
         chain_id=chain_id,
         claim_name=claim_name(chain_id),
         repository=url,
         github=github,
-        ref=declared.ref or default_ref(event),
+        ref=on_head or declared.ref or default_ref(event),
         size=declared.size,
         storage_class_name=declared.storage_class_name,
         publish=declared.publish and fork_refusal(declared, event) is None,
-        branch=declared.branch or f"{BRANCH_PREFIX}{chain_id}",
+        branch=on_head or declared.branch or f"{BRANCH_PREFIX}{chain_id}",
         keep_for_seconds=duration_seconds(declared.keep_for),
         credentials_secret=declared.credentials_secret,
     )

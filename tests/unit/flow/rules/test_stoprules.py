@@ -82,6 +82,13 @@ def test_a_superseded_job_names_its_successor() -> None:
     assert "fix-42-b" in ending.message
 
 
+def test_a_job_superseded_by_something_that_is_no_chain_says_what() -> None:
+    request = StopRequest(by="concurrency", reason="@octocat pushed", successor="push--0a1b")
+    ending = stoprules.ending(request)
+    assert (ending.phase, ending.reason) == ("Cancelled", Reason.SUPERSEDED)
+    assert ending.message == "Superseded by push--0a1b: @octocat pushed."
+
+
 @given(by=texts.filter(lambda t: stoprules.clean(t)), reason=texts, successor=st.none() | texts)
 def test_a_recorded_stop_gives_its_ending_back(by: str, reason: str, successor: str | None) -> None:
     request = StopRequest(

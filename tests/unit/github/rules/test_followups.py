@@ -10,7 +10,19 @@ Aspects covered:
 * the context is bounded whatever the check reports, keeps a log's end, drops control
   characters, names each check, and is linear (a megabyte of output costs no more than
   the bound);
-* the limit's comment names the agent and the limit and carries its marker.
+* the limit's comment names the agent and the limit and carries its marker;
+* a push to a pull request (``synchronize``) by anyone but the App is a push that
+  supersedes rounds, the App's own (a round's) is not, nor another action or event; the
+  slot it takes is named so no AgentJob can have the name;
+* a reply in a review thread is a round's cause, with its path, line and text; a new
+  inline comment (its review's delivery covers it), another action or event is not; its
+  context is bounded however long the comment;
+* the pull request a ``pull_request`` delivery starts chains on: its head branch, and a
+  fork when the head repository is another or not named; the fork's comment says so;
+* a failed workflow run names its run (whose failed jobs' logs are read), a check run
+  its job; the context carries at most three run jobs' log ends, by name;
+* a round's reply in its review thread starts with the marker naming its job, says how
+  the round ended, and carries the (already escaped) answer as given.
 """
 
 from __future__ import annotations
@@ -334,3 +346,128 @@ class TestReviews:
         assert long is not None
         text = followups.review_context(review, [long] * 500, 1)
         assert len(text) <= followups.CONTEXT_MAX + 20
+
+
+def _synchronize(sender: str, sha: str = "3f2a" * 10) -> dict[str, Any]:
+    return {
+        "action": "synchronize",
+        "pull_request": {"number": 7, "head": {"sha": sha, "ref": "fix"}},
+        "repository": {"full_name": REPO},
+        "sender": {"login": sender},
+    }
+
+
+def test_a_push_by_anyone_but_the_app_supersedes_rounds() -> None:
+    app = "agentchain[bot]"
+    pushed = followups.pushed_by_other("pull_request", "synchronize", _synchronize("eve"), app)
+    assert pushed == followups.Pushed(REPO, 7, "3f2a" * 10, "eve")
+    assert followups.push_holder(pushed) == "push--3f2a3f2a3f2a"
+    assert followups.push_reason(pushed) == "@eve pushed to pull request #7's branch"
+    own = _synchronize("AgentChain[bot]")
+    assert followups.pushed_by_other("pull_request", "synchronize", own, app) is None
+    other = _synchronize("eve")
+    assert followups.pushed_by_other("pull_request", "opened", other, app) is None
+    assert followups.pushed_by_other("push", "synchronize", other, app) is None
+    # Without the App's login a round's push cannot be told from a person's.
+    assert followups.pushed_by_other("pull_request", "synchronize", other, "") is None
+
+
+@given(sha=st.text(max_size=80))
+def test_a_pushs_slot_is_a_name_no_agentjob_has(sha: str) -> None:
+    pushed = followups.Pushed(REPO, 7, sha, "eve")
+    holder = followups.push_holder(pushed)
+    assert holder.startswith("push--") and len(holder) <= 18
+    assert holder[len("push--") :].isalnum() and holder.islower()
+
+
+def _review_comment(reply_to: int | None, body: str = "Say it politely.") -> dict[str, Any]:
+    comment: dict[str, Any] = {
+        "id": 51,
+        "path": "src/app.py",
+        "line": 12,
+        "body": body,
+        "commit_id": "ab" * 20,
+        "user": {"login": "octocat"},
+    }
+    if reply_to is not None:
+        comment["in_reply_to_id"] = reply_to
+    return {
+        "action": "created",
+        "comment": comment,
+        "pull_request": {"number": 7, "head": {"sha": "cd" * 20}},
+        "repository": {"full_name": REPO},
+    }
+
+
+def test_a_reply_in_a_review_thread_is_a_cause_a_new_comment_is_not() -> None:
+    event = "pull_request_review_comment"
+    reply = followups.thread_reply(event, "created", _review_comment(41))
+    assert reply is not None
+    assert (reply.repository, reply.pull, reply.comment_id, reply.in_reply_to) == (REPO, 7, 51, 41)
+    assert reply.comment == followups.ReviewComment("src/app.py", 12, "Say it politely.")
+    assert (reply.commenter, reply.head_sha) == ("octocat", "ab" * 20)
+    context = followups.thread_context(reply, 2)
+    assert context.startswith("Follow-up round 2: @octocat commented in a review thread on")
+    assert "- src/app.py, line 12:\nSay it politely." in context
+    assert followups.thread_reply(event, "created", _review_comment(None)) is None
+    assert followups.thread_reply(event, "edited", _review_comment(41)) is None
+    assert followups.thread_reply("pull_request_review", "created", _review_comment(41)) is None
+
+
+def test_a_long_reply_stays_bounded() -> None:
+    long = "x\x07" * 1_000_000
+    reply = followups.thread_reply(
+        "pull_request_review_comment", "created", _review_comment(41, long)
+    )
+    assert reply is not None and len(reply.comment.body) <= followups.COMMENT_MAX
+    context = followups.thread_context(reply, 1)
+    assert len(context) <= followups.CONTEXT_MAX and "\x07" not in context
+
+
+def test_a_pull_request_delivery_names_its_head_and_whether_it_is_a_forks() -> None:
+    def payload(head_repository: str | None) -> dict[str, Any]:
+        head: dict[str, Any] = {"ref": "greeting", "sha": "ab" * 20}
+        if head_repository is not None:
+            head["repo"] = {"full_name": head_repository}
+        pull = {"number": 7, "head": head}
+        return {"pull_request": pull, "repository": {"full_name": REPO}}
+
+    own = followups.started_on("pull_request", payload("Octo/App"))
+    assert own == followups.StartedOn(REPO, 7, "greeting", False)
+    fork = followups.started_on("pull_request", payload("mallory/app"))
+    assert fork is not None and fork.fork
+    unnamed = followups.started_on("pull_request", payload(None))  # A deleted fork.
+    assert unnamed is not None and unnamed.fork
+    assert followups.started_on("issue_comment", payload("Octo/App")) is None
+    said = followups.fork_comment("ai-developer", "c1")
+    assert said.startswith("<!-- agentchain:follow-up-fork=c1/ai-developer -->")
+    assert "its branch is in a fork" in said
+
+
+def test_a_rounds_reply_names_its_job_and_says_how_it_ended() -> None:
+    body = followups.reply_body(
+        "team-a", "dev-1", "ai-developer", 2, "Succeeded", "```text\nok\n```"
+    )
+    assert body.splitlines()[0] == "<!-- agentchain:reply=team-a/dev-1 -->"
+    assert "`ai-developer` answered in follow-up round 2:" in body
+    assert body.endswith("```text\nok\n```")
+    failed = followups.reply_body("team-a", "dev-1", "ai-developer", 2, "Failed", None)
+    assert failed.splitlines()[1].endswith("follow-up round 2 ended Failed.")
+    assert len(failed.splitlines()) == 2
+
+
+def test_a_workflow_runs_failed_jobs_logs_are_in_the_context() -> None:
+    run = {
+        "id": 99,
+        "name": "CI",
+        "conclusion": "failure",
+        "head_sha": "ab" * 20,
+        "pull_requests": [{"number": 7, "base": {"repo": {"url": API, "name": "app"}}}],
+    }
+    payload = {"workflow_run": run, "repository": {"full_name": REPO}}
+    failed = followups.failed_checks("workflow_run", "completed", payload, None)
+    assert failed is not None and (failed.run_id, failed.job_id) == (99, None)
+    logs = [(f"job-{n}", f"log {n}") for n in range(5)]
+    context = followups.failure_context([failed], 7, 1, {}, logs)
+    assert "end of the log of job job-0:\nlog 0" in context
+    assert "job-2" in context and "job-3" not in context

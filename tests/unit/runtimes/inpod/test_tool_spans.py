@@ -11,7 +11,8 @@ Aspects covered:
   the server shuts down;
 - the real server over the MCP SDK's stdio client, exporting over OTLP/HTTP to a receiver
   in the test: the span of a real tool call arrives under the job's span when the client
-  closes, and when the server is sent SIGTERM instead;
+  closes, and when the server is sent SIGTERM instead (at once, stdin still open: the
+  server then ends);
 - the agent's MCP configuration passes the trace variables on to ``agentchain mcp``.
 """
 
@@ -192,6 +193,15 @@ async def token(runtime: Runtime) -> str:
     return await runtime.tokens.issue(NAMESPACE, JOB, "uid-1", CHAIN, 600)
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (not gone, nor a zombie waiting to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def _servers_of(parent: int) -> list[int]:
     """The ``agentchain mcp`` processes ``parent`` started."""
     found = []
@@ -224,9 +234,12 @@ async def test_the_real_servers_tool_call_reaches_the_collector(
         if stop == "sigterm":
             (pid,) = _servers_of(os.getpid())
             os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 20
-            while not receiver.spans and time.monotonic() < deadline:
+            # On the signal alone, while the client still holds stdin open: the span is
+            # sent and the server ends.
+            deadline = time.monotonic() + 10
+            while (not receiver.spans or _alive(pid)) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
+            assert receiver.spans and not _alive(pid), "SIGTERM did not send and end"
     deadline = time.monotonic() + 20
     while not receiver.spans and time.monotonic() < deadline:
         await asyncio.sleep(0.1)

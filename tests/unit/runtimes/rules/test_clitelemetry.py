@@ -10,9 +10,12 @@ Aspects covered:
 - codex gets an OTLP/HTTP traces exporter at the full traces URL (or gRPC at the
   endpoint), in the pod's protocol, and ``log_user_prompt`` false unless
   ``OTEL_LOG_USER_PROMPTS`` opts in;
-- the runner's command carries them for Claude Code and codex, and not for the CLIs
-  whose export is not turned on;
-- codex alone goes through the runner's relay, over OTLP/HTTP only, and exports to it;
+- the runner's command carries them for Claude Code, codex and (relayed) Gemini CLI,
+  and not for OpenCode;
+- Gemini CLI is turned on only through the relay (its endpoint, its usage on its spans,
+  its prompt logging off unless opted in); the relay's redaction removes the GenAI
+  content attributes and nothing else;
+- codex and Gemini CLI go through the runner's relay, over OTLP/HTTP only, and export to it;
   the relay's adoption moves every span into the job's trace, roots under the job's
   span, other parents kept.
 """
@@ -108,7 +111,7 @@ def test_codex_exports_to_the_traces_url_and_keeps_the_prompt_out() -> None:
     assert _codex_otel(opted)["otel.log_user_prompt"] is True
 
 
-def test_the_runner_command_carries_them_for_claude_code_and_codex_only() -> None:
+def test_the_runner_command_carries_them_for_claude_code_codex_and_gemini() -> None:
     def command(runtime: str, env: dict[str, str]) -> clis.Command:
         settings = clis.settings_from({"AGENTCHAIN_RUNTIME": runtime, **env}, "do it")
         return clis.command_for(settings, env, "/run/x")
@@ -123,6 +126,11 @@ def test_the_runner_command_carries_them_for_claude_code_and_codex_only() -> Non
         built = command(other, TRACED)
         assert "CLAUDE_CODE_ENABLE_TELEMETRY" not in built.env
         assert not any("otel" in a for a in built.argv)
+        assert "GEMINI_TELEMETRY_ENABLED" not in built.env  # No relay: not turned on.
+    relayed = clitelemetry.relayed_env(TRACED, "http://127.0.0.1:4999")
+    gemini = command("gemini", relayed).env
+    assert gemini["GEMINI_TELEMETRY_OTLP_ENDPOINT"] == "http://127.0.0.1:4999"
+    assert "GEMINI_TELEMETRY_ENABLED" not in command("opencode", relayed).env
 
 
 def _request(*found: tuple[bytes, bytes, bytes]) -> ExportTraceServiceRequest:
@@ -157,8 +165,35 @@ def test_adopt_moves_every_span_into_the_job_trace_with_roots_under_the_job() ->
     ]
 
 
-def test_codex_alone_is_relayed_and_only_over_http() -> None:
+def test_gemini_exports_to_the_relay_alone_and_keeps_the_prompt_out() -> None:
+    assert clitelemetry.gemini_env(TRACED) == {}  # Straight to the collector: never.
+    relayed = clitelemetry.relayed_env(TRACED, "http://127.0.0.1:4999/")
+    assert clitelemetry.gemini_env(relayed) == {
+        "GEMINI_TELEMETRY_ENABLED": "true",
+        "GEMINI_TELEMETRY_TARGET": "local",
+        "GEMINI_TELEMETRY_OTLP_PROTOCOL": "http",
+        "GEMINI_TELEMETRY_OTLP_ENDPOINT": "http://127.0.0.1:4999",
+        "GEMINI_TELEMETRY_TRACES_ENABLED": "true",
+        "GEMINI_TELEMETRY_LOG_PROMPTS": "false",
+    }
+    opted = clitelemetry.gemini_env({**relayed, "OTEL_LOG_USER_PROMPTS": "1"})
+    assert opted["GEMINI_TELEMETRY_LOG_PROMPTS"] == "true"
+    assert clitelemetry.gemini_env({**relayed, "OTEL_SDK_DISABLED": "true"}) == {}
+
+
+def test_redact_removes_the_content_attributes_and_keeps_the_rest() -> None:
+    request = _request((b"\x01" * 16, b"a" * 8, b""))
+    span = request.resource_spans[0].scope_spans[0].spans[0]
+    for key in ("gen_ai.system_instructions", "gen_ai.request.model", "gen_ai.input.messages"):
+        span.attributes.add(key=key).value.string_value = "x"
+    assert clitelemetry.redact(request) == 2
+    assert [a.key for a in span.attributes] == ["gen_ai.request.model"]
+    assert clitelemetry.redact(request) == 0
+
+
+def test_codex_and_gemini_are_relayed_and_only_over_http() -> None:
     assert clitelemetry.relayed("codex", TRACED)
+    assert clitelemetry.relayed("gemini", TRACED)
     assert not clitelemetry.relayed("claude-code", TRACED)
     assert not clitelemetry.relayed("codex", {})
     assert not clitelemetry.relayed("codex", {**TRACED, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})

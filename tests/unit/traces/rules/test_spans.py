@@ -10,11 +10,16 @@ Aspects covered:
 - ``TRACEPARENT`` is W3C's format and names the job's span; the endpoint is passed on
   only when there is one;
 - a job that ran splits into ``waiting`` and ``running`` under its span, at its start;
-- a span survives its JSON round trip through the outbox unchanged.
+- a span survives its JSON round trip through the outbox unchanged, events included;
+- a chain's root names what started it: the job API's call (with its caller), a
+  ``/agentchain retry`` comment, a schedule's tick, else its root job's creation;
+- a job's span starts where the operator asked for it and ends where it recorded its
+  end, by its own clock, when known (and, for its start, the API server agrees).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -107,6 +112,28 @@ def test_a_span_survives_its_json_round_trip(name: str, start: int, length: int)
     assert spans.Span.from_json(span.to_json()) == span
     job = spans.job_span(_facts(), now_ns=0)
     assert spans.Span.from_json(job.to_json()) == job
+    moments = dataclasses.replace(job, events=(("pod.running", start), ("pod.exited", start + 1)))
+    assert spans.Span.from_json(moments.to_json()) == moments
+
+
+def test_a_job_span_starts_where_the_operator_asked_for_it_if_the_api_server_agrees() -> None:
+    creation = spans.nanos("2026-11-27T10:00:00Z", 0)
+    asked = str(creation + 250_000_000)
+    assert spans.job_span(_facts(asked=asked), now_ns=0).start_ns == creation + 250_000_000
+    # Asked a moment before the API server's second began (its time is floored): still it.
+    early = str(creation - 100_000_000)
+    assert spans.created_ns("2026-11-27T10:00:00Z", early, 0) == creation - 100_000_000
+    # An annotation anyone changed to something else, or to nonsense, is not believed.
+    for wrong in (str(creation + 5_000_000_000), "soon", None):
+        assert spans.job_span(_facts(asked=wrong), now_ns=0).start_ns == creation
+    assert spans.created_ns(None, asked, 7) == 7  # No creation time to agree with.
+
+
+def test_a_job_span_ends_where_the_operator_recorded_its_end() -> None:
+    recorded = spans.nanos("2026-11-27T10:00:05+00:00", 0) + 123_456_789
+    span = spans.job_span(_facts(ended_ns=recorded), now_ns=0)
+    assert span.end_ns == recorded  # Not its completionTime's whole second.
+    assert span.end_ns % 1_000_000_000 == 123_456_789
 
 
 def test_a_job_that_ran_splits_into_waiting_and_running() -> None:
@@ -149,7 +176,32 @@ def test_a_scheduled_chains_root_is_its_tick() -> None:
     assert root.attributes["agentchain.scheduled_at"] == "2026-11-28T03:00:00+01:00"
 
 
-@pytest.mark.parametrize("origin", ["manual", "api", "github"])
+def test_a_chain_the_job_api_started_is_rooted_in_the_call() -> None:
+    root = spans.started_root("c1", "triage-1", "api", 5, caller="admin (*)", end_ns=9)
+    assert (root.name, root.span, root.parent) == (
+        "api POST /api/jobs",
+        spans.root_span_id("c1"),
+        None,
+    )
+    assert (root.start_ns, root.end_ns) == (5, 9)
+    assert root.attributes["http.request.method"] == "POST"
+    assert root.attributes["http.route"] == "/api/jobs"
+    assert root.attributes["agentchain.caller"] == "admin (*)"
+    # The same name when only the root job's end can write it: no caller known then.
+    fallback = spans.started_root("c1", "triage-1", "api", 5)
+    assert fallback.name == root.name and "agentchain.caller" not in fallback.attributes
+
+
+@pytest.mark.parametrize("origin", ["manual", "api", "github", "schedule"])
+def test_a_retry_commands_chain_is_rooted_in_the_command(origin: str) -> None:
+    root = spans.started_root("c1", "triage-2", origin, 5, retry_of="triage-1")
+    assert root.name == "command /agentchain retry"
+    assert root.attributes["agentchain.command"] == "retry"
+    assert root.attributes["agentchain.command.retry_of"] == "triage-1"
+    assert root.span == spans.root_span_id("c1")
+
+
+@pytest.mark.parametrize("origin", ["manual", "github"])
 def test_another_chains_root_is_its_root_jobs_creation(origin: str) -> None:
     root = spans.started_root("c1", "triage-1", origin, 5)
     assert (root.name, root.start_ns, root.end_ns) == ("agentjob triage-1 created", 5, 5)

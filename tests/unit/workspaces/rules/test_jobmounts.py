@@ -4,7 +4,9 @@ Aspects covered:
 - resolution: the repository (declared, else the event's; owner/name under the git base
   URL, a full URL as is), the ref (declared; a pull request's head; none for an issue),
   the default branch ``agentchain/<chain id>``, keepFor in seconds; no repository at all
-  is a NoWorkspace with a reason; the record round-trips;
+  is a NoWorkspace with a reason; the record round-trips; a follow-up round of a pull
+  request its chain was started on checks out and publishes that pull request's head
+  branch (only a round's event moves it);
 - a record read back is checked: one resolve made passes; one about another chain,
   whose GitHub repository is cloned from another host, whose values are not in the
   schema's shape (branch, ref, credentials Secret, repository) or of the wrong type is
@@ -105,6 +107,19 @@ def test_resolve_a_pull_request_checks_out_its_head() -> None:
     assert resolved.ref == "a" * 40
     no_sha = PULL.model_copy(update={"head_sha": None})
     assert jobmounts.default_ref(no_sha) == "refs/pull/8/head"
+
+
+def test_a_round_of_a_pull_request_its_chain_was_started_on_works_on_its_head_branch() -> None:
+    rounds = {"continues": "c0", "round": 1, "head_ref": "greeting", "head_repository": "octo/app"}
+    event = PULL.model_copy(update=rounds)
+    resolved = jobmounts.resolve(Workspace(publish=True), event, "c0ffee", GIT)
+    assert isinstance(resolved, jobmounts.ChainWorkspace)
+    assert (resolved.ref, resolved.branch, resolved.publish) == ("greeting", "greeting", True)
+    # Only a round's (sealed) event moves the branch: a chain's own stays its own.
+    first = PULL.model_copy(update={"head_ref": "greeting"})
+    resolved = jobmounts.resolve(Workspace(publish=True), first, "c0ffee", GIT)
+    assert isinstance(resolved, jobmounts.ChainWorkspace)
+    assert resolved.branch == "agentchain/c0ffee"
 
 
 def test_resolve_declared_fields_win() -> None:

@@ -424,9 +424,18 @@ function jobTable(d) {
     row("exit code", j.exitCode ?? ""),
     row("created", when(j.createdAt)), row("started", when(j.startedAt)), row("completed", when(j.completedAt)),
     row("duration", seconds(since(j.startedAt, j.completedAt)) || ""),
-    row("origin", j.origin || "", d.event && d.event.repository ? ` · ${d.event.repository}` : ""),
+    row("origin", j.origin || "", originDetail(d.event)),
     row("pod", d.podName || "", d.attempt ? ` (attempt ${d.attempt})` : ""),
     row("usage", d.usage ? usageText(d.usage) : "(none reported)"));
+}
+
+// Where the chain came from, beside its origin: the repository of a GitHub event, the
+// schedule and tick of a scheduled run. Event text is data: it goes in as text only.
+function originDetail(event) {
+  if (!event) return "";
+  if (event.repository) return ` · ${event.repository}`;
+  if (event.schedule) return ` · ${event.schedule}${event.scheduledAt ? `, tick ${when(event.scheduledAt)}` : ""}`;
+  return "";
 }
 
 function historyTable(rows) {
