@@ -4,16 +4,17 @@ from its creation to the CLI's first model request.
 ``python bench/bench_runtime_images.py [--jobs 3]`` (root; the real node and buildah, as
 ``make realnode``)
 
-For each runtime (claude-code, codex) the image is built from ``images/<runtime>`` (or
-found in the cache) and imported into the real node (``e2e/runtime_stage.py``); its
-size is the OCI archive's (uncompressed layers). Then ``--jobs`` AgentJobs of an AiAgent
-of that runtime run one after another against the stand-in model server, which answers
-at once. Both ends of "pod created to first model request" are taken on this machine's
-monotonic clock: the pod's ADDED event on a watch this process holds open (its
-``creationTimestamp`` has one-second resolution) and the stand-in's arrival time of the
-job's first request. In between: the kubelet starting the sandbox and the container,
-the runner reading its settings, the CLI starting (and Claude Code its MCP server) and
-sending the request. The rows are information, without a target.
+For each runtime (claude-code, codex, opencode, gemini) the image is built from
+``images/agent/Dockerfile`` (or found in the cache) and imported into the real node
+(``e2e/runtime_stage.py``); its size is the OCI archive's (uncompressed layers). Then
+``--jobs`` AgentJobs of an AiAgent of that runtime run one after another against the
+stand-in model server, which answers at once. Both ends of "pod created to first model
+request" are taken on this machine's monotonic clock: the pod's ADDED event on a watch
+this process holds open (its ``creationTimestamp`` has one-second resolution) and the
+stand-in's arrival time of the job's first request. In between: the kubelet starting the
+sandbox and the container, the runner reading its settings, the CLI starting (and Claude
+Code its MCP server) and sending the request. The rows are information, without a
+target.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from e2e.models import text
 
 from bench.table import Row, emit
 
-API = {"claude-code": "anthropic", "codex": "responses"}
+API = runtime_stage.APIS
 
 
 class PodsSeen:

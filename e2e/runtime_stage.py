@@ -25,7 +25,16 @@ from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_
 from e2e.models import DEFAULT_API_KEY, ModelStandIn
 
 NAMESPACE = "agents"
-MODELS = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5"}
+MODELS = {
+    "claude-code": "claude-sonnet-4-5",
+    "codex": "gpt-5",
+    "opencode": "gpt-5",
+    "gemini": "gemini-2.5-pro",
+}
+# The stand-in's API each runtime's CLI speaks (``ModelStandIn.exchanges``).
+APIS = {"claude-code": "anthropic", "codex": "responses", "opencode": "chat", "gemini": "gemini"}
+# What the OpenAI-compatible CLIs append their paths to; the others name their own.
+BASE_PATHS = {"codex": "/v1", "opencode": "/v1"}
 Obj = dict[str, Any]
 
 
@@ -39,7 +48,7 @@ class Stage:
     def agent(self, name: str, runtime: str, **runtime_fields: Any) -> Obj:
         """An AiAgent of ``runtime`` against the stand-in, applied with its Secret."""
         secret = f"{name}-key"
-        base_url = self.standin.url + ("/v1" if runtime == "codex" else "")
+        base_url = self.standin.url + BASE_PATHS.get(runtime, "")
         agent = {
             "apiVersion": "labrats.work/v1alpha1",
             "kind": "AiAgent",

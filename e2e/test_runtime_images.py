@@ -1,5 +1,5 @@
-"""The reference agent images (``images/claude-code``, ``images/codex``), built from the
-repository with no registry (``e2e/controlplane/agent_images.py``), run AgentJobs on
+"""The reference agent images (``images/agent/Dockerfile``, one per runtime), built from
+the repository with no registry (``e2e/controlplane/agent_images.py``), run AgentJobs on
 the real node: the operator builds each pod from the AiAgent's ``spec.runtime`` with no
 command of the test's, the pinned CLI in the image calls the stand-in model server over
 the node's bridge, and the runner in the image hands the answer and the usage to the
@@ -17,6 +17,10 @@ Aspects covered:
   is then read back through the job API);
 - codex: the job Succeeds with the scripted answer, and tokens and turns (codex reports
   no cost);
+- opencode and gemini (Gemini CLI on the Node its image carries): each model's scripted
+  store write, under the name its CLI gives the tool, goes through the image's
+  ``agentchain mcp`` (the entry is read back through the job API), and the job Succeeds
+  with the answer and its tokens and turns;
 - each pod ran the image the operator was told to use, and its container exited 0;
 - the images carry no trace of the build's host: the CA bundle mounted for the CLI's
   download (this machine's, with its TLS-intercepting CA) is in no layer, nor is the
@@ -99,21 +103,25 @@ def _ran_in(stage: runtime_stage.Stage, job: str, runtime: str) -> None:
     assert state["state"]["terminated"]["exitCode"] == 0, state
 
 
-def test_claude_code_and_codex_jobs_run_in_their_reference_images_on_the_real_node() -> None:
+# runtime -> the name its CLI gives agentchain mcp's store_set tool
+STORE_SET = {"opencode": "agentchain_store_set", "gemini": "mcp_agentchain_store_set"}
+
+
+def test_every_runtime_s_job_runs_in_its_reference_image_on_the_real_node() -> None:
     if existing_kubeconfig() is not None:
         pytest.skip("the real node is part of the local cluster only")
     with runtime_stage.stage() as stage:
         for image in stage.images.values():
             _no_trace_of_the_build_host(image.archive)
-        stage.agent("claude", "claude-code")
-        stage.agent("codex", "codex")
+        for runtime in stage.images:
+            stage.agent(runtime, runtime)
 
         entry = {"namespace": "notes", "key": "plan", "value": "from the image", "ttl_seconds": 600}
         stage.standin.script(
             tool("mcp__agentchain__store_set", entry),
             text("Six times seven is 42.", input_tokens=1000, output_tokens=200),
         )
-        stage.start_job("ask-claude", "claude")
+        stage.start_job("ask-claude", "claude-code")
         status = stage.ended("ask-claude")
         assert status["phase"] == "Succeeded", (status, stage.logs("ask-claude"))
         assert status["result"].strip() == "Six times seven is 42.", status
@@ -134,4 +142,17 @@ def test_claude_code_and_codex_jobs_run_in_their_reference_images_on_the_real_no
         [request] = stage.standin.exchanges("responses")
         assert request.body["model"] == "gpt-5"
         _ran_in(stage, "ask-codex", "codex")
+
+        for runtime, name in STORE_SET.items():
+            value = f"from the {runtime} image"
+            entry = {"namespace": runtime, "key": "plan", "value": value, "ttl_seconds": 600}
+            stage.standin.script(tool(name, entry), text("Stored the plan."))
+            stage.start_job(f"ask-{runtime}", runtime)
+            status = stage.ended(f"ask-{runtime}")
+            assert status["phase"] == "Succeeded", (status, stage.logs(f"ask-{runtime}"))
+            assert status["result"].strip() == "Stored the plan.", status
+            # Two turns of the stand-in's default 100 + 20 tokens; neither CLI has a price.
+            assert status["usage"] == {"tokens": 240, "cost": 0.0, "turns": 2}, status
+            assert _store_entry(stage, runtime, "plan")["value"] == value
+            _ran_in(stage, f"ask-{runtime}", runtime)
         stage.standin.assert_clean()
