@@ -133,7 +133,14 @@ def stage(
     """The real node with ``runtimes``' images, the stand-in and the operator (and with
     ``github``, the GitHub stand-ins and the workspace image)."""
     images = {runtime: agent_images.build(runtime) for runtime in runtimes}
-    workspace = operator_image.build(agent_images.ROOT) if github else None
+    # The operator image's archive beside the agents' (not in the real node's image
+    # cache): a build deletes its older archives, and this tree's would evict the one
+    # every other real-node test of a different tree is using.
+    workspace = (
+        operator_image.build(agent_images.ROOT, archives=agent_images.archive_dir())
+        if github
+        else None
+    )
     workdir = make_workdir()
     succeeded = False
     try:
