@@ -59,8 +59,11 @@ class Stage:
     github: Installed | None = None  # with ``stage(github=True)``
     workspace_image: str = ""  # with ``stage(github=True)``: the operator image's reference
 
-    def agent(self, name: str, runtime: str, **runtime_fields: Any) -> Obj:
-        """An AiAgent of ``runtime`` against the stand-in, applied with its Secret."""
+    def agent(
+        self, name: str, runtime: str, key: str = DEFAULT_API_KEY, **runtime_fields: Any
+    ) -> Obj:
+        """An AiAgent of ``runtime`` against the stand-in, applied with its Secret, which
+        holds ``key`` (the stand-in refuses any other than its own)."""
         secret = f"{name}-key"
         base_url = self.standin.url + BASE_PATHS.get(runtime, "")
         agent = {
@@ -86,13 +89,13 @@ class Stage:
                 },
             },
         }
-        key = {
+        credential = {
             "apiVersion": "v1",
             "kind": "Secret",
             "metadata": {"name": secret},
-            "stringData": {"api-key": DEFAULT_API_KEY},
+            "stringData": {"api-key": key},
         }
-        chaining.apply(self.info, NAMESPACE, key, agent)
+        chaining.apply(self.info, NAMESPACE, credential, agent)
         return agent
 
     def start_job(self, name: str, agent: str) -> None:

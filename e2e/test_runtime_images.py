@@ -22,6 +22,9 @@ Aspects covered:
   ``agentchain mcp`` (the entry is read back through the job API), and the job Succeeds
   with the answer and its tokens and turns;
 - each pod ran the image the operator was told to use, and its container exited 0;
+- with a key the provider refuses (401), each runtime's job ends ``Failed`` with reason
+  ``ModelAuthFailed`` (the exit code of the image's runner), shown by
+  ``kubectl get aj -o wide``, after one model request;
 - the images carry no trace of the build's host: the CA bundle mounted for the CLI's
   download (this machine's, with its TLS-intercepting CA) is in no layer, nor is the
   build's pip configuration, and the image's user is the numeric non-root 10001.
@@ -155,4 +158,17 @@ def test_every_runtime_s_job_runs_in_its_reference_image_on_the_real_node() -> N
             assert status["usage"] == {"tokens": 240, "cost": 0.0, "turns": 2}, status
             assert _store_entry(stage, runtime, "plan")["value"] == value
             _ran_in(stage, f"ask-{runtime}", runtime)
+
+        for runtime in stage.images:
+            before = len(stage.standin.exchanges())
+            stage.agent(f"{runtime}-refused", runtime, key="sk-wrong")
+            stage.start_job(f"refused-{runtime}", f"{runtime}-refused")
+            status = stage.ended(f"refused-{runtime}")
+            assert (status["phase"], status["reason"]) == ("Failed", "ModelAuthFailed"), status
+            assert status["message"].startswith("the model provider refused the credentials")
+            wide = stage.info.kubectl(
+                "get", "aj", f"refused-{runtime}", "-n", runtime_stage.NAMESPACE, "-o", "wide"
+            ).stdout
+            assert wide.splitlines()[1].split()[-1] == "ModelAuthFailed", wide
+            assert [e.status for e in stage.standin.exchanges()[before:]] == [401], runtime
         stage.standin.assert_clean()
