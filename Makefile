@@ -47,7 +47,7 @@ realnode: ## the real node's tests alone: kubelet, containerd, kube-proxy, the c
 image: ## build the Dockerfile without Docker or a registry (buildah, root), cached by its inputs
 	$(PYTHON) -m e2e.controlplane.operator_image
 
-images: ## build the reference agent images (images/claude-code, images/codex) the same way
+images: ## build the reference agent images (images/agent/Dockerfile, one per runtime) the same way
 	$(PYTHON) -m e2e.controlplane.agent_images
 
 demo: ## the local demo: control plane, Redis, operator, seed agents, a signed webhook, a live chain

@@ -1,5 +1,5 @@
-"""The reference agent images (``images/claude-code``, ``images/codex``), built from the
-repository with no registry (``e2e/controlplane/agent_images.py``), run AgentJobs on
+"""The reference agent images (``images/agent/Dockerfile``, one per runtime), built from
+the repository with no registry (``e2e/controlplane/agent_images.py``), run AgentJobs on
 the real node: the operator builds each pod from the AiAgent's ``spec.runtime`` with no
 command of the test's, the pinned CLI in the image calls the stand-in model server over
 the node's bridge, and the runner in the image hands the answer and the usage to the
@@ -17,7 +17,14 @@ Aspects covered:
   is then read back through the job API);
 - codex: the job Succeeds with the scripted answer, and tokens and turns (codex reports
   no cost);
+- opencode and gemini (Gemini CLI on the Node its image carries): each model's scripted
+  store write, under the name its CLI gives the tool, goes through the image's
+  ``agentchain mcp`` (the entry is read back through the job API), and the job Succeeds
+  with the answer and its tokens and turns;
 - each pod ran the image the operator was told to use, and its container exited 0;
+- with a key the provider refuses (401), each runtime's job ends ``Failed`` with reason
+  ``ModelAuthFailed`` (the exit code of the image's runner), shown by
+  ``kubectl get aj -o wide``, after one model request;
 - the images carry no trace of the build's host: the CA bundle mounted for the CLI's
   download (this machine's, with its TLS-intercepting CA) is in no layer, nor is the
   build's pip configuration, and the image's user is the numeric non-root 10001.
@@ -99,21 +106,25 @@ def _ran_in(stage: runtime_stage.Stage, job: str, runtime: str) -> None:
     assert state["state"]["terminated"]["exitCode"] == 0, state
 
 
-def test_claude_code_and_codex_jobs_run_in_their_reference_images_on_the_real_node() -> None:
+# runtime -> the name its CLI gives agentchain mcp's store_set tool
+STORE_SET = {"opencode": "agentchain_store_set", "gemini": "mcp_agentchain_store_set"}
+
+
+def test_every_runtime_s_job_runs_in_its_reference_image_on_the_real_node() -> None:
     if existing_kubeconfig() is not None:
         pytest.skip("the real node is part of the local cluster only")
     with runtime_stage.stage() as stage:
         for image in stage.images.values():
             _no_trace_of_the_build_host(image.archive)
-        stage.agent("claude", "claude-code")
-        stage.agent("codex", "codex")
+        for runtime in stage.images:
+            stage.agent(runtime, runtime)
 
         entry = {"namespace": "notes", "key": "plan", "value": "from the image", "ttl_seconds": 600}
         stage.standin.script(
             tool("mcp__agentchain__store_set", entry),
             text("Six times seven is 42.", input_tokens=1000, output_tokens=200),
         )
-        stage.start_job("ask-claude", "claude")
+        stage.start_job("ask-claude", "claude-code")
         status = stage.ended("ask-claude")
         assert status["phase"] == "Succeeded", (status, stage.logs("ask-claude"))
         assert status["result"].strip() == "Six times seven is 42.", status
@@ -134,4 +145,30 @@ def test_claude_code_and_codex_jobs_run_in_their_reference_images_on_the_real_no
         [request] = stage.standin.exchanges("responses")
         assert request.body["model"] == "gpt-5"
         _ran_in(stage, "ask-codex", "codex")
+
+        for runtime, name in STORE_SET.items():
+            value = f"from the {runtime} image"
+            entry = {"namespace": runtime, "key": "plan", "value": value, "ttl_seconds": 600}
+            stage.standin.script(tool(name, entry), text("Stored the plan."))
+            stage.start_job(f"ask-{runtime}", runtime)
+            status = stage.ended(f"ask-{runtime}")
+            assert status["phase"] == "Succeeded", (status, stage.logs(f"ask-{runtime}"))
+            assert status["result"].strip() == "Stored the plan.", status
+            # Two turns of the stand-in's default 100 + 20 tokens; neither CLI has a price.
+            assert status["usage"] == {"tokens": 240, "cost": 0.0, "turns": 2}, status
+            assert _store_entry(stage, runtime, "plan")["value"] == value
+            _ran_in(stage, f"ask-{runtime}", runtime)
+
+        for runtime in stage.images:
+            before = len(stage.standin.exchanges())
+            stage.agent(f"{runtime}-refused", runtime, key="sk-wrong")
+            stage.start_job(f"refused-{runtime}", f"{runtime}-refused")
+            status = stage.ended(f"refused-{runtime}")
+            assert (status["phase"], status["reason"]) == ("Failed", "ModelAuthFailed"), status
+            assert status["message"].startswith("the model provider refused the credentials")
+            wide = stage.info.kubectl(
+                "get", "aj", f"refused-{runtime}", "-n", runtime_stage.NAMESPACE, "-o", "wide"
+            ).stdout
+            assert wide.splitlines()[1].split()[-1] == "ModelAuthFailed", wide
+            assert [e.status for e in stage.standin.exchanges()[before:]] == [401], runtime
         stage.standin.assert_clean()

@@ -1,17 +1,19 @@
-"""The reference agent images (``images/<runtime>/Dockerfile``), built with no registry
-and no Docker engine, cached by their inputs, as OCI archives the real node imports.
+"""The reference agent images (``images/agent/Dockerfile``, one per runtime through its
+``RUNTIME`` build argument), built with no registry and no Docker engine, cached by
+their inputs, as OCI archives the real node imports.
 
 Built exactly as the operator image is (``operator_image.build``: the
 ``python:3.11-slim`` stand-in, ``buildah bud --layers`` with vfs storage, pip from the
-wheelhouse, an archive keyed by a digest of the Dockerfile, the base and every context
-file), with the repository's root as the context and each Dockerfile's own
-``Dockerfile.dockerignore``. One difference: the ``cli`` stage downloads the CLI from
+wheelhouse, an archive keyed by a digest of the Dockerfile, its build arguments, the base
+and every context file), with the repository's root as the context and the Dockerfile's
+own ``Dockerfile.dockerignore``. One difference: the ``cli`` stage downloads the CLI from
 the npm registry itself, through this machine's TLS-intercepting proxy, so the host's
 CA bundle is mounted over the image's own for the build's ``RUN`` steps (in no layer).
 
-The Dockerfiles order their layers so that a change to the package's Python code
-reuses everything but the package's own install and the last ``COPY`` of the final
-stage: the CLI (hundreds of MB) and the dependencies are separate stages, copied first.
+The Dockerfile orders its layers so that a change to the package's Python code reuses
+everything but the package's own install and the last ``COPY`` of the final stage: the
+CLI (hundreds of MB) and the dependencies are separate stages, copied first; and only
+the CLI's stage reads ``RUNTIME``, so the runtimes' builds share every other layer.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pathlib import Path
 
 from e2e.controlplane import operator_image, realnode_images
 
-RUNTIMES = ("claude-code", "codex")
+RUNTIMES = ("claude-code", "codex", "opencode", "gemini")
+DOCKERFILE = "images/agent/Dockerfile"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -30,16 +33,14 @@ def image_name(runtime: str) -> str:
     return f"{operator_image.IMAGE_NAME}-{runtime}"
 
 
-def dockerfile(runtime: str) -> str:
-    return f"images/{runtime}/Dockerfile"
-
-
 def build(runtime: str, root: Path = ROOT) -> operator_image.Built:
     """The runtime's reference image (cached by its inputs)."""
     if runtime not in RUNTIMES:
         raise operator_image.BuildError(f"no reference image for runtime {runtime!r}")
-    return operator_image.build(root, dockerfile(runtime), image_name(runtime),
-                                trust_host_ca=True, archives=archive_dir())  # fmt: skip
+    return operator_image.build(
+        root, DOCKERFILE, image_name(runtime), trust_host_ca=True, archives=archive_dir(),
+        build_args={"RUNTIME": runtime},
+    )  # fmt: skip
 
 
 def archive_dir() -> Path:
@@ -57,6 +58,8 @@ def import_into(containerd_socket: Path, built: operator_image.Built) -> None:
 
 
 def main(argv: list[str]) -> int:
+    """``python -m e2e.controlplane.agent_images [RUNTIME...]``: every runtime's image
+    when none is named."""
     for runtime in argv[1:] or RUNTIMES:
         built = build(runtime)
         state = "cached" if built.cached else "built"

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -502,6 +502,7 @@ def _wheelhouse(context: Path, wheels: Path) -> Path:
 def build(
     root: Path, dockerfile: str = "Dockerfile", name: str = IMAGE_NAME, *,
     trust_host_ca: bool = False, archives: Path | None = None,
+    build_args: Mapping[str, str] | None = None,
 ) -> Built:  # fmt: skip
     """Build the image of ``root``'s ``dockerfile`` (a path relative to ``root``, the
     context) as ``agentchain.local/<name>:<key>`` (cached); return its OCI archive.
@@ -512,7 +513,9 @@ def build(
     steps, for a step that downloads through the TLS-intercepting proxy itself (the
     reference agent images fetch their CLI from npm); it is in no layer, because the
     file it covers is the base image's and is left as it was. ``archives`` is the
-    directory of the OCI archive (default: the real node's image cache)."""
+    directory of the OCI archive (default: the real node's image cache). ``build_args``
+    are the Dockerfile's ``ARG`` values (``--build-arg``), part of the key: one
+    Dockerfile builds each reference agent image, told which runtime."""
     started = time.monotonic()
     dockerfile_text = (root / dockerfile).read_text()
     own_ignore = root / f"{dockerfile}.dockerignore"
@@ -526,9 +529,11 @@ def build(
     if any(b != STAND_IN for b in bases):
         raise BuildError(f"{dockerfile} builds FROM {bases}; only {STAND_IN} has a stand-in")
     stand_in = base_key(host_python())
+    args = dict(build_args or {})
     key = cache_key([
         ("recipe", BUILD_RECIPE.encode()), ("Dockerfile", dockerfile_text.encode()),
         ("base", stand_in.encode()),
+        *((f"build-arg/{arg}", value.encode()) for arg, value in sorted(args.items())),
         *((f"context/{path}", data) for path, data in contents.items()),
     ])  # fmt: skip
     ref = f"{REGISTRY}/{name}:{key}"
@@ -558,6 +563,7 @@ def build(
             log,
             "bud", "--layers", "--pull=never", "--network=host", "--isolation=chroot",
             "--volume", f"{home}:/root", "--volume", f"{wheels}:/root/wheels:ro", *trust,
+            *(f"--build-arg={arg}={value}" for arg, value in sorted(args.items())),
             "--tag", ref, "--file", str(context / "Dockerfile"), str(context),
         )  # fmt: skip
         partial = archive.with_suffix(".partial")

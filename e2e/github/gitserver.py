@@ -67,9 +67,15 @@ class GitServer:
     """``with GitServer(github, root) as git:``; ``git.clone_url("o/r", token)``."""
 
     def __init__(
-        self, github: GitHubStandIn, root: Path, tls: tuple[Path, KeyPair] | None = None
+        self,
+        github: GitHubStandIn,
+        root: Path,
+        tls: tuple[Path, KeyPair] | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
+        """``host``: where it listens; pods on the real node reach only its bridge address."""
         self.github = github
+        self.host = host
         self.root = Path(root)
         self.ca: Path | None = tls[0] if tls else None
         """The CA a client must trust (None: plain HTTP)."""
@@ -85,16 +91,16 @@ class GitServer:
         self.after_request: Callable[[str, str, str], None] | None = None
         application = web.Application(client_max_size=256 * 1024 * 1024)
         application.router.add_route("*", "/{owner}/{name}/{tail:.*}", self._handle)
-        self._site = ThreadedSite(application, "git-standin", context)
+        self._site = ThreadedSite(application, "git-standin", context, host=host)
         self._scheme = "https" if context else "http"
 
     @property
     def url(self) -> str:
-        return f"{self._scheme}://127.0.0.1:{self._site.port}"
+        return f"{self._scheme}://{self.host}:{self._site.port}"
 
     def clone_url(self, full_name: str, token: str | None = None) -> str:
         credentials = f"x-access-token:{token}@" if token else ""
-        return f"{self._scheme}://{credentials}127.0.0.1:{self._site.port}/{full_name}.git"
+        return f"{self._scheme}://{credentials}{self.host}:{self._site.port}/{full_name}.git"
 
     def start(self) -> GitServer:
         self.root.mkdir(parents=True, exist_ok=True)

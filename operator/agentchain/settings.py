@@ -105,21 +105,19 @@ class Settings(BaseSettings):
         " runner (agentchain) and the codex CLI on PATH.",
     )
     runtime_image_opencode: str = Field(
-        "",
+        "ghcr.io/labrats-work/agentchain-opencode:latest",
         description="Image of an AiAgent with runtime type opencode that names no image: the"
-        " runner (agentchain) and the opencode CLI on PATH. Empty (no reference image yet):"
-        " such an AiAgent must name its image.",
+        " runner (agentchain) and the opencode CLI on PATH.",
     )
     runtime_image_gemini: str = Field(
-        "",
+        "ghcr.io/labrats-work/agentchain-gemini:latest",
         description="Image of an AiAgent with runtime type gemini that names no image: the"
-        " runner (agentchain), node and the gemini CLI on PATH. Empty (no reference image"
-        " yet): such an AiAgent must name its image.",
+        " runner (agentchain) and the gemini CLI (with its Node) on PATH.",
     )
     runtime_command: CommaList = Field(
         ("agentchain", "agent", "run"),
-        description="Comma-separated command of a runtime's container (claude-code, codex):"
-        " the in-pod runner.",
+        description="Comma-separated command of a runtime's container (claude-code, codex,"
+        " opencode, gemini): the in-pod runner.",
     )
     runtime_cli_path: str = Field(
         "",

@@ -658,7 +658,7 @@ class AgentRuntime(KubeModel):
     type: RuntimeType = Field(
         default="command",
         description="command (spec.command, the default), claude-code, codex, opencode, "
-        "gemini (opencode and gemini have no reference image: name one in spec.image).",
+        "gemini (each runs in its reference image unless spec.image names another).",
     )
     max_turns: int | None = Field(
         default=None, ge=1, le=10000, description="The agent's turn limit (not codex)."

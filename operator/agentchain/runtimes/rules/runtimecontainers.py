@@ -26,10 +26,11 @@ settings as environment variables, exactly the names ``runtimes/rules/clis.py`` 
   on the agent's first run in a chain only, so it is followed on that run only.
 
 Every plain value has its ``$`` doubled (``jobspec.literal``), so Kubernetes' ``$(VAR)``
-expansion gives it back unchanged.  ``opencode`` and ``gemini`` have no reference image
-yet: building such a Job with neither ``spec.image`` nor the operator's
-``AGENTCHAIN_RUNTIME_IMAGE_OPENCODE`` / ``_GEMINI`` raises :class:`RuntimeUnsupported`,
-and the job fails saying so; so does a type the runner does not drive.
+expansion gives it back unchanged. Every runner type has a reference image
+(``images/agent``) the operator's ``AGENTCHAIN_RUNTIME_IMAGE_*`` names; an operator that
+sets one empty has none for that type, and building such a Job with no ``spec.image``
+raises :class:`RuntimeUnsupported`, and the job fails saying so; so does a type the
+runner does not drive.
 """
 
 from __future__ import annotations
@@ -152,8 +153,10 @@ def container_for(agent: AiAgentSpec, settings: Settings) -> RuntimeContainer | 
     image = agent.image or references[runtime.type]
     if not image:
         raise RuntimeUnsupported(
-            f"Runtime type {runtime.type} has no reference image yet: set spec.image to an "
-            "image with agentchain and the CLI on PATH (docs/agents.md, custom images)."
+            f"Runtime type {runtime.type} has no image: the operator's "
+            f"AGENTCHAIN_RUNTIME_IMAGE_{runtime.type.upper().replace('-', '_')} is empty; set "
+            "spec.image to an image with agentchain and the CLI on PATH (docs/agents.md, "
+            "custom images)."
         )
     return RuntimeContainer(image, list(settings.runtime_command), runtime_env(agent, settings))
 

@@ -14,8 +14,9 @@ Aspects covered:
 - the claude-code MCP config file and OpenCode's and Gemini CLI's config files carry the
   pod's values, codex gets names only; OpenCode and Gemini CLI get the standing
   instructions as a file;
-- opencode and gemini without an image (they have no reference image yet) fail the job
-  with ``RuntimeUnsupported``; an AiAgent's image wins over the runtime's default;
+- every runner type has a reference image by default; an operator whose setting for a
+  type is empty fails that type's jobs with ``RuntimeUnsupported``, naming the setting,
+  unless the AiAgent names its image; an AiAgent's image wins over the runtime's default;
   ``spec.args`` is not used beside a runner runtime;
 - an opencode agent's allow-list gets the agentchain MCP tools (``agentchain_*``).
 """
@@ -164,13 +165,21 @@ def test_an_oauth_token_and_a_codex_key_take_their_cli_s_variables() -> None:
     assert {"OPENAI_API_KEY", "OPENAI_BASE_URL"} <= names
 
 
-@pytest.mark.parametrize("kind", ["opencode", "gemini"])
-def test_runtimes_without_a_reference_image_need_one(kind: str) -> None:
+@pytest.mark.parametrize("kind", ["claude-code", "codex", "opencode", "gemini"])
+def test_every_runner_runtime_has_a_reference_image_by_default(kind: str) -> None:
     bare = Settings(api_url="http://agentchain.test:8080")
+    image = _container({"runtime": {"type": kind}}, bare)["image"]
+    assert image == f"ghcr.io/labrats-work/agentchain-{kind}:latest"
+
+
+@pytest.mark.parametrize("kind", ["opencode", "gemini"])
+def test_a_runtime_whose_image_setting_is_empty_needs_the_agent_s_image(kind: str) -> None:
+    setting = f"runtime_image_{kind}"
+    bare = Settings(api_url="http://agentchain.test:8080").model_copy(update={setting: ""})
     with pytest.raises(runtimecontainers.RuntimeUnsupported) as raised:
         _container({"runtime": {"type": kind}}, bare)
     assert raised.value.reason == Reason.RUNTIME_UNSUPPORTED
-    assert f"{kind} has no reference image yet: set spec.image" in str(raised.value)
+    assert f"AGENTCHAIN_{setting.upper()} is empty; set spec.image" in str(raised.value)
     assert _container({"image": "me/x:1", "runtime": {"type": kind}}, bare)["image"] == "me/x:1"
 
 
