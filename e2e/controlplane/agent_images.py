@@ -4,11 +4,12 @@ their inputs, as OCI archives the real node imports.
 
 Built exactly as the operator image is (``operator_image.build``: the
 ``python:3.11-slim`` stand-in, ``buildah bud --layers`` on overlay storage in a private
-mount namespace, pip from the wheelhouse, an archive keyed by a digest of the Dockerfile,
-its build arguments, the base and every context file), with the repository's root as the context and the Dockerfile's
-own ``Dockerfile.dockerignore``. One difference: the ``cli`` stage downloads the CLI from
-the npm registry itself, through this machine's TLS-intercepting proxy, so the host's
-CA bundle is mounted over the image's own for the build's ``RUN`` steps (in no layer).
+mount namespace, pip from the wheelhouse, an archive keyed by a digest of the
+Dockerfile, its build arguments, the base and every context file), with the repository's
+root as the context and the Dockerfile's own ``Dockerfile.dockerignore``. One
+difference: the ``cli`` stage downloads the CLI from the npm registry itself, through
+this machine's TLS-intercepting proxy, so the host's CA bundle is mounted over the
+image's own for the build's ``RUN`` steps (in no layer).
 
 The Dockerfile orders its layers so that a change to the package's Python code reuses
 everything but the package's own install and the last ``COPY`` of the final stage: the
