@@ -126,4 +126,3 @@ def test_a_code_change_rebuilds_only_the_package_layer(tmp_path: Path) -> None:
     # The package's own files are well under a megabyte or two; with its dependencies
     # (the whole install redone) the layer is tens of MB.
     assert after[-1][1] < 8 * 2**20, after[-1]
-
