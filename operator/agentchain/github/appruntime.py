@@ -10,12 +10,17 @@ GitHub feature is off).  Closed by the operator's cleanup
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
+from agentchain.core import statuswriting
 from agentchain.core.runtime import Runtime
 from agentchain.github.apps import GitHubApp
 from agentchain.github.githubrecords import JobTokens, WriteBackRecords
+from agentchain.hop.rules.chains import ChainMetadataError
+from agentchain.traces.rules.githubwrites import WriteBack
+from agentchain.traces.rules.spans import Span
 
 
 class Background(Protocol):
@@ -31,6 +36,20 @@ class GitHubSide:
     records: WriteBackRecords
     tokens: JobTokens
     worker: Background | None = field(default=None)
+
+    def chain_of(self, obj: dict[str, Any]) -> str | None:
+        """The chain AgentJob ``obj`` is in, as its sealed position says: the trace its
+        span is in (None: its position is not the operator's)."""
+        try:
+            return statuswriting.position(obj, self.rt.operator_keys).chain_id
+        except ChainMetadataError:
+            return None
+
+    async def traced(self, run: WriteBack | None, build: Callable[[WriteBack], Span]) -> None:
+        """Record the span ``build`` makes of a write of write-back ``run``; nothing is
+        built without a run (tracing off: ``traces/rules/githubwrites``)."""
+        if run is not None:
+            await self.rt.traces.record(build(run))
 
 
 log = logging.getLogger(__name__)

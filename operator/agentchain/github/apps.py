@@ -22,10 +22,14 @@ githubkit's own retries are off (``auto_retry=False``): a rate limit must reach 
 write-back worker, which waits and then sends the *latest* body rather than sleeping
 inside a stale request.  Every githubkit exception leaves as a
 :class:`~agentchain.github.githuberrors.GitHubError`.
+
+The HTTP status of the last answer a task got is kept for it (:func:`last_status`):
+a write's span says what GitHub answered without every call returning it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -50,6 +54,13 @@ MAX_FILE_PAGES = 30
 """A pull request's changed files read for a review: GitHub lists at most 3,000."""
 
 T = TypeVar("T")
+_STATUS: contextvars.ContextVar[int | None] = contextvars.ContextVar("github_status", default=None)
+
+
+def last_status() -> int | None:
+    """The HTTP status of the last answer GitHub gave this task (a context variable:
+    each write-back runs in a task of its own, so concurrent ones do not mix)."""
+    return _STATUS.get()
 
 
 @dataclass(frozen=True)
@@ -96,9 +107,14 @@ class GitHubApp:
     @staticmethod
     async def _call(call: Callable[[], Awaitable[T]]) -> T:
         try:
-            return await call()
+            answer = await call()
         except GitHubException as exc:
-            raise classify(exc) from None
+            error = classify(exc)
+            _STATUS.set(error.status)
+            raise error from None
+        status = getattr(answer, "status_code", None)
+        _STATUS.set(status if isinstance(status, int) else None)
+        return answer
 
     # -- tokens -----------------------------------------------------------------------
     async def mint(self, scope: Scope) -> Minted:

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any, Literal
 
 from agentchain import faults, models
 from agentchain.core.rules import provenance
-from agentchain.github import reviewing, threadreplies
+from agentchain.github import apps, reviewing, threadreplies
 from agentchain.github.appruntime import GitHubSide
 from agentchain.github.apps import is_not_found
 from agentchain.github.githuberrors import UNAVAILABLE, GitHubError
@@ -42,7 +43,8 @@ from agentchain.kube import resources
 from agentchain.models.agentjob import AgentJob
 from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, AiAgent, GitHubWriteBack
 from agentchain.store import keys, sealing
-from agentchain.traces.rules import spans
+from agentchain.traces.rules import githubwrites, spans
+from agentchain.traces.rules.githubwrites import WriteBack
 
 Obj = dict[str, Any]
 Result = Literal["written", "unchanged", "skipped"]
@@ -163,9 +165,12 @@ def target_of(listed: Listed) -> Target | NoScope:
     return writeback_target(event, check_run=listed.write_back.check_run)
 
 
-async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result, Obj | None]:
+async def flush(
+    side: GitHubSide, namespace: str, chain_id: str, run: WriteBack | None = None
+) -> tuple[Result, Obj | None]:
     """Bring the chain's comment and Check Run up to date; its root job's AiAgent (for
-    its ``GitHubWriteBack`` condition) when something was written.
+    its ``GitHubWriteBack`` condition) when something was written.  ``run``: what the
+    spans of its writes say of this run (None: not tracing).
 
     A chain whose end is written is not listed again: after a restart the watch
     shows every job of every old chain, and their write-back costs one Redis read.
@@ -183,15 +188,16 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
     if not rounds and target.pull_request:  # Started on a pull request: it has rounds too.
         listed = await list_chain(side, namespace, chain_id, rounds=True) or listed
     view = progress.chain_view(namespace, chain_id, listed.jobs, listed.handoff_heading)
+    run = _caused(side, listed, run)
     results: list[Result] = []
     wb = listed.write_back
     if wb.comment:
-        results.append(await _comment(side, target, view, wb))
+        results.append(await _comment(side, target, view, wb, run))
     if wb.check_run and target.pull_request and target.head_sha:
-        results.append(await _check_run(side, target, view, wb))
+        results.append(await _check_run(side, target, view, wb, run))
     claim = lambda: claimed(side, namespace, chain_id)  # noqa: E731
     reviewed = reviewing.Reviewed(listed.jobs, listed.reviewers, listed.objects, wb.allow_mentions)
-    await reviewing.post_due(side, namespace, chain_id, reviewed, target, record, claim)
+    await reviewing.post_due(side, namespace, chain_id, reviewed, target, record, claim, run)
     await threadreplies.post_due(
         side,
         namespace,
@@ -202,6 +208,7 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
         claim,
         heading=listed.handoff_heading,
         allow_mentions=wb.allow_mentions,
+        run=run,
     )
     if view.done:
         await side.records.set_final(namespace, chain_id, record.pull)
@@ -210,8 +217,42 @@ async def flush(side: GitHubSide, namespace: str, chain_id: str) -> tuple[Result
     return "unchanged", None
 
 
+def _caused(side: GitHubSide, listed: Listed, run: WriteBack | None) -> WriteBack | None:
+    """``run`` with its cause's chain as the operator placed it: a job the listing does
+    not hold (a hand-made one with the chain's label, one deleted) is no cause."""
+    if run is None or run.cause is None:
+        return run
+    obj = listed.objects.get(run.cause)
+    chain = side.chain_of(obj) if obj is not None else None
+    return replace(run, cause=run.cause if chain else None, cause_chain=chain)
+
+
+def _write(
+    what: githubwrites.What, action: githubwrites.Action, start: int, target: Target
+) -> githubwrites.Write:
+    """A write of the chain's comment or Check Run that GitHub just answered."""
+    repository, number, status = target.scope.repository, target.number, apps.last_status()
+    return githubwrites.Write(what, action, start, time.time_ns(), status, repository, number)
+
+
+async def _wrote(
+    side: GitHubSide,
+    run: WriteBack | None,
+    write: tuple[githubwrites.What, githubwrites.Action, int, Target],
+    digests: tuple[str, str | None],
+) -> None:
+    """Record the span of a comment or Check Run write, before its digest is (a replay
+    sends it again and names the same span)."""
+    done, rendered = _write(*write), githubwrites.Rendered(*digests)
+    await side.traced(run, lambda r: githubwrites.render_span(r, done, rendered))
+
+
 async def _comment(
-    side: GitHubSide, target: Target, view: progress.ChainView, wb: GitHubWriteBack
+    side: GitHubSide,
+    target: Target,
+    view: progress.ChainView,
+    wb: GitHubWriteBack,
+    run: WriteBack | None = None,
 ) -> Result:
     url = side.rt.settings.github_dashboard_url
     ns, chain = view.namespace, view.chain_id
@@ -226,7 +267,8 @@ async def _comment(
     record = await side.records.get(ns, chain)
     if record.comment_digest == digest(body):
         return "unchanged"
-    app, scope = side.app, target.scope
+    app, scope, start = side.app, target.scope, time.time_ns()
+    digests = (digest(body), record.comment_digest)
     if record.comment_id is not None:
         try:
             await app.update_comment(scope, record.comment_id, body)
@@ -235,6 +277,7 @@ async def _comment(
                 raise
             await side.records.forget_id(ns, chain, "comment")  # Deleted by someone.
         else:
+            await _wrote(side, run, ("comment", "updated", start, target), digests)
             await side.records.set_digest(ns, chain, "comment", digest(body))
             return "written"
     async with claimed(side, ns, chain):
@@ -242,15 +285,22 @@ async def _comment(
         if found is None:
             found = await app.create_comment(scope, target.number, body)
             faults.crashpoint("github-comment-created")
+            action: githubwrites.Action = "created"
         else:
             await app.update_comment(scope, found, body)
+            action = "found"
+        await _wrote(side, run, ("comment", action, start, target), digests)
         await side.records.set_id(ns, chain, "comment", found)
         await side.records.set_digest(ns, chain, "comment", digest(body))
     return "written"
 
 
 async def _check_run(
-    side: GitHubSide, target: Target, view: progress.ChainView, wb: GitHubWriteBack
+    side: GitHubSide,
+    target: Target,
+    view: progress.ChainView,
+    wb: GitHubWriteBack,
+    run: WriteBack | None = None,
 ) -> Result:
     settings = side.rt.settings
     url = settings.github_dashboard_url
@@ -264,6 +314,7 @@ async def _check_run(
         return "unchanged"
     app, scope, sha = side.app, target.scope, target.head_sha
     assert sha is not None
+    start, digests = time.time_ns(), (body_digest, record.check_digest)
     if record.check_id is not None:
         try:
             await app.update_check_run(scope, record.check_id, fields)
@@ -272,6 +323,7 @@ async def _check_run(
                 raise
             await side.records.forget_id(ns, chain, "check")
         else:
+            await _wrote(side, run, ("check_run", "updated", start, target), digests)
             await side.records.set_digest(ns, chain, "check", body_digest)
             return "written"
     external = progress.external_id(ns, chain)
@@ -281,8 +333,11 @@ async def _check_run(
             found = await app.create_check_run(
                 scope, settings.github_check_name, sha, external, fields
             )
+            action: githubwrites.Action = "created"
         else:
             await app.update_check_run(scope, found, fields)
+            action = "found"
+        await _wrote(side, run, ("check_run", action, start, target), digests)
         await side.records.set_id(ns, chain, "check", found)
         await side.records.set_digest(ns, chain, "check", body_digest)
     return "written"

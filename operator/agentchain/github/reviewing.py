@@ -29,18 +29,22 @@ a Normal Event ``GitHubReviewPosted``.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from agentchain import faults, metrics
+from agentchain.github import apps
 from agentchain.github.appruntime import GitHubSide
 from agentchain.github.githuberrors import GitHubError
 from agentchain.github.githubrecords import ChainRecord
 from agentchain.github.rules import progress, reviews
 from agentchain.github.rules.githubscope import REPOSITORY, Scope, Target, review_permissions
 from agentchain.kube import events
+from agentchain.traces.rules import githubwrites
+from agentchain.traces.rules.githubwrites import WriteBack
 
 log = logging.getLogger(__name__)
 Claim = Callable[[], AbstractAsyncContextManager[None]]
@@ -102,17 +106,51 @@ async def post_due(
     target: Target,
     record: ChainRecord,
     claim: Claim,
+    run: WriteBack | None = None,
 ) -> None:
-    """Post every review of the chain that is due; ``claim``: the chain's creation claim."""
+    """Post every review of the chain that is due; ``claim``: the chain's creation claim;
+    ``run``: what the spans of the reviews say of the write-back (None: not tracing)."""
     pull = pull_of(target, record)
     if pull is None:
         return  # No pull request (yet): the workspace's, once open, brings the chain back.
     for job, review in due(chain.jobs, chain.reviewers, record):
         obj = chain.objects.get(job.name)
+        traced = Traced(side, run, job.name, obj, pull, time.time_ns())
         if isinstance(review, reviews.Malformed):
+            # The span's error names the cause, never the block's text.
+            await traced.record("refused", "malformed review block", answered=False)
             await _refused(side, namespace, chain_id, job.name, obj, review.reason)
             continue
-        await _post(side, namespace, chain_id, chain, pull, job, review, obj, claim)
+        await _post(side, namespace, chain_id, chain, pull, job, review, obj, claim, traced)
+
+
+@dataclass(frozen=True)
+class Traced:
+    """What a review's span needs: its job (whose span it hangs under), where, since when."""
+
+    side: GitHubSide
+    run: WriteBack | None
+    job: str
+    obj: Obj | None
+    pull: tuple[Scope, int]
+    start_ns: int
+
+    async def record(
+        self, action: githubwrites.Action, error: str | None = None, answered: bool = True
+    ) -> None:
+        """Record the review's span (nothing built when not tracing), under its job's span
+        in the job's chain's trace; ``answered``: GitHub was asked (its status is said)."""
+        if self.run is None:
+            return
+        scope, number = self.pull
+        status = apps.last_status() if answered else None
+        write = githubwrites.Write(
+            "review", action, self.start_ns, time.time_ns(), status, scope.repository, number, error
+        )
+        chain = self.side.chain_of(self.obj) if self.obj is not None else None
+        await self.side.traced(
+            self.run, lambda r: githubwrites.job_write_span(r, write, self.job, chain or r.chain_id)
+        )
 
 
 async def _post(
@@ -125,6 +163,7 @@ async def _post(
     review: reviews.Review,
     obj: Obj | None,
     claim: Claim,
+    traced: Traced,
 ) -> None:
     """One job's review: found again by its marker, else created; then recorded."""
     app, (scope, number) = side.app, pull
@@ -150,9 +189,11 @@ async def _post(
                 if exc.status != 422:
                     raise
                 why = f"GitHub refused the review of pull request #{number}: {exc}"
+                await traced.record("refused", "refused by GitHub")
                 await _refused(side, namespace, chain_id, job.name, obj, why)
                 return
             faults.crashpoint("github-review-created")
+        await traced.record("found" if placed is None else "created")
         await side.records.set_review(namespace, chain_id, job.name, str(found))
     metrics.GITHUB_REVIEWS.labels("found" if placed is None else "posted").inc()
     if obj is not None and placed is not None:

@@ -22,12 +22,14 @@ record right after.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from agentchain.core.rules import provenance
 from agentchain.core.rules.outcomes import is_terminal
+from agentchain.github import apps
 from agentchain.github.appruntime import GitHubSide
 from agentchain.github.githuberrors import GitHubError
 from agentchain.github.githubrecords import ChainRecord
@@ -36,6 +38,8 @@ from agentchain.github.rules.githubscope import Scope, Target
 from agentchain.models.agentjob import AgentJob, JobEvent
 from agentchain.prompts.rules.assembly import extract_handoff
 from agentchain.store import sealing
+from agentchain.traces.rules import githubwrites
+from agentchain.traces.rules.githubwrites import WriteBack
 
 log = logging.getLogger(__name__)
 Claim = Callable[[], AbstractAsyncContextManager[None]]
@@ -82,9 +86,12 @@ async def post_due(
     *,
     heading: str,
     allow_mentions: bool,
+    run: WriteBack | None = None,
 ) -> None:
-    """Post every due reply of the chain's rounds; ``claim``: the chain's creation claim."""
+    """Post every due reply of the chain's rounds; ``claim``: the chain's creation claim;
+    ``run``: what the spans of the replies say of the write-back (None: not tracing)."""
     for name, job, event in _due(side, chain_id, objects, record):
+        start = time.time_ns()
         answer = _answer(job, heading, allow_mentions)
         phase = job.status.phase or ""
         body = followups.reply_body(
@@ -93,24 +100,48 @@ async def post_due(
         async with claim():
             if name in (await side.records.get(namespace, chain_id)).replies:
                 continue  # Another writer posted it meanwhile.
-            found = await _post(side, target, event, followups.reply_marker(namespace, name), body)
+            marker = followups.reply_marker(namespace, name)
+            found, action = await _post(side, target, event, marker, body)
+            if run is not None:
+                await _traced(side, run, (name, objects[name]), event, (action, start))
             await side.records.set_reply(namespace, chain_id, name, str(found))
 
 
-async def _post(side: GitHubSide, target: Target, event: JobEvent, marker: str, body: str) -> int:
-    """The reply's id: found by its marker, else created; 0 when GitHub refuses it (the
-    thread is gone, or takes no reply): recorded so, and not tried again."""
+async def _traced(
+    side: GitHubSide,
+    run: WriteBack,
+    job: tuple[str, Obj],
+    event: JobEvent,
+    done: tuple[githubwrites.Action, int],
+) -> None:
+    """Record the reply's span under the round's job's span, in the round's trace: the
+    round's end is what caused it."""
+    (name, obj), (action, start) = job, done
+    error = "refused by GitHub" if action == "refused" else None
+    write = githubwrites.Write(
+        "reply", action, start, time.time_ns(), apps.last_status(),
+        event.repository or "", event.number, error,
+    )  # fmt: skip
+    chain = side.chain_of(obj) or run.chain_id
+    await side.traced(run, lambda r: githubwrites.job_write_span(r, write, name, chain))
+
+
+async def _post(
+    side: GitHubSide, target: Target, event: JobEvent, marker: str, body: str
+) -> tuple[int, githubwrites.Action]:
+    """The reply's id, and how: found by its marker, else created; 0 when GitHub refuses
+    it (the thread is gone, or takes no reply): recorded so, and not tried again."""
     assert event.repository and event.number is not None and event.reply_to is not None
     scope = Scope(target.scope.installation_id, event.repository, {"pull_requests": "write"})
     found = await side.app.find_reply(scope, event.number, marker)
     if found is not None:
-        return found
+        return found, "found"
     try:
         made = await side.app.create_reply(scope, event.number, event.reply_to, body)
     except GitHubError as exc:
         if exc.status not in (404, 422):
             raise
         log.warning("%s: no reply in review thread %d: %s", marker, event.reply_to, exc)
-        return 0
+        return 0, "refused"
     log.info("Replied in review thread %d of %s#%d", event.reply_to, scope.repository, event.number)
-    return made
+    return made, "created"

@@ -58,6 +58,7 @@ from agentchain.github.githuberrors import RATE_LIMITED, UNAVAILABLE, GitHubErro
 from agentchain.kube import events
 from agentchain.models.agentjob import TERMINAL_PHASES
 from agentchain.models.conditions import GITHUB_WRITE_BACK, Condition
+from agentchain.traces.rules import githubwrites
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -95,6 +96,9 @@ def observe(rt: Runtime, event_type: str | None, obj: Obj) -> None:
         if status.get("phase") not in TERMINAL_PHASES:  # The chain runs again.
             worker.reopen.add((namespace, chain))
     if chain and event.get("number"):
+        # The job whose change brought the write-back about, last: its spans hang under
+        # it (``traces/rules/githubwrites``); a round's job is in a trace of its own.
+        worker.cause[(namespace, chain)] = (name, None if continues else chain)
         worker.mark((namespace, chain))
 
 
@@ -138,6 +142,10 @@ class Worker:
         self.attempts: dict[ChainKey, int] = {}
         self.reopen: set[ChainKey] = set()
         """Chains a follow-up round runs in: written again although their end was."""
+        self.cause: dict[ChainKey, tuple[str, str | None]] = {}
+        """The job that changed last in each chain due (and its chain, None for a round)."""
+        self.limited: dict[ChainKey, tuple[int, float]] = {}
+        """The rate limits each chain's write-back hit, and the seconds it waited."""
         self.paused_until = 0.0
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -200,9 +208,10 @@ class Worker:
             if key in self.reopen:
                 self.reopen.discard(key)
                 await self.side.records.reopen(namespace, chain)
-            result, agent = await posting.flush(self.side, namespace, chain)
+            cause = self.cause.get(key)
+            result, agent = await posting.flush(self.side, namespace, chain, self._run_of(key))
             metrics.GITHUB_WRITEBACKS.labels(result, "").inc()
-            self.attempts.pop(key, None)
+            self._done(key, cause)
             if agent is not None:
                 await agent_condition(agent, None, "")
         except GitHubError as exc:
@@ -221,17 +230,36 @@ class Worker:
                 self.mark(key)
             self._wake.set()
 
+    def _done(self, key: ChainKey, cause: tuple[str, str | None] | None) -> None:
+        """Forget what a finished write-back kept (its cause unless a newer came)."""
+        self.attempts.pop(key, None)
+        self.limited.pop(key, None)
+        if self.cause.get(key) == cause:
+            self.cause.pop(key, None)
+
+    def _run_of(self, key: ChainKey) -> githubwrites.WriteBack | None:
+        """What this run's spans say of it; None, and nothing built, when not tracing."""
+        cause, cause_chain = self.cause.get(key, (None, None))
+        if not self.side.rt.traces.enabled:
+            return None
+        limited, waited = self.limited.get(key, (0, 0.0))
+        return githubwrites.WriteBack(
+            key[0], key[1], cause, cause_chain, self.attempts.get(key, 0), limited, waited
+        )
+
     async def _failed(self, key: ChainKey, exc: GitHubError) -> float | None:
         """When to try ``key`` again (None: given up and reported)."""
         if exc.reason == RATE_LIMITED:
             wait = exc.retry_after or 60.0
+            limited, waited = self.limited.get(key, (0, 0.0))
+            self.limited[key] = (limited + 1, waited + wait)
             self.paused_until = max(self.paused_until, time.monotonic() + wait)
             metrics.GITHUB_WRITEBACKS.labels("rate_limited", exc.reason).inc()
             log.info("GitHub rate limit: write-back paused for %.0f s", wait)
             return wait
         attempt = self.attempts.get(key, 0) + 1
         if exc.permanent or attempt >= MAX_ATTEMPTS:
-            self.attempts.pop(key, None)
+            self._done(key, self.cause.get(key))
             await self._report(key, exc)
             return None
         self.attempts[key] = attempt

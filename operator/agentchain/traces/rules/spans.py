@@ -51,6 +51,11 @@ def _digest(kind: str, *parts: str, size: int) -> int:
     return int.from_bytes(raw[:size], "big") or 1  # An all-zero id is invalid in W3C.
 
 
+def span_id(kind: str, *parts: str) -> int:
+    """A 64-bit span id: the digest of ``kind`` and ``parts`` (names kept for good)."""
+    return _digest(kind, *parts, size=8)
+
+
 def trace_id(chain_id: str) -> int:
     """The 128-bit trace id of chain ``chain_id``."""
     return _digest("agentchain/trace", chain_id, size=16)
