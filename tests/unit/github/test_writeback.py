@@ -65,7 +65,9 @@ class Recorder:
         self.hold = asyncio.Event()
         self.hold.set()
 
-    async def flush(self, side: Any, namespace: str, chain: str) -> tuple[str, None]:
+    async def flush(
+        self, side: Any, namespace: str, chain: str, run: Any = None
+    ) -> tuple[str, None]:
         self.calls.append((chain, time.monotonic()))
         await self.hold.wait()
         if self.failures:

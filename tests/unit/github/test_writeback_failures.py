@@ -86,6 +86,7 @@ CALLS: list[tuple[str, str, Callable[[list[str]], bool]]] = [
     ("GET", "app", lambda p: p == ["app"]),
     ("GET", "list_comments", lambda p: p[0] == "repos" and p[-1] == "comments"),
     ("POST", "create_comment", lambda p: p[0] == "repos" and p[-1] == "comments"),
+    ("PATCH", "update_comment", lambda p: p[0] == "repos" and p[-2] == "comments"),
     ("DELETE", "revoke", lambda p: p == ["installation", "token"]),
 ]
 
@@ -137,9 +138,9 @@ class FakeGitHub:
             body = {"message": answer.message}
             return web.json_response(body, status=answer.status, headers=answer.headers)
         body = await request.json() if request.can_read_body else {}
-        return self._succeed(name, body)
+        return self._succeed(name, body, parts)
 
-    def _succeed(self, name: str, body: Obj) -> web.Response:
+    def _succeed(self, name: str, body: Obj, parts: list[str]) -> web.Response:
         if name == "mint":
             self.minted.append(body)
             return web.json_response(
@@ -152,6 +153,10 @@ class FakeGitHub:
         if name == "create_comment":
             self.comments.append(str(body["body"]))
             return web.json_response(self._comment(len(self.comments)), status=201)
+        if name == "update_comment":  # Edited in place: comment ids count from 1.
+            number = int(parts[-1])
+            self.comments[number - 1] = str(body["body"])
+            return web.json_response(self._comment(number))
         return web.Response(status=204)
 
     @staticmethod
