@@ -23,6 +23,11 @@ Aspects covered:
 - an agent that calls ``agentchain mcp``'s tools as its CLI would (the MCP SDK's stdio
   client, the server given the variables the agent's MCP configuration names): each tool
   call is a CLIENT span under its job's span, in the chain's one tree;
+- a pull request's chain written back to the GitHub stand-in by the operator as an App:
+  every comment and Check Run write GitHub answered is one span in the chain's one
+  tree (``github comment``, ``github check run``), under the job whose change caused it
+  or the root, saying what was written, how (created first, then updated), GitHub's
+  status, the repository and pull request, and never the comment's text;
 - two replicas sharing one Lease, both exporting: the leader SIGKILLed while the chain's
   second job runs, the other leads and finishes the chain, and the chain is still that
   one tree, every check of the SIGKILL case holding (``_a_chain_through`` takes the
@@ -43,6 +48,8 @@ import pytest
 from e2e import chaining, collecting, delivering, operating, replicating, tracetree
 from e2e.collecting import attrs
 from e2e.controlplane.cluster import ClusterInfo
+from e2e.github import GitHubStandIn
+from e2e.githubloop import PULL, REPOSITORY, app_delivery, app_operator, install
 
 Obj = dict[str, Any]
 REPO = Path(__file__).resolve().parent.parent
@@ -477,3 +484,67 @@ def test_a_chain_is_one_trace_across_a_failover(
             replicating.leader([op for op in ops if op is not old])  # The other leads.
 
         _a_chain_through(info, namespace, collector, "fo", kill_the_leader)
+
+
+def test_a_chains_github_write_back_is_spans_in_its_trace(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: collecting.Collector,
+    github: GitHubStandIn,
+    tmp_path: Path,
+) -> None:
+    info, installed = cluster_info, install(github, tmp_path)
+    said = "LGTM from the traced reviewer"
+    reviewer = chaining.agent(
+        "tr-pr", "--no-context", "--say", said, "--sleep", "4", github="pull_request.opened"
+    )
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint, "OTEL_SERVICE_NAME": "agentchain-e2e"}
+    with app_operator(operator, info, namespace, installed, env) as op:
+        chaining.apply(info, namespace, reviewer)
+        payload = app_delivery("pull_request", "opened", installed.installation.id)
+        body, headers = delivering.signed(op.webhook_secret, payload, event="pull_request")
+        status, answer = delivering.send(op, body, headers)
+        assert status == 202 and answer["jobs"], answer
+        name = answer["jobs"][0]["name"]
+        chain_id = str(chaining.wait_phase(info, namespace, name)["chainId"])
+
+        def completed() -> bool:
+            runs = github.check_runs(REPOSITORY)
+            return len(runs) == 1 and runs[0].status == "completed"
+
+        operating.wait_until(completed, timeout=60, what="the Check Run to complete")
+
+        def final() -> bool:  # The chain's end written: the write-back sends no more.
+            return any("**Succeeded**" in c.body for c in installed.comments(PULL))
+
+        operating.wait_until(final, timeout=60, what="the final comment")
+        writes = {
+            "github comment": github.requests("issues/create-comment", status=201)
+            + github.requests("issues/update-comment", status=200),
+            "github check run": github.requests("checks/create", status=201)
+            + github.requests("checks/update", status=200),
+        }
+        # The root, the job's span and its 5 parts, and one span per write GitHub answered.
+        spans = _trace_of(collector, chain_id, 7 + sum(len(w) for w in writes.values()))
+        assert len(spans) == 7 + sum(len(w) for w in writes.values()), tracetree.render(spans)
+        _assert_one_tree(spans)
+        (job,) = [s for s in spans if s["name"] == "agentjob tr-pr"]
+        (root,) = [s for s in spans if not s.get("parentSpanId")]
+        for kind, sent in writes.items():
+            made = sorted(
+                (s for s in spans if s["name"] == kind), key=lambda s: s["startTimeUnixNano"]
+            )
+            assert len(made) == len(sent) >= 2, (kind, len(sent), [s["name"] for s in spans])
+            actions = [attrs(s)["agentchain.github.action"] for s in made]
+            assert actions == ["created"] + ["updated"] * (len(made) - 1), actions
+            codes = [int(attrs(s)["http.response.status_code"]) for s in made]
+            assert codes == [201] + [200] * (len(made) - 1), codes
+            for span in made:
+                assert span["parentSpanId"] in (job["spanId"], root["spanId"]), span
+                found = attrs(span)
+                assert found["agentchain.github.repository"] == REPOSITORY
+                assert int(found["agentchain.github.number"]) == PULL
+                assert found["agentchain.chain.id"] == chain_id
+                assert not any(said in str(v) for v in found.values())  # Never the text.
+        assert "Traceback" not in op.log_text()

@@ -33,9 +33,11 @@ SHOWN = (
 
 
 def read(path: Path) -> list[Obj]:
-    """Every span the collector wrote to ``path``."""
+    """Every span the collector wrote to ``path`` (a line it is still writing, with no
+    newline yet, is not read: it is read whole next time)."""
     spans: list[Obj] = []
-    for line in path.read_text().splitlines():
+    text = path.read_text()
+    for line in text[: text.rfind("\n") + 1].splitlines():
         for resource in json.loads(line).get("resourceSpans", []):
             for scope in resource.get("scopeSpans", []):
                 spans.extend(scope.get("spans", []))
