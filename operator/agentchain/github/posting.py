@@ -20,6 +20,10 @@ the chain's progress stays visible.  Once the chain's end is written the chain i
 marked final and never listed or written again (a restart's watch shows every old
 job; each costs one Redis read).  The crashpoint ``github-comment-created`` (between creating and
 recording) is how the e2e suite proves the search.
+
+When tracing, each write GitHub answered is a span (``traces/rules/githubwrites``),
+recorded before the digest or id that settles it: a write sent again after a crash in
+between names the same span, which the outbox keeps once.
 """
 
 from __future__ import annotations

@@ -23,7 +23,9 @@ between creating and recording it finds it: crashpoint ``github-review-created``
 its id is recorded in the chain's record right after.  GitHub refusing the review
 (422) or a malformed block is recorded as ``refused`` with a Warning Event on the job
 (``GitHubReviewRefused``), so a chain is not retried forever for it; a posted review is
-a Normal Event ``GitHubReviewPosted``.
+a Normal Event ``GitHubReviewPosted``.  When tracing, the review posted, found or refused
+is a span under its job's span (``github review``, ``traces/rules/githubwrites``),
+recorded before its id is.
 """
 
 from __future__ import annotations

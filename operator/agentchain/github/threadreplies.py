@@ -16,7 +16,9 @@ HTML escaped when the chain's root agent allows mentions.  It is posted with
 ``POST /repos/{o}/{r}/pulls/{n}/comments/{id}/replies`` under the chain's creation claim,
 looked for first by its marker among the App's own review comments on the pull request
 (a crash between posting and recording finds it), and its id is recorded in the chain's
-record right after.
+record right after.  When tracing, the reply is a span under its round's job's span, in
+the round's trace (``github reply``, ``traces/rules/githubwrites``), recorded before its
+id is.
 """
 
 from __future__ import annotations

@@ -31,6 +31,10 @@ is lost by a crash either: a restarted operator's watch lists every AgentJob aga
 each of which is observed, and the digest comparison makes an unchanged chain cost
 one list and no GitHub request.
 
+When tracing, the worker keeps for each chain due the job whose change made it due
+last, and the retries and rate limits a write-back took, for the spans of its writes
+(``posting.flush``; ``traces/rules/githubwrites``); nothing is built when not.
+
 A chain's reviews (``reviewing.py``) go with its write-back; :func:`pull_opened` is
 how the workspace's pull request, opened after the reviewer ended, brings them about.
 
