@@ -167,7 +167,9 @@ async def test_a_write_after_a_failure_and_a_rate_limit_says_so(
     assert span.attributes["http.response.status_code"] == 201
     worker = appruntime.side_of(traced)
     assert worker is not None and isinstance(worker.worker, writeback.Worker)
-    assert (NS, CHAIN) not in worker.worker.limited  # Forgotten once written.
+    w = worker.worker
+    await until(lambda: (NS, CHAIN) not in w.running, "the write-back to end")
+    assert (NS, CHAIN) not in w.limited  # Forgotten once written.
 
 
 async def test_with_tracing_off_nothing_is_built(
