@@ -280,6 +280,7 @@ async def _comment(
             if not is_not_found(exc):
                 raise
             await side.records.forget_id(ns, chain, "comment")  # Deleted by someone.
+            digests = (digest(body), None)  # As a replay will find the record.
         else:
             await _wrote(side, run, ("comment", "updated", start, target), digests)
             await side.records.set_digest(ns, chain, "comment", digest(body))
@@ -326,6 +327,7 @@ async def _check_run(
             if not is_not_found(exc):
                 raise
             await side.records.forget_id(ns, chain, "check")
+            digests = (body_digest, None)  # As a replay will find the record.
         else:
             await _wrote(side, run, ("check_run", "updated", start, target), digests)
             await side.records.set_digest(ns, chain, "check", body_digest)

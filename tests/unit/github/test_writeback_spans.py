@@ -7,7 +7,9 @@ Aspects covered:
   the span of the job whose change caused each, saying what was written, how, GitHub's
   status and where, and never the comment's text;
 * a write-back replayed after a crash between its span and its digest's record (it
-  sends the same render again) records no second span;
+  sends the same render again) records no second span; nor does one replayed after a
+  comment deleted by someone was created again (the replay finds the record as the 404
+  left it);
 * a write that went through after a 5xx and a rate limit says so: one retry, one rate
   limit and the seconds waited for it;
 * with tracing off, no span is built or recorded, and the comment is written as ever.
@@ -187,3 +189,22 @@ async def test_with_tracing_off_nothing_is_built(
     await until(lambda: github.comments != [], "the comment")
     await until(lambda: github.names().count("create_comment") == 1, "the write")
     assert await rt.traces.outbox.waiting() == 0
+
+
+async def test_a_comment_deleted_then_created_again_is_one_span_across_a_replay(
+    traced: Runtime, api: FakeApi, github: FakeGitHub
+) -> None:
+    side = appruntime.side_of(traced)
+    assert side is not None
+    run = githubwrites.WriteBack(NS, CHAIN, ROOT, CHAIN)
+    await posting.flush(side, NS, CHAIN, run)
+    api.put("agentjobs", placed_root("Succeeded"))
+    github.fail["update_comment"] = [Answer(404, "Not Found")]  # Deleted by someone.
+    await posting.flush(side, NS, CHAIN, run)
+    assert github.names().count("create_comment") == 2
+    # A crash after the new comment's span, before its id was recorded: the replay
+    # finds the record as the 404 left it, and names the same span.
+    await side.records.forget_id(NS, CHAIN, "comment")
+    await posting.flush(side, NS, CHAIN, run)
+    made = [s for s in await outbox_spans(traced) if s.name == "github comment"]
+    assert [s.attributes["agentchain.github.action"] for s in made] == ["created", "created"]
