@@ -138,7 +138,10 @@ def test_cancel_in_progress_leaves_only_the_newest_chain(
     operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
 ) -> None:
     info = cluster_info
-    timed = chaining.python_command(TIMED.format(sleep=4))
+    # Long enough that every delivery's job is admitted while the older ones still run:
+    # on a loaded machine the engine admitted the last ones more than 4 s after the first
+    # started, so a first job that had ended by then rightly Succeeded (seen twice).
+    timed = chaining.python_command(TIMED.format(sleep=12))
     agent = chaining.ai_agent(
         "latest", timed, triggers=OPENED, concurrency=_per_issue("cancel-in-progress")
     )
