@@ -88,6 +88,9 @@ def plan(env: Mapping[str, str], euid: int, missing: Sequence[str]) -> Plan:
     command = "the deterministic demo agent runs as each step's command on the local node"
     if env.get(AGENTS_ENV, "").strip() == "command":
         return Plan(False, (), f"{AGENTS_ENV}=command: {command}")
+    if env.get("AGENTCHAIN_E2E_KUBECONFIG") or env.get("AGENTCHAIN_E2E_USE_KUBECONFIG") == "1":
+        why = "an existing cluster is named, and the real node is part of the local one only"
+        return Plan(False, (), f"{why}: {command}")
     if euid != 0:
         why = "not root, and the real node (containerd, kubelet, iptables) needs root"
         return Plan(False, (), f"{why}: {command}")

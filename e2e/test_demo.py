@@ -105,8 +105,18 @@ KEYS = {"ANTHROPIC_API_KEY": "sk-ant-x", "OPENAI_API_KEY": "sk-x"}
         (KEYS, 1000, [], False, (), "not root, and the real node"),
         (KEYS, 0, ["buildah"], False, (), "the real node needs buildah (e2e/setup.sh"),
         ({demo.AGENTS_ENV: "command"}, 0, [], False, (), "AGENTCHAIN_DEMO_AGENTS=command"),
+        ({"AGENTCHAIN_E2E_KUBECONFIG": "/k"}, 0, [], False, (), "an existing cluster"),
     ],
-    ids=["stand-in", "both-keys", "openai-key", "blank-key", "not-root", "no-tools", "asked"],
+    ids=[
+        "stand-in",
+        "both-keys",
+        "openai-key",
+        "blank-key",
+        "not-root",
+        "no-tools",
+        "asked",
+        "existing-cluster",
+    ],
 )
 def test_the_demo_says_which_agents_and_models_it_runs(
     env: dict[str, str],
