@@ -170,14 +170,16 @@ def test_the_demo_runs_real_clis_in_their_images_with_the_stand_in_model(
         jobs = operating.get_json(stage.info, "agentjobs", "-n", runtime_stage.NAMESPACE)["items"]
         stage.standin.assert_clean()
     out = capsys.readouterr()
-    text = out.out + out.err
-    assert "the chain is complete" in text, text[-4000:]
+    said, printed = out.err, out.out  # progress lines on stderr, tables and the comment on stdout
+    assert "the chain is complete" in said, said[-4000:]
     phases = {j["spec"]["agentRole"]: j["status"]["phase"] for j in jobs}
     assert phases == dict.fromkeys(
         ("ai-triage", "ai-developer", "ai-reviewer", "ai-security"), "Succeeded"
     ), phases
-    comment = text.split("the comment the chain wrote on Codertocat/Hello-World#1", 1)[1]
+    assert "the comment the chain wrote on Codertocat/Hello-World#1" in said, said[-4000:]
+    assert "1 comment(s)" in said, said[-4000:]
+    comment = printed.split("agentchain:chain=agents/", 1)[1]
     for agent in ("triage", "developer", "reviewer"):
-        assert agent in comment, agent
-    assert "the dashboard shows the finished chain" in text, text[-4000:]
-    assert re.search(r"the chain: http://[\d.]+:\d+/ui/chains/agents/\S+", text), text
+        assert agent in comment, (agent, comment[-4000:])
+    assert "the dashboard shows the finished chain" in said, said[-4000:]
+    assert re.search(r"the chain: http://[\d.]+:\d+/ui/chains/agents/\S+", printed), printed
