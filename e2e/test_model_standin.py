@@ -6,6 +6,9 @@ Aspects covered:
 - a request off the SDK's parameter type (unknown field, missing field) gets the
   provider's 400 and is a violation; so is a request with nothing scripted;
 - a wrong key is the provider's 401 and is not a violation (tests provoke it on purpose);
+- a key with a script of its own is accepted and gets only its own answers, whatever order
+  the keys' requests come in (jobs running at once each have one), and each exchange
+  says whose it was;
 - answers are checked too: an event with a field the SDK does not declare, or missing one
   it requires, is reported;
 - each field the stand-in accepts beyond an SDK type (``KNOWN_EXTRAS``) is still missing
@@ -128,6 +131,35 @@ def test_wrong_key_is_the_providers_401(model_standin: ModelStandIn) -> None:
         claude.messages.create(model="m", max_tokens=9, messages=MESSAGES)
     assert refused.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
     assert [e.status for e in model_standin.exchanges()] == [401]
+
+
+def test_each_key_gets_its_own_script(model_standin: ModelStandIn) -> None:
+    model_standin.script(text("first of a"), text("second of a"), key="sk-a")
+    model_standin.always(failure(529), key="sk-b")
+    model_standin.script(text("the default key's"))
+    url = model_standin.url
+
+    def ask(key: str) -> str:
+        with anthropic.Anthropic(base_url=url, api_key=key, max_retries=0) as claude:
+            [block] = claude.messages.create(model="m", max_tokens=9, messages=MESSAGES).content
+        assert block.type == "text"
+        return block.text
+
+    with pytest.raises(anthropic.APIStatusError) as overloaded:
+        ask("sk-b")
+    assert overloaded.value.status_code == 529
+    assert [ask("sk-a"), ask(DEFAULT_API_KEY), ask("sk-a")] == [
+        "first of a",
+        "the default key's",
+        "second of a",
+    ]
+    with pytest.raises(anthropic.AuthenticationError):
+        ask("sk-unknown")
+    assert [e.status for e in model_standin.exchanges(key="sk-a")] == [200, 200]
+    assert [e.status for e in model_standin.exchanges(key="sk-b")] == [529]
+    assert [e.key for e in model_standin.exchanges()] == [
+        "sk-b", "sk-a", DEFAULT_API_KEY, "sk-a", "sk-unknown"
+    ]  # fmt: skip
 
 
 def test_answers_are_checked_against_the_sdk_types() -> None:

@@ -22,9 +22,22 @@ Aspects covered:
   ``agentchain mcp`` (the entry is read back through the job API), and the job Succeeds
   with the answer and its tokens and turns;
 - each pod ran the image the operator was told to use, and its container exited 0;
-- with a key the provider refuses (401), each runtime's job ends ``Failed`` with reason
-  ``ModelAuthFailed`` (the exit code of the image's runner), shown by
-  ``kubectl get aj -o wide``, after one model request;
+- a failing provider and a turn limit, for every runtime (each case's four jobs side by
+  side, each AiAgent with an API key of its own, which the stand-in scripts apart): a key
+  the provider refuses (401) ends the job ``ModelAuthFailed`` after one request; a 429
+  storm (still 429 after the one retry allowed, OpenCode's own five) ``ModelRateLimited``;
+  a provider 500 (OpenCode again after its five retries) ``ModelUnavailable``; a turn
+  limit of 1 with a tool call to make ``TurnLimitReached`` (codex exec has no turn limit:
+  the runner says so and runs without one). Each is the exit code of the image's runner,
+  the job's ``Failed`` reason with the runner's one-line message, the REASON column of
+  ``kubectl get aj -o wide`` and a Warning Event's reason. (The chain's GitHub comment
+  renders the same status; it is checked on host processes for Claude Code in
+  ``e2e/test_runtime_chain.py``, the comment being the operator's, not the image's);
+- a budget stops a chain from the reported cost alone: Claude Code's reported cost (its
+  own price of the tokens) takes the chain over ``maxCost`` and the next step never
+  starts. Claude Code only: codex and Gemini CLI report no cost, OpenCode none for a
+  model it has no price for, and the budget's use of a reported cost is the operator's
+  (``e2e/test_runtime_chain.py``, ``e2e/test_budgets.py``);
 - the images carry no trace of the build's host: the CA bundle mounted for the CLI's
   download (this machine's, with its TLS-intercepting CA) is in no layer, nor is the
   build's pip configuration, and the image's user is the numeric non-root 10001.
@@ -36,14 +49,16 @@ import json
 import os
 import tarfile
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e import runtime_stage
+from e2e import chaining, operating, runtime_stage
 from e2e.controlplane.cluster import existing_kubeconfig
-from e2e.models import text, tool
+from e2e.models import failure, text, tool
+from e2e.models.script import Answer
 
 pytestmark = pytest.mark.realnode
 
@@ -159,16 +174,149 @@ def test_every_runtime_s_job_runs_in_its_reference_image_on_the_real_node() -> N
             assert _store_entry(stage, runtime, "plan")["value"] == value
             _ran_in(stage, f"ask-{runtime}", runtime)
 
-        for runtime in stage.images:
-            before = len(stage.standin.exchanges())
-            stage.agent(f"{runtime}-refused", runtime, key="sk-wrong")
-            stage.start_job(f"refused-{runtime}", f"{runtime}-refused")
-            status = stage.ended(f"refused-{runtime}")
-            assert (status["phase"], status["reason"]) == ("Failed", "ModelAuthFailed"), status
-            assert status["message"].startswith("the model provider refused the credentials")
-            wide = stage.info.kubectl(
-                "get", "aj", f"refused-{runtime}", "-n", runtime_stage.NAMESPACE, "-o", "wide"
-            ).stdout
-            assert wide.splitlines()[1].split()[-1] == "ModelAuthFailed", wide
-            assert [e.status for e in stage.standin.exchanges()[before:]] == [401], runtime
+        _failures_end_with_their_own_reasons(stage)
+        _a_budget_stops_the_chain_from_the_reported_cost(stage)
         stage.standin.assert_clean()
+
+
+@dataclass(frozen=True)
+class Failing:
+    """One way a runtime's job must fail: its AiAgent, what the model answers and what
+    the job must end with."""
+
+    runtime: str
+    case: str  # "refused", "storm", "down", "turns"
+    reason: str
+    summary: str  # the start of the runner's one-line message
+    requests: int  # the model requests the CLI makes before giving up
+    answers: tuple[Answer, ...] = ()
+    standing: Answer | None = None
+    retries: int = 0  # AGENTCHAIN_MODEL_RETRIES
+    runtime_fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.case}-{self.runtime}"
+
+    @property
+    def key(self) -> str:
+        """Its own API key: the stand-in answers it from its own script; a refused
+        case's key is one the stand-in does not know."""
+        return f"sk-{self.name}"
+
+
+REFUSED = ("ModelAuthFailed", "the model provider refused the credentials: ")
+STORM = ("ModelRateLimited", "the model provider kept rate-limiting the agent: ")
+DOWN = ("ModelUnavailable", "the model provider failed or could not be reached: ")
+TURNS = ("TurnLimitReached", "the agent reached its turn limit: ")
+# Each CLI's tool call to make when a turn limit of 1 leaves it no turn to answer, and
+# what its allowed tools must say for it to run it.
+TURN_TOOLS: dict[str, tuple[Answer, list[str]]] = {
+    "claude-code": (tool("Bash", {"command": "echo checking", "description": "Check"}),
+                    ["Bash(echo:*)"]),
+    "opencode": (tool("bash", {"command": "echo checking", "description": "Check"}), []),
+    "gemini": (tool("run_shell_command", {"command": "echo checking"}),
+               ["run_shell_command(echo)"]),
+}  # fmt: skip
+# The requests of a 429 storm and of a 500, with one retry allowed and none: OpenCode
+# retries five times whatever the runner asks (the provider's retry-after is 0 here).
+STORM_REQUESTS = {"claude-code": 2, "codex": 2, "opencode": 6, "gemini": 2}
+DOWN_REQUESTS = {"claude-code": 1, "codex": 1, "opencode": 6, "gemini": 1}
+# OpenCode's last step, once out of steps, is a summary with no tools: 2 requests.
+TURN_REQUESTS = {"claude-code": 1, "opencode": 2, "gemini": 1}
+
+
+def _failing_cases(runtimes: list[str]) -> list[Failing]:
+    cases = []
+    for runtime in runtimes:
+        cases += [
+            Failing(runtime, "refused", *REFUSED, requests=1),
+            Failing(runtime, "storm", *STORM, STORM_REQUESTS[runtime],
+                    standing=failure(429, retry_after=0), retries=1),
+            Failing(runtime, "down", *DOWN, DOWN_REQUESTS[runtime], standing=failure(500)),
+        ]  # fmt: skip
+        if runtime in TURN_TOOLS:
+            call, allowed = TURN_TOOLS[runtime]
+            fields: Obj = {"maxTurns": 1, **({"allowedTools": allowed} if allowed else {})}
+            cases.append(
+                Failing(runtime, "turns", *TURNS, TURN_REQUESTS[runtime],
+                        answers=(call, text("Out of turns: the check ran, nothing else did.")),
+                        runtime_fields=fields)
+            )  # fmt: skip
+    return cases
+
+
+def _with_retries(stage: runtime_stage.Stage, agent: Obj, retries: int) -> None:
+    """``agent`` again, allowed ``retries`` retries of a failed model request."""
+    for variable in agent["spec"]["env"]:
+        if variable["name"] == "AGENTCHAIN_MODEL_RETRIES":
+            variable["value"] = str(retries)
+    chaining.apply(stage.info, runtime_stage.NAMESPACE, agent)
+
+
+def _failures_end_with_their_own_reasons(stage: runtime_stage.Stage) -> None:
+    """Every runtime's failing provider and turn limit: each case's jobs (one a runtime)
+    at once, a case after the other (all at once, on 2 cores, starve the pods)."""
+    cases = _failing_cases(list(stage.images))
+    for case in cases:
+        if case.case != "refused":
+            stage.standin.script(*case.answers, key=case.key)
+            stage.standin.always(case.standing, key=case.key)
+        # No MCP server: these runs are about the provider, and each server is one more
+        # process to start in the pod.
+        fields = {"mcp": False, **case.runtime_fields}
+        agent = stage.agent(case.name, case.runtime, key=case.key, **fields)
+        if case.retries:
+            _with_retries(stage, agent, case.retries)
+    for kind in ("refused", "storm", "down", "turns"):
+        wave = [case for case in cases if case.case == kind]
+        for case in wave:
+            stage.start_job(case.name, case.name)
+        for case in wave:
+            _ended_with_its_reason(stage, case)
+
+
+def _ended_with_its_reason(stage: runtime_stage.Stage, case: Failing) -> None:
+    namespace = runtime_stage.NAMESPACE
+    status = stage.ended(case.name, timeout=300)
+    assert (status["phase"], status.get("reason")) == ("Failed", case.reason), (
+        case.name, status, stage.logs(case.name),
+    )  # fmt: skip
+    assert status["message"].startswith(case.summary), (case.name, status["message"])
+    wide = stage.info.kubectl("get", "aj", case.name, "-n", namespace, "-o", "wide").stdout
+    header, row = wide.splitlines()
+    assert header.split()[-1] == "REASON" and row.split()[-1] == case.reason, wide
+    assert chaining.has_event(stage.info, namespace, case.name, "Warning", case.reason)
+    asked = [e.status for e in stage.standin.exchanges(key=case.key)]
+    failed = {"refused": 401, "storm": 429, "down": 500}.get(case.case, 200)
+    assert asked == [failed] * case.requests, (case.name, asked)
+
+
+def _a_budget_stops_the_chain_from_the_reported_cost(stage: runtime_stage.Stage) -> None:
+    namespace = runtime_stage.NAMESPACE
+    # 10,000 input tokens of claude-sonnet-4-5 are 0.03 USD by Claude Code's own price:
+    # over 0.02. The token budget is far away, so only the cost can stop the chain.
+    stage.standin.script(text("Triage done.", input_tokens=10_000, output_tokens=10),
+                         key="sk-budget")  # fmt: skip
+    stage.standin.script(text("never asked for"), key="sk-budget-next")
+    stage.agent("budget-next", "claude-code", key="sk-budget-next")
+    spender = stage.agent("budget", "claude-code", key="sk-budget")
+    spender["spec"]["budget"] = {"maxCost": 0.02, "maxTokens": 10_000_000}
+    spender["spec"]["eventTriggers"] = [
+        {"source": "manual", "next": {"agentTriggerName": "budget-next", "condition": "always"}}
+    ]
+    chaining.apply(stage.info, namespace, spender)
+    stage.start_job("over-budget", "budget")
+
+    def chain_ended() -> bool:
+        return bool(stage.status("over-budget").get("chainComplete"))
+
+    operating.wait_until(chain_ended, timeout=240, what="the budgeted chain to end")
+    status = stage.status("over-budget")
+    assert status["reason"] == "BudgetExceeded", (status, stage.logs("over-budget"))
+    assert status["usage"]["cost"] == pytest.approx(0.03015), status
+    jobs = operating.get_json(stage.info, "agentjobs", "-n", namespace)["items"]
+    roles = [job["spec"]["agentRole"] for job in jobs]
+    assert "budget-next" not in roles, roles
+    assert [e.status for e in stage.standin.exchanges(key="sk-budget")] == [200]
+    assert stage.standin.exchanges(key="sk-budget-next") == []

@@ -5,9 +5,9 @@ each, since what the operator promises does not depend on the CLI. The stand-in 
 the container's command as a host process (it ignores the image), so the operator is started
 with the runner's command pointing at this tree (``AGENTCHAIN_RUNTIME_COMMAND``) and the
 CLI setting at the pinned binary e2e/setup.sh fetched (``AGENTCHAIN_RUNTIME_CLI_PATH``;
-Gemini CLI is a Node program, run by the node on PATH). The AiAgent's ``baseUrl`` is the
-stand-in model server, which checks every request and answer against the provider's
-official SDK types. Everything between is the product's: the pod built from
+Gemini CLI is a Node program, run by setup.sh's launcher with the pinned Node). The
+AiAgent's ``baseUrl`` is the stand-in model server, which checks every request and answer
+against the provider's official SDK types. Everything between is the product's: the pod built from
 ``spec.runtime`` (credentials through ``secretKeyRef``), the runner's CLI config with
 ``agentchain mcp`` and the job's token, usage reported with that token, the exit code as
 the job's reason.

@@ -18,17 +18,23 @@ from e2e.models.server import ModelStandIn
 
 # The pins the reference images (images/) build from, shared with e2e/setup.sh.
 _VERSIONS = Path(__file__).resolve().parents[2] / "images" / "versions.env"
-# runtime -> (versions.env key, package directory prefix, the binary inside the package)
+# runtime -> (versions.env key, package directory, the CLI in it: npm_fetch unpacks a
+# package's files under package/)
 _CLIS = {
-    "claude-code": ("CLAUDE_CODE_VERSION", "anthropic-ai-claude-code-linux-x64-{}", "claude"),
+    "claude-code": (
+        "CLAUDE_CODE_VERSION",
+        "anthropic-ai-claude-code-linux-x64-{}",
+        "package/claude",
+    ),
     "codex": (
         "CODEX_VERSION",
         "openai-codex-{}-linux-x64",
-        "vendor/x86_64-unknown-linux-musl/bin/codex",
+        "package/vendor/x86_64-unknown-linux-musl/bin/codex",
     ),
-    "opencode": ("OPENCODE_VERSION", "opencode-linux-x64-{}", "bin/opencode"),
-    # A Node program (the bundle's entry point), run with Debian's node.
-    "gemini": ("GEMINI_CLI_VERSION", "google-gemini-cli-{}", "bundle/gemini.js"),
+    "opencode": ("OPENCODE_VERSION", "opencode-linux-x64-{}", "package/bin/opencode"),
+    # A Node program: setup.sh's launcher beside the package runs its bundle with the
+    # pinned Node (Debian bookworm's is 18, below the CLI's minimum of 20).
+    "gemini": ("GEMINI_CLI_VERSION", "google-gemini-cli-{}", "gemini"),
 }
 
 
@@ -40,10 +46,13 @@ def pinned(key: str) -> str:
 
 
 def cli_path(runtime: str) -> Path:
-    """Where e2e/setup.sh's ``npm_fetch`` unpacks the runtime's CLI binary."""
+    """Where e2e/setup.sh put the runtime's CLI (Gemini CLI: the launcher of its bundle)."""
     key, directory, binary = _CLIS[runtime]
-    cache = Path(os.environ.get("AGENTCHAIN_CACHE", Path.home() / ".cache/agentchain")) / "npm"
-    return cache / directory.format(pinned(key)) / "package" / binary
+    return _npm_cache() / directory.format(pinned(key)) / binary
+
+
+def _npm_cache() -> Path:
+    return Path(os.environ.get("AGENTCHAIN_CACHE", Path.home() / ".cache/agentchain")) / "npm"
 
 
 def agent_cli(runtime: str) -> Path:

@@ -9,6 +9,11 @@ API, streamed as server-sent events, as Gemini CLI uses it with
 model request takes the next scripted answer (``script``), or the standing one
 (``always``) when the queue is empty.
 
+Each API key has a script of its own: ``script(..., key=K)`` and ``always(..., key=K)``
+also make the stand-in accept ``K``, and a request with ``K`` takes only ``K``'s answers.
+So jobs running at once, each with its own key, get their own answers whatever order
+their requests come in (``Exchange.key`` says whose a request was).
+
 Every request is checked against the official SDK's parameter type and every body or
 event the stand-in sends against the SDK's response type (``validation.py``). A request
 off the type gets the provider's 400 and is a violation; so is an answer the stand-in
@@ -50,6 +55,7 @@ class Exchange:
     query: str
     headers: dict[str, str]
     body: Json
+    key: str = ""  # the API key it came with (a test's key: the stand-in has no other)
     status: int = 0
     answer: Answer | None = None
     sent: list[Json] = field(default_factory=list)  # the body, or the stream's events
@@ -62,8 +68,9 @@ class ModelStandIn:
         """``host``: where it listens; pods on the real node reach only its bridge address."""
         self.api_key = api_key
         self._lock = threading.Lock()
-        self._queue: deque[Answer] = deque()
-        self._standing: Answer | None = None
+        # API key -> its queue and its standing answer; the default key's is always here.
+        self._queues: dict[str, deque[Answer]] = {api_key: deque()}
+        self._standing: dict[str, Answer | None] = {api_key: None}
         self._exchanges: list[Exchange] = []
         self._violations: list[str] = []
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -82,19 +89,28 @@ class ModelStandIn:
     def url(self) -> str:
         return f"http://{self._site.host}:{self._site.port}"
 
-    def script(self, *answers: Answer) -> None:
-        """Answer the next model requests with these, in order."""
+    def script(self, *answers: Answer, key: str | None = None) -> None:
+        """Answer the next model requests with these, in order; with ``key``, the next
+        requests made with that API key (which the stand-in then accepts)."""
         with self._lock:
-            self._queue.extend(answers)
+            self._queues.setdefault(key or self.api_key, deque()).extend(answers)
+            self._standing.setdefault(key or self.api_key, None)
 
-    def always(self, answer: Answer | None) -> None:
-        """Answer with this whenever the queue is empty (``None``: nothing is scripted)."""
+    def always(self, answer: Answer | None, key: str | None = None) -> None:
+        """Answer with this whenever the queue is empty (``None``: nothing is scripted);
+        with ``key``, that API key's queue (which the stand-in then accepts)."""
         with self._lock:
-            self._standing = answer
+            self._queues.setdefault(key or self.api_key, deque())
+            self._standing[key or self.api_key] = answer
 
-    def exchanges(self, api: str | None = None) -> list[Exchange]:
+    def exchanges(self, api: str | None = None, key: str | None = None) -> list[Exchange]:
+        """What was asked, in order; of one API, and of one API key."""
         with self._lock:
-            return [e for e in self._exchanges if api is None or e.api == api]
+            return [
+                e
+                for e in self._exchanges
+                if (api is None or e.api == api) and (key is None or e.key == key)
+            ]
 
     @property
     def violations(self) -> list[str]:
@@ -128,9 +144,10 @@ class ModelStandIn:
         with self._lock:
             self._violations.append(text)
 
-    def _next(self) -> Answer | None:
+    def _next(self, key: str) -> Answer | None:
         with self._lock:
-            return self._queue.popleft() if self._queue else self._standing
+            queue = self._queues[key]
+            return queue.popleft() if queue else self._standing[key]
 
     def _check(self, kind: str, value: Json, where: str) -> None:
         found = problems(kind, value)
@@ -148,6 +165,7 @@ class ModelStandIn:
         raw = await request.read()
         headers = {k: v for k, v in request.headers.items() if k.lower() != "authorization"}
         exchange = Exchange(api, request.path, request.query_string, headers, {})
+        exchange.key = self._key_of(request)
         with self._lock:
             self._exchanges.append(exchange)
         try:
@@ -161,12 +179,18 @@ class ModelStandIn:
         exchange.body = body
         return exchange, body
 
-    def _authorized(self, request: web.Request) -> bool:
+    @staticmethod
+    def _key_of(request: web.Request) -> str:
         given = request.headers.get("x-api-key") or request.headers.get("x-goog-api-key") or ""
         bearer = request.headers.get("Authorization", "")
         if bearer.startswith("Bearer "):
             given = given or bearer.removeprefix("Bearer ")
-        return secrets.compare_digest(given.encode(), self.api_key.encode())
+        return given
+
+    def _authorized(self, key: str) -> bool:
+        with self._lock:
+            known = list(self._queues)
+        return any(secrets.compare_digest(key.encode(), k.encode()) for k in known)
 
     def _answer(
         self, request: web.Request, exchange: Exchange, body: Json | None, request_kind: str
@@ -180,9 +204,9 @@ class ModelStandIn:
                 f"request: {request.path}: off the SDK's {request_kind}: " + "; ".join(found)
             )
             return Failure(400, "; ".join(found)[:500], None)
-        if not self._authorized(request):
+        if not self._authorized(exchange.key):
             return Failure(401, "invalid x-api-key", None)
-        answer = self._next()
+        answer = self._next(exchange.key)
         if answer is None:
             self._violation(f"unscripted: {request.path}: no answer was scripted")
             return Failure(500, "the stand-in has no scripted answer", None)

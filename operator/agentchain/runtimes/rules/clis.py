@@ -63,6 +63,7 @@ OPENCODE_PROVIDER = "agentchain"
 GEMINI_HOME = "gemini-home"
 AGENTCHAIN_SERVER = "agentchain"  # agentchain mcp's name among the MCP servers
 GEMINI_MAX_ATTEMPTS = 10  # Gemini CLI's own cap on tries of a model request
+CODEX_MCP_STARTUP_SECONDS = 120  # how long codex waits for an MCP server to start
 
 
 class SettingsError(ValueError):
@@ -310,6 +311,9 @@ def _codex_command(settings: Settings, env: Mapping[str, str]) -> Command:
         # not find the tool; a required server is waited for, and one that cannot start
         # fails the run, saying so, instead of leaving the model without its tools.
         argv += ["-c", f"{key}.required=true"]
+        # Required, a server still starting when codex stops waiting fails the run: on a
+        # busy node the Python of agentchain mcp took more than codex's 30 s to answer.
+        argv += ["-c", f"{key}.startup_timeout_sec={CODEX_MCP_STARTUP_SECONDS}"]
     # Its own spans under the job's, when the pod traces (docs/observability.md).
     argv += clitelemetry.codex_overrides(env)
     argv.append("-")  # the prompt, from stdin
