@@ -759,9 +759,10 @@ def _gemini_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -
         tail = one_line(stderr_tail, 200)
         return _failure(exits.EXIT_AGENT_FAILED, f"gemini exited {returncode}: {tail}")
     stats = _object(result.get("stats"))
-    # Its total may count more than the two (thoughts, tool calls): the total is kept.
+    # Its total may count more than the two (thoughts, tool calls): the total is kept,
+    # never below them (the job API refuses a split over its total).
     read, written = _count(stats.get("input_tokens")), _count(stats.get("output_tokens"))
-    tokens = _count(stats.get("total_tokens")) or read + written
+    tokens = max(_count(stats.get("total_tokens")), read + written)
     usage = Usage(tokens, turns=transcript.turns, input_tokens=read, output_tokens=written)
     if result.get("status") != "success":
         error = _object(result.get("error"))

@@ -120,6 +120,16 @@ def test_gemini_answer_is_the_last_turn_s_text_in_its_deltas() -> None:
     )
 
 
+def test_gemini_total_is_never_below_its_split() -> None:
+    stats = {"total_tokens": 5, "input_tokens": 5, "output_tokens": 2}
+    events = [
+        {"type": "message", "role": "assistant", "content": "Done.", "delta": True},
+        {"type": "result", "status": "success", "stats": stats},
+    ]
+    outcome = _outcome([json.dumps(e) for e in events])
+    assert (outcome.tokens, outcome.input_tokens, outcome.output_tokens) == (7, 5, 2)
+
+
 def test_gemini_bad_key_from_a_recorded_run() -> None:
     outcome = _outcome(_lines("bad-key"), returncode=145)
     assert outcome.exit_code == exits.EXIT_MODEL_AUTH
