@@ -2,7 +2,8 @@
 
 The collector is the core distribution's OTLP receiver and file exporter, built from the
 Go module proxy (``e2e/controlplane/build-binaries.sh otelcol``).  ``Collector(workdir)``
-starts one on a free port of 127.0.0.1, logging under ``workdir/logs``; ``spans()``
+starts one on a free port of 127.0.0.1 (or ``host``: the real node's bridge address, for
+pods to reach), logging under ``workdir/logs``; ``spans()``
 reads back every span it wrote (``e2e/tracetree``), and ``tree(chain_id, count)``
 waits for a chain's trace and checks that it is one whole tree of ``count`` spans.
 """
@@ -24,7 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 class Collector:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.port = processes.free_port()
         self.dir = workdir / "otelcol"
         self.dir.mkdir(exist_ok=True)
@@ -32,7 +34,7 @@ class Collector:
         config = self.dir / "config.yaml"
         config.write_text(
             "receivers:\n  otlp:\n    protocols:\n      http:\n"
-            f"        endpoint: 127.0.0.1:{self.port}\n"
+            f"        endpoint: {host}:{self.port}\n"
             f"exporters:\n  file:\n    path: {self.output}\n"
             "service:\n  telemetry:\n    metrics:\n      level: none\n"
             "  pipelines:\n    traces:\n      receivers: [otlp]\n      exporters: [file]\n"
@@ -50,7 +52,7 @@ class Collector:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def _up(self) -> bool:
         try:
