@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # REALNODE=0 leaves them out.
 TEST_WORKERS ?= 2
 
-.PHONY: help install binaries lint test unit e2e realnode image images demo crds bench bench-figures
+.PHONY: help install binaries lint test unit e2e realnode image images demo crds bench bench-figures trace-screenshot
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -57,6 +57,16 @@ demo: ## the local demo: control plane, Redis, operator, seed agents, a signed w
 crds: ## regenerate crds/, the chart's copy and docs/reference/crds.md from the models
 	$(PYTHON) -m agentchain crds
 	cp crds/*.yaml charts/agentchain/crds/
+
+TRACE_WORKDIR ?= .trace-screenshot
+
+trace-screenshot: ## docs/images/trace-zipkin.png: a three-agent chain's trace (e2e/test_traces.py) in Zipkin
+	rm -rf $(TRACE_WORKDIR)
+	AGENTCHAIN_KEEP_WORKDIR=1 AGENTCHAIN_E2E_WORKDIR=$(abspath $(TRACE_WORKDIR)) \
+		$(PYTHON) -m pytest -m e2e e2e/test_traces.py -k across_a_sigkill -p no:cacheprovider
+	$(PYTHON) -m e2e.traceview $(abspath $(TRACE_WORKDIR))/*/otelcol/spans.jsonl \
+		docs/images/trace-zipkin.png --select "agentjob tr-developer"
+	rm -rf $(TRACE_WORKDIR)
 
 BENCH_TABLE ?= .bench/table.jsonl
 BENCH_JOBS ?= 5000

@@ -8,7 +8,8 @@ the stand-in gives is checked against the official SDKs' types (``e2e/models``).
 
 Aspects covered:
 - a text answer: stdout is exactly the answer, the transcript is on stderr, the model
-  and turn limit reach the CLI, tokens and cost are reported once with the job's token,
+  and turn limit reach the CLI, tokens (their total, and the input and output they split
+  into) and cost are reported once with the job's token,
   and the answer alone is handed over once, with the job's token, for its attempt;
   a failed run hands nothing over;
 - a bad key (401), a 429 storm after the CLI's retries, a provider 500 and a turn limit
@@ -194,7 +195,10 @@ def test_text_answer_is_the_only_stdout_and_usage_is_reported(
     assert request.body["model"] == MODEL and request.query == "beta=true"
     assert "What is six times seven?" in str(request.body["messages"])
     # Claude Code prices claude-sonnet-4-5 at $3 / $15 per million input / output tokens.
-    assert usage_sink.reports == [{"tokens": 1200, "cost": pytest.approx(0.006), "turns": 1}]
+    split = {"inputTokens": 1000, "outputTokens": 200}  # The GenAI conventions' two counts.
+    assert usage_sink.reports == [
+        {"tokens": 1200, "cost": pytest.approx(0.006), "turns": 1, **split}
+    ]
     assert usage_sink.answers == [{"answer": "Six times seven is 42.", "attempt": 1}]
     assert "[runner] answer handed over" in run.stderr
 
@@ -254,7 +258,10 @@ def test_turn_limit_ends_with_turn_limit_reached_and_reports_what_it_used(
     assert '[tool call] Bash {"command": "echo checking"' in run.stderr
     assert len(model_standin.exchanges()) == 1
     # Claude Code counts the turn it was refused as one more (2 with --max-turns 1).
-    assert usage_sink.reports == [{"tokens": 120, "cost": pytest.approx(0.0006), "turns": 2}]
+    split = {"inputTokens": 100, "outputTokens": 20}
+    assert usage_sink.reports == [
+        {"tokens": 120, "cost": pytest.approx(0.0006), "turns": 2, **split}
+    ]
 
 
 def test_unreachable_usage_api_does_not_change_the_outcome(
@@ -276,7 +283,8 @@ def test_codex_text_answer_is_the_only_stdout_and_tokens_are_reported(
     assert request.body["model"] == "gpt-5" and request.body["stream"] is True
     assert "What is six times seven?" in str(request.body["input"])
     # codex reports tokens but no cost: the budget's tokens still count.
-    assert usage_sink.reports == [{"tokens": 340, "cost": 0.0, "turns": 1}]
+    split = {"inputTokens": 300, "outputTokens": 40}
+    assert usage_sink.reports == [{"tokens": 340, "cost": 0.0, "turns": 1, **split}]
 
 
 @pytest.mark.parametrize(

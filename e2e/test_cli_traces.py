@@ -35,7 +35,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from agentchain.traces import exporting
 from agentchain.traces.rules import spans
 from e2e import operating, tracetree
-from e2e.collecting import Collector, attrs
+from e2e.collecting import Collector, assert_one_tree, attrs
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, Reply, text, tool
 from e2e.models.fixtures import agent_cli
 
@@ -141,15 +141,9 @@ def _run_agent(
 def _assert_one_tree(received: list[Obj], trace: str) -> dict[str, Obj]:
     """Every span in ``trace``, one root, none twice, none orphaned; spans by id."""
     tree = tracetree.render(received)
-    print(tree)  # Kept in the test's captured output.
     assert {s["traceId"] for s in received} == {trace}, f"spans outside the chain:\n{tree}"
-    by_id = {s["spanId"]: s for s in received}
-    assert len(by_id) == len(received), f"a span was exported twice:\n{tree}"
-    roots = [s for s in received if not s.get("parentSpanId")]
-    assert len(roots) == 1, f"not one root:\n{tree}"
-    orphans = [s["name"] for s in received if s.get("parentSpanId", "") not in ("", *by_id)]
-    assert not orphans, f"spans whose parent was never received:\n{tree}"
-    return by_id
+    assert_one_tree(received)
+    return {s["spanId"]: s for s in received}
 
 
 def _under(span: Obj, ancestor: str, by_id: dict[str, Obj]) -> bool:

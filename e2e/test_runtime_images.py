@@ -146,6 +146,7 @@ def test_every_runtime_s_job_runs_in_its_reference_image_on_the_real_node() -> N
         # The tool turn's 100 + 20 tokens (the stand-in's default) and the answer's 1,200;
         # Claude Code prices claude-sonnet-4-5 at $3 / $15 per million input / output tokens.
         usage = {"tokens": 1320, "cost": pytest.approx(0.0066), "turns": 2}
+        usage |= {"inputTokens": 1100, "outputTokens": 220}
         assert status["usage"] == usage, status
         # The store entry the model asked for, written by `agentchain mcp` in the image.
         assert _store_entry(stage, "notes", "plan")["value"] == "from the image"
@@ -156,7 +157,8 @@ def test_every_runtime_s_job_runs_in_its_reference_image_on_the_real_node() -> N
         status = stage.ended("ask-codex")
         assert status["phase"] == "Succeeded", (status, stage.logs("ask-codex"))
         assert status["result"].strip() == "Forty-two.", status
-        assert status["usage"] == {"tokens": 340, "cost": 0.0, "turns": 1}, status
+        split = {"inputTokens": 300, "outputTokens": 40}
+        assert status["usage"] == {"tokens": 340, "cost": 0.0, "turns": 1, **split}, status
         [request] = stage.standin.exchanges("responses")
         assert request.body["model"] == "gpt-5"
         _ran_in(stage, "ask-codex", "codex")
@@ -170,7 +172,8 @@ def test_every_runtime_s_job_runs_in_its_reference_image_on_the_real_node() -> N
             assert status["phase"] == "Succeeded", (status, stage.logs(f"ask-{runtime}"))
             assert status["result"].strip() == "Stored the plan.", status
             # Two turns of the stand-in's default 100 + 20 tokens; neither CLI has a price.
-            assert status["usage"] == {"tokens": 240, "cost": 0.0, "turns": 2}, status
+            split = {"inputTokens": 200, "outputTokens": 40}
+            assert status["usage"] == {"tokens": 240, "cost": 0.0, "turns": 2, **split}, status
             assert _store_entry(stage, runtime, "plan")["value"] == value
             _ran_in(stage, f"ask-{runtime}", runtime)
 

@@ -9,7 +9,11 @@ Aspects covered:
   running parts under it (in order, within it), no span twice, no span whose parent is
   missing, and each job's span under its parent job's (the root job's under the root
   span);
-- the spans say what happened: agent, chain id, depth, phase, exit code;
+- the spans say what happened: agent, chain id, depth, phase, exit code; an agent that
+  reports its tokens split into input and output (as the runner does for every CLI) has
+  them on its job's and its capture's spans as ``gen_ai.usage.input_tokens`` /
+  ``output_tokens`` and in ``status.usage``, beside the total, which a report of the
+  total alone (an agent of before) still adds to;
 - the agent's pod runs under its job's span: its ``TRACEPARENT`` names the trace and the
   span the collector received for that job;
 - every job's steps are spans under its span, in order within it: one attempt per
@@ -45,7 +49,7 @@ from typing import Any
 
 import pytest
 
-from e2e import chaining, collecting, delivering, operating, replicating, tracetree
+from e2e import chaining, collecting, delivering, operating, replicating
 from e2e.collecting import attrs
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
@@ -85,6 +89,20 @@ async def main():
 
 asyncio.run(main())
 """
+# Reports usage as the runner does (the total and its split), then as an agent that knows
+# only a total does; prints the job API's answers.
+REPORT_USAGE = """
+import json, os, urllib.request
+url = "{}/api/jobs/{}/{}/usage".format(
+    os.environ["AGENT_API_URL"], os.environ["AGENT_NAMESPACE"], os.environ["AGENT_JOB"])
+for body in ({"tokens": 1300, "cost": 0.01, "inputTokens": 1000, "outputTokens": 200},
+             {"tokens": 50}):
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST",
+        headers={"Authorization": "Bearer " + os.environ["AGENT_TOKEN"],
+                 "Content-Type": "application/json"})
+    print(urllib.request.urlopen(request, timeout=10).read().decode(), flush=True)
+"""
 
 
 @pytest.fixture(scope="module")
@@ -119,40 +137,6 @@ def traced(
     finally:
         tracing.stop()
         operator.start()
-
-
-def _trace_of(collector: collecting.Collector, chain_id: str, count: int) -> list[Obj]:
-    """The spans of the chain's trace once ``count`` have arrived, and a moment more (so
-    that a duplicate sent late is caught too)."""
-
-    def trace_ids() -> set[str]:
-        return {
-            s["traceId"]
-            for s in collector.spans()
-            if attrs(s).get("agentchain.chain.id") == chain_id
-        }
-
-    def arrived() -> bool:
-        ids = trace_ids()
-        return len(ids) == 1 and sum(s["traceId"] in ids for s in collector.spans()) >= count
-
-    operating.wait_until(arrived, timeout=60, what=f"{count} spans of chain {chain_id}")
-    time.sleep(3)
-    (trace,) = trace_ids()
-    return [s for s in collector.spans() if s["traceId"] == trace]
-
-
-def _assert_one_tree(spans: list[Obj]) -> Obj:
-    """No span twice, exactly one root, every parent present; the root."""
-    tree = tracetree.render(spans)
-    ids = [s["spanId"] for s in spans]
-    assert len(ids) == len(set(ids)), f"a span was exported twice:\n{tree}"
-    roots = [s for s in spans if not s.get("parentSpanId")]
-    assert len(roots) == 1, f"not one root:\n{tree}"
-    orphans = [s["name"] for s in spans if s.get("parentSpanId") and s["parentSpanId"] not in ids]
-    assert not orphans, f"spans whose parent was never received:\n{tree}"
-    print(tree)  # Kept in the test's captured output.
-    return roots[0]
 
 
 def _three_agents(info: ClusterInfo, namespace: str, prefix: str) -> None:
@@ -202,12 +186,11 @@ def _a_chain_through(
     jobs = chaining.wait_chain(info, namespace, f"{prefix}-1", 3)
     # The root; per job its span, its waiting and running parts, its attempt and capture
     # (two of each for the triage, whose first attempt failed) and its decision.
-    _assert_chain_tree(_trace_of(collector, chain_id, 1 + 3 * 6 + 2), jobs, prefix)
+    spans, root = collector.tree(chain_id, 1 + 3 * 6 + 2)
+    _assert_chain_tree(spans, root, jobs, prefix)
 
 
-def _assert_chain_tree(spans: list[Obj], jobs: list[Obj], prefix: str) -> None:
-    root = _assert_one_tree(spans)
-    assert len(spans) == 21, [s["name"] for s in spans]
+def _assert_chain_tree(spans: list[Obj], root: Obj, jobs: list[Obj], prefix: str) -> None:
     assert root["name"] == f"agentjob {prefix}-1 created", root["name"]
     by_job = {
         attrs(s)["agentchain.job.name"]: s
@@ -337,15 +320,37 @@ def test_an_agents_tool_calls_are_spans_under_its_job(
     chaining.apply(info, namespace, chaining.root_job("tr-tools-1", "tr-tools"))
     job = chaining.wait_phase(info, namespace, "tr-tools-1", "Succeeded", "Failed")
     assert (job["phase"], str(job.get("result") or "").strip()) == ("Succeeded", "stored"), job
-    spans = _trace_of(collector, str(job["chainId"]), 8)
-    _assert_one_tree(spans)
+    spans, _ = collector.tree(str(job["chainId"]), 8)
     (tool,) = [s for s in spans if s["name"].startswith("execute_tool")]
     (mine,) = [s for s in spans if s["name"] == "agentjob tr-tools"]
     assert tool["name"] == "execute_tool store_set_and_extend"
     assert tool["kind"] == 3 and tool["parentSpanId"] == mine["spanId"], tool  # CLIENT
     assert attrs(tool)["gen_ai.tool.name"] == "store_set_and_extend"
     assert attrs(tool)["agentchain.job.name"] == "tr-tools-1"
-    assert len(spans) == 8, [s["name"] for s in spans]
+
+
+def test_an_agents_token_split_is_on_its_spans_under_the_genai_names(
+    traced: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    collector: collecting.Collector,
+) -> None:
+    info = cluster_info
+    reporter = chaining.ai_agent("tr-usage", chaining.python_command(REPORT_USAGE))
+    chaining.apply(info, namespace, reporter)
+    chaining.apply(info, namespace, chaining.root_job("tr-usage-1", "tr-usage"))
+    job = chaining.wait_phase(info, namespace, "tr-usage-1", "Succeeded", "Failed")
+    assert job["phase"] == "Succeeded", job
+    usage = {"tokens": 1350, "cost": 0.01, "inputTokens": 1000, "outputTokens": 200}
+    assert job["usage"] == usage, job
+    spans, _ = collector.tree(str(job["chainId"]), 7)
+    (mine,) = [s for s in spans if s["name"] == "agentjob tr-usage"]
+    (capture,) = [s for s in spans if s["name"] == "agentjob tr-usage capture"]
+    for span in (mine, capture):
+        said = attrs(span)
+        assert int(said["agentchain.usage.tokens"]) == 1350, said  # What the budgets count.
+        assert int(said["gen_ai.usage.input_tokens"]) == 1000, said
+        assert int(said["gen_ai.usage.output_tokens"]) == 200, said
 
 
 def _delivered(traced: operating.OperatorProcess, namespace: str, issue: int) -> Obj:
@@ -377,9 +382,7 @@ def test_a_signed_delivery_is_the_root_span_of_its_chain(
     job = _delivered(traced, namespace, 42)
     chain_id = str(chaining.wait_phase(info, namespace, job["name"])["chainId"])
 
-    spans = _trace_of(collector, chain_id, 7)
-    root = _assert_one_tree(spans)
-    assert len(spans) == 7, [s["name"] for s in spans]
+    spans, root = collector.tree(chain_id, 7)
     assert root["name"] == "webhook issues.opened"
     assert attrs(root)["agentchain.job.name"] == job["name"]
     (child,) = [s for s in spans if s.get("parentSpanId") == root["spanId"]]
@@ -410,8 +413,7 @@ def test_a_job_api_call_is_the_root_span_of_its_chain(
         name = json.loads(answer.read())["id"]
     chain_id = str(chaining.wait_phase(info, namespace, name)["chainId"])
 
-    spans = _trace_of(collector, chain_id, 7)
-    root = _assert_one_tree(spans)
+    spans, root = collector.tree(chain_id, 7)
     assert root["name"] == "api POST /api/jobs"
     said = attrs(root)
     assert (said["http.request.method"], said["http.route"]) == ("POST", "/api/jobs")
@@ -459,8 +461,7 @@ def test_a_retry_comment_is_the_root_span_of_the_chain_it_starts(
     assert done["result"] == "retried", answer
     chain_id = str(chaining.wait_phase(info, namespace, done["retry"], "Failed")["chainId"])
 
-    spans = _trace_of(collector, chain_id, 7)
-    root = _assert_one_tree(spans)
+    spans, root = collector.tree(chain_id, 7)
     assert root["name"] == "command /agentchain retry"
     said = attrs(root)
     assert (said["agentchain.command"], said["agentchain.command.retry_of"]) == ("retry", failed)
@@ -526,11 +527,8 @@ def test_a_chains_github_write_back_is_spans_in_its_trace(
             + github.requests("checks/update", status=200),
         }
         # The root, the job's span and its 5 parts, and one span per write GitHub answered.
-        spans = _trace_of(collector, chain_id, 7 + sum(len(w) for w in writes.values()))
-        assert len(spans) == 7 + sum(len(w) for w in writes.values()), tracetree.render(spans)
-        _assert_one_tree(spans)
+        spans, root = collector.tree(chain_id, 7 + sum(len(w) for w in writes.values()))
         (job,) = [s for s in spans if s["name"] == "agentjob tr-pr"]
-        (root,) = [s for s in spans if not s.get("parentSpanId")]
         for kind, sent in writes.items():
             made = sorted(
                 (s for s in spans if s["name"] == kind), key=lambda s: s["startTimeUnixNano"]

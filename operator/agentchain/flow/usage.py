@@ -33,6 +33,8 @@ class Report:
     job_tokens: int
     job_cost: float
     job_turns: int = 0
+    job_input_tokens: int = 0
+    job_output_tokens: int = 0
 
 
 def _usage(fields: dict[bytes, bytes], attempts: int, prefix: str = "") -> ChainUsage:
@@ -62,9 +64,11 @@ class UsageStore:
         cost: float,
         agent: str = "",
         turns: int = 0,
+        split: tuple[int, int] = (0, 0),
     ) -> Report:
         """Add a job (of ``agent``)'s report; the chain's, the agent's and the job's totals
-        (turns: the job's only, no budget counts them)."""
+        (turns and the ``split`` of its tokens into input and output: the job's only, no
+        budget counts them)."""
         key = keys.flow_usage(tenant, chain)
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hincrby(key, "tokens", tokens)
@@ -78,9 +82,12 @@ class UsageStore:
             pipe.scard(keys.flow_attempts(tenant, chain))
             pipe.scard(keys.flow_agent_attempts(tenant, chain, agent))
             pipe.hincrby(key, f"job:{job}:turns", turns)
+            pipe.hincrby(key, f"job:{job}:input_tokens", split[0])
+            pipe.hincrby(key, f"job:{job}:output_tokens", split[1])
             answers = await pipe.execute()
         usage = _both(answers[7], int(answers[8]), int(answers[9]), agent)
-        return Report(usage, int(answers[2]), float(answers[3]), int(answers[10]))
+        job_totals = (int(answers[2]), float(answers[3]), int(answers[10]))
+        return Report(usage, *job_totals, int(answers[11]), int(answers[12]))
 
     async def launched(
         self, tenant: str, chain: str, job: str, attempt: int, now: float, agent: str = ""

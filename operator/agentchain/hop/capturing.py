@@ -190,6 +190,8 @@ async def trace(
         "agentchain.usage.tokens": usage.tokens if usage else None,
         "agentchain.usage.cost": usage.cost if usage else None,
         "agentchain.usage.turns": usage.turns if usage else None,
+        "gen_ai.usage.input_tokens": usage.input_tokens if usage else None,
+        "gen_ai.usage.output_tokens": usage.output_tokens if usage else None,
     }
     part = f"capture {done.attempt}"
     span = steps.step_span(job, part, *capture_ns, attributes, title="capture")

@@ -128,6 +128,8 @@ async def _trace(hop: Hop, end: AgentJobStatus) -> None:
         tokens=usage.tokens if usage else None,
         cost=usage.cost if usage else None,
         turns=usage.turns if usage else None,
+        input_tokens=usage.input_tokens if usage else None,
+        output_tokens=usage.output_tokens if usage else None,
         started=status.start_time.isoformat() if status.start_time else None,
         pod=status.pod_name,
         # Its end is recorded now, after the capture, the decision and the publish (the

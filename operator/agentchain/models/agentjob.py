@@ -167,6 +167,18 @@ class Usage(KubeModel):
     turns: int | None = Field(
         default=None, ge=0, description="Agent turns, when its runtime reports them."
     )
+    input_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Of tokens, the prompt's (cached input included), when its runtime"
+        " splits them.",
+    )
+    output_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Of tokens, the model's output (reasoning included), when its runtime"
+        " splits them.",
+    )
 
 
 class JobWorkspace(KubeModel):

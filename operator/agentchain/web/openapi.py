@@ -79,6 +79,15 @@ _USAGE_SCHEMA: dict[str, Any] = {
         "cost": {"type": "number"},
         "currency": {"type": "string"},
         "turns": {"type": "integer", "description": "Agent turns, when its runtime counts them."},
+        "inputTokens": {
+            "type": "integer",
+            "description": "Of tokens, the prompt's (cached input included), when its "
+            "runtime splits them.",
+        },
+        "outputTokens": {
+            "type": "integer",
+            "description": "Of tokens, the model's output, when its runtime splits them.",
+        },
     },
 }
 # Every field ``serializers.job_view`` returns (a unit test keeps the two the same).

@@ -162,13 +162,36 @@ class ProgressNoteRequest(_Strict):
 
 
 class UsageReport(_Strict):
-    """What an agent used since its last report (job token): added to its chain's usage."""
+    """What an agent used since its last report (job token): added to its chain's usage.
+
+    ``tokens`` is the total its budgets count; ``inputTokens`` and ``outputTokens`` split
+    it where the agent's CLI does (they may add up to less: a CLI's total may count
+    more). A report of the split alone counts their sum as its total."""
 
     tokens: Annotated[int, Field(ge=0, le=10**12), INTEGRAL] = 0
     cost: float = Field(default=0.0, ge=0, le=10**9, allow_inf_nan=False, strict=True)
     turns: Annotated[int, Field(ge=0, le=10**6), INTEGRAL] = Field(
         default=0, description="Agent turns since the last report (shown, not budgeted)."
     )
+    input_tokens: Annotated[int, Field(ge=0, le=10**12), INTEGRAL] = Field(
+        default=0,
+        alias="inputTokens",
+        description="Of tokens, those of the prompt (cached input included).",
+    )
+    output_tokens: Annotated[int, Field(ge=0, le=10**12), INTEGRAL] = Field(
+        default=0,
+        alias="outputTokens",
+        description="Of tokens, those the model wrote (its reasoning included).",
+    )
+
+    @model_validator(mode="after")
+    def _split_within_total(self) -> UsageReport:
+        split = self.input_tokens + self.output_tokens
+        if not self.tokens:
+            self.tokens = split  # An agent that reports only the split.
+        elif split > self.tokens:
+            raise ValueError("inputTokens and outputTokens add up to more than tokens")
+        return self
 
 
 class AnswerHandover(_Strict):

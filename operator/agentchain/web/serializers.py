@@ -94,6 +94,10 @@ def usage_view(usage: object, currency: str | None) -> Obj | None:
     }
     if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0:
         view["turns"] = turns  # Only a runtime that counts turns reports them.
+    for name in ("inputTokens", "outputTokens"):  # Only a runtime that splits its tokens.
+        count = usage.get(name)
+        if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+            view[name] = count
     return view
 
 

@@ -42,6 +42,18 @@ async def test_turns_add_up_per_job_and_stay_out_of_the_budget(redis: Redis) -> 
     assert (await store.report(T, "c1", "j2", 1, 0.0, "a")).job_turns == 0
 
 
+async def test_the_split_of_a_jobs_tokens_adds_up_per_job_beside_its_total(redis: Redis) -> None:
+    store = UsageStore(redis)
+    await store.report(T, "c1", "j1", 120, 0.0, "a", split=(100, 20))
+    reported = await store.report(T, "c1", "j1", 12, 0.0, "a", split=(10, 2))
+    assert (reported.job_input_tokens, reported.job_output_tokens) == (110, 22)
+    assert reported.job_tokens == reported.usage.chain.tokens == 132  # The budget's total.
+    # A report of the total alone (an agent that does not split) leaves the split as it was.
+    alone = await store.report(T, "c1", "j1", 8, 0.0, "a")
+    assert (alone.job_tokens, alone.job_input_tokens, alone.job_output_tokens) == (140, 110, 22)
+    assert (await store.report(T, "c1", "j2", 1, 0.0, "a")).job_input_tokens == 0
+
+
 async def test_launches_count_once_per_attempt_and_the_first_sets_the_start(redis: Redis) -> None:
     store = UsageStore(redis)
     first = await store.launched(T, "c1", "j1", 1, 100.0)

@@ -160,6 +160,12 @@ def test_usage_is_shown_in_the_currency_passed_and_never_invented() -> None:
         "currency": "USD",
         "turns": 3,
     }
+    split = {"tokens": 5, "cost": 0, "inputTokens": 4, "outputTokens": 1}
+    splitting = job("split", ["writer"], phase="Running", usage=split)
+    assert serializers.job_view(splitting)["usage"] == {**split, "currency": "USD"}
+    jsonschema.validate(
+        serializers.job_view(splitting), openapi.document()["components"]["schemas"]["Job"]
+    )
 
 
 def test_the_openapi_job_schema_names_every_field_and_fits_every_view() -> None:

@@ -11,8 +11,9 @@ CLI non-interactively with the prompt on stdin, and:
 - hands the final answer over to the job API's answer route with the job's token
   (bounded tries), which makes it the job's output without a ``pods/log`` read, and
   prints it on stdout too, at the end, so that the log still has it if that failed;
-- reports the run's tokens and cost to the job API's usage route with the job's token
-  (no agent-side code), also when the run failed after using some;
+- reports the run's tokens (and their input/output split, where the CLI gives one) and
+  cost to the job API's usage route with the job's token (no agent-side code), also
+  when the run failed after using some;
 - exits with a code of ``runnerexits`` and, on failure, a one-line message as the last
   line of stderr (bad key, rate limit, provider failure, turn limit, ...);
 - when the pod traces, turns on the CLI's own span export under the job's span
@@ -283,7 +284,11 @@ def _report_usage(env: Mapping[str, str], result: clis.Outcome) -> None:
     """POST the run's usage to the job API; a failure to report is logged, not fatal."""
     if result.tokens == 0 and result.cost == 0:
         return  # Turns alone used nothing (a refused first request is a turn too).
-    usage = {"tokens": result.tokens, "cost": result.cost, "turns": result.turns}
+    usage: dict[str, float] = {"tokens": result.tokens, "cost": result.cost}
+    usage["turns"] = result.turns
+    # The split, where the CLI gave one: the total alone is what older operators take.
+    if result.input_tokens or result.output_tokens:
+        usage |= {"inputTokens": result.input_tokens, "outputTokens": result.output_tokens}
     body = json.dumps(usage).encode()
     answered = _api_call(env, "POST", "usage", body, "usage not reported")
     if answered is not None:

@@ -493,6 +493,8 @@ class Transcript:
     messages: list[str] = field(default_factory=list)  # codex: its agent_message texts
     errors: list[str] = field(default_factory=list)  # codex: error / turn.failed messages
     tokens: int = 0  # codex, opencode: summed over turn.completed / step_finish
+    input_tokens: int = 0  # codex, opencode: the prompt's share of tokens, cache included
+    output_tokens: int = 0  # codex, opencode: the model's share (reasoning included)
     turns: int = 0  # codex, opencode: turn.completed / step_finish events
     cost: float = 0.0  # opencode: summed over step_finish
     step_texts: list[str] = field(default_factory=list)  # opencode, gemini: this turn's text
@@ -552,9 +554,11 @@ class Transcript:
             self.turns += 1
             tokens = _object(part.get("tokens"))
             cache = _object(tokens.get("cache"))
-            counted = [tokens.get(k) for k in ("input", "output", "reasoning")]
-            counted += [cache.get("read"), cache.get("write")]
-            self.tokens += sum(_count(value) for value in counted)
+            read = [tokens.get("input"), cache.get("read"), cache.get("write")]
+            written = [tokens.get("output"), tokens.get("reasoning")]
+            self.input_tokens += sum(_count(value) for value in read)
+            self.output_tokens += sum(_count(value) for value in written)
+            self.tokens += sum(_count(value) for value in read + written)
             self.cost += _cost(part.get("cost"))
             self.messages.append("".join(self.step_texts))
         elif kind == "error":
@@ -576,7 +580,11 @@ class Transcript:
         elif kind == "turn.completed":
             self.turns += 1
             usage = _object(event.get("usage"))
-            self.tokens += sum(_count(usage.get(key)) for key in ("input_tokens", "output_tokens"))
+            # Its input_tokens already count the cached ones (cached_input_tokens).
+            read, written = _count(usage.get("input_tokens")), _count(usage.get("output_tokens"))
+            self.input_tokens += read
+            self.output_tokens += written
+            self.tokens += read + written
         elif kind == "turn.failed":
             error = _object(event.get("error"))
             self.errors.append(str(error.get("message", "")))
@@ -611,6 +619,10 @@ class Outcome:
     tokens: int = 0
     cost: float = 0.0
     turns: int = 0
+    input_tokens: int = 0
+    """The prompt's share of ``tokens`` (cached input included), as the CLI split it."""
+    output_tokens: int = 0
+    """The model's share of ``tokens`` (its reasoning included)."""
 
 
 def _status_exit(status: int) -> int:
@@ -628,18 +640,32 @@ class Usage:
     tokens: int = 0
     cost: float = 0.0
     turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+def _outcome_of(code: int, answer: str, message: str, usage: Usage) -> Outcome:
+    return Outcome(
+        code,
+        answer,
+        message,
+        usage.tokens,
+        usage.cost,
+        usage.turns,
+        usage.input_tokens,
+        usage.output_tokens,
+    )
 
 
 def _ok(answer: str, usage: Usage) -> Outcome:
-    return Outcome(exits.EXIT_OK, answer, "", usage.tokens, usage.cost, usage.turns)
+    return _outcome_of(exits.EXIT_OK, answer, "", usage)
 
 
 def _failure(code: int, detail: str, usage: Usage | None = None) -> Outcome:
     reason = exits.reason_of_exit(code)
     summary = reason.summary if reason is not None else "the agent failed"
     message = one_line(f"{summary}: {detail}" if detail else summary)
-    used = usage or Usage()
-    return Outcome(code, "", message, used.tokens, used.cost, used.turns)
+    return _outcome_of(code, "", message, usage or Usage())
 
 
 def outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
@@ -655,16 +681,16 @@ def outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcom
 
 def _claude_usage(result: Mapping[str, Any]) -> Usage:
     usage = _object(result.get("usage"))
-    keys = (
-        "input_tokens",
-        "output_tokens",
-        "cache_creation_input_tokens",
-        "cache_read_input_tokens",
-    )
+    # The cache's reads and writes are input too (the GenAI conventions count them in).
+    keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    read = sum(_count(usage.get(key)) for key in keys)
+    written = _count(usage.get("output_tokens"))
     return Usage(
-        tokens=sum(_count(usage.get(key)) for key in keys),
+        tokens=read + written,
         cost=_cost(result.get("total_cost_usd")),
         turns=_count(result.get("num_turns")),
+        input_tokens=read,
+        output_tokens=written,
     )
 
 
@@ -709,7 +735,12 @@ def _status_in(text: str) -> int | None:
 
 
 def _codex_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
-    usage = Usage(tokens=transcript.tokens, turns=transcript.turns)
+    usage = Usage(
+        tokens=transcript.tokens,
+        turns=transcript.turns,
+        input_tokens=transcript.input_tokens,
+        output_tokens=transcript.output_tokens,
+    )
     if transcript.errors:
         detail = transcript.errors[-1]
         status = _status_in(detail)
@@ -732,10 +763,11 @@ def _gemini_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -
         tail = one_line(stderr_tail, 200)
         return _failure(exits.EXIT_AGENT_FAILED, f"gemini exited {returncode}: {tail}")
     stats = _object(result.get("stats"))
-    tokens = _count(stats.get("total_tokens")) or sum(
-        _count(stats.get(key)) for key in ("input_tokens", "output_tokens")
-    )
-    usage = Usage(tokens=tokens, turns=transcript.turns)
+    # Its total may count more than the two (thoughts, tool calls): the total is kept,
+    # never below them (the job API refuses a split over its total).
+    read, written = _count(stats.get("input_tokens")), _count(stats.get("output_tokens"))
+    tokens = max(_count(stats.get("total_tokens")), read + written)
+    usage = Usage(tokens, turns=transcript.turns, input_tokens=read, output_tokens=written)
     if result.get("status") != "success":
         error = _object(result.get("error"))
         detail = str(error.get("message") or error.get("type") or "error")
@@ -757,7 +789,13 @@ def _gemini_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -
 
 
 def _opencode_outcome(transcript: Transcript, returncode: int, stderr_tail: str) -> Outcome:
-    usage = Usage(tokens=transcript.tokens, cost=transcript.cost, turns=transcript.turns)
+    usage = Usage(
+        tokens=transcript.tokens,
+        cost=transcript.cost,
+        turns=transcript.turns,
+        input_tokens=transcript.input_tokens,
+        output_tokens=transcript.output_tokens,
+    )
     if transcript.errors:
         detail = transcript.errors[-1]
         status = transcript.status or _status_in(detail)

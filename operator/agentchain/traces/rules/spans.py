@@ -20,8 +20,9 @@ The tree:
   ``running``); its attributes
   say what happened (phase, reason, exit code, attempt, usage) under OpenTelemetry's GenAI
   semantic-convention names where they fit (``gen_ai.agent.name``,
-  ``gen_ai.request.model``); the usage an agent reports is a total, which the
-  conventions' input/output token counts do not describe, so it keeps agentchain's names.
+  ``gen_ai.request.model``, ``gen_ai.usage.input_tokens`` and ``output_tokens`` where
+  the agent's runtime split its tokens); the total an agent reports, which its budgets
+  count and which may count more than the two, keeps agentchain's name.
 
 Spans are recorded after the fact, from the object, with the times it records: never
 held open in a process that a SIGKILL could take with it.
@@ -222,6 +223,8 @@ class JobFacts:
     tokens: int | None = None
     cost: float | None = None
     turns: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
     started: str | None = None
     """When its pod was first seen running (``status.startTime``); None if it never ran."""
     pod: str | None = None
@@ -260,6 +263,8 @@ def job_span(facts: JobFacts, now_ns: int) -> Span:
         "agentchain.usage.tokens": facts.tokens,
         "agentchain.usage.cost": facts.cost,
         "agentchain.usage.turns": facts.turns,
+        "gen_ai.usage.input_tokens": facts.input_tokens,
+        "gen_ai.usage.output_tokens": facts.output_tokens,
     }
     attributes |= {k: v for k, v in optional.items() if v is not None}
     return Span(

@@ -127,12 +127,16 @@ async def report_usage(request: web.Request) -> web.Response:
         report.cost,
         budgeting.agent_of(obj),
         turns=report.turns,
+        split=(report.input_tokens, report.output_tokens),
     )
     usage = reported.usage.chain
     budget = await budgeting.budget_of(rt, obj)
     job_usage: dict[str, float] = {"tokens": reported.job_tokens, "cost": reported.job_cost}
     if reported.job_turns:  # Only a runtime that counts turns shows them.
         job_usage["turns"] = reported.job_turns
+    if reported.job_input_tokens or reported.job_output_tokens:  # Only a runtime that splits.
+        job_usage["inputTokens"] = reported.job_input_tokens
+        job_usage["outputTokens"] = reported.job_output_tokens
     await resources.patch_status(namespace, resources.AGENTJOBS, name, {"usage": job_usage})
     role = obj["spec"]["agentRole"]
     metrics.USAGE_TOKENS.labels(namespace, role).inc(report.tokens)

@@ -5,10 +5,12 @@ Aspects covered:
   turn limit or effort are refused with the variable's name;
 - Claude Code's and codex's argv carry the model, effort, turn limit and allowed tools,
   with the prompt left to stdin;
-- Claude Code's final ``result`` event gives the answer, tokens (input, output and cache),
-  cost and turns; its API errors map to their exit codes (401/403, 429, 5xx, other 4xx,
-  turn limit), and a run with no result or an empty answer is ``AgentFailed``;
-- codex's JSONL gives the last agent message and summed tokens, its error events map to
+- Claude Code's final ``result`` event gives the answer, tokens (input, output and cache;
+  split into input, cache included, and output), cost and turns; its API errors map to
+  their exit codes (401/403, 429, 5xx, other 4xx, turn limit), and a run with no result
+  or an empty answer is ``AgentFailed``;
+- codex's JSONL gives the last agent message and summed tokens (split into input, its
+  cached input being part of it, and output), its error events map to
   exit codes by the status they name;
 - untrusted text (the CLI's, the provider's) becomes one bounded printable line.
 """
@@ -179,7 +181,15 @@ SUCCESS = {
 
 
 def test_claude_success_gives_the_answer_and_usage() -> None:
-    assert _claude(SUCCESS) == clis.Outcome(0, answer="Done: 42.", tokens=132, cost=0.0123, turns=2)
+    assert _claude(SUCCESS) == clis.Outcome(
+        0,
+        answer="Done: 42.",
+        tokens=132,
+        cost=0.0123,
+        turns=2,
+        input_tokens=112,  # The cache's reads and writes are input.
+        output_tokens=20,
+    )
 
 
 @pytest.mark.parametrize(
@@ -268,7 +278,8 @@ def test_codex_success_gives_the_last_message_and_tokens() -> None:
         {"type": "item.completed", "item": {"type": "agent_message", "text": "final"}},
         TURN,
     )
-    assert outcome == clis.Outcome(0, answer="final", tokens=110, cost=0.0, turns=2)
+    expected = clis.Outcome(0, "final", tokens=110, turns=2, input_tokens=100, output_tokens=10)
+    assert outcome == expected  # Its cached input tokens are among its input tokens.
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,8 @@ Aspects covered:
   ``maxSessionTurns``, the retries as ``maxAttempts`` (capped at the CLI's 10), the
   allowed tools, the MCP servers with the pod's values, agentchain's alone trusted; no
   update check, no usage statistics; the standing instructions as the home's GEMINI.md;
-- the answer is the text of the last turn, the tokens the result's; a refused key maps to
+- the answer is the text of the last turn, the tokens the result's (its total, and its
+  input and output); a refused key maps to
   ``ModelAuthFailed`` by the status in Google's error body, a 429 after the CLI's retries
   by its words; ``FatalTurnLimitedError`` is
   ``TurnLimitReached`` with its usage; no result is ``AgentFailed``;
@@ -99,7 +100,9 @@ def test_gemini_settings_with_every_setting() -> None:
 
 
 def test_gemini_answer_and_usage_from_a_recorded_run() -> None:
-    assert _outcome(_lines("tool-call")) == clis.Outcome(0, answer="Checked.", tokens=240, turns=2)
+    assert _outcome(_lines("tool-call")) == clis.Outcome(
+        0, answer="Checked.", tokens=240, turns=2, input_tokens=200, output_tokens=40
+    )
 
 
 def test_gemini_answer_is_the_last_turn_s_text_in_its_deltas() -> None:
@@ -112,7 +115,19 @@ def test_gemini_answer_is_the_last_turn_s_text_in_its_deltas() -> None:
         {"type": "result", "status": "success", "stats": {"input_tokens": 5, "output_tokens": 2}},
     ]
     outcome = _outcome([json.dumps(e) for e in events])
-    assert outcome == clis.Outcome(0, answer="Forty-two.", tokens=7, turns=2)
+    assert outcome == clis.Outcome(
+        0, answer="Forty-two.", tokens=7, turns=2, input_tokens=5, output_tokens=2
+    )
+
+
+def test_gemini_total_is_never_below_its_split() -> None:
+    stats = {"total_tokens": 5, "input_tokens": 5, "output_tokens": 2}
+    events = [
+        {"type": "message", "role": "assistant", "content": "Done.", "delta": True},
+        {"type": "result", "status": "success", "stats": stats},
+    ]
+    outcome = _outcome([json.dumps(e) for e in events])
+    assert (outcome.tokens, outcome.input_tokens, outcome.output_tokens) == (7, 5, 2)
 
 
 def test_gemini_bad_key_from_a_recorded_run() -> None:
@@ -155,6 +170,8 @@ def test_gemini_turn_limit_from_a_recorded_run() -> None:
         "session. Increase the number of turns by specifying maxSessionTurns in settings.json.",
         tokens=120,
         turns=1,
+        input_tokens=100,
+        output_tokens=20,
     )
 
 

@@ -13,7 +13,8 @@ Aspects covered:
   ``provider/model`` without one; no title request; the turn limit as the build agent's
   steps (one more: the last is OpenCode's forced summary); the allowed tools as the only
   permitted ones; the MCP servers with the pod's values; the standing instructions as a file;
-- the answer is the last step's text, tokens and cost summed over the steps; a provider
+- the answer is the last step's text, tokens and cost summed over the steps (the tokens
+  split into input, the cache's included, and output, reasoning included); a provider
   error maps to its exit code by its status; a run that used the summary step past its
   limit is ``TurnLimitReached``, with its usage; no answer is ``AgentFailed``;
 - each event becomes one log line.
@@ -140,9 +141,22 @@ def test_opencode_without_a_model_server_uses_its_own_provider_model() -> None:
 
 
 def test_opencode_answer_and_usage_from_a_recorded_run() -> None:
-    assert _outcome(ANSWER_RUN) == clis.Outcome(0, answer="Forty-two.", tokens=340, turns=1)
+    assert _outcome(ANSWER_RUN) == clis.Outcome(
+        0, "Forty-two.", tokens=340, turns=1, input_tokens=300, output_tokens=40
+    )
     # The last step's text is the answer; each step's tokens count.
-    assert _outcome(TOOL_RUN, max_turns=2) == clis.Outcome(0, answer="never", tokens=240, turns=2)
+    assert _outcome(TOOL_RUN, max_turns=2) == clis.Outcome(
+        0, "never", tokens=240, turns=2, input_tokens=200, output_tokens=40
+    )
+
+
+def test_opencode_splits_its_tokens_with_the_cache_as_input_and_reasoning_as_output() -> None:
+    line = TOOL_RUN[-1].replace(
+        '"reasoning":0,"cache":{"write":0,"read":0}', '"reasoning":7,"cache":{"write":3,"read":5}'
+    )
+    outcome = _outcome([*TOOL_RUN[:-1], line], max_turns=2)
+    assert (outcome.input_tokens, outcome.output_tokens) == (208, 47)
+    assert outcome.tokens == 255
 
 
 def test_opencode_cost_is_summed_over_the_steps() -> None:

@@ -82,6 +82,16 @@ def test_a_job_span_describes_the_job_from_its_object() -> None:
     assert span.attributes["agentchain.usage.tokens"] == 1200
 
 
+def test_a_job_span_carries_the_genai_token_counts_where_the_agent_split_them() -> None:
+    split = spans.job_span(_facts(input_tokens=1000, output_tokens=200), now_ns=0)
+    assert split.attributes["gen_ai.usage.input_tokens"] == 1000
+    assert split.attributes["gen_ai.usage.output_tokens"] == 200
+    assert split.attributes["agentchain.usage.tokens"] == 1200
+    total = spans.job_span(_facts(), now_ns=0)  # An agent that reported only a total.
+    assert "gen_ai.usage.input_tokens" not in total.attributes
+    assert "gen_ai.usage.output_tokens" not in total.attributes
+
+
 def test_a_failed_jobs_span_is_an_error_and_times_never_invert() -> None:
     span = spans.job_span(
         _facts(phase="Failed", reason="ModelRateLimited", created="2026-11-27T10:00:09Z"),

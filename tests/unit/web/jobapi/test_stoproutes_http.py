@@ -7,7 +7,8 @@ Aspects covered:
   JSON) is a 422 before anything is asked to stop;
 - both routes are in the OpenAPI document with their 202 and 409 answers;
 - usage reports: only the job's own token (403 for another job's or an admin's), and a
-  malformed report is a 422 that counts nothing;
+  malformed report (a split of its tokens into input and output over its total among
+  them) is a 422 that counts nothing; a report of the split alone counts its sum;
 - progress notes: only the job's own token (403 for another job's or an admin's); an
   empty, overlong or malformed note is a 422 (all answered before Kubernetes);
 - answers: only the job's own token hands one over (403 for another job's or an
@@ -26,6 +27,7 @@ import pytest
 from agentchain.core.runtime import Runtime
 from agentchain.store.answers import ANSWER_MAX_BYTES, Answer, AnswerStore
 from agentchain.store.outputs import Capture
+from agentchain.web.schemas import UsageReport
 from tests.unit.web.conftest import Client
 from tests.unit.web.jobapi.test_reads_http import ADMIN, error, job_token
 
@@ -90,6 +92,9 @@ async def test_only_the_job_itself_reports_its_usage(client: Client, runtime: Ru
         {"tokens": 10**13},
         {"turns": -1},
         {"turns": 1.5},
+        {"inputTokens": -1},
+        {"outputTokens": "2"},
+        {"tokens": 10, "inputTokens": 8, "outputTokens": 3},  # More than the total.
     ],
 )
 async def test_a_bad_usage_report_is_422_and_counts_nothing(
@@ -97,6 +102,15 @@ async def test_a_bad_usage_report_is_422_and_counts_nothing(
 ) -> None:
     await error(await client.post(USAGE, json=body, headers=await job_token(runtime)), 422)
     assert await runtime.redis.keys("agentchain:flow:usage:*") == []
+
+
+def test_a_usage_report_of_the_split_alone_counts_its_sum_as_the_total() -> None:
+    split = UsageReport.model_validate({"inputTokens": 100, "outputTokens": 20})
+    assert (split.tokens, split.input_tokens, split.output_tokens) == (120, 100, 20)
+    # A total that counts more than the split (Gemini's thoughts) is kept as it is.
+    assert UsageReport.model_validate({"tokens": 130, "inputTokens": 100}).tokens == 130
+    old = UsageReport.model_validate({"tokens": 50, "cost": 0.1})  # An agent of before.
+    assert (old.tokens, old.input_tokens, old.output_tokens) == (50, 0, 0)
 
 
 NOTE = "/api/jobs/team-a/job-1/progress"
