@@ -279,8 +279,22 @@ def test_a_failing_check_runs_the_developer_again_on_the_same_branch(
             what="the chain's comment to show the round, ended",
         )
         (round_root,) = rounds_of(info, namespace)
+        round_chain = round_root["metadata"]["labels"]["labrats.work/chain-id"]
+        external = f"agentchain:{namespace}/{round_chain}"
+        runs = lambda: [r for r in github.check_runs(REPOSITORY) if r.external_id == external]  # noqa: E731
+        operating.wait_until(
+            lambda: [r.conclusion for r in runs()] == ["success"],
+            timeout=TIMEOUT,
+            what="the round's Check Run to say it succeeded",
+        )
+        time.sleep(3)  # Past the write-back's delay: a comment of the round's own would show.
         comments_on_pull = github.comments(REPOSITORY, pull.number)
 
+    # The round's own Check Run, once, on the head whose check failed (the chain's issue
+    # has none: a chain started on an issue has no head of its own).
+    (checked,) = runs()
+    assert (checked.head_sha, checked.name) == (failing["check_run"]["head_sha"], "agentchain")
+    assert "ai-developer (round 1)" in checked.output["summary"]
     assert commits_on(git_server, pull.head)[:2] == ["Fix the check", "Fix the typo"]
     assert file_on(git_server, pull.head, "FIX.md").strip() == FAILURE  # It saw the output,
     assert file_on(git_server, pull.head, "LOG.md").strip() == LOG_END.strip()  # and the log.
