@@ -281,7 +281,10 @@ def test_a_failing_check_runs_the_developer_again_on_the_same_branch(
         (round_root,) = rounds_of(info, namespace)
         round_chain = round_root["metadata"]["labels"]["labrats.work/chain-id"]
         external = f"agentchain:{namespace}/{round_chain}"
-        runs = lambda: [r for r in github.check_runs(REPOSITORY) if r.external_id == external]  # noqa: E731
+
+        def runs() -> list[model.CheckRun]:
+            return [r for r in github.check_runs(REPOSITORY) if r.external_id == external]
+
         operating.wait_until(
             lambda: [r.conclusion for r in runs()] == ["success"],
             timeout=TIMEOUT,
