@@ -241,6 +241,7 @@ async def flush(
         target,
         record,
         claim,
+        headings=listed.headings,
         heading=listed.handoff_heading,
         allow_mentions=wb.allow_mentions,
         run=run,
