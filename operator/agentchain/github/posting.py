@@ -234,18 +234,10 @@ async def flush(
     reviewed = reviewing.Reviewed(listed.jobs, listed.reviewers, listed.objects, wb.allow_mentions)
     await reviewing.post_due(side, namespace, chain_id, reviewed, target, record, claim, run)
     await threadreplies.post_due(
-        side,
-        namespace,
-        chain_id,
-        listed.objects,
-        target,
-        record,
-        claim,
-        headings=listed.headings,
-        heading=listed.handoff_heading,
-        allow_mentions=wb.allow_mentions,
-        run=run,
-    )
+        side, namespace, chain_id, listed.objects, target, record, claim,
+        headings=listed.headings, heading=listed.handoff_heading,
+        allow_mentions=wb.allow_mentions, run=run,
+    )  # fmt: skip
     if view.done:
         await side.records.set_final(namespace, chain_id, record.pull)
     if "written" in results:
