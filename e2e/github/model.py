@@ -203,6 +203,8 @@ class ReviewComment:
     body: str
     in_reply_to: int | None = None
     """A reply's thread: the id of the thread's first comment."""
+    start_line: int | None = None
+    """A multi-line comment's first line (on ``side``)."""
 
 
 @dataclass
