@@ -46,6 +46,10 @@ Aspects covered:
   a chain started on a fork's pull request gets none: the failing check starts nothing,
   and one comment there says the branch is a fork's (a second failure says nothing more);
   a round there that fails (so pushes nothing) still shows in the chain's comment;
+* a chain started by a comment on a person's pull request (``issue_comment``, which
+  does not say where the head is) gets rounds too: the first failing check reads the
+  pull request (``pulls/get``) for its head branch, the round commits there, and a
+  later failure does not ask again (the branch is recorded);
 * a failing ``workflow_run``: the round's prompt has the end of the log of the run's
   failed job (``actions/list-jobs-for-workflow-run``, then its log), not of a job that
   passed.
@@ -870,6 +874,56 @@ def test_a_failed_round_on_a_persons_pull_request_shows_in_the_chains_comment(
             timeout=TIMEOUT,
             what="the failed round in the chain's comment",
         )
+
+
+LOOKER = (
+    'cd "$AGENT_WORKSPACE_REPO" && '
+    'if grep -q "Checks failed on pull request" "$AGENT_PROMPT_FILE"; then '
+    "  echo fixed > FIX.md && git add FIX.md && "
+    "  git -c user.name=Developer -c user.email=dev@example.com commit -qm 'Fix the check' && "
+    "  echo 'Fixed the check.'; "
+    "else echo 'Looked.'; fi"
+)
+
+
+def test_a_chain_started_by_a_comment_on_a_pull_request_gets_rounds_on_its_branch(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    owner = REPOSITORY.split("/")[0]
+    agent = developer(3, command=LOOKER, events=("issue_comment.created",))
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
+        own = person_pull(repo, git_server, "greeting", owner)
+        bare = git_server.bare_path(REPOSITORY)  # As GitHub keeps every pull request's head:
+        pull_ref = f"refs/pull/{own.number}/head"  # the chain's workspace checks it out.
+        update = ["git", "--git-dir", str(bare), "update-ref", pull_ref, own.head_sha]
+        subprocess.run(update, check=True)
+        asked = mention_on(repo, own, owner, "Please keep an eye on the checks.")
+        started = deliver(op, asked, "issue_comment", f"comment-{uuid.uuid4()}")
+        assert [j["agent"] for j in started["jobs"]] == ["ai-developer"], started
+        operating.wait_until(
+            lambda: any("**Succeeded**" in c.body for c in github.comments(REPOSITORY, own.number)),
+            timeout=TIMEOUT,
+            what="the first chain to end",
+        )
+        assert github.requests("pulls/get") == []  # Nothing asked before a round is due.
+        answer = fail_check(op, repo, own)
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        assert len(github.requests("pulls/get", status=200)) == 1
+        wait_for_commit(git_server, own, "Fix the check")
+        again = fail_check(op, repo, own)
+        assert [j["agent"] for j in again["jobs"]] == ["ai-developer"], again
+        rounds = rounds_of(info, namespace)
+
+    assert len(github.requests("pulls/get")) == 1  # Recorded: the second did not ask.
+    assert {r["spec"]["event"]["headRef"] for r in rounds} == {"greeting"}
+    assert file_on(git_server, own.head, "FIX.md").strip() == "fixed"
+    assert [p.number for p in github.pulls(REPOSITORY)] == [own.number]  # No other opened.
 
 
 def test_a_failing_workflow_run_brings_its_failed_jobs_log(

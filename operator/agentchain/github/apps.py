@@ -271,6 +271,16 @@ class GitHubApp:
         ).parsed_data
         return str(pull.head.sha), str(pull.user.login if pull.user else "")
 
+    async def pull_branch(self, scope: Scope, number: int) -> tuple[str, str]:
+        """The pull request's head branch and the repository it is in (``owner/name``; ""
+        when GitHub says none: the fork was deleted)."""
+        gh = self._client(await self.token_for(scope))
+        pull = (
+            await self._call(lambda: gh.rest.pulls.async_get(scope.owner, scope.name, number))
+        ).parsed_data
+        repo = pull.head.repo
+        return str(pull.head.ref), str(repo.full_name) if repo else ""
+
     async def pull_files(self, scope: Scope, number: int) -> list[tuple[str, str | None]]:
         """Each changed file's name and patch (None when GitHub shows none), at most
         MAX_FILE_PAGES pages of 100 (GitHub itself lists at most 3,000 files)."""

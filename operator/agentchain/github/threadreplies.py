@@ -58,7 +58,8 @@ def _due(
     for name, obj in objects.items():
         if name in record.replies:
             continue
-        job = AgentJob.model_validate({"spec": obj.get("spec") or {}, "status": obj.get("status")})
+        status = obj.get("status") or {}  # A job just created has none yet.
+        job = AgentJob.model_validate({"spec": obj.get("spec") or {}, "status": status})
         vouched = sealing.vouched(side.rt.operator_keys, obj)
         event = provenance.trusted_event(job.spec.event, vouched)
         if event is None or event.continues != chain_id or event.reply_to is None:

@@ -21,9 +21,12 @@ the same repository and branch, checked out at the branch's head, published to t
 branch, which updates the same pull request.  A round of a pull request its chain was
 started on works on that pull request's head branch instead (the event's ``head_ref``);
 one of a fork's pull request is never planned: the first delivery that would start it
-says so on the pull request, once.  The delivery that is the first past
-``maxRounds`` queues nothing and says so on the pull request (once); later ones say
-nothing.
+says so on the pull request, once.  A chain started by a comment or a review on the pull
+request did not learn where its head is (those deliveries do not say): its first round
+due reads it (``GET /repos/{o}/{r}/pulls/{n}``, within the same 4 s) and records it,
+sealed, for the rounds after; GitHub not answering in time starts no round then.  The
+delivery that is the first past ``maxRounds`` queues nothing and says so on the pull
+request (once); later ones say nothing.
 
 A push to that pull request by anyone but the App (:func:`pushes`) makes a running round's
 work stale: the webhook then supersedes the round through its pull request's round group
@@ -218,6 +221,11 @@ async def _plan_pull(
     if chosen is None:
         return None
     agent, wants = chosen
+    if found.unknown:  # Started by a comment or a review: where is its head?
+        learnt = await _learn_head(rt, cause.repository, pull, installation, found)
+        if learnt is None:
+            return None  # Not known: no round now (nothing numbered); a later one asks again.
+        found = learnt
     if found.fork:  # Said once (the comment's marker), and no round is numbered.
         return Limit(cause.repository, pull, agent, wants.max_rounds, chain_id, installation, True)
     delivery = str(base.delivery_id)
@@ -290,6 +298,29 @@ async def pushes(
         group = concurrency.pull_round_group(pushed.repository, pushed.pull, name)
         out.append(Push(namespace, group, rules.push_holder(pushed), rules.push_reason(pushed)))
     return out
+
+
+async def _learn_head(
+    rt: Runtime, repository: str, pull: int, installation: int, found: roundrecords.PullChain
+) -> roundrecords.PullChain | None:
+    """Where the head of a pull request a chain was started on by a comment or a review
+    is (its branch, and whether that is a fork's), read from GitHub within
+    :data:`COMMENTS_TIMEOUT_SECONDS` and recorded, sealed, for the rounds after; None
+    when GitHub does not say in time (or there is no App)."""
+    side = side_of(rt)
+    if side is None:
+        return None
+    scope = Scope(installation, repository, {"pull_requests": "read"})
+    try:
+        async with asyncio.timeout(COMMENTS_TIMEOUT_SECONDS):
+            ref, head_repository = await side.app.pull_branch(scope, pull)
+    except (GitHubError, TimeoutError, OSError) as exc:
+        log.info("pull request %s#%d: head not read, no round now (%s)", repository, pull, exc)
+        return None
+    fork = head_repository.casefold() != repository.casefold()
+    learnt = roundrecords.PullChain(found.namespace, found.chain, ref[:255], fork)
+    await roundrecords.learn_head(rt.redis, rt.operator_keys, repository, pull, learnt)
+    return learnt
 
 
 def _title(cause: _Cause, pull: int) -> str:
