@@ -32,7 +32,8 @@ Aspects covered:
   head with two inline comments on changed lines (one on the round's fix) and one folded;
 * a person's push (``pull_request.synchronize`` from a user) supersedes the running
   round (Cancelled, Superseded, naming who pushed) and starts none; the App's own push
-  (a round's) leaves it running;
+  (a round's) leaves it running; what the superseded round had committed is not
+  pushed: the branch stays as it was pushed;
 * a reply in a review thread (``pull_request_review_comment.created`` with
   ``in_reply_to_id``) from the owner starts a round with that comment (path, line, body)
   in its prompt, and the round's answer is posted once as a reply in that thread
@@ -620,9 +621,11 @@ def test_a_persons_push_supersedes_the_running_round_the_apps_does_not(
     starts no new round (nothing failed on the new head yet).  The round's own push comes
     from the App and supersedes nothing."""
     info = cluster_info
-    slow = DEVELOPER.replace(
+    slow = DEVELOPER.replace(  # The round commits part of a fix, then works on.
         'elif grep -q "Checks failed',
-        'elif grep -q "Checks failed" "$AGENT_PROMPT_FILE" && sleep 60; then :; '
+        'elif grep -q "Checks failed" "$AGENT_PROMPT_FILE" && echo half > HALF.md && '
+        "git add HALF.md && git -c user.name=Developer -c user.email=dev@example.com "
+        "commit -qm 'Half a fix' && sleep 60; then :; "
         'elif grep -q "Checks failed',
     )
     env = {**workspace_env(git_server), "AGENTCHAIN_GITHUB_APP_SLUG": repo.app.slug}
@@ -658,7 +661,11 @@ def test_a_persons_push_supersedes_the_running_round_the_apps_does_not(
     assert ended[1] == "Superseded", ended
     assert "@octocat pushed to pull request" in ended[2], ended
     assert len(rounds_of(info, namespace)) == 1
-    assert commits_on(git_server, pull.head)[0] == "Fix the typo"  # The round pushed nothing.
+    # The superseded round's commit is not pushed: the branch stays as pushed, the round's
+    # work (on a head that is gone) is left in its volume for the workspace's keepFor.
+    time.sleep(2)
+    assert commits_on(git_server, pull.head)[0] == "Fix the typo"
+    assert "Half a fix" not in commits_on(git_server, pull.head)
 
 
 def thread_comment(
