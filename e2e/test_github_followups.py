@@ -51,6 +51,9 @@ Aspects covered:
   does not say where the head is) gets rounds too: the first failing check reads the
   pull request (``pulls/get``) for its head branch, the round commits there, and a
   later failure does not ask again (the branch is recorded);
+* a failing ``check_suite``: the round's prompt has the end of the log of the suite's
+  failed check run (``checks/list-for-suite``, then its Actions job's log), not of one
+  that passed;
 * a failing ``workflow_run``: the round's prompt has the end of the log of the run's
   failed job (``actions/list-jobs-for-workflow-run``, then its log), not of a job that
   passed.
@@ -968,4 +971,42 @@ def test_a_failing_workflow_run_brings_its_failed_jobs_log(
     assert f"end of the log of job tests:\n{LOG_END.strip()}" in body
     assert "lint is fine" not in body
     assert len(github.requests("actions/list-jobs-for-workflow-run", status=200)) == 1
+    assert len(github.requests("actions/download-job-logs-for-workflow-run", status=302)) == 1
+
+
+def test_a_failing_check_suite_brings_its_failed_runs_log(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        pull = open_pull(op, info, namespace, repo, developer(3))
+        with_actions(github, repo)
+        payload = app_delivery("check_suite", "completed", repo.installation.id)
+        suite = payload["check_suite"]
+        suite_id = uuid.uuid4().int >> 80
+        failing = failing_check(github, repo.installation.id, pull)["check_run"]
+        suite.update(
+            id=suite_id, conclusion="failure", head_sha=pull.head_sha,
+            pull_requests=failing["pull_requests"], app=failing["app"],
+        )  # fmt: skip
+        lint, tests = suite_id + 1, suite_id + 2
+        github.add_suite_runs(
+            REPOSITORY, suite_id, [(lint, "lint", "success"), (tests, "tests", "failure")]
+        )
+        github.add_job_log(REPOSITORY, lint, "LOG: lint is fine\n")
+        github.add_job_log(REPOSITORY, tests, LOG_END)
+        answer = deliver(op, payload, "check_suite", f"suite-{uuid.uuid4()}")
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        wait_for_commit(git_server, pull, "Fix the check")
+        (round_root,) = rounds_of(info, namespace)
+
+    assert file_on(git_server, pull.head, "LOG.md").strip() == LOG_END.strip()
+    body = round_root["spec"]["event"]["body"]
+    assert f"end of the log of job tests:\n{LOG_END.strip()}" in body
+    assert "lint is fine" not in body
+    assert len(github.requests("checks/list-for-suite", status=200)) == 1
     assert len(github.requests("actions/download-job-logs-for-workflow-run", status=302)) == 1

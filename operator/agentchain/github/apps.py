@@ -347,6 +347,24 @@ class GitHubApp:
         failing = ("failure", "timed_out", "startup_failure")
         return [(j.id, j.name) for j in listed.parsed_data.jobs if j.conclusion in failing]
 
+    async def failed_suite_runs(self, scope: Scope, suite_id: int) -> list[tuple[int, str]]:
+        """The (id, name) of check suite ``suite_id``'s failed check runs (their latest,
+        completed), from the first page of them: for GitHub Actions a check run's id is
+        its job's, whose log :meth:`job_log_tail` reads."""
+        gh = self._client(await self.token_for(scope))
+        listed = await self._call(
+            lambda: gh.rest.checks.async_list_for_suite(
+                scope.owner,
+                scope.name,
+                suite_id,
+                filter_="latest",
+                status="completed",
+                per_page=100,
+            )
+        )
+        failing = ("failure", "timed_out", "startup_failure")
+        return [(r.id, r.name) for r in listed.parsed_data.check_runs if r.conclusion in failing]
+
     async def find_review(self, scope: Scope, number: int, marker: str) -> int | None:
         """The operator's own review on the pull request whose body starts with ``marker``."""
         gh = self._client(await self.token_for(scope))

@@ -65,6 +65,8 @@ class FailedCheck:
     url: str = ""
     run_id: int | None = None
     """A ``workflow_run``'s id: its failed jobs' logs are read through it."""
+    suite_id: int | None = None
+    """A ``check_suite``'s id: its failed check runs (and their logs) are listed by it."""
 
 
 Verdict = Literal["start", "limit", "none"]
@@ -144,6 +146,7 @@ def failed_checks(
         job_id=_int(subject, "id") if event == "check_run" else None,
         url=_clean(_str(subject, "html_url") or _str(subject, "details_url"), NAME_MAX * 2),
         run_id=_int(subject, "id") if event == "workflow_run" else None,
+        suite_id=_int(subject, "id") if event == "check_suite" else None,
     )
 
 
@@ -211,7 +214,7 @@ def failure_context(
 ) -> str:
     """The round's event body: what failed, with each check's reported output and the end
     of its job's log when there is one (``logs`` by job id; ``run_logs``: a workflow run's
-    failed jobs, by name), bounded as a whole."""
+    failed jobs, or a check suite's failed check runs, by name), bounded as a whole."""
     lines = [
         f"Follow-up round {round_number}: checks failed on pull request #{pull}.",
         "Fix the cause on this branch and commit; the pull request is updated with your "

@@ -10,7 +10,8 @@ on a pull request a chain of the operator opened or was started on
 order; for a review, only when that agent's sender policy admits the reviewer), numbers
 the round, and returns what the webhook queues like any match: a root AgentJob of that
 agent, whose event (sealed with it) names the pull request, carries the failure (with
-the end of its Actions job's log for a check run, or the review with its inline
+the end of its Actions job's log for a check run, of its failed jobs' or check runs'
+for a workflow run or a check suite, or the review with its inline
 comments; each read from GitHub within 4 s, and left out when GitHub does not answer or
 the App may not read it) as its body and the chain it continues (``continues``). It is
 queued in the same atomic step as the delivery's record, so a round starts exactly once
@@ -371,22 +372,29 @@ async def _job_log(rt: Runtime, failed: rules.FailedCheck, installation: int) ->
 async def _run_logs(
     rt: Runtime, failed: rules.FailedCheck, installation: int
 ) -> list[tuple[str, str]]:
-    """The ends of a failed workflow run's failed jobs' logs, by job name (at most
-    ``RUN_JOBS_MAX``), listed and read within :data:`COMMENTS_TIMEOUT_SECONDS` in all; []
-    for anything but a workflow run, or when GitHub does not answer in time."""
+    """The ends of a failed workflow run's failed jobs' logs, or a failed check suite's
+    failed check runs' (their Actions jobs'), by name (at most ``RUN_JOBS_MAX``), listed
+    and read within :data:`COMMENTS_TIMEOUT_SECONDS` in all; [] for anything else, or
+    when GitHub does not answer in time (a check run of another CI has no log to read)."""
     side = side_of(rt)
-    if side is None or failed.run_id is None:
+    if side is None or (failed.run_id is None and failed.suite_id is None):
         return []
     scope = Scope(installation, failed.repository, {"actions": "read"})
     found: list[tuple[str, str]] = []
     try:
         async with asyncio.timeout(COMMENTS_TIMEOUT_SECONDS):
-            jobs = await side.app.failed_jobs(scope, failed.run_id)
+            if failed.run_id is not None:
+                jobs = await side.app.failed_jobs(scope, failed.run_id)
+            else:
+                assert failed.suite_id is not None
+                checks = Scope(installation, failed.repository, {"checks": "read"})
+                jobs = await side.app.failed_suite_runs(checks, failed.suite_id)
             for job_id, name in jobs[: rules.RUN_JOBS_MAX]:
                 raw = await side.app.job_log_tail(scope, job_id, rules.LOG_MAX * 4, LOG_READ_LIMIT)
                 found.append((name, rules.log_excerpt(raw)))
     except (GitHubError, TimeoutError, OSError) as exc:
-        log.info("workflow run %d: no (more) job logs (%s)", failed.run_id, exc)
+        listed = failed.run_id or failed.suite_id
+        log.info("%s %s: no (more) job logs (%s)", failed.kind, listed, exc)
     return found
 
 

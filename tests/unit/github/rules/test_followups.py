@@ -153,6 +153,7 @@ def test_check_suite_and_workflow_run() -> None:
         None,
         (7,),
     )
+    assert (found.suite_id, found.run_id) == (5, None)  # Its failed runs are listed by it.
     run = {
         "action": "completed",
         "workflow_run": {
