@@ -32,7 +32,8 @@ Aspects covered:
   head with two inline comments on changed lines (one on the round's fix) and one folded;
 * a person's push (``pull_request.synchronize`` from a user) supersedes the running
   round (Cancelled, Superseded, naming who pushed) and starts none; the App's own push
-  (a round's) leaves it running;
+  (a round's) leaves it running; what the superseded round had committed is not
+  pushed: the branch stays as it was pushed;
 * a reply in a review thread (``pull_request_review_comment.created`` with
   ``in_reply_to_id``) from the owner starts a round with that comment (path, line, body)
   in its prompt, and the round's answer is posted once as a reply in that thread
@@ -46,9 +47,13 @@ Aspects covered:
   a chain started on a fork's pull request gets none: the failing check starts nothing,
   and one comment there says the branch is a fork's (a second failure says nothing more);
   a round there that fails (so pushes nothing) still shows in the chain's comment;
-* a failing ``workflow_run``: the round's prompt has the end of the log of the run's
-  failed job (``actions/list-jobs-for-workflow-run``, then its log), not of a job that
-  passed.
+* a chain started by a comment on a person's pull request (``issue_comment``, which
+  does not say where the head is) gets rounds too: the first failing check reads the
+  pull request (``pulls/get``) for its head branch, the round commits there, and a
+  later failure does not ask again (the branch is recorded);
+* a failing ``workflow_run`` or ``check_suite``: the round's prompt has the end of the
+  log of its failed job (listed by ``actions/list-jobs-for-workflow-run``, or the suite's
+  failed check run by ``checks/list-for-suite``; then its log), not of one that passed.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ import redis
 from agentchain.github import roundrecords
 from e2e import chaining, delivering, operating
 from e2e.controlplane.cluster import ClusterInfo
-from e2e.github import GitHubStandIn, model
+from e2e.github import GitHubStandIn, model, payloads
 from e2e.github.gitserver import GitServer
 from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_operator, install
 from e2e.test_workspaces import workspace_env
@@ -154,25 +159,13 @@ def failing_check(
     run = payload["check_run"]
     head = head_sha or pull.head_sha
     run.update(
-        id=uuid.uuid4().int >> 80,  # Unique: an identical signed body is one delivery.
+        id=payloads.unique_id(),
         name="tests",
         conclusion=conclusion,
         head_sha=head,
         output={"title": "1 test failed", "summary": FAILURE, "text": "assert greet() == ..."},
         app={**(run.get("app") or {}), "id": 15368, "name": "GitHub Actions"},
-        pull_requests=[
-            {
-                "url": f"{github.url}/repos/{REPOSITORY}/pulls/{pull.number}",
-                "id": pull.id,
-                "number": pull.number,
-                "head": {"ref": pull.head, "sha": head, "repo": {}},
-                "base": {
-                    "ref": pull.base,
-                    "sha": "0" * 40,
-                    "repo": {"url": f"{github.url}/repos/{REPOSITORY}", "name": "Hello-World"},
-                },
-            }
-        ],
+        pull_requests=[payloads.check_pull_item(github.url, pull, head)],
     )
     return payload
 
@@ -185,24 +178,11 @@ def deliver(op: operating.OperatorProcess, payload: Obj, event: str, delivery: s
 
 
 def file_on(git_server: GitServer, ref: str, path: str) -> str:
-    bare = git_server.bare_path(REPOSITORY)
-    return subprocess.run(
-        ["git", "--git-dir", str(bare), "show", f"{ref}:{path}"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    return git_server.file_at(REPOSITORY, ref, path)
 
 
 def commits_on(git_server: GitServer, ref: str) -> list[str]:
-    bare = git_server.bare_path(REPOSITORY)
-    out = subprocess.run(
-        ["git", "--git-dir", str(bare), "log", "--format=%s", ref],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return out.splitlines()
+    return git_server.subjects(REPOSITORY, ref)
 
 
 def open_pull(
@@ -279,8 +259,25 @@ def test_a_failing_check_runs_the_developer_again_on_the_same_branch(
             what="the chain's comment to show the round, ended",
         )
         (round_root,) = rounds_of(info, namespace)
+        round_chain = round_root["metadata"]["labels"]["labrats.work/chain-id"]
+        external = f"agentchain:{namespace}/{round_chain}"
+
+        def runs() -> list[model.CheckRun]:
+            return [r for r in github.check_runs(REPOSITORY) if r.external_id == external]
+
+        operating.wait_until(
+            lambda: [r.conclusion for r in runs()] == ["success"],
+            timeout=TIMEOUT,
+            what="the round's Check Run to say it succeeded",
+        )
+        time.sleep(3)  # Past the write-back's delay: a comment of the round's own would show.
         comments_on_pull = github.comments(REPOSITORY, pull.number)
 
+    # The round's own Check Run, once, on the head whose check failed (the chain's issue
+    # has none: a chain started on an issue has no head of its own).
+    (checked,) = runs()
+    assert (checked.head_sha, checked.name) == (failing["check_run"]["head_sha"], "agentchain")
+    assert "ai-developer (round 1)" in checked.output["summary"]
     assert commits_on(git_server, pull.head)[:2] == ["Fix the check", "Fix the typo"]
     assert file_on(git_server, pull.head, "FIX.md").strip() == FAILURE  # It saw the output,
     assert file_on(git_server, pull.head, "LOG.md").strip() == LOG_END.strip()  # and the log.
@@ -494,20 +491,17 @@ def mention_on(repo: Installed, pull: model.PullRequest, login: str, text: str) 
     """``issue_comment.created`` for ``login``'s comment ``text`` on ``pull`` (GitHub
     delivers a pull request's conversation comments as an issue's, with ``pull_request``)."""
     comment = repo.github.add_comment(REPOSITORY, pull.number, text, author=login)
-    person = {"login": login, "type": "User"}
-    return {
-        "action": "created",
-        "issue": {
-            "number": pull.number,
-            "title": "Fix the typo",
-            "user": {"login": f"{repo.app.slug}[bot]", "type": "Bot"},
-            "pull_request": {"url": f"{repo.github.url}/repos/{REPOSITORY}/pulls/{pull.number}"},
-        },
-        "comment": {"id": comment.id, "body": text, "author_association": "OWNER", "user": person},
-        "repository": {"full_name": REPOSITORY, "private": False},
-        "sender": person,
-        "installation": {"id": repo.installation.id},
+    person = payloads.person(login)
+    issue = {
+        "number": pull.number,
+        "title": "Fix the typo",
+        "user": payloads.person(f"{repo.app.slug}[bot]", "Bot"),
+        "pull_request": {"url": f"{repo.github.url}/repos/{REPOSITORY}/pulls/{pull.number}"},
     }
+    said = {"id": comment.id, "body": text, "author_association": "OWNER", "user": person}
+    return payloads.from_app(
+        "created", repo.installation.id, REPOSITORY, person, issue=issue, comment=said
+    )
 
 
 def test_the_loop_from_pull_request_to_green_check_to_review(
@@ -570,21 +564,11 @@ def test_the_loop_from_pull_request_to_green_check_to_review(
 
 def pushed(repo: Installed, pull: model.PullRequest, login: str, kind: str) -> Obj:
     """``pull_request.synchronize``: ``login`` pushed to ``pull``'s branch."""
-    sender = {"login": login, "type": kind}
-    return {
-        "action": "synchronize",
-        "number": pull.number,
-        "pull_request": {
-            "number": pull.number,
-            "user": {"login": f"{repo.app.slug}[bot]", "type": "Bot"},
-            "author_association": "NONE",
-            "head": {"ref": pull.head, "sha": uuid.uuid4().hex + "00000000"},
-            "base": {"ref": pull.base},
-        },
-        "repository": {"full_name": REPOSITORY, "private": False},
-        "sender": sender,
-        "installation": {"id": repo.installation.id},
-    }
+    moved = payloads.app_pull(pull, repo.app.slug, head_sha=uuid.uuid4().hex + "00000000")
+    return payloads.from_app(
+        "synchronize", repo.installation.id, REPOSITORY, payloads.person(login, kind),
+        number=pull.number, pull_request={**moved, "base": {"ref": pull.base}},
+    )  # fmt: skip
 
 
 def test_a_persons_push_supersedes_the_running_round_the_apps_does_not(
@@ -599,9 +583,11 @@ def test_a_persons_push_supersedes_the_running_round_the_apps_does_not(
     starts no new round (nothing failed on the new head yet).  The round's own push comes
     from the App and supersedes nothing."""
     info = cluster_info
-    slow = DEVELOPER.replace(
+    slow = DEVELOPER.replace(  # The round commits part of a fix, then works on.
         'elif grep -q "Checks failed',
-        'elif grep -q "Checks failed" "$AGENT_PROMPT_FILE" && sleep 60; then :; '
+        'elif grep -q "Checks failed" "$AGENT_PROMPT_FILE" && echo half > HALF.md && '
+        "git add HALF.md && git -c user.name=Developer -c user.email=dev@example.com "
+        "commit -qm 'Half a fix' && sleep 60; then :; "
         'elif grep -q "Checks failed',
     )
     env = {**workspace_env(git_server), "AGENTCHAIN_GITHUB_APP_SLUG": repo.app.slug}
@@ -637,7 +623,11 @@ def test_a_persons_push_supersedes_the_running_round_the_apps_does_not(
     assert ended[1] == "Superseded", ended
     assert "@octocat pushed to pull request" in ended[2], ended
     assert len(rounds_of(info, namespace)) == 1
-    assert commits_on(git_server, pull.head)[0] == "Fix the typo"  # The round pushed nothing.
+    # The superseded round's commit is not pushed: the branch stays as pushed, the round's
+    # work (on a head that is gone) is left in its volume for the workspace's keepFor.
+    time.sleep(2)
+    assert commits_on(git_server, pull.head)[0] == "Fix the typo"
+    assert "Half a fix" not in commits_on(git_server, pull.head)
 
 
 def thread_comment(
@@ -645,9 +635,9 @@ def thread_comment(
 ) -> Obj:
     """``pull_request_review_comment.created``: ``login``'s inline comment on README.md
     line 1 of ``pull``, a reply to comment ``reply_to`` when given."""
-    person = {"login": login, "type": "User"}
+    person = payloads.person(login)
     comment: Obj = {
-        "id": uuid.uuid4().int >> 80,
+        "id": payloads.unique_id(),
         "path": "README.md",
         "line": 1,
         "side": "RIGHT",
@@ -658,19 +648,10 @@ def thread_comment(
     }
     if reply_to is not None:
         comment["in_reply_to_id"] = reply_to
-    return {
-        "action": "created",
-        "comment": comment,
-        "pull_request": {
-            "number": pull.number,
-            "user": {"login": f"{repo.app.slug}[bot]", "type": "Bot"},
-            "author_association": "NONE",
-            "head": {"ref": pull.head, "sha": pull.head_sha},
-        },
-        "repository": {"full_name": REPOSITORY, "private": False},
-        "sender": person,
-        "installation": {"id": repo.installation.id},
-    }
+    return payloads.from_app(
+        "created", repo.installation.id, REPOSITORY, person,
+        comment=comment, pull_request=payloads.app_pull(pull, repo.app.slug),
+    )  # fmt: skip
 
 
 def replies_to(repo: Installed, pull: model.PullRequest, top: int) -> list[model.ReviewComment]:
@@ -855,7 +836,17 @@ def test_a_failed_round_on_a_persons_pull_request_shows_in_the_chains_comment(
         )
 
 
-def test_a_failing_workflow_run_brings_its_failed_jobs_log(
+LOOKER = (
+    'cd "$AGENT_WORKSPACE_REPO" && '
+    'if grep -q "Checks failed on pull request" "$AGENT_PROMPT_FILE"; then '
+    "  echo fixed > FIX.md && git add FIX.md && "
+    "  git -c user.name=Developer -c user.email=dev@example.com commit -qm 'Fix the check' && "
+    "  echo 'Fixed the check.'; "
+    "else echo 'Looked.'; fi"
+)
+
+
+def test_a_chain_started_by_a_comment_on_a_pull_request_gets_rounds_on_its_branch(
     operator: operating.OperatorProcess,
     cluster_info: ClusterInfo,
     namespace: str,
@@ -863,24 +854,77 @@ def test_a_failing_workflow_run_brings_its_failed_jobs_log(
     git_server: GitServer,
 ) -> None:
     info, github = cluster_info, repo.github
+    owner = REPOSITORY.split("/")[0]
+    agent = developer(3, command=LOOKER, events=("issue_comment.created",))
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(agent))
+        own = person_pull(repo, git_server, "greeting", owner)
+        bare = git_server.bare_path(REPOSITORY)  # As GitHub keeps every pull request's head:
+        pull_ref = f"refs/pull/{own.number}/head"  # the chain's workspace checks it out.
+        update = ["git", "--git-dir", str(bare), "update-ref", pull_ref, own.head_sha]
+        subprocess.run(update, check=True)
+        asked = mention_on(repo, own, owner, "Please keep an eye on the checks.")
+        started = deliver(op, asked, "issue_comment", f"comment-{uuid.uuid4()}")
+        assert [j["agent"] for j in started["jobs"]] == ["ai-developer"], started
+        operating.wait_until(
+            lambda: any("**Succeeded**" in c.body for c in github.comments(REPOSITORY, own.number)),
+            timeout=TIMEOUT,
+            what="the first chain to end",
+        )
+        assert github.requests("pulls/get") == []  # Nothing asked before a round is due.
+        answer = fail_check(op, repo, own)
+        assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
+        assert len(github.requests("pulls/get", status=200)) == 1
+        wait_for_commit(git_server, own, "Fix the check")
+        again = fail_check(op, repo, own)
+        assert [j["agent"] for j in again["jobs"]] == ["ai-developer"], again
+        rounds = rounds_of(info, namespace)
+
+    assert len(github.requests("pulls/get")) == 1  # Recorded: the second did not ask.
+    assert {r["spec"]["event"]["headRef"] for r in rounds} == {"greeting"}
+    assert file_on(git_server, own.head, "FIX.md").strip() == "fixed"
+    assert [p.number for p in github.pulls(REPOSITORY)] == [own.number]  # No other opened.
+
+
+# Per kind of delivery: the call that lists its failed jobs.
+LISTED = {
+    "workflow_run": "actions/list-jobs-for-workflow-run",
+    "check_suite": "checks/list-for-suite",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LISTED))
+def test_a_failing_workflow_run_or_check_suite_brings_its_failed_jobs_log(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+    kind: str,
+) -> None:
+    info, github = cluster_info, repo.github
+    listing = LISTED[kind]
     with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
         pull = open_pull(op, info, namespace, repo, developer(3))
         with_actions(github, repo)
-        payload = app_delivery("workflow_run", "completed", repo.installation.id)
-        run = payload["workflow_run"]
-        run_id = uuid.uuid4().int >> 80
+        payload = app_delivery(kind, "completed", repo.installation.id)
+        listed_id = payloads.unique_id()
         failing = failing_check(github, repo.installation.id, pull)["check_run"]
-        run.update(
-            id=run_id, name="CI", conclusion="failure", head_sha=pull.head_sha,
-            pull_requests=failing["pull_requests"],
+        # A workflow run is named; a check suite is its App's (GitHub Actions).
+        named = {"name": "CI"} if kind == "workflow_run" else {"app": failing["app"]}
+        payload[kind].update(
+            id=listed_id, conclusion="failure", head_sha=pull.head_sha,
+            pull_requests=failing["pull_requests"], **named,
         )  # fmt: skip
-        lint, tests = run_id + 1, run_id + 2
-        github.add_run_jobs(
-            REPOSITORY, run_id, [(lint, "lint", "success"), (tests, "tests", "failure")]
-        )
+        lint, tests = listed_id + 1, listed_id + 2
+        jobs = [(lint, "lint", "success"), (tests, "tests", "failure")]
+        if kind == "workflow_run":
+            github.add_run_jobs(REPOSITORY, listed_id, jobs)
+        else:
+            github.add_suite_runs(REPOSITORY, listed_id, jobs)
         github.add_job_log(REPOSITORY, lint, "LOG: lint is fine\n")
         github.add_job_log(REPOSITORY, tests, LOG_END)
-        answer = deliver(op, payload, "workflow_run", f"run-{uuid.uuid4()}")
+        answer = deliver(op, payload, kind, f"{kind}-{uuid.uuid4()}")
         assert [j["agent"] for j in answer["jobs"]] == ["ai-developer"], answer
         wait_for_commit(git_server, pull, "Fix the check")
         (round_root,) = rounds_of(info, namespace)
@@ -889,5 +933,5 @@ def test_a_failing_workflow_run_brings_its_failed_jobs_log(
     body = round_root["spec"]["event"]["body"]
     assert f"end of the log of job tests:\n{LOG_END.strip()}" in body
     assert "lint is fine" not in body
-    assert len(github.requests("actions/list-jobs-for-workflow-run", status=200)) == 1
+    assert len(github.requests(listing, status=200)) == 1
     assert len(github.requests("actions/download-job-logs-for-workflow-run", status=302)) == 1

@@ -11,7 +11,12 @@ Aspects covered:
   requesting changes: the review is a comment saying the verdict;
 * exactly once: the operator SIGKILLed right after creating the review, before
   recording it (crashpoint ``github-review-created``): the restarted operator finds
-  the review by its marker and posts no second one.
+  the review by its marker and posts no second one;
+* the other way in: a reviewer that sends its review through the job API with its own
+  token (``PUT .../review``, what the ``review`` MCP tool calls) gets it posted when it
+  succeeds, over the block its output also ends with: a comment on two added lines is
+  one multi-line inline comment (``start_line``), one whose range is not all in the
+  diff is folded into the body with its range.
 """
 
 from __future__ import annotations
@@ -57,7 +62,31 @@ def repo(github: GitHubStandIn, git_server: GitServer, tmp_path: Path) -> Instal
     return installed
 
 
-def agents() -> list[Obj]:
+SENT = {
+    "verdict": "comment",
+    "body": "Sent through the API.",
+    "comments": [
+        {"path": "NOTES.md", "start_line": 1, "line": 2, "body": "Both notes."},
+        {"path": "README.md", "start_line": 1, "line": 3, "body": "Past its end."},
+    ],
+}
+SENDER = f"""
+import json, os, urllib.request
+url = "{{}}/api/jobs/{{}}/{{}}/review".format(
+    os.environ["AGENT_API_URL"], os.environ["AGENT_NAMESPACE"], os.environ["AGENT_JOB"])
+request = urllib.request.Request(
+    url, data=json.dumps({SENT!r}).encode(), method="PUT",
+    headers={{"Authorization": "Bearer " + os.environ["AGENT_TOKEN"],
+             "Content-Type": "application/json"}})
+print("sent", urllib.request.urlopen(request, timeout=10).read().decode())
+print("```agentchain-review")
+print(json.dumps({{"verdict": "approve", "body": "The block, not sent."}}))
+print("```")
+"""
+
+
+def agents(reviewer: list[str] | None = None) -> list[Obj]:
+    reviewer = reviewer or ["sh", "-c", REVIEWER]
     return [
         chaining.ai_agent(
             "ai-developer",
@@ -72,9 +101,7 @@ def agents() -> list[Obj]:
                 }
             ],
         ),
-        chaining.ai_agent(
-            "ai-reviewer", ["sh", "-c", REVIEWER], object_name="reviewer", github={"review": True}
-        ),
+        chaining.ai_agent("ai-reviewer", reviewer, object_name="reviewer", github={"review": True}),
     ]
 
 
@@ -121,3 +148,39 @@ def test_a_reviewer_posts_one_review_with_inline_and_folded_comments(
     assert "**Request changes**" in body and "own pull request" in body
     assert "```text\nNearly there, @octocat.\n```" in body  # Inert: no ping.
     assert "README.md, line 40 (right side):\n\n```text\nOff the diff.\n```" in body
+
+
+def test_a_review_sent_through_the_job_api_is_posted_with_a_multi_line_comment(
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    repo: Installed,
+    git_server: GitServer,
+) -> None:
+    info, github = cluster_info, repo.github
+    with app_operator(operator, info, namespace, repo, workspace_env(git_server)) as op:
+        for obj in agents(chaining.python_command(SENDER)):
+            info.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(obj))
+        payload = app_delivery("issues", "opened", repo.installation.id)
+        body, headers = delivering.signed(op.webhook_secret, payload, event="issues")
+        status, answer = delivering.send(op, body, headers)
+        assert status == 202 and answer["jobs"], answer
+        operating.wait_until(
+            lambda: (
+                bool(github.pulls(REPOSITORY))
+                and bool(github.reviews(REPOSITORY, github.pulls(REPOSITORY)[0].number))
+            ),
+            timeout=TIMEOUT,
+            what="the reviewer's review",
+        )
+        time.sleep(2)  # Room for a second review, which must not come.
+        (pull,) = github.pulls(REPOSITORY)
+        (review,) = github.reviews(REPOSITORY, pull.number)
+
+    assert review.state == "COMMENTED" and "**Comment**" in review.body
+    assert [(c.path, c.start_line, c.line, c.body) for c in review.comments] == [
+        ("NOTES.md", 1, 2, "```text\nBoth notes.\n```"),
+    ]
+    assert "```text\nSent through the API.\n```" in review.body
+    assert "The block, not sent." not in review.body
+    assert "README.md, lines 1 to 3 (right side):\n\n```text\nPast its end.\n```" in review.body

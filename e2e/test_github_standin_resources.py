@@ -1,6 +1,6 @@
-"""The stand-in's stateful resources beyond comments: reactions, check runs, pull requests
-(their files and reviews), repositories and installations, each answer valid under
-GitHub's description."""
+"""The stand-in's stateful resources beyond comments: reactions, check runs (also a
+check suite's), pull requests (their files and reviews, multi-line comments too),
+repositories and installations, each answer valid under GitHub's description."""
 
 from __future__ import annotations
 
@@ -250,3 +250,46 @@ def test_pull_request_files_and_reviews_with_inline_comments(
     with w.github.state.lock:  # Someone else's pull request: the App may approve it.
         w.github.state.pulls[(FULL_NAME, number)].author = "octocat"
     assert review(event="APPROVE").json()["state"] == "APPROVED"
+
+
+def test_a_multi_line_review_comment_must_lie_within_one_hunk(
+    w: World, git_server: GitServer, tmp_path: Path
+) -> None:
+    """``start_line``/``start_side``: every line of the range on the diff, on one side,
+    before ``line``; the comment keeps its range when listed."""
+    _branch_with_a_fix(git_server, tmp_path)
+    token = w.token({"pull_requests": "write"})
+    body = {"title": "Fix", "head": "fix", "base": "main"}
+    number = w.call("POST", f"/repos/{FULL_NAME}/pulls", token=token, json=body).json()["number"]
+    path = f"/repos/{FULL_NAME}/pulls/{number}"
+
+    def review(**comment: Any) -> Any:
+        comment = {"path": "README.md", "body": "These lines.", **comment}
+        return w.call(
+            "POST", f"{path}/reviews", token=token,
+            json={"event": "COMMENT", "body": "x", "comments": [comment]},
+        )  # fmt: skip
+
+    assert review(start_line=2, line=9).status_code == 422  # Past the hunk.
+    assert review(start_line=3, line=3).status_code == 422  # Not before line.
+    assert review(start_line=1, start_side="LEFT", line=3).status_code == 422  # Two sides.
+    made = review(start_line=1, start_side="RIGHT", line=3, side="RIGHT")
+    assert made.status_code == 200, made.text
+    listed = w.call("GET", f"{path}/reviews/{made.json()['id']}/comments", token=token).json()
+    _valid(w, "pulls/list-comments-for-review", 200, listed)
+    assert [(c["start_line"], c["line"], c["start_side"]) for c in listed] == [(1, 3, "RIGHT")]
+
+
+def test_a_check_suites_check_runs_are_listed(w: World) -> None:
+    w.github.add_suite_runs(FULL_NAME, 5, [(51, "lint", "success"), (52, "tests", "failure")])
+    token = w.token({"checks": "read"})
+    found = w.call("GET", f"/repos/{FULL_NAME}/check-suites/5/check-runs", token=token)
+    assert found.status_code == 200, found.text
+    _valid(w, "checks/list-for-suite", 200, found.json())
+    runs = found.json()["check_runs"]
+    assert [(r["id"], r["name"], r["conclusion"]) for r in runs] == [
+        (51, "lint", "success"),
+        (52, "tests", "failure"),
+    ]
+    unknown = w.call("GET", f"/repos/{FULL_NAME}/check-suites/6/check-runs", token=token)
+    assert unknown.status_code == 404

@@ -308,14 +308,7 @@ def _claim_deleted(info: ClusterInfo, namespace: str, claim: str) -> bool:
 
 
 def git_server_log(git_server: GitServer, branch: str, repository: str = REPOSITORY) -> list[str]:
-    bare = git_server.bare_path(repository)
-    out = subprocess.run(
-        ["git", "--git-dir", str(bare), "log", "--format=%s", branch],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.splitlines()
+    return git_server.subjects(repository, branch)
 
 
 def _pushes_to(git_server: GitServer, branch: str) -> int:

@@ -173,6 +173,24 @@ class GitServer:
         )
         return found.stdout.strip() or None
 
+    def _git(self, full_name: str, *args: str) -> str:
+        found = subprocess.run(
+            [GIT, "--git-dir", str(self.bare_path(full_name)), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return found.stdout
+
+    def subjects(self, full_name: str, ref: str) -> list[str]:
+        """The subjects of the commits ``ref`` reaches, newest first (what a test asserts
+        of a branch a chain pushed to)."""
+        return self._git(full_name, "log", "--format=%s", ref).splitlines()
+
+    def file_at(self, full_name: str, ref: str, path: str) -> str:
+        """The text of file ``path`` at ``ref``."""
+        return self._git(full_name, "show", f"{ref}:{path}")
+
     def diff(self, full_name: str, base: str, head: str) -> list[model.PullFile]:
         """The files ``head`` changes since its merge base with branch ``base``, each with
         its patch as GitHub shows it (the hunks, without the ``diff --git`` header)."""

@@ -373,3 +373,24 @@ def list_jobs_for_run(call: Call) -> Answer:
         raise model.Refused(404, "Not Found")
     body = [call.render.job(repo.full_name, run_id, *job) for job in call.page(jobs)]
     return Answer(200, {"total_count": len(jobs), "jobs": body})
+
+
+ACTIONS = model.App(15368, "github-actions", "GitHub Actions", "github", b"", {}, [], "Iv1.0")
+"""The App GitHub Actions' check runs belong to (its public id)."""
+
+
+@handles("checks/list-for-suite")
+def list_check_runs_for_suite(call: Call) -> Answer:
+    repo = call.repo("checks", "read")
+    found = call.state.suite_runs.get((repo.full_name.lower(), call.int_param("check_suite_id")))
+    if found is None:
+        raise model.Refused(404, "Not Found")
+    runs = [
+        model.CheckRun(
+            id, repo.full_name, ACTIONS.id, name, "0" * 40, "completed", conclusion, model.now()
+        )
+        for id, name, conclusion in found
+        if call.arg("check_name") in (None, name)
+    ]
+    body = [call.render.check_run(r, ACTIONS) for r in call.page(runs)]
+    return Answer(200, {"total_count": len(runs), "check_runs": body})

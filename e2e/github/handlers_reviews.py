@@ -4,8 +4,10 @@ each with the permission GitHub asks an installation token for (``pull_requests`
 GitHub's refusals a client must expect are kept: an inline comment on a line that is
 not in the diff (422 ``Line could not be resolved``), approving or requesting changes
 on one's own pull request (422), and a ``REQUEST_CHANGES`` or ``COMMENT`` review
-without a body (422).  Only ``line``/``side`` comments are served (``position``, the
-legacy anchor, and multi-line ``start_line`` comments answer 422 here).  A review's
+without a body (422).  ``line``/``side`` comments are served, also over several lines
+(``start_line``/``start_side``: every line of the range must be a line of the diff on
+that side, so it stays within one hunk, else 422 like GitHub); ``position``, the legacy
+anchor, answers 422 here.  A review's
 inline comments are listed too (``pulls/list-comments-for-review``), as a follow-up round
 reads them.
 """
@@ -100,13 +102,18 @@ def create_review(call: Call) -> Answer:
     lines = {f.filename: anchors(f.patch) for f in files_of(call, pull, body.get("commit_id"))}
     comments = []
     for c in body.get("comments") or []:
-        if "position" in c or "start_line" in c or "line" not in c:
+        if "position" in c or "line" not in c:
             raise _unprocessable("the stand-in serves line/side comments only")
-        side = c.get("side", "RIGHT")
-        if (side, c["line"]) not in lines.get(c["path"], set()):
+        side, start = c.get("side", "RIGHT"), c.get("start_line")
+        if start is not None and (c.get("start_side", side) != side or start >= c["line"]):
+            raise _unprocessable("start_line must precede line, on the same side")
+        shown = lines.get(c["path"], set())
+        if any((side, n) not in shown for n in range(start or c["line"], c["line"] + 1)):
             raise _unprocessable("Line could not be resolved")
         comments.append(
-            model.ReviewComment(call.state.next_id(), c["path"], c["line"], side, c["body"])
+            model.ReviewComment(
+                call.state.next_id(), c["path"], c["line"], side, c["body"], start_line=start
+            )
         )
     review = model.Review(
         call.state.next_id(),

@@ -203,6 +203,8 @@ class ReviewComment:
     body: str
     in_reply_to: int | None = None
     """A reply's thread: the id of the thread's first comment."""
+    start_line: int | None = None
+    """A multi-line comment's first line (on ``side``)."""
 
 
 @dataclass
@@ -250,6 +252,8 @@ class State:
         self.job_logs: dict[tuple[str, int], bytes] = {}
         # A workflow run's jobs, by (repository, run id): (job id, name, conclusion).
         self.run_jobs: dict[tuple[str, int], list[tuple[int, str, str]]] = {}
+        # A check suite's check runs, by (repository, suite id): (id, name, conclusion).
+        self.suite_runs: dict[tuple[str, int], list[tuple[int, str, str]]] = {}
         """Actions job logs by (repository, lower-case, job id)."""
         self.tokens: dict[str, Token] = {}
         self.rate_used: dict[str, int] = {}

@@ -261,10 +261,12 @@ class Renderer:
         body.pop("in_reply_to_id", None)
         if comment.in_reply_to is not None:
             body["in_reply_to_id"] = comment.in_reply_to
+        start, start_side = comment.start_line, comment.side if comment.start_line else None
         return self._stamp(
             body, id=comment.id, node_id=f"PRRC_{comment.id}", url=url,
             pull_request_review_id=review.id, path=comment.path, line=comment.line,
             original_line=comment.line, side=comment.side, body=comment.body,
+            start_line=start, original_start_line=start, start_side=start_side,
             user=self.user(review.author, review.author_type), commit_id=review.commit_id,
             original_commit_id=review.commit_id, html_url=html, pull_request_url=pull,
             _links={"self": {"href": url}, "html": {"href": html}, "pull_request": {"href": pull}},

@@ -258,6 +258,14 @@ class GitHubStandIn:
         with self.state.lock:
             self.state.job_logs[(full_name.lower(), job_id)] = text.encode()
 
+    def add_suite_runs(
+        self, full_name: str, suite_id: int, runs: list[tuple[int, str, str]]
+    ) -> None:
+        """Check suite ``suite_id``'s check runs, GitHub Actions': (id, name, conclusion)
+        each, as ``checks/list-for-suite`` lists them (a run's id is its job's)."""
+        with self.state.lock:
+            self.state.suite_runs[(full_name.lower(), suite_id)] = list(runs)
+
     def add_run_jobs(self, full_name: str, run_id: int, jobs: list[tuple[int, str, str]]) -> None:
         """Workflow run ``run_id``'s jobs: (job id, name, conclusion) each, as
         ``actions/list-jobs-for-workflow-run`` lists them."""

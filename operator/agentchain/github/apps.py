@@ -271,6 +271,16 @@ class GitHubApp:
         ).parsed_data
         return str(pull.head.sha), str(pull.user.login if pull.user else "")
 
+    async def pull_branch(self, scope: Scope, number: int) -> tuple[str, str]:
+        """The pull request's head branch and the repository it is in (``owner/name``; ""
+        when GitHub says none: the fork was deleted)."""
+        gh = self._client(await self.token_for(scope))
+        pull = (
+            await self._call(lambda: gh.rest.pulls.async_get(scope.owner, scope.name, number))
+        ).parsed_data
+        repo = pull.head.repo
+        return str(pull.head.ref), str(repo.full_name) if repo else ""
+
     async def pull_files(self, scope: Scope, number: int) -> list[tuple[str, str | None]]:
         """Each changed file's name and patch (None when GitHub shows none), at most
         MAX_FILE_PAGES pages of 100 (GitHub itself lists at most 3,000 files)."""
@@ -336,6 +346,24 @@ class GitHubApp:
         )
         failing = ("failure", "timed_out", "startup_failure")
         return [(j.id, j.name) for j in listed.parsed_data.jobs if j.conclusion in failing]
+
+    async def failed_suite_runs(self, scope: Scope, suite_id: int) -> list[tuple[int, str]]:
+        """The (id, name) of check suite ``suite_id``'s failed check runs (their latest,
+        completed), from the first page of them: for GitHub Actions a check run's id is
+        its job's, whose log :meth:`job_log_tail` reads."""
+        gh = self._client(await self.token_for(scope))
+        listed = await self._call(
+            lambda: gh.rest.checks.async_list_for_suite(
+                scope.owner,
+                scope.name,
+                suite_id,
+                filter_="latest",
+                status="completed",
+                per_page=100,
+            )
+        )
+        failing = ("failure", "timed_out", "startup_failure")
+        return [(r.id, r.name) for r in listed.parsed_data.check_runs if r.conclusion in failing]
 
     async def find_review(self, scope: Scope, number: int, marker: str) -> int | None:
         """The operator's own review on the pull request whose body starts with ``marker``."""

@@ -13,7 +13,13 @@ showing the chain as it is now:
    (one writer at a time), the issue's comments are searched for the operator's own
    marked comment (a crash may have created it without recording it), and only
    when there is none is a comment created; its id is recorded right after;
-3. the same for the Check Run of a pull request, found again by its ``external_id``.
+3. the same for the Check Run of a pull request, found again by its ``external_id``;
+4. each follow-up round that continues the chain writes a Check Run of its own, the same
+   way, on the head its delivery named (the pull request's head whose check failed or
+   that was reviewed): the first chain's Check Run is on the head it started from, and a
+   pull request's newest head shows how its newest round went. It is the round's own
+   record (its chain id: its ``external_id``, its claim), so a crash or a redelivery
+   finds it again like the first chain's.
 
 A comment deleted by someone while the chain runs (404 on edit) is created again:
 the chain's progress stays visible.  Once the chain's end is written the chain is
@@ -44,7 +50,7 @@ from agentchain.github.githuberrors import UNAVAILABLE, GitHubError
 from agentchain.github.rules import progress
 from agentchain.github.rules.githubscope import NoScope, Target, writeback_target
 from agentchain.kube import resources
-from agentchain.models.agentjob import AgentJob
+from agentchain.models.agentjob import AgentJob, JobEvent
 from agentchain.models.aiagent import DEFAULT_HANDOFF_HEADING, AiAgent, GitHubWriteBack
 from agentchain.store import keys, sealing
 from agentchain.traces.rules import githubwrites, spans
@@ -73,6 +79,10 @@ class Listed:
     """Trigger names of the agents whose jobs' verdicts are posted as reviews."""
     objects: dict[str, Obj] = field(default_factory=dict)
     """The chain's AgentJobs by name (for their Events)."""
+    rounds: dict[str, JobEvent] = field(default_factory=dict)
+    """Each follow-up round listed with the chain: its chain id and its root's vouched event."""
+    headings: dict[str, str] = field(default_factory=dict)
+    """Each agent's hand-off heading by trigger name (a name two AiAgents share: none)."""
 
 
 def digest(text: str) -> str:
@@ -92,8 +102,10 @@ async def list_chain(
         label_selector=f"{models.CHAIN_ID}={chain_id}",
         limit=MAX_CHAIN_OBJECTS,
     )
+    round_events: dict[str, JobEvent] = {}
     if rounds:
-        items += await _rounds(side, namespace, chain_id)
+        round_items, round_events = await _rounds(side, namespace, chain_id)
+        items += round_items
     # Only jobs the operator placed in the chain: a hand-made AgentJob carrying the
     # chain's label is no step of it and never reaches GitHub.
     items = [i for i in items if sealing.placed(side.rt.operator_keys, i)]
@@ -122,13 +134,20 @@ async def list_chain(
     vouched = sealing.vouched(side.rt.operator_keys, root)
     objects = {i["metadata"]["name"]: i for i in items}
     reviewers = _reviewers([agent for _, agent in entries])
-    return Listed(jobs, root, write_back, heading, agent_obj, vouched, reviewers, objects)
+    headings = _headings([agent for _, agent in entries])
+    return Listed(
+        jobs, root, write_back, heading, agent_obj, vouched, reviewers, objects,
+        round_events, headings,
+    )  # fmt: skip
 
 
-async def _rounds(side: GitHubSide, namespace: str, chain_id: str) -> list[Obj]:
-    """The jobs of the follow-up rounds that continue the chain: each round's root carries
-    the chain's id as a label (for this listing) and in its sealed event (what makes it
-    a round of this chain: a label alone is anyone's to write)."""
+async def _rounds(
+    side: GitHubSide, namespace: str, chain_id: str
+) -> tuple[list[Obj], dict[str, JobEvent]]:
+    """The jobs of the follow-up rounds that continue the chain, and each round's event by
+    its chain id: each round's root carries the chain's id as a label (for this listing)
+    and in its sealed event (what makes it a round of this chain: a label alone is
+    anyone's to write)."""
     roots, _ = await resources.list_objects(
         namespace,
         resources.AGENTJOBS,
@@ -136,6 +155,7 @@ async def _rounds(side: GitHubSide, namespace: str, chain_id: str) -> list[Obj]:
         limit=MAX_ROUNDS_LISTED,
     )
     found: list[Obj] = []
+    events: dict[str, JobEvent] = {}
     for root in roots:
         spec = AgentJob.model_validate({"spec": root.get("spec") or {}}).spec
         sealed = sealing.vouched(side.rt.operator_keys, root)
@@ -150,7 +170,8 @@ async def _rounds(side: GitHubSide, namespace: str, chain_id: str) -> list[Obj]:
             limit=MAX_CHAIN_OBJECTS,
         )
         found += items
-    return found
+        events[round_chain] = event
+    return found, events
 
 
 def _reviewers(agents: list[AiAgent]) -> frozenset[str]:
@@ -161,6 +182,14 @@ def _reviewers(agents: list[AiAgent]) -> frozenset[str]:
         name, access = agent.spec.trigger_name, agent.spec.github
         asks[name] = asks.get(name, True) and access is not None and access.review
     return frozenset(name for name, yes in asks.items() if yes)
+
+
+def _headings(agents: list[AiAgent]) -> dict[str, str]:
+    """Each trigger name's hand-off heading, for names only one AiAgent has."""
+    named: dict[str, list[str]] = {}
+    for agent in agents:
+        named.setdefault(agent.spec.trigger_name, []).append(agent.spec.handoff_heading)
+    return {name: found[0] for name, found in named.items() if len(found) == 1}
 
 
 def target_of(listed: Listed) -> Target | NoScope:
@@ -199,26 +228,40 @@ async def flush(
         results.append(await _comment(side, target, view, wb, run))
     if wb.check_run and target.pull_request and target.head_sha:
         results.append(await _check_run(side, target, view, wb, run))
+    for round_chain, event in listed.rounds.items() if wb.check_run else ():
+        results.append(await _round_check_run(side, listed, (round_chain, event), run))
     claim = lambda: claimed(side, namespace, chain_id)  # noqa: E731
     reviewed = reviewing.Reviewed(listed.jobs, listed.reviewers, listed.objects, wb.allow_mentions)
     await reviewing.post_due(side, namespace, chain_id, reviewed, target, record, claim, run)
     await threadreplies.post_due(
-        side,
-        namespace,
-        chain_id,
-        listed.objects,
-        target,
-        record,
-        claim,
-        heading=listed.handoff_heading,
-        allow_mentions=wb.allow_mentions,
-        run=run,
-    )
+        side, namespace, chain_id, listed.objects, target, record, claim,
+        headings=listed.headings, heading=listed.handoff_heading,
+        allow_mentions=wb.allow_mentions, run=run,
+    )  # fmt: skip
     if view.done:
         await side.records.set_final(namespace, chain_id, record.pull)
     if "written" in results:
         return "written", listed.agent
     return "unchanged", None
+
+
+async def _round_check_run(
+    side: GitHubSide, listed: Listed, round_of: tuple[str, JobEvent], run: WriteBack | None
+) -> Result:
+    """A follow-up round's own Check Run, on the head its event names, showing its jobs as
+    the first chain's shows the chain's (its agent's hand-off heading for its outcome)."""
+    round_chain, event = round_of
+    target = writeback_target(event, check_run=True)
+    if isinstance(target, NoScope) or not target.pull_request or not target.head_sha:
+        return "unchanged"
+    jobs = [
+        j for j in listed.jobs if side.chain_of(listed.objects.get(j.name) or {}) == round_chain
+    ]
+    if not jobs:
+        return "unchanged"
+    heading = listed.headings.get(jobs[0].job.spec.agent_role, listed.handoff_heading)
+    view = progress.chain_view(listed.root["metadata"]["namespace"], round_chain, jobs, heading)
+    return await _check_run(side, target, view, listed.write_back, run)
 
 
 def _caused(side: GitHubSide, listed: Listed, run: WriteBack | None) -> WriteBack | None:

@@ -6,8 +6,11 @@ GitHub failure never fails a chain.  A job's review is due when:
 
 - its AiAgent asks for it (``spec.github.review: true``): an agent's output is a review
   only by that opt-in, never because it happens to hold a block that looks like one;
-- it succeeded and its output holds an ``agentchain-review`` block
-  (``github/rules/reviews.py``);
+- it succeeded, and it sent a review through the job API (``PUT .../review``, the
+  ``review`` MCP tool: kept on its AgentJob, sealed by the operator for that job, see
+  :func:`seal_sent`) or its output holds an ``agentchain-review`` block
+  (``github/rules/reviews.py``); a review sent counts over a block, and one sent again
+  replaces the one before;
 - its chain has a pull request: the one it was started on (a ``pull_request`` or
   ``pull_request_review`` delivery), else the one its workspace opened
   (``workspaces/publishing.py`` records it with :meth:`WriteBackRecords.set_pull`, which
@@ -32,12 +35,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from agentchain import faults, metrics
+from agentchain import faults, metrics, models
 from agentchain.github import apps
 from agentchain.github.appruntime import GitHubSide
 from agentchain.github.githuberrors import GitHubError
@@ -45,6 +48,8 @@ from agentchain.github.githubrecords import ChainRecord
 from agentchain.github.rules import progress, reviews
 from agentchain.github.rules.githubscope import REPOSITORY, Scope, Target, review_permissions
 from agentchain.kube import events
+from agentchain.store import sealing, signing
+from agentchain.store.signing import OperatorKeys
 from agentchain.traces.rules import githubwrites
 from agentchain.traces.rules.githubwrites import WriteBack
 
@@ -83,18 +88,51 @@ def pull_of(target: Target, record: ChainRecord) -> tuple[Scope, int] | None:
     return Scope(installation, repository, review_permissions()), number
 
 
+def _subject(obj: Obj) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid", ""))
+
+
+def seal_sent(keys: OperatorKeys, obj: Obj, review: str) -> str:
+    """The annotation value keeping ``review`` (its JSON text) on AgentJob ``obj``: sealed
+    for that job (namespace, name, uid), so no one who can only edit AgentJobs makes the
+    App post a review, nor moves one job's review to another."""
+    return sealing.seal(keys, signing.JOB_REVIEW_PURPOSE, _subject(obj), review)
+
+
+def sent_review(keys: OperatorKeys, obj: Obj | None) -> str | None:
+    """The review the job sent through the job API; None without one, or for a value the
+    operator did not seal for this job (ignored, logged once)."""
+    annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    kept = annotations.get(models.REVIEW)
+    if not isinstance(kept, str) or obj is None:
+        return None
+    opened = sealing.open_sealed(keys, signing.JOB_REVIEW_PURPOSE, _subject(obj), kept.encode())
+    if opened is None:
+        sealing.refused("review", "/".join(_subject(obj)[:2]), "not sealed for this job")
+        return None
+    return opened.decode()
+
+
 def due(
-    jobs: list[progress.JobRecord], reviewers: frozenset[str], record: ChainRecord
+    jobs: list[progress.JobRecord],
+    reviewers: frozenset[str],
+    record: ChainRecord,
+    sent: Mapping[str, str] | None = None,
 ) -> list[tuple[progress.JobRecord, reviews.Review | reviews.Malformed]]:
-    """The chain's jobs whose review is still to be posted, each with what it says."""
+    """The chain's jobs whose review is still to be posted, each with what it says;
+    ``sent``: the reviews jobs sent through the job API, by job name."""
     found = []
     for r in jobs:
         status = r.job.status
         if r.job.spec.agent_role not in reviewers or r.name in record.reviews:
             continue
-        if status.phase != "Succeeded" or not status.result:
+        if status.phase != "Succeeded":
             continue
-        review = reviews.parse(status.result)
+        text = (sent or {}).get(r.name)
+        review = reviews.parse_sent(text) if text is not None else None
+        if review is None and status.result:
+            review = reviews.parse(status.result)
         if review is not None:
             found.append((r, review))
     return found
@@ -115,7 +153,9 @@ async def post_due(
     pull = pull_of(target, record)
     if pull is None:
         return  # No pull request (yet): the workspace's, once open, brings the chain back.
-    for job, review in due(chain.jobs, chain.reviewers, record):
+    keys = side.rt.operator_keys
+    sent = {n: t for n, o in chain.objects.items() if (t := sent_review(keys, o)) is not None}
+    for job, review in due(chain.jobs, chain.reviewers, record, sent):
         obj = chain.objects.get(job.name)
         traced = Traced(side, run, job.name, obj, pull, time.time_ns())
         if isinstance(review, reviews.Malformed):

@@ -3,7 +3,9 @@
 * **Whose pull request** (:func:`record_pull`, :func:`pull_record`): when a chain's
   workspace opens (or finds) its pull request, or when a chain is started on a pull
   request (a ``pull_request`` delivery: then with its head branch, and whether that
-  branch is a fork's), ``github:pull-chain:<repo>#<n>`` records the namespace and chain,
+  branch is a fork's; a comment or a review on it: with its head unknown, learnt from
+  GitHub when its first round is due, :func:`learn_head`),
+  ``github:pull-chain:<repo>#<n>`` records the namespace and chain,
   sealed under the operator key (``store/sealing.py``) so whoever can write Redis cannot
   point a pull request's failures at another chain, or a round's push at another branch.
   The first chain wins: a follow-up round, which pushes to the same branch and finds the
@@ -68,6 +70,17 @@ class PullChain:
     fork: bool = False
     """The chain was started on a pull request whose head is not in its repository: no
     round can push there."""
+    unknown: bool = False
+    """The chain was started on the pull request by a comment or a review: where its head
+    is has not been read from GitHub yet."""
+
+
+def _sealed(
+    operator_keys: OperatorKeys, repository: str, number: int, fields: dict[str, object]
+) -> str:
+    subject = [repository.casefold(), str(number)]
+    payload = json.dumps(fields, sort_keys=True)
+    return sealing.seal(operator_keys, PULL_CHAIN_PURPOSE, subject, payload)
 
 
 async def record_pull(
@@ -80,20 +93,32 @@ async def record_pull(
     *,
     head: str = "",
     fork: bool = False,
+    unknown: bool = False,
 ) -> bool:
     """Record that chain ``namespace/chain_id`` opened pull request ``number``, or was
     started on it (``head``: its head branch; ``fork``: that branch is another
-    repository's); the first chain to record it keeps it.  True when this call recorded
-    it."""
-    subject = [repository.casefold(), str(number)]
+    repository's; ``unknown``: the delivery did not say where the head is); the first
+    chain to record it keeps it.  True when this call recorded it."""
     fields: dict[str, object] = {"namespace": namespace, "chain": chain_id}
-    if head or fork:
+    if unknown:
+        fields["head_unknown"] = True
+    elif head or fork:
         fields.update(head=head, fork=fork)
-    payload = json.dumps(fields, sort_keys=True)
-    sealed = sealing.seal(operator_keys, PULL_CHAIN_PURPOSE, subject, payload)
+    sealed = _sealed(operator_keys, repository, number, fields)
     key = _pull_key(repository, number)
     made = await redis.set(key, sealed, nx=True, ex=keys.CHAIN_TTL_SECONDS)
     return bool(made)
+
+
+async def learn_head(
+    redis: Redis, operator_keys: OperatorKeys, repository: str, number: int, found: PullChain
+) -> None:
+    """Record where the head of a pull request recorded with its head unknown is
+    (``found``: the record as it now is), sealed like the first record, kept as long."""
+    fields: dict[str, object] = {"namespace": found.namespace, "chain": found.chain}
+    fields.update(head=found.head, fork=found.fork)
+    sealed = _sealed(operator_keys, repository, number, fields)
+    await redis.set(_pull_key(repository, number), sealed, xx=True, keepttl=True)
 
 
 async def pull_chain(
@@ -123,6 +148,8 @@ async def pull_record(
         sealing.refused("pull request's chain", key, "its seal does not match this pull request")
         return None
     namespace, chain = str(found["namespace"]), str(found["chain"])
+    if found.get("head_unknown") is True:
+        return PullChain(namespace, chain, unknown=True)
     if "head" not in found and "fork" not in found:
         return PullChain(namespace, chain)  # Opened by the chain's workspace.
     head = found.get("head")

@@ -10,8 +10,9 @@ rate-limited like the comment.  A round's reply is due when:
 - the round's job has ended;
 - nothing is recorded for it yet.
 
-The reply says how the round ended and carries its answer (the hand-off section or the
-result, its end kept), escaped like every write-back: a code block, or Markdown with
+The reply says how the round ended and carries its answer (the hand-off section of its
+output under its own agent's heading, ``spec.handoffHeading``, else the result, its end
+kept), escaped like every write-back: a code block, or Markdown with
 HTML escaped when the chain's root agent allows mentions.  It is posted with
 ``POST /repos/{o}/{r}/pulls/{n}/comments/{id}/replies`` under the chain's creation claim,
 looked for first by its marker among the App's own review comments on the pull request
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -57,7 +58,8 @@ def _due(
     for name, obj in objects.items():
         if name in record.replies:
             continue
-        job = AgentJob.model_validate({"spec": obj.get("spec") or {}, "status": obj.get("status")})
+        status = obj.get("status") or {}  # A job just created has none yet.
+        job = AgentJob.model_validate({"spec": obj.get("spec") or {}, "status": status})
         vouched = sealing.vouched(side.rt.operator_keys, obj)
         event = provenance.trusted_event(job.spec.event, vouched)
         if event is None or event.continues != chain_id or event.reply_to is None:
@@ -86,15 +88,20 @@ async def post_due(
     record: ChainRecord,
     claim: Claim,
     *,
+    headings: Mapping[str, str],
     heading: str,
     allow_mentions: bool,
     run: WriteBack | None = None,
 ) -> None:
     """Post every due reply of the chain's rounds; ``claim``: the chain's creation claim;
-    ``run``: what the spans of the replies say of the write-back (None: not tracing)."""
+    ``headings``: each agent's hand-off heading by trigger name (``heading`` for one not
+    there); ``run``: what the spans of the replies say of the write-back (None: not
+    tracing)."""
     for name, job, event in _due(side, chain_id, objects, record):
         start = time.time_ns()
-        answer = _answer(job, heading, allow_mentions)
+        # The round's answer is under its own agent's heading, not the first chain's.
+        own = headings.get(job.spec.agent_role, heading)
+        answer = _answer(job, own, allow_mentions)
         phase = job.status.phase or ""
         body = followups.reply_body(
             namespace, name, job.spec.agent_role, event.round or 0, phase, answer

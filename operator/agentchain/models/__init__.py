@@ -32,6 +32,9 @@ EVENT_SEAL = f"{GROUP}/event-seal"
 # On a running AgentJob: the last progress note its agent sent (``PUT .../progress``),
 # shown, escaped, on its chain's GitHub comment.
 PROGRESS_NOTE = f"{GROUP}/progress-note"
+# On a reviewer's AgentJob: the review its agent sent (``PUT .../review``), sealed by the
+# operator for that job (its namespace, name and uid), posted when the job succeeds.
+REVIEW = f"{GROUP}/review"
 CREATED_NS = f"{GROUP}/created-ns"
 """On an AgentJob the operator made: when it asked for it, in Unix nanoseconds by its
 own clock (the API server's ``creationTimestamp`` is to the second); its span starts

@@ -24,6 +24,7 @@ SESSION_RECORD_PURPOSE = b"agentchain/dashboard-session-record/v1"
 WORKSPACE_PURPOSE = b"agentchain/chain-workspace/v1"
 GITHUB_SCOPE_PURPOSE = b"agentchain/github-job-scope/v1"
 PULL_CHAIN_PURPOSE = b"agentchain/pull-chain/v1"
+JOB_REVIEW_PURPOSE = b"agentchain/job-review/v1"
 
 
 class OperatorKeys:

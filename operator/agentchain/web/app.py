@@ -59,7 +59,14 @@ from agentchain.web.dashboard import logins, pages
 from agentchain.web.hooks import webhook as webhooks
 from agentchain.web.hooks.jobqueue import Dispatcher
 from agentchain.web.hooks.webhook import WebhookNotConfigured
-from agentchain.web.jobapi import reads, stoproutes, storeapi, submitting, tokenroute
+from agentchain.web.jobapi import (
+    reads,
+    reviewroute,
+    stoproutes,
+    storeapi,
+    submitting,
+    tokenroute,
+)
 from agentchain.web.responses import (
     error_middleware,
     error_response,
@@ -153,6 +160,7 @@ def build_app(rt: Runtime, *, webhook: bool = True, dispatch: bool = True) -> we
     storeapi.add_routes(app)
     stoproutes.add_routes(app)
     tokenroute.add_routes(app)
+    reviewroute.add_routes(app)
     return app
 
 

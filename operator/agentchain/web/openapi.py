@@ -321,6 +321,13 @@ def _paths() -> dict[str, Any]:
                 "attempt: its output, instead of its pod's log.",
             }
         },
+        "/api/jobs/{namespace}/{name}/review": {
+            "put": {
+                **_op([_NS, _NAME], _OBJECT, body=_OBJECT, extra=("409",)),  # It ended.
+                "summary": "Send the job's pull request review (its own job token): the "
+                "agentchain-review block's JSON object, posted when the job succeeds.",
+            }
+        },
         "/api/jobs/{namespace}/{name}/usage": {
             "post": _op([_NS, _NAME], _OBJECT, body={"$ref": "#/components/schemas/UsageReport"})
         },

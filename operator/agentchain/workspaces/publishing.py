@@ -437,7 +437,10 @@ async def _pull_request(
         rt.redis, rt.operator_keys, chain.github, number, namespace, chain.chain_id
     )
     # The chain's reviewers' verdicts become reviews of it (a replay records it again).
-    await writeback.pull_opened(rt, namespace, chain.chain_id, chain.github, number)
+    # A round's pull request is the chain's it continues: that chain's write-back shows
+    # the round (its rows, its Check Run), never a comment of the round's own.
+    written = event.continues or chain.chain_id
+    await writeback.pull_opened(rt, namespace, written, chain.github, number)
     return number
 
 

@@ -197,7 +197,7 @@ async def _reply(side: GitHubSide, objects: dict[str, Obj]) -> None:
     run = WriteBack(NS, CHAIN)
     await threadreplies.post_due(
         side, NS, CHAIN, objects, _target(), ChainRecord(), claim,
-        heading="Hand-off", allow_mentions=False, run=run,
+        headings={}, heading="Hand-off", allow_mentions=False, run=run,
     )  # fmt: skip
 
 

@@ -70,3 +70,17 @@ async def test_a_chain_started_on_a_pull_request_records_its_branch(redis: Redis
     found = await roundrecords.pull_record(redis, KEYS, "octo/app", 9)
     assert found == roundrecords.PullChain("team-a", "c3", "p", True)
     assert await roundrecords.pull_chain(redis, KEYS, "octo/app", 9) == ("team-a", "c3")
+
+
+async def test_a_head_unknown_is_learnt_once_and_sealed(redis: Redis) -> None:
+    await roundrecords.record_pull(redis, KEYS, "octo/app", 10, "team-a", "c4", unknown=True)
+    found = await roundrecords.pull_record(redis, KEYS, "octo/app", 10)
+    assert found == roundrecords.PullChain("team-a", "c4", unknown=True)
+    learnt = roundrecords.PullChain("team-a", "c4", "greeting", False)
+    await roundrecords.learn_head(redis, KEYS, "octo/app", 10, learnt)
+    assert await roundrecords.pull_record(redis, KEYS, "octo/app", 10) == learnt
+    key = roundrecords.PULL_CHAIN_PREFIX + "octo/app#10"
+    assert 0 < await redis.ttl(key) <= keys.CHAIN_TTL_SECONDS  # Kept as long as before.
+    # Learnt for a record that is gone: nothing is made up.
+    await roundrecords.learn_head(redis, KEYS, "octo/app", 11, learnt)
+    assert await roundrecords.pull_record(redis, KEYS, "octo/app", 11) is None

@@ -65,6 +65,8 @@ class FailedCheck:
     url: str = ""
     run_id: int | None = None
     """A ``workflow_run``'s id: its failed jobs' logs are read through it."""
+    suite_id: int | None = None
+    """A ``check_suite``'s id: its failed check runs (and their logs) are listed by it."""
 
 
 Verdict = Literal["start", "limit", "none"]
@@ -144,6 +146,7 @@ def failed_checks(
         job_id=_int(subject, "id") if event == "check_run" else None,
         url=_clean(_str(subject, "html_url") or _str(subject, "details_url"), NAME_MAX * 2),
         run_id=_int(subject, "id") if event == "workflow_run" else None,
+        suite_id=_int(subject, "id") if event == "check_suite" else None,
     )
 
 
@@ -211,7 +214,7 @@ def failure_context(
 ) -> str:
     """The round's event body: what failed, with each check's reported output and the end
     of its job's log when there is one (``logs`` by job id; ``run_logs``: a workflow run's
-    failed jobs, by name), bounded as a whole."""
+    failed jobs, or a check suite's failed check runs, by name), bounded as a whole."""
     lines = [
         f"Follow-up round {round_number}: checks failed on pull request #{pull}.",
         "Fix the cause on this branch and commit; the pull request is updated with your "
@@ -438,18 +441,37 @@ def thread_context(reply: ThreadReply, round_number: int) -> str:
 
 @dataclass(frozen=True)
 class StartedOn:
-    """The pull request a ``pull_request`` delivery's chains are started on."""
+    """The pull request a delivery's chains are started on."""
 
     repository: str
     pull: int
     head: str
     fork: bool
     """Its head branch is not in ``repository`` (or the delivery does not say where)."""
+    known: bool = True
+    """Whether the delivery says where the head is: a ``pull_request`` one does; for a
+    comment or a review on the pull request the head is read from GitHub when a round is
+    due (``web/hooks/followrounds.py``)."""
+
+
+_ON_PULL = frozenset({"issue_comment", "pull_request_review", "pull_request_review_comment"})
 
 
 def started_on(event: str, payload: Mapping[str, Any]) -> StartedOn | None:
-    """The pull request a ``pull_request`` delivery is about, with its head branch; None
-    for other events (a comment or a review carries no head repository to trust)."""
+    """The pull request a delivery is about: a ``pull_request`` one with its head branch; a
+    comment on a pull request or a review with the head left unknown (the comment's
+    delivery does not carry it, and one rule for both); None for anything else."""
+    if event in _ON_PULL:
+        repository = _str(_mapping(payload, "repository"), "full_name")
+        if event == "issue_comment":  # A pull request's conversation: an issue's comment.
+            issue = _mapping(payload, "issue")
+            on_pull = issue if "pull_request" in issue else {}
+        else:
+            on_pull = _mapping(payload, "pull_request")
+        number = _int(on_pull, "number")
+        if not repository or number is None:
+            return None
+        return StartedOn(repository, number, "", False, known=False)
     if event != "pull_request":
         return None
     pull = _mapping(payload, "pull_request")

@@ -11,9 +11,12 @@ info string is ``agentchain-review``, holding one JSON object::
 
 ``verdict`` is ``approve``, ``comment`` or ``request_changes``; ``body`` and
 ``comments`` are optional; a comment's ``side`` is ``RIGHT`` (the new file, the
-default) or ``LEFT`` (the old one).  The last such block outside other code blocks
-counts, like the hand-off section, so an agent that quotes an example first and
-gives its own verdict after is read right.
+default) or ``LEFT`` (the old one); a comment on several lines names the first with
+``start_line`` (before ``line``, on the same side).  The last such block outside other
+code blocks counts, like the hand-off section, so an agent that quotes an example first
+and gives its own verdict after is read right.  The same object can come through the
+job API instead (``PUT /api/jobs/{ns}/{name}/review``, the ``review`` MCP tool):
+:func:`parse_sent` reads it with the same rules.
 
 The output is untrusted text, so :func:`parse` scans it once, line by line (linear in
 its length), refuses a block over :data:`MAX_BLOCK_CHARS` before decoding it, and
@@ -23,7 +26,9 @@ the format is :class:`Malformed` with a reason, never an exception.
 :func:`diff_lines` reads GitHub's patch hunks (``pulls/list-files``) into the lines a
 review comment may be anchored to (added and context lines on the RIGHT, removed and
 context lines on the LEFT).  :func:`place` then builds the review GitHub is sent: each
-comment on such a line stays inline, every other one is folded into the review body
+comment on such a line (a multi-line comment: every line of its range, so the range is
+within one hunk, as GitHub requires) stays inline, every other one is folded into the
+review body
 (never dropped, never sent to be refused), and every piece of agent text goes through
 ``github/rules/markdown.py`` like the rest of the write-back.  The body opens with a
 hidden marker naming the job (:func:`marker`), by which the operator finds its review
@@ -63,6 +68,11 @@ class InlineComment:
     line: int
     side: Side
     body: str
+    start_line: int | None = None
+    """A multi-line comment's first line (before ``line``, on the same side)."""
+
+    def lines(self) -> range:
+        return range(self.start_line or self.line, self.line + 1)
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,19 @@ def parse(output: str) -> Review | Malformed | None:
     return _review(data)
 
 
+def parse_sent(text: str) -> Review | Malformed:
+    """A review sent through the job API, as kept (its JSON text): the block's rules."""
+    if len(text) > MAX_BLOCK_CHARS:
+        return Malformed(f"the review is over {MAX_BLOCK_CHARS} characters")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return Malformed("the review is not one JSON object")
+    if not isinstance(data, dict):
+        return Malformed("the review is not one JSON object")
+    return _review(data)
+
+
 def _review(data: Mapping[str, Any]) -> Review | Malformed:
     verdict = data.get("verdict")
     if verdict not in EVENTS:
@@ -173,7 +196,22 @@ def _comment(item: object) -> InlineComment | str:
         return "side must be LEFT or RIGHT"
     if not isinstance(body, str) or not body.strip():
         return "body must be non-empty text"
-    return InlineComment(path, line, side, body[:MAX_COMMENT_CHARS])
+    start = _start_line(item, line, side)
+    if isinstance(start, str):
+        return start
+    return InlineComment(path, line, side, body[:MAX_COMMENT_CHARS], start)
+
+
+def _start_line(item: Mapping[str, Any], line: int, side: str) -> int | str | None:
+    """A multi-line comment's first line (None: one line), or why it is not one."""
+    start = item.get("start_line")
+    if start is None:
+        return None
+    if isinstance(start, bool) or not isinstance(start, int) or not 0 < start < line:
+        return "start_line must be a line number before line"
+    if item.get("start_side", side) != side:
+        return "start_side must be the side of line"
+    return start
 
 
 def diff_lines(patch: str) -> frozenset[tuple[Side, int]]:
@@ -225,15 +263,11 @@ def place(
     request changes on their own, so the verdict is then said in a plain comment's body."""
     inline, folded = [], []
     for c in review.comments:
-        if (c.side, c.line) in lines.get(c.path, frozenset()):
-            inline.append(
-                {
-                    "path": c.path,
-                    "line": c.line,
-                    "side": c.side,
-                    "body": _text(c.body, allow_mentions),
-                }
-            )
+        if _in_diff(c, lines.get(c.path, frozenset())):
+            anchor: dict[str, Any] = {"path": c.path, "line": c.line, "side": c.side}
+            if c.start_line is not None:
+                anchor.update(start_line=c.start_line, start_side=c.side)
+            inline.append({**anchor, "body": _text(c.body, allow_mentions)})
         else:
             folded.append(c)
     event = EVENTS[review.verdict]
@@ -251,6 +285,16 @@ def place(
     return Placed(event, body, tuple(inline), len(folded))
 
 
+def _in_diff(comment: InlineComment, lines: frozenset[tuple[Side, int]]) -> bool:
+    """Whether every line the comment is on is a line of the diff, on its side: for a
+    range, that keeps it within one hunk.  A range longer than the file's diff lines is
+    not looked at line by line (it cannot fit), so the cost stays the diff's size."""
+    span = comment.lines()
+    if len(span) > len(lines):
+        return False
+    return all((comment.side, n) in lines for n in span)
+
+
 def _folded(comments: list[InlineComment], allow_mentions: bool, room: int) -> str:
     """The comments on lines outside the diff, as much of them as ``room`` holds."""
     if not comments:
@@ -258,7 +302,8 @@ def _folded(comments: list[InlineComment], allow_mentions: bool, room: int) -> s
     parts = ["**Comments on lines outside the diff**"]
     used = len(parts[0])
     for index, c in enumerate(comments):
-        where = f"{markdown.inline(c.path, 200)}, line {c.line} ({c.side.lower()} side):"
+        at = f"lines {c.start_line} to {c.line}" if c.start_line else f"line {c.line}"
+        where = f"{markdown.inline(c.path, 200)}, {at} ({c.side.lower()} side):"
         text = f"{where}\n\n{_text(c.body, allow_mentions)}"
         if used + len(text) + 2 > room:
             parts.append(f"… and {len(comments) - index} more, too long to show.")

@@ -21,13 +21,13 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any, ParamSpec, Protocol
+from typing import Annotated, Any, Literal, ParamSpec, Protocol
 
 import aiohttp
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from agentchain.runtimes.inpod import toolcalls, toolspans
 
@@ -53,8 +53,8 @@ INSTRUCTIONS = (
     "agents of your team. These tools reach the operator's job API with your job's own "
     "token: delegate a task to another agent, share knowledge through the team's store, "
     "keep your anchor (a short note of where you are, restored after a context reset) "
-    "current, read the team anchor, show progress on the chain's GitHub comment, and get "
-    "a fresh GitHub token. An error from a tool is "
+    "current, read the team anchor, show progress on the chain's GitHub comment, review "
+    "the chain's pull request, and get a fresh GitHub token. An error from a tool is "
     "the operator's refusal, in its own words: read it, it says what to change."
 )
 
@@ -82,6 +82,20 @@ StoreValue = Annotated[
     str,
     Field(description="The text to store (at most 256 KiB). Store JSON as a string."),
 ]
+
+
+class ReviewComment(BaseModel):
+    """A review comment on lines of the pull request's diff."""
+
+    path: str = Field(min_length=1, description="The file's path in the repository.")
+    line: int = Field(gt=0, description="The (last) line the comment is on.")
+    side: Literal["RIGHT", "LEFT"] = Field(
+        default="RIGHT", description="RIGHT: the line in the new file; LEFT: in the old one."
+    )
+    start_line: int | None = Field(
+        default=None, gt=0, description="For a comment on several lines: the first (before line)."
+    )
+    body: str = Field(min_length=1, description="The comment (Markdown).")
 
 
 class Wrap(Protocol):
@@ -381,6 +395,37 @@ def _add_github_tools(server: MCPServer, api: toolcalls.JobApi, calls: Wrap) -> 
         characters.
         """
         return await api.progress_note(note)
+
+    @server.tool(annotations=GITHUB)
+    @calls
+    async def review(
+        verdict: Annotated[
+            Literal["approve", "comment", "request_changes"],
+            Field(description="Your verdict on the pull request."),
+        ],
+        body: Annotated[str, Field(description="The review's text (Markdown).")] = "",
+        comments: Annotated[
+            list[ReviewComment] | None,
+            Field(description="Comments on lines of the pull request's diff (at most 50)."),
+        ] = None,
+    ) -> Obj:
+        """Review your chain's pull request: approve, comment or request changes, with
+        comments on lines of its diff.
+
+        Use it once you have read the change (the same as ending your output with an
+        `agentchain-review` block; a review sent here counts over one). Nothing is
+        posted yet: the operator posts it when your job succeeds, once, on the pull
+        request your chain was started on or opened. A comment on a line the diff does
+        not show is put into the review's text with its file and line, never lost. Text
+        is shown escaped: no @mentions, no HTML. Sending again replaces the review.
+        Returns `verdict` and the number of `comments`. Refused when it is not a review
+        (the reason says why), over 64,000 characters, or after your job ended; posted
+        only if your agent is a reviewer (`spec.github.review`).
+        """
+        sent: Obj = {"verdict": verdict, "body": body}
+        if comments:
+            sent["comments"] = [c.model_dump(exclude_none=True) for c in comments]
+        return await api.review(sent)
 
     @server.tool(annotations=GITHUB)
     @calls

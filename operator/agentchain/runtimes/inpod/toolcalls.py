@@ -180,6 +180,11 @@ class JobApi:
         answer: Obj = await self._call("PUT", url, body={"note": note})
         return answer
 
+    async def review(self, review: Obj) -> Obj:
+        url = self._url("api", "jobs", self.env.namespace, self.env.job, "review")
+        answer: Obj = await self._call("PUT", url, body=review)
+        return answer
+
     # GitHub.
 
     async def github_token(self) -> Obj:

@@ -10,7 +10,8 @@ on a pull request a chain of the operator opened or was started on
 order; for a review, only when that agent's sender policy admits the reviewer), numbers
 the round, and returns what the webhook queues like any match: a root AgentJob of that
 agent, whose event (sealed with it) names the pull request, carries the failure (with
-the end of its Actions job's log for a check run, or the review with its inline
+the end of its Actions job's log for a check run, of its failed jobs' or check runs'
+for a workflow run or a check suite, or the review with its inline
 comments; each read from GitHub within 4 s, and left out when GitHub does not answer or
 the App may not read it) as its body and the chain it continues (``continues``). It is
 queued in the same atomic step as the delivery's record, so a round starts exactly once
@@ -21,9 +22,12 @@ the same repository and branch, checked out at the branch's head, published to t
 branch, which updates the same pull request.  A round of a pull request its chain was
 started on works on that pull request's head branch instead (the event's ``head_ref``);
 one of a fork's pull request is never planned: the first delivery that would start it
-says so on the pull request, once.  The delivery that is the first past
-``maxRounds`` queues nothing and says so on the pull request (once); later ones say
-nothing.
+says so on the pull request, once.  A chain started by a comment or a review on the pull
+request did not learn where its head is (those deliveries do not say): its first round
+due reads it (``GET /repos/{o}/{r}/pulls/{n}``, within the same 4 s) and records it,
+sealed, for the rounds after; GitHub not answering in time starts no round then.  The
+delivery that is the first past ``maxRounds`` queues nothing and says so on the pull
+request (once); later ones say nothing.
 
 A push to that pull request by anyone but the App (:func:`pushes`) makes a running round's
 work stale: the webhook then supersedes the round through its pull request's round group
@@ -218,6 +222,11 @@ async def _plan_pull(
     if chosen is None:
         return None
     agent, wants = chosen
+    if found.unknown:  # Started by a comment or a review: where is its head?
+        learnt = await _learn_head(rt, cause.repository, pull, installation, found)
+        if learnt is None:
+            return None  # Not known: no round now (nothing numbered); a later one asks again.
+        found = learnt
     if found.fork:  # Said once (the comment's marker), and no round is numbered.
         return Limit(cause.repository, pull, agent, wants.max_rounds, chain_id, installation, True)
     delivery = str(base.delivery_id)
@@ -292,6 +301,29 @@ async def pushes(
     return out
 
 
+async def _learn_head(
+    rt: Runtime, repository: str, pull: int, installation: int, found: roundrecords.PullChain
+) -> roundrecords.PullChain | None:
+    """Where the head of a pull request a chain was started on by a comment or a review
+    is (its branch, and whether that is a fork's), read from GitHub within
+    :data:`COMMENTS_TIMEOUT_SECONDS` and recorded, sealed, for the rounds after; None
+    when GitHub does not say in time (or there is no App)."""
+    side = side_of(rt)
+    if side is None:
+        return None
+    scope = Scope(installation, repository, {"pull_requests": "read"})
+    try:
+        async with asyncio.timeout(COMMENTS_TIMEOUT_SECONDS):
+            ref, head_repository = await side.app.pull_branch(scope, pull)
+    except (GitHubError, TimeoutError, OSError) as exc:
+        log.info("pull request %s#%d: head not read, no round now (%s)", repository, pull, exc)
+        return None
+    fork = head_repository.casefold() != repository.casefold()
+    learnt = roundrecords.PullChain(found.namespace, found.chain, ref[:255], fork)
+    await roundrecords.learn_head(rt.redis, rt.operator_keys, repository, pull, learnt)
+    return learnt
+
+
 def _title(cause: _Cause, pull: int) -> str:
     if cause.kind == "checks":
         return f"Checks failed on pull request #{pull}"
@@ -340,22 +372,29 @@ async def _job_log(rt: Runtime, failed: rules.FailedCheck, installation: int) ->
 async def _run_logs(
     rt: Runtime, failed: rules.FailedCheck, installation: int
 ) -> list[tuple[str, str]]:
-    """The ends of a failed workflow run's failed jobs' logs, by job name (at most
-    ``RUN_JOBS_MAX``), listed and read within :data:`COMMENTS_TIMEOUT_SECONDS` in all; []
-    for anything but a workflow run, or when GitHub does not answer in time."""
+    """The ends of a failed workflow run's failed jobs' logs, or a failed check suite's
+    failed check runs' (their Actions jobs'), by name (at most ``RUN_JOBS_MAX``), listed
+    and read within :data:`COMMENTS_TIMEOUT_SECONDS` in all; [] for anything else, or
+    when GitHub does not answer in time (a check run of another CI has no log to read)."""
     side = side_of(rt)
-    if side is None or failed.run_id is None:
+    if side is None or (failed.run_id is None and failed.suite_id is None):
         return []
     scope = Scope(installation, failed.repository, {"actions": "read"})
     found: list[tuple[str, str]] = []
     try:
         async with asyncio.timeout(COMMENTS_TIMEOUT_SECONDS):
-            jobs = await side.app.failed_jobs(scope, failed.run_id)
+            if failed.run_id is not None:
+                jobs = await side.app.failed_jobs(scope, failed.run_id)
+            else:
+                assert failed.suite_id is not None
+                checks = Scope(installation, failed.repository, {"checks": "read"})
+                jobs = await side.app.failed_suite_runs(checks, failed.suite_id)
             for job_id, name in jobs[: rules.RUN_JOBS_MAX]:
                 raw = await side.app.job_log_tail(scope, job_id, rules.LOG_MAX * 4, LOG_READ_LIMIT)
                 found.append((name, rules.log_excerpt(raw)))
     except (GitHubError, TimeoutError, OSError) as exc:
-        log.info("workflow run %d: no (more) job logs (%s)", failed.run_id, exc)
+        listed = failed.run_id or failed.suite_id
+        log.info("%s %s: no (more) job logs (%s)", failed.kind, listed, exc)
     return found
 
 

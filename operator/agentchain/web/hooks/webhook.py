@@ -401,8 +401,9 @@ def _planned(
 
 
 async def _record_started_on(rt: Runtime, delivery: Delivery, planned: list[Planned]) -> None:
-    """Record the pull request a ``pull_request`` delivery's chains start on as each
-    one's (the first keeps it), so its failing checks and reviews start rounds: done for
+    """Record the pull request a delivery's chains start on as each one's (the first
+    keeps it; for a comment or a review on it, with its head unknown until a round is
+    due), so its failing checks and reviews start rounds: done for
     every copy of the delivery, as a process killed after accepting it records nothing
     and the redelivery's chains are the same ones."""
     on = followups.started_on(delivery.event, delivery.payload)
@@ -422,6 +423,7 @@ async def _record_started_on(rt: Runtime, delivery: Delivery, planned: list[Plan
                 chain_id,
                 head=on.head,
                 fork=on.fork,
+                unknown=not on.known,
             )
         except RedisError as exc:
             log.warning("pull request %s#%d not recorded: %s", on.repository, on.pull, exc)

@@ -153,6 +153,7 @@ def test_check_suite_and_workflow_run() -> None:
         None,
         (7,),
     )
+    assert (found.suite_id, found.run_id) == (5, None)  # Its failed runs are listed by it.
     run = {
         "action": "completed",
         "workflow_run": {
@@ -439,6 +440,21 @@ def test_a_pull_request_delivery_names_its_head_and_whether_it_is_a_forks() -> N
     unnamed = followups.started_on("pull_request", payload(None))  # A deleted fork.
     assert unnamed is not None and unnamed.fork
     assert followups.started_on("issue_comment", payload("Octo/App")) is None
+    assert followups.started_on("push", payload("Octo/App")) is None
+
+
+def test_a_comment_or_a_review_on_a_pull_request_leaves_its_head_unknown() -> None:
+    repository = {"full_name": REPO}
+    on_pull = {"number": 7, "pull_request": {"url": "…/pulls/7"}}
+    comment = followups.started_on("issue_comment", {"issue": on_pull, "repository": repository})
+    assert comment == followups.StartedOn(REPO, 7, "", False, known=False)
+    on_issue = {"issue": {"number": 7}, "repository": repository}
+    assert followups.started_on("issue_comment", on_issue) is None  # An issue's comment.
+    for event in ("pull_request_review", "pull_request_review_comment"):
+        payload = {"pull_request": {"number": 8, "head": {"ref": "x"}}, "repository": repository}
+        found = followups.started_on(event, payload)
+        assert found == followups.StartedOn(REPO, 8, "", False, known=False)
+    assert followups.started_on("pull_request_review", {"repository": repository}) is None
     said = followups.fork_comment("ai-developer", "c1")
     assert said.startswith("<!-- agentchain:follow-up-fork=c1/ai-developer -->")
     assert "its branch is in a fork" in said

@@ -8,9 +8,13 @@ Aspects covered:
   the same length only; an unmatched run is literal), fenced blocks of backticks and
   tildes (closed only by a fence of the same character and at least the same length),
   block quotes, one-line HTML comments;
+* code spans across the lines of one paragraph, and indented code blocks (four
+  columns, a tab is four; counted from a list item's text inside one; a paragraph's
+  indented continuation is text);
 * properties (hypothesis): a mention appended on its own line after any text that
   opens no fence counts; text with no ``@`` never does; the answer does not depend on
-  the case of the slug;
+  the case of the slug; a mention inside a code span however many lines of a paragraph
+  it spans never counts, nor one in an indented block after any paragraph;
 * linear cost on hostile bodies: many backtick runs, many ``@``, many fences, each
   against a time bound that a quadratic scan of that size would blow by far.
 """
@@ -62,6 +66,19 @@ CASES = [
     ("quote-then-own", "> old\n@agent-bot new", True),
     ("html-comment", "x <!-- @agent-bot --> y", False),
     ("html-comment-unclosed", "x <!-- @agent-bot", True),
+    ("html-comment-across-lines", "x <!--\n@agent-bot\n--> y", False),
+    ("code-span-across-lines", "ask with `please\n@agent-bot fix` like that", False),
+    ("code-span-ends-with-its-paragraph", "a ` b\n\n@agent-bot ` c", True),
+    ("indented-code", "Ask like this:\n\n    @agent-bot fix it\n", False),
+    ("indented-code-first", "    @agent-bot fix it", False),
+    ("indented-code-by-tab", "\t@agent-bot fix it", False),
+    ("indented-code-blank-inside", "    a\n\n    @agent-bot", False),
+    ("indented-code-then-text", "    a\n\n@agent-bot go", True),
+    ("indented-continuation", "Please\n    @agent-bot fix", True),
+    ("list-item-paragraph", "- item\n\n  @agent-bot fix", True),
+    ("list-item-indented-paragraph", "1. item\n\n    @agent-bot fix", True),
+    ("list-item-code", "- item\n\n      @agent-bot fix", False),
+    ("after-a-list-code", "- item\n\ntext\n\n    @agent-bot", False),
 ]
 # fmt: on
 
@@ -80,9 +97,8 @@ def test_the_slug_may_be_given_with_its_at() -> None:
     assert mentions("hi @agent-bot", "@agent-bot")
 
 
-_PLAIN = st.text(
-    alphabet=st.characters(blacklist_characters="`~>\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
-)
+_PLAIN_CHARS = st.characters(blacklist_characters="`~>\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
+_PLAIN = st.text(alphabet=_PLAIN_CHARS)
 
 
 @given(_PLAIN)
@@ -100,12 +116,32 @@ def test_the_slug_case_does_not_matter(text: str) -> None:
     assert mentions(text, SLUG) == mentions(text, SLUG.upper())
 
 
+_LINE = st.text(alphabet=_PLAIN_CHARS, min_size=1).filter(lambda line: bool(line.strip()))
+
+
+@given(st.lists(_LINE, min_size=1, max_size=8))
+def test_a_code_span_across_lines_hides_its_mention(lines: list[str]) -> None:
+    assert not mentions("`" + "\n".join(lines) + " @agent-bot`", SLUG)
+
+
+@given(_LINE, st.lists(_LINE, max_size=5))
+def test_an_indented_block_after_a_paragraph_hides_its_mention(
+    paragraph: str, code: list[str]
+) -> None:
+    block = "\n".join("    " + line for line in [*code, "@agent-bot go"])
+    # "Text:" first: the paragraph is no list item, whose own text may be indented.
+    assert not mentions(f"Text: {paragraph}\n\n{block}", SLUG)
+
+
 HOSTILE = {
     "backtick-runs": "".join("`" * (i % 50 + 1) + " " for i in range(20_000)) + "@agent-bot",
     "ats": "@agent-bo" * 100_000,
     "fences": "```\n" * 50_000,
     "comments": "<!-- " * 100_000,
     "one-long-line": "a" * 1_000_000 + " @agent-bot",
+    "one-long-paragraph": "`a\n" * 200_000 + "@agent-bot",
+    "nested-list-items": "".join(" " * (i % 40) + "- x\n" for i in range(100_000)),
+    "indented-blocks": "text\n\n    code\n" * 50_000 + "@agent-bot",
 }
 
 

@@ -12,6 +12,11 @@ Aspects covered:
   (never dropped); agent text escaped (no mention, no HTML) unless mentions are
   allowed; on the App's own pull request approve / request changes become a comment
   that says so; the body is bounded however many long comments are folded;
+* multi-line comments (``start_line`` before ``line``, one side): inline when every
+  line of the range is a diff line on that side (so within one hunk), folded with its
+  range otherwise; a bad range is malformed; a range far longer than the diff costs
+  nothing;
+* ``parse_sent``: a review sent through the job API is read by the block's rules;
 * linear cost: a megabyte of hostile output parses in well under a second.
 """
 
@@ -174,6 +179,44 @@ def test_comments_off_the_diff_are_folded_into_the_body() -> None:
     assert "README.md, line 7 (right side):" in placed.body and "bin, line 1" in placed.body
     assert "```text\nNot in the diff <script>\n```" in placed.body  # Inert in a code block.
     assert "```text\nPlease fix @octocat <b>now</b>\n```" in placed.body
+
+
+TWO_HUNKS = reviews.commentable(
+    [("a.py", "@@ -1,2 +1,3 @@\n x\n+y\n z\n@@ -10 +11 @@\n-old\n+new")]
+)
+
+
+def test_a_multi_line_comment_is_inline_within_one_hunk_else_folded() -> None:
+    within = InlineComment("a.py", 3, "RIGHT", "These three.", start_line=1)
+    across = InlineComment("a.py", 11, "RIGHT", "Both hunks.", start_line=2)
+    huge = InlineComment("a.py", 9_000_000, "RIGHT", "Everything.", start_line=1)
+    placed = reviews.place(
+        _review("comment", within, across, huge), TWO_HUNKS, title="t", own_pull=False
+    )
+    assert [dict(c, body="") for c in placed.comments] == [
+        {"path": "a.py", "line": 3, "side": "RIGHT", "start_line": 1, "start_side": "RIGHT",
+         "body": ""},
+    ]  # fmt: skip
+    assert placed.folded == 2 and "a.py, lines 2 to 11 (right side):" in placed.body
+
+
+def test_multi_line_comments_are_parsed_and_bad_ranges_refused() -> None:
+    ok = {"path": "a.py", "start_line": 1, "line": 3, "body": "Range."}
+    found = reviews.parse(_output({"verdict": "comment", "comments": [ok]}))
+    assert found == Review("comment", "", (InlineComment("a.py", 3, "RIGHT", "Range.", 1),))
+    for bad in ({"start_line": 3}, {"start_line": 0}, {"start_line": True},
+                {"start_line": 1, "start_side": "LEFT"}):  # fmt: skip
+        malformed = reviews.parse(_output({"verdict": "comment", "comments": [{**ok, **bad}]}))
+        assert isinstance(malformed, Malformed), bad
+        assert "start_" in malformed.reason
+
+
+def test_a_review_sent_through_the_api_follows_the_blocks_rules() -> None:
+    sent = json.dumps({"verdict": "approve", "comments": [{"path": "a", "line": 2, "body": "x"}]})
+    assert reviews.parse_sent(sent) == Review("approve", "", (InlineComment("a", 2, "RIGHT", "x"),))
+    assert isinstance(reviews.parse_sent("[1]"), Malformed)
+    assert isinstance(reviews.parse_sent("{"), Malformed)
+    assert isinstance(reviews.parse_sent(" " * (reviews.MAX_BLOCK_CHARS + 1)), Malformed)
 
 
 def test_mentions_allowed_keep_markdown_but_never_html() -> None:

@@ -16,6 +16,8 @@ Aspects covered:
 * anchors: the job writes and reads its own, over 2 KB is refused (413), the team
   anchor reads what the operator keeps and is a clear error before there is one;
 * a GitHub token without an App is the API's 404 as a tool error;
+* a review goes to the job API as the block's object (multi-line comments too), whose
+  refusal of what is not a review is the tool's error, reason included;
 * no authority beyond the token: once the token is revoked every tool is refused
   (401), and an unreachable API is a tool error, never a crash of the server.
 """
@@ -56,6 +58,7 @@ TOOLS = {
     "team_anchor_get",
     "github_token",
     "progress_note",
+    "review",
 }
 DAY = 24 * 3600
 
@@ -173,6 +176,14 @@ async def test_github_token_without_an_app_is_the_apis_refusal(job_server: Clien
         ), text
 
 
+async def test_a_review_is_the_apis_to_judge(job_server: Client) -> None:
+    comment = {"path": "a.py", "start_line": 4, "line": 4, "body": "Range of one?"}
+    async with job_server as tools:
+        text = await refused(tools, "review", verdict="comment", comments=[comment])
+        assert "Not a review: comment 1: start_line must be a line number before line" in text
+        assert "(HTTP 422)" in text
+
+
 async def test_a_revoked_token_can_do_nothing(job_server: Client, runtime: Runtime) -> None:
     async with job_server as tools:
         await ok(tools, "store_set_and_extend", namespace="perf", key="k", value="v")
@@ -182,6 +193,7 @@ async def test_a_revoked_token_can_do_nothing(job_server: Client, runtime: Runti
             ("anchor_set", {"status": "done"}),
             ("team_anchor_get", {}),
             ("delegate", {"agent": "ai-reviewer", "task": "review"}),
+            ("review", {"verdict": "approve"}),
         ]:
             text = await refused(tools, tool, **arguments)
             assert "unauthorized" in text and "(HTTP 401)" in text, (tool, text)
