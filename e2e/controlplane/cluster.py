@@ -19,7 +19,10 @@ the environment the control plane and the node are skipped and only Redis is sta
 
 ``cluster(node="real")`` runs a real kubelet, containerd and kube-proxy instead of the
 stand-in (``realnode.py``): then the API server listens on the node's bridge address,
-which pods can reach, instead of loopback, and ``ClusterInfo.real_node`` describes it.
+which pods can reach, instead of loopback, and ``ClusterInfo.real_node`` describes it;
+``ClusterInfo.pod_host`` is that address, where the harness's servers that agents reach
+must listen. ``AGENTCHAIN_E2E_NODE`` (``node_choice``) says which node the e2e session's
+cluster runs.
 """
 
 from __future__ import annotations
