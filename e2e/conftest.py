@@ -34,6 +34,7 @@ import pytest
 from e2e.controlplane import agent_images, realnode
 from e2e.controlplane.cluster import (
     ClusterInfo,
+    HarnessError,
     cluster,
     existing_kubeconfig,
     finish_workdir,
@@ -49,6 +50,21 @@ from e2e.models.server import ModelStandIn
 E2E_DIR = Path(__file__).resolve().parent
 NAMESPACE_READY_TIMEOUT_SECONDS = 30.0
 _KEPT_WORKDIR = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Each xdist worker has a session cluster of its own, and only one real node can run
+    # on a machine: the second worker would wait for the first one's whole session.
+    try:
+        node_choice()
+    except HarnessError as error:
+        raise pytest.UsageError(str(error)) from None
+    workers = config.getoption("numprocesses", default=None)
+    if _session_on_the_real_node() and workers not in (None, 0, 1):
+        raise pytest.UsageError(
+            "AGENTCHAIN_E2E_NODE=real: only one real node runs on a machine, and each "
+            "pytest-xdist worker starts a cluster of its own; run without -n"
+        )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
