@@ -22,7 +22,7 @@ import yaml
 
 from agentchain.hop.rules import jobspec
 from e2e import operating
-from e2e.controlplane.cluster import ClusterInfo
+from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
 
 Obj = dict[str, Any]
 API_VERSION = "labrats.work/v1alpha1"
@@ -78,9 +78,15 @@ def demo_command(*flags: str) -> list[str]:
     return ["agentchain", "demo-agent", *flags]
 
 
+def agent_python() -> str:
+    """The Python an agent's command names: this interpreter on the local node, which runs
+    containers as host processes, else the agent image's ``python3`` on its PATH."""
+    return "python3" if agents_in_containers() else sys.executable
+
+
 def python_command(script: str, *args: str) -> list[str]:
-    """The command that runs ``script`` with this interpreter, ``args`` after it."""
-    return [sys.executable, "-c", script, *args]
+    """The command that runs ``script`` with the agent's Python, ``args`` after it."""
+    return [agent_python(), "-c", script, *args]
 
 
 def agent(

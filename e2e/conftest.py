@@ -8,10 +8,19 @@ the suite without each test having to remember the marker.
 The session's workdir is created here rather than inside ``cluster()`` because only
 pytest knows whether a test failed: after a failed run the workdir (with every
 component's log) is kept and named in the terminal summary; after a clean run it goes.
+
+``AGENTCHAIN_E2E_NODE=real`` starts the session's cluster on the real node (kubelet and
+containerd) instead of the local stand-in: the e2e agent image (``images/e2e-agent``) is
+built from this tree and imported, every agent that names no image runs in it, and the
+harness's servers that agents reach (the operator, the model stand-in, the git server)
+listen on the node's bridge address (``ClusterInfo.pod_host``), since a pod's loopback
+is its own. The tests marked ``realnode`` start a real node of their own, which the
+session's holds, so they are skipped in that mode (``make realnode`` runs them).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import secrets
@@ -22,34 +31,69 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from e2e.controlplane import realnode
+from e2e.controlplane import agent_images, realnode
 from e2e.controlplane.cluster import (
     ClusterInfo,
+    HarnessError,
     cluster,
     existing_kubeconfig,
     finish_workdir,
     make_workdir,
+    node_choice,
+    say,
 )
-from e2e.github.fixtures import git_server, github  # noqa: F401  (fixtures for e2e tests)
-from e2e.models.fixtures import model_standin  # noqa: F401  (fixture for e2e tests)
+from e2e.github.fixtures import github  # noqa: F401  (fixture for e2e tests)
+from e2e.github.gitserver import GitServer
+from e2e.github.standin import GitHubStandIn
+from e2e.models.server import ModelStandIn
 
 E2E_DIR = Path(__file__).resolve().parent
 NAMESPACE_READY_TIMEOUT_SECONDS = 30.0
 _KEPT_WORKDIR = pytest.StashKey[Path]()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Each xdist worker has a session cluster of its own, and only one real node can run
+    # on a machine: the second worker would wait for the first one's whole session.
+    try:
+        node_choice()
+    except HarnessError as error:
+        raise pytest.UsageError(str(error)) from None
+    workers = config.getoption("numprocesses", default=None)
+    if _session_on_the_real_node() and workers not in (None, 0, 1):
+        raise pytest.UsageError(
+            "AGENTCHAIN_E2E_NODE=real: only one real node runs on a machine, and each "
+            "pytest-xdist worker starts a cluster of its own; run without -n"
+        )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # This hook sees the whole session's items; mark only the ones under e2e/.
+    on_the_real_node = _session_on_the_real_node()
     for item in items:
         if item.path.is_relative_to(E2E_DIR):
             item.add_marker(pytest.mark.e2e)
+        if on_the_real_node and item.get_closest_marker("realnode"):
+            item.add_marker(pytest.mark.skip(reason=_REALNODE_TESTS_SKIPPED))
+
+
+_REALNODE_TESTS_SKIPPED = (
+    "AGENTCHAIN_E2E_NODE=real: the session's cluster holds the machine's one real node, "
+    "and this test starts its own (run it without the switch, e.g. `make realnode`)"
+)
+
+
+def _session_on_the_real_node() -> bool:
+    """Whether the session's cluster is a local one on the real node."""
+    return node_choice() == "real" and existing_kubeconfig() is None
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _the_machines_real_node(request: pytest.FixtureRequest) -> Iterator[None]:
     """The real node's tests hold the machine's one real node for the whole session,
     before any of them snapshots the machine (see ``realnode.machine``)."""
-    wanted = any(item.get_closest_marker("realnode") for item in request.session.items)
+    marked = any(item.get_closest_marker("realnode") for item in request.session.items)
+    wanted = marked or _session_on_the_real_node()
     if not wanted or existing_kubeconfig() is not None or os.geteuid() != 0:
         yield
         return
@@ -67,11 +111,21 @@ def pytest_terminal_summary(
 
 @pytest.fixture(scope="session")
 def cluster_info(request: pytest.FixtureRequest) -> Iterator[ClusterInfo]:
-    """The session's cluster: a local control plane, node and Redis, or KUBECONFIG's."""
+    """The session's cluster: a local control plane, node and Redis, or KUBECONFIG's;
+    on the real node with the e2e agent image imported (see the module's docstring)."""
+    real = _session_on_the_real_node()
+    # Built before the node starts: a failed build then holds no node, and a cached one
+    # costs a hash of the inputs.
+    image = agent_images.build_e2e() if real else None
     workdir = make_workdir()
     # Kept until proven clean: a failed start-up or teardown leaves it in place too.
     request.config.stash[_KEPT_WORKDIR] = workdir
-    with cluster(workdir) as info:
+    with cluster(workdir, node="real" if real else "local") as info:
+        if image is not None:
+            assert info.real_node is not None
+            say(f"importing the e2e agent image {image.ref}")
+            agent_images.import_into(info.real_node.paths.containerd_socket, image)
+            info = dataclasses.replace(info, agent_image=image.ref)
         yield info
     if request.session.testsfailed == 0:
         del request.config.stash[_KEPT_WORKDIR]
@@ -125,3 +179,34 @@ def namespace(
     except kubernetes.client.ApiException as error:
         if error.status != 404:
             raise
+
+
+def _pod_host(request: pytest.FixtureRequest) -> str:
+    """Where a server that agents reach listens: the session cluster's ``pod_host`` on the
+    real node (which starts the cluster first: the bridge must exist to bind its address),
+    else loopback, without starting a cluster for a test that needs none."""
+    if not _session_on_the_real_node():
+        return "127.0.0.1"
+    info: ClusterInfo = request.getfixturevalue("cluster_info")
+    return info.pod_host
+
+
+@pytest.fixture
+def model_standin(request: pytest.FixtureRequest) -> Iterator[ModelStandIn]:
+    """A running stand-in model server, listening where agents reach it; the test fails
+    if an exchange broke an SDK type."""
+    with ModelStandIn(host=_pod_host(request)) as standin:
+        yield standin
+        standin.assert_clean()
+
+
+@pytest.fixture
+def git_server(
+    github: GitHubStandIn,  # noqa: F811  (the fixture imported above)
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[GitServer]:
+    """A smart-HTTP git server that checks ``github``'s installation tokens, listening
+    where agents and workspace containers reach it."""
+    with GitServer(github, tmp_path / "git", host=_pod_host(request)) as server:
+        yield server

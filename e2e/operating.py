@@ -166,11 +166,15 @@ class OperatorProcess:
     # ``name``, so a restart after ``kill`` takes its lease back at once, as a restarted
     # container (same pod name) does in a cluster.
     lease: str = ""
-    # Where it listens and what AGENT_API_URL says: loopback, or on the real node the
-    # bridge address, the only one of this machine that pods reach.
-    host: str = "127.0.0.1"
+    # Where it listens and what AGENT_API_URL says; empty: the cluster's ``pod_host``
+    # (loopback, or on the real node the bridge address, the only one of this machine
+    # that pods reach).
+    host: str = ""
     starts: int = 0
     process: processes.ManagedProcess | None = None
+
+    def __post_init__(self) -> None:
+        self.host = self.host or self.info.pod_host
 
     @property
     def url(self) -> str:
@@ -208,6 +212,11 @@ class OperatorProcess:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if self.info.agent_image:
+            # An agent that names no image, and a workspace's containers, run in the
+            # session's agent image (images/e2e-agent on the real node).
+            env["AGENTCHAIN_DEFAULT_IMAGE"] = self.info.agent_image
+            env["AGENTCHAIN_WORKSPACE_IMAGE"] = self.info.agent_image
         env.update(self.extra_env)
         return env
 
@@ -304,7 +313,7 @@ class OperatorProcess:
 
 @contextlib.contextmanager
 def running(
-    info: ClusterInfo, extra_env: dict[str, str] | None = None, host: str = "127.0.0.1"
+    info: ClusterInfo, extra_env: dict[str, str] | None = None, host: str = ""
 ) -> Iterator[OperatorProcess]:
     """CRDs, RBAC and a started operator under its own ServiceAccount; stopped on exit.
 

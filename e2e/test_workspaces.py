@@ -65,7 +65,7 @@ import pytest
 
 from e2e import chaining, delivering, operating
 from e2e.controlplane import certs
-from e2e.controlplane.cluster import ClusterInfo
+from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
 from e2e.github import GitHubStandIn
 from e2e.github.gitserver import GitServer
 from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_operator, install
@@ -115,12 +115,13 @@ def seed_agents(keep_for: str = "0") -> list[Obj]:
 
 
 def workspace_env(git_server: GitServer) -> dict[str, str]:
-    """Workspace containers run this tree's CLI on the local node (images are ignored)."""
-    command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
-    return {
-        "AGENTCHAIN_GITHUB_GIT_URL": git_server.url,
-        "AGENTCHAIN_WORKSPACE_COMMAND": ",".join(command),
-    }
+    """Workspace containers run this tree's CLI on the local node (images are ignored);
+    in containers (the real node) the workspace image's own ``agentchain``, the default."""
+    env = {"AGENTCHAIN_GITHUB_GIT_URL": git_server.url}
+    if not agents_in_containers():
+        command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
+        env["AGENTCHAIN_WORKSPACE_COMMAND"] = ",".join(command)
+    return env
 
 
 @pytest.fixture

@@ -26,6 +26,10 @@ from e2e.controlplane import operator_image, realnode_images
 
 RUNTIMES = ("claude-code", "codex", "opencode", "gemini")
 DOCKERFILE = "images/agent/Dockerfile"
+# The e2e suite's own agent image (``images/e2e-agent/Dockerfile``): every agent of the
+# suite runs in it on the real node (``AGENTCHAIN_E2E_NODE=real``).
+E2E_DOCKERFILE = "images/e2e-agent/Dockerfile"
+E2E_IMAGE_NAME = f"{operator_image.IMAGE_NAME}-e2e-agent"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -44,6 +48,12 @@ def build(runtime: str, root: Path = ROOT) -> operator_image.Built:
     )  # fmt: skip
 
 
+def build_e2e(root: Path = ROOT) -> operator_image.Built:
+    """The e2e suite's agent image (cached by its inputs), archived beside the reference
+    images: an operator image build, which deletes its own older archives, leaves it."""
+    return operator_image.build(root, E2E_DOCKERFILE, E2E_IMAGE_NAME, archives=archive_dir())
+
+
 def archive_dir() -> Path:
     """A directory of their own: an operator image build deletes its older archives, and
     before it matched exactly its own name it took ``agentchain-*.tar`` in the image
@@ -59,10 +69,10 @@ def import_into(containerd_socket: Path, built: operator_image.Built) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m e2e.controlplane.agent_images [RUNTIME...]``: every runtime's image
-    when none is named."""
+    """``python -m e2e.controlplane.agent_images [RUNTIME|e2e-agent...]``: every
+    runtime's image when none is named; ``e2e-agent`` is the suite's own."""
     for runtime in argv[1:] or RUNTIMES:
-        built = build(runtime)
+        built = build_e2e() if runtime == "e2e-agent" else build(runtime)
         state = "cached" if built.cached else "built"
         print(f"{runtime}: {built.ref} {built.archive} ({state} in {built.seconds:.1f} s)")
     return 0

@@ -19,7 +19,10 @@ the environment the control plane and the node are skipped and only Redis is sta
 
 ``cluster(node="real")`` runs a real kubelet, containerd and kube-proxy instead of the
 stand-in (``realnode.py``): then the API server listens on the node's bridge address,
-which pods can reach, instead of loopback, and ``ClusterInfo.real_node`` describes it.
+which pods can reach, instead of loopback, and ``ClusterInfo.real_node`` describes it;
+``ClusterInfo.pod_host`` is that address, where the harness's servers that agents reach
+must listen. ``AGENTCHAIN_E2E_NODE`` (``node_choice``) says which node the e2e session's
+cluster runs.
 """
 
 from __future__ import annotations
@@ -96,6 +99,16 @@ class ClusterInfo:
     local: bool  # False when an existing cluster (kind) is used
     bin_dir: Path | None  # dir with kubectl (None: kubectl from PATH)
     real_node: realnode.RealNode | None = None  # cluster(node="real") only
+    # The image an agent that names none runs in (the operator's AGENTCHAIN_DEFAULT_IMAGE
+    # and workspace image); "" leaves the operator's defaults. The e2e session sets it on
+    # the real node (images/e2e-agent); the local node ignores images.
+    agent_image: str = ""
+
+    @property
+    def pod_host(self) -> str:
+        """The address of this machine that pods reach: the real node's bridge address,
+        else loopback (the local node runs containers as host processes)."""
+        return self.real_node.network.gateway if self.real_node else "127.0.0.1"
 
     def kubectl(
         self, *args: str, check: bool = True, input: str | None = None, timeout: float = 60
@@ -142,6 +155,26 @@ def finish_workdir(workdir: Path, succeeded: bool) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
         say(f"kept {workdir}; component logs are in {workdir / 'logs'}")
+
+
+# Which node the e2e session's cluster runs (``e2e/conftest.py``): "local", the stand-in
+# (the default for now), or "real", kubelet and containerd (realnode.py). A cluster a
+# test starts for itself says which it wants.
+NODE_ENV = "AGENTCHAIN_E2E_NODE"
+
+
+def node_choice() -> str:
+    """``$AGENTCHAIN_E2E_NODE`` ("local" unless set); a HarnessError for any other value."""
+    node = os.environ.get(NODE_ENV) or "local"
+    if node not in ("local", "real"):
+        raise HarnessError(f"{NODE_ENV} must be 'local' or 'real', not {node!r}")
+    return node
+
+
+def agents_in_containers() -> bool:
+    """Whether agents run in containers of an image (the real node, or an existing
+    cluster), so their commands must name the image's programs, not this machine's."""
+    return node_choice() == "real" or existing_kubeconfig() is not None
 
 
 def existing_kubeconfig() -> Path | None:

@@ -1,4 +1,4 @@
-"""pytest fixtures for the GitHub stand-ins (imported by e2e/conftest.py).
+"""pytest fixtures for the GitHub stand-in (imported by e2e/conftest.py).
 
 ``github`` fails its test at teardown when any request was off GitHub's description, so
 a client bug shows up in the test that caused it even if the client swallowed the 422.
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from e2e.github.gitserver import GitServer
 from e2e.github.spec import SpecMissing, load, spec_path
 from e2e.github.standin import GitHubStandIn
 
@@ -39,11 +37,6 @@ def github() -> Iterator[GitHubStandIn]:
         standin.assert_clean()
 
 
-@pytest.fixture
-def git_server(github: GitHubStandIn, tmp_path: Path) -> Iterator[GitServer]:
-    """A smart-HTTP git server that checks ``github``'s installation tokens."""
-    with GitServer(github, tmp_path / "git") as server:
-        yield server
-
-
-__all__ = ["git_server", "github", "require_spec", "spec_path"]
+# ``git_server`` is e2e/conftest.py's: it listens where the session's agents reach it,
+# which only the session's cluster knows.
+__all__ = ["github", "require_spec", "spec_path"]

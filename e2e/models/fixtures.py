@@ -1,7 +1,7 @@
-"""pytest fixtures and helpers for the stand-in model server and the pinned agent CLIs.
+"""Helpers for the pinned agent CLIs (the ``model_standin`` fixture is e2e/conftest.py's:
+it listens where the session's agents reach it, which only the session's cluster knows).
 
-``model_standin`` fails its test at teardown when any request or answer was off the
-SDKs' types. ``agent_cli(runtime)`` is the path of a CLI e2e/setup.sh fetched: without
+``agent_cli(runtime)`` is the path of a CLI e2e/setup.sh fetched: without
 it a test skips with the reason locally, but fails in CI (``CI=true``), where setup.sh
 must have fetched it.
 """
@@ -9,12 +9,9 @@ must have fetched it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from e2e.models.server import ModelStandIn
 
 # The pins the reference images (images/) build from, shared with e2e/setup.sh.
 _VERSIONS = Path(__file__).resolve().parents[2] / "images" / "versions.env"
@@ -64,11 +61,3 @@ def agent_cli(runtime: str) -> Path:
             pytest.fail(f"{missing}; CI must have it")
         pytest.skip(missing)
     return path
-
-
-@pytest.fixture
-def model_standin() -> Iterator[ModelStandIn]:
-    """A running stand-in model server; the test fails if an exchange broke an SDK type."""
-    with ModelStandIn() as standin:
-        yield standin
-        standin.assert_clean()
