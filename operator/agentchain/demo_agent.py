@@ -4,12 +4,18 @@ It needs no network and no model: it reads the same environment a real agent
 gets (SPEC §1), prints a triage/developer/reviewer-style report that quotes
 the context it received, and can be told to fail, to sleep or to print a lot,
 so every chain behaviour can be exercised on the local node or on kind.
+
+In a container it is often process 1, which Linux spares from a signal's default action:
+without a handler of its own a SIGTERM (a stop, a deleted pod) would be ignored and the
+kubelet would wait out the whole grace period before it kills it. So it ends on SIGTERM
+with 143, as a shell does.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from collections.abc import Mapping
@@ -55,8 +61,13 @@ def read_prompt(env: Mapping[str, str]) -> str:
     return env.get("AGENT_PROMPT", "")
 
 
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminated)
     env = os.environ
     role = env.get("AGENT_ROLE", "")
     if args.sleep:

@@ -593,7 +593,9 @@ def publish_job(
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,
-                    "securityContext": dict(pod_security),
+                    # The push token's Secret is mounted 0400 as root: the fsGroup makes
+                    # it readable by the tool's non-root user, as in the step's pod.
+                    "securityContext": {"fsGroup": FS_GROUP, **pod_security},
                     "containers": [_with_credential(container, chain, secret)],
                     "volumes": [
                         {

@@ -336,6 +336,23 @@ def test_publish_job_carries_the_push_credential_and_the_volume() -> None:
     assert pod["automountServiceAccountToken"] is False
 
 
+def test_the_publish_jobs_push_token_is_readable_by_its_non_root_user() -> None:
+    # The token's Secret is mounted 0400 for root; the kubelet makes it group-readable for
+    # the pod's fsGroup, which a non-root user must then be in (found on a real kubelet).
+    owner = {"kind": "AgentJob", "name": "root", "uid": "u1"}
+    tool = jobmounts.Tool("operator:1", ["agentchain"])
+    security = (jobspec.DEFAULT_POD_SECURITY_CONTEXT, jobspec.DEFAULT_SECURITY_CONTEXT)
+    job = jobmounts.publish_job("team-a", _chain(publish=True), "pub-secret", owner, tool, security)
+    pod = job["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == jobmounts.GIT_VOLUME)
+    assert volume["secret"]["defaultMode"] == 0o400
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["fsGroup"] == jobmounts.FS_GROUP
+    own = ({**jobspec.DEFAULT_POD_SECURITY_CONTEXT, "fsGroup": 2000}, security[1])
+    job = jobmounts.publish_job("team-a", _chain(publish=True), "pub-secret", owner, tool, own)
+    assert job["spec"]["template"]["spec"]["securityContext"]["fsGroup"] == 2000
+
+
 def _ca_of(container: dict[str, Any]) -> tuple[bool, str | None, str | None]:
     """(mounts the CA, SSL_CERT_FILE, git's http.sslCAInfo) of a container."""
     mounted = any(m["name"] == jobmounts.CA_VOLUME for m in container.get("volumeMounts") or [])
