@@ -24,6 +24,7 @@ for the AgentJob, and that Job must be controlled by this AgentJob
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -251,10 +252,13 @@ def _owner_uid(job: Obj) -> str:
     return owner.uid if owner is not None else ""
 
 
-async def mark_running(rt: Runtime, namespace: str, name: str, pod_name: str) -> None:
-    """``Running``, only over ``Pending``: written at the version it was read at, so
-    an end written meanwhile by anyone (a stop in another process) is never undone."""
-    obj = await current(rt, namespace, name)
+async def mark_running(
+    rt: Runtime, namespace: str, name: str, pod_name: str, obj: Obj | None = None
+) -> None:
+    """``Running``, only over ``Pending``: written at the version it was read at
+    (``obj``, as the caller has it, else as of now), so an end written meanwhile by
+    anyone (a stop in another process) is never undone."""
+    obj = copy.deepcopy(obj) if obj is not None else await current(rt, namespace, name)
     for _ in range(3):
         if obj is None or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
             return

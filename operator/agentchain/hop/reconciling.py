@@ -66,7 +66,7 @@ async def reconcile(rt: Runtime, namespace: str, name: str) -> None:
         return  # Launched, and nothing new about its attempt: no read, no lock.
     async with rt.locks.holding(namespace, name) as held:
         obj = await _now(rt, namespace, name)
-        ended = [] if obj is None else await _next_step(held, Hop(rt, obj, since))
+        ended = [] if obj is None else await _next_step(held, Hop(rt, obj), since)
     await _wake(rt, namespace, ended)
 
 
@@ -88,7 +88,10 @@ async def _quiet(rt: Runtime, obj: Obj) -> bool:
     """Whether the launched job ``obj`` has nothing to act on: its attempt neither ended
     nor started running as the indexes show it, no ending recorded in Redis, no retry
     waiting, not ended."""
-    status = statuswriting.parse(obj).status
+    try:
+        status = statuswriting.parse(obj).status
+    except ValueError:
+        return False  # Unreadable: read again under the lock.
     if is_terminal(status) or not status.job_name or retrying.due_attempt(obj) is not None:
         return False
     if attempts.look(rt, obj) is not None:
@@ -110,34 +113,36 @@ async def _now(rt: Runtime, namespace: str, name: str) -> Obj | None:
     return await attempts.current(rt, namespace, name)
 
 
-async def _next_step(held: Held, hop: Hop) -> list[str]:
-    """The resync's checklist, in order; the names of the jobs that ended."""
+async def _next_step(held: Held, hop: Hop, since: float) -> list[str]:
+    """The resync's checklist, in order; the names of the jobs that ended.  ``since``:
+    when this look began, where a hop's latency runs from when it finds an attempt's
+    end."""
     status = hop.job.status
     if is_settled(status):
         return []
     if is_terminal(status):
-        return await hopping.chain_on(held, dataclasses.replace(hop, since=None))
+        return await hopping.chain_on(held, hop)
     if retrying.due_attempt(hop.obj) is not None:
         return await _backed_off(held, hop)
     if not status.job_name:
-        ended = await hopping.launch(held, dataclasses.replace(hop, since=None))
+        ended = await hopping.launch(held, hop)
         if ended or not hop.job.status.job_name:
             return ended
-    return await _attempt(held, hop)
+    return await _attempt(held, hop, since)
 
 
-async def _attempt(held: Held, hop: Hop) -> list[str]:
+async def _attempt(held: Held, hop: Hop, since: float) -> list[str]:
     """The launched attempt: ended, running, or as recorded in Redis."""
     seen = await attempts.observe(hop.rt, hop.obj)
     if isinstance(seen, attempts.Running):
-        await attempts.mark_running(hop.rt, hop.namespace, hop.name, seen.pod)
+        await attempts.mark_running(hop.rt, hop.namespace, hop.name, seen.pod, hop.obj)
     if not isinstance(seen, Exit):
         attempt = hop.job.status.attempt or 1
         recorded = await hop.rt.outputs.get_capture(hop.namespace, hop.name, hop.uid)
         if recorded is None or recorded.attempt != attempt:
             return []
         seen = Exit(attempt, None, None)  # Its ending is read back from the record.
-    ended = await hopping.finish(held, hop, seen)
+    ended = await hopping.finish(held, dataclasses.replace(hop, since=since), seen)
     if retrying.due_attempt(hop.obj) is not None:  # A retry to wait for: its timer.
         return await _backed_off(held, hop)
     return ended
