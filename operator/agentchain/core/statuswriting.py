@@ -144,8 +144,8 @@ class Writes:
         return found[1]
 
     def answer(self, namespace: str, name: str) -> Obj | None:
-        """Our last write's answer, until the watch delivers it (then the watched body
-        is as new): the newest body of the job this process knows without a read."""
+        """Our last write's answer, until the watch delivers it: what our own last
+        write made the job, which a write by anyone else may have changed since."""
         found = self._answers.get((namespace, name))
         return found[1] if found is not None else None
 

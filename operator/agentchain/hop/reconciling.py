@@ -57,7 +57,9 @@ def wants_start(rt: Runtime, obj: Obj) -> bool:
 async def reconcile(rt: Runtime, namespace: str, name: str) -> None:
     """Do the next missing step of AgentJob ``name``, from what exists now."""
     known = _known(rt, namespace, name)
-    if rt.unsettled.is_settled(namespace, name) or (known is not None and _settled(known)):
+    if rt.unsettled.is_settled(namespace, name) or _settled(
+        known, rt.writes.answer(namespace, name)
+    ):
         return  # Decided for good: nothing of it is left to do.
     since = time.monotonic()
     if known is not None and stopping.wants_stop(known):
@@ -71,17 +73,23 @@ async def reconcile(rt: Runtime, namespace: str, name: str) -> None:
 
 
 def _known(rt: Runtime, namespace: str, name: str) -> Obj | None:
-    """The newest body of the job this process knows without a read: our last write's
-    answer until the watch delivers it, else the watched body (None: not watched)."""
-    answer = rt.writes.answer(namespace, name)
-    return answer if answer is not None else rt.unsettled.watched(namespace, name)
+    """The newest body of the job this process knows without a read (None: not
+    watched): as of our last write while the watch shows no one else's after it
+    (``Unsettled.current``), else the watched body.  A watched body older than what
+    is true only makes a look do more: whatever it lacks arrives as an event later."""
+    return rt.unsettled.current(namespace, name) or rt.unsettled.watched(namespace, name)
 
 
-def _settled(obj: Obj) -> bool:
-    try:
-        return is_settled(statuswriting.parse(obj).status)
-    except ValueError:
-        return False  # Unreadable: read again under the lock.
+def _settled(*bodies: Obj | None) -> bool:
+    """Whether any of ``bodies`` says the job is settled: once settled, it stays so
+    (our own last write's answer says so before the watch does)."""
+    for obj in bodies:
+        try:
+            if obj is not None and is_settled(statuswriting.parse(obj).status):
+                return True
+        except ValueError:
+            continue  # Unreadable: read again under the lock.
+    return False
 
 
 async def _quiet(rt: Runtime, obj: Obj) -> bool:

@@ -11,7 +11,9 @@ Aspects covered:
 - a look at a launched job with nothing new (its Job running, its pod running, no
   ending recorded) makes no request at all;
 - a stop looked at again (another event, the resync) after its hop failed deletes the
-  batch Job once, and the next look ends the job ``Cancelled`` from the claim.
+  batch Job once, and the next look ends the job ``Cancelled`` from the claim;
+- a stop is applied when the watch delivered our own last write before its answer was
+  recorded (the answer then stays, older than the annotated body the watch shows).
 """
 
 from __future__ import annotations
@@ -92,3 +94,23 @@ async def test_a_stop_looked_at_again_deletes_its_batch_job_once(
     status = api.objects[("agentjobs", "p")]["status"]
     assert (status["phase"], status["reason"]) == ("Cancelled", "Stopped")
     assert status["next"][0]["action"] == "stopped"
+
+
+async def test_a_stop_after_our_own_write_is_seen_whatever_order_its_answer_came_in(
+    api: FakeApi, redis: Redis
+) -> None:
+    seed(api)
+    api.put("jobs", {"metadata": {"name": "p", "namespace": NS}})
+    rt = Runtime.from_client(SETTINGS, redis)
+    before = parent(api)
+    written = api.update("agentjobs", "p", {"status": {"message": "Pod p-pod is running."}})
+    assert written is not None
+    rt.unsettled.observe(copy.deepcopy(written), 0.0, 1.0)  # The watch was first...
+    rt.writes.wrote(copy.deepcopy(written), before["metadata"]["resourceVersion"])  # ...then it.
+    asked = stoprules.StopRequest(by="api", reason="not needed")
+    api.update("agentjobs", "p", {"metadata": {"annotations": stoprules.annotations_for(asked)}})
+    rt.unsettled.observe(parent(api), 0.0, 1.0)
+    show(rt, parent(api), None)  # Its Job and its pod still run.
+    await reconciling.reconcile(rt, NS, "p")
+    status = api.objects[("agentjobs", "p")]["status"]
+    assert (status["phase"], status["reason"]) == ("Cancelled", "Stopped")
