@@ -1,14 +1,16 @@
 """The values a hop's steps share: the ``Hop`` itself, and what they hand each other.
 
 A step (``capturing``, ``deciding``, ``spawning``, ``launching``, ``closing``) takes a
-:class:`Hop` — the runtime and the one AgentJob it acts on — plus at most one value
-another step returned, and returns a value in turn; only ``hop.hopping`` chains
-them.  The values live here, below every step, so that no step imports another.
+:class:`Hop` — the runtime, the one AgentJob it acts on and, once decided, that job's
+end — plus at most one value another step returned, and returns a value in turn;
+only ``hop.hopping`` chains them.  The values live here, below every step, so that
+no step imports another.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +38,18 @@ class Hop:
     since: float | None = None
     """When the attempt's end was seen (``time.monotonic``), on a hop that started from
     it: the hop latency metric runs from there to the child's batch Job."""
+    ending: AgentJobStatus | None = None
+    """The job's end as decided (``hop.capturing.verdict``) and not written yet: ``obj``
+    already shows it, so the chain's decision reads the status about to be written,
+    and ``hop.closing.close`` writes it in one patch with ``status.next``."""
+    output: Output | None = None
+    """The ended attempt's output, when the capture just handed it over."""
+
+    def ended(self, end: AgentJobStatus, output: Output | None = None) -> Hop:
+        """This hop with its job's end decided (``end``), to be written on its close."""
+        status = {**(self.obj.get("status") or {}), **statuswriting.fields(end)}
+        obj = {**self.obj, "status": status}
+        return dataclasses.replace(self, obj=obj, ending=end, output=output)
 
     @property
     def namespace(self) -> str:
@@ -79,7 +93,7 @@ class Exit:
     lost: str | None = None
     """Why no output can be read (the Job ended with no pod left), when known already."""
     batch_uid: str = ""
-    """The batch Job's uid: once the attempt is recorded, its later events are no-ops."""
+    """The batch Job's uid."""
     owner_uid: str = ""
     """The uid of the AgentJob that controls the batch Job: another one of the same
     name (deleted, created again) is not ended by it."""
@@ -89,10 +103,6 @@ class Exit:
     """The exit code of a ``workspace-prepare`` that failed: the agent never ran."""
     moments: PodMoments = field(default_factory=PodMoments)
     """Its pod's timestamps (created, scheduled, running, exited), for its span."""
-
-
-ExitReader = Callable[[], Awaitable[Exit]]
-"""Reads how an attempt ended when that costs a request (its Job's pods listed)."""
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,12 @@ parent's hop may all act on the same AgentJob at once.  A lock per (namespace,
 name) makes them take turns; across processes and restarts, deterministic names
 and AlreadyExists keep things exactly-once.
 
-Only ``hop.hopping`` takes these locks, always a parent's before its child's, so
-two hops can never wait for each other.  (``workspaces.publishing`` also takes one of a key
-no AgentJob can have, ``pull-request/<chain id>``, around a chain's pull request, with
-no other lock held and nothing taken under it; and ``hop.hopping`` one of the key
+Only the hop takes these locks: ``hop.reconciling`` a job's own (``hop.stopping``
+too, for a stop's claim, with no other lock held), ``hop.hopping`` a child's, always
+after its parent's, so two hops can never wait for each other.
+(``workspaces.publishing`` also takes one of a key no AgentJob can have,
+``pull-request/<chain id>``, around a chain's pull request, with no other lock held
+and nothing taken under it; and ``hop.hopping`` one of the key
 ``chain/<chain id>`` from a decision to the job's ``status.next``, taken after the job's
 own and released before a child's is taken, nothing taken under it.)  A hop holds its
 child's lock from before creating it to the end of launching it, so the child's own

@@ -2,9 +2,9 @@
 
 Created once at operator start-up and handed to every engine call, instead of
 module globals, so tests can run several runtimes against different Redis DBs:
-the watch-fed indexes (agents, unsettled AgentJobs, batch Jobs), the per-object
-locks, this process's last status write to each AgentJob and the jobs it started
-all live here and nowhere else.
+the watch-fed indexes (agents, unsettled AgentJobs, batch Jobs, pods), the per-object
+locks and this process's last status write to each AgentJob all live here and
+nowhere else.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from agentchain.core import statuswriting
 from agentchain.core.catalog import AgentCatalog
 from agentchain.core.feeds import JobFeed
 from agentchain.core.locking import Locks
-from agentchain.core.podowners import BatchJobs
+from agentchain.core.podowners import BatchJobs, Pods
 from agentchain.core.unsettled import Unsettled
 from agentchain.kube import clients
 from agentchain.memory.anchors import AnchorStore
@@ -68,12 +68,8 @@ class Runtime:
     workspace_locks: Locks = field(default_factory=Locks)
     """Per namespace (name ""): counting its workspace volumes and creating one take
     turns (``workspaces/attaching``), so the namespace's cap holds exactly."""
-    started: statuswriting.Recent = field(default_factory=statuswriting.Recent)
-    """(namespace, name, uid) of AgentJobs this process launched or ended: their
-    creation event, arriving after their parent's hop launched them, needs no read."""
-    finished: statuswriting.Recent = field(default_factory=statuswriting.Recent)
-    """(namespace, uid) of batch Jobs whose attempt's end this process recorded: the
-    pod and Job updates that follow need nothing more."""
+    pods: Pods = field(default_factory=Pods)
+    """Pods as the watch shows them, per AgentJob: an attempt's state without a read."""
     feed: JobFeed = field(default_factory=JobFeed)  # AgentJob changes for live dashboard pages.
     admitted: dict[str, set[str]] = field(default_factory=dict)
     """Jobs a freed concurrency slot let in, per namespace, started once no lock is held

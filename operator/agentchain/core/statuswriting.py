@@ -143,6 +143,12 @@ class Writes:
             return None
         return found[1]
 
+    def answer(self, namespace: str, name: str) -> Obj | None:
+        """Our last write's answer, until the watch delivers it: what our own last
+        write made the job, which a write by anyone else may have changed since."""
+        found = self._answers.get((namespace, name))
+        return found[1] if found is not None else None
+
     def caught_up(self, namespace: str, name: str) -> None:
         """The watch delivered our last write: its answer is no longer needed."""
         self._answers.pop((namespace, name), None)
@@ -179,20 +185,3 @@ class Writes:
             obj["metadata"] = {**obj["metadata"], "resourceVersion": version}
             self.wrote(patched, str(over) if over else None)
         return patched
-
-
-class Recent:
-    """A set that forgets its oldest members past ``size``: a process-wide memo."""
-
-    def __init__(self, size: int = WRITES_REMEMBERED) -> None:
-        self._size = size
-        self._members: OrderedDict[tuple[str, ...], None] = OrderedDict()
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._members
-
-    def add(self, key: tuple[str, ...]) -> None:
-        self._members[key] = None
-        self._members.move_to_end(key)
-        while len(self._members) > self._size:
-            self._members.popitem(last=False)

@@ -185,6 +185,11 @@ class Unsettled:
         answer = self._writes.answer_over(namespace, name, uid, version)
         return copy.deepcopy(answer) if answer is not None else None
 
+    def watched(self, namespace: str, name: str) -> Obj | None:
+        """A copy of the job's newest body the watch delivered, if it is unsettled."""
+        entry = self._jobs.get((namespace, name))
+        return copy.deepcopy(entry.obj) if entry is not None else None
+
     def waiting_on(self, namespace: str, name: str) -> list[Obj]:
         """Waiting jobs of ``namespace`` whose ``dependsOn`` names ``name``."""
         found = []

@@ -8,7 +8,7 @@ in one atomic step.  Then:
 
 * admitted: the start goes on; chains it displaced (``cancel-in-progress``) are asked
   to stop, each pointing to this job as its successor; queued jobs it let in are
-  started (``due``, which ``hopping._wake`` drains once the locks are released);
+  started (``due``, which ``hop.reconciling`` reconciles once the locks are released);
 * queued: the job shows phase ``Queued`` (once: its watch events and the resync come
   back here, and find it still queued or admitted by then);
 * refused: the job ends Failed, reason ``ConcurrencyLimited``;
@@ -56,7 +56,7 @@ def _now_us() -> int:
 
 
 def due(rt: Runtime, namespace: str) -> list[str]:
-    """The jobs let in since the last call (``hopping._wake`` starts them)."""
+    """The jobs let in since the last call (``hop.reconciling`` reconciles them)."""
     return sorted(rt.admitted.pop(namespace, set()))
 
 

@@ -4,13 +4,13 @@
 With no wait ``hop.hopping`` launches the next attempt at once, as before.  With a
 wait, :func:`hold` records the attempt to come and when it is due in the job's status
 (``attempt``, ``retryAt``, phase ``Pending``, reason ``Retrying``) -- durable before
-anything waits -- and sets a timer in this process that calls back into the hop
-sequence (``hopping.relaunch``) when it is due.  After a restart the resync finds
-``retryAt`` (:func:`resume`) and relaunches it, or sets the timer again: the wait is
-never lost, and never doubled, because the relaunch re-reads the job under its lock
-and the attempt's batch Job has a deterministic name.  Events of the failed attempt
-are ignored meanwhile, as for any earlier attempt (its number is below
-``status.attempt``).
+anything waits.  ``hop.reconciling`` finds that status (:func:`due_attempt`) right
+after, or at any later look (an event, the resync after a restart): it launches the
+attempt once it is due (:func:`wait_left`), else sets a timer in this process
+(:func:`schedule`) that looks at the job again then.  The wait is never lost, and
+never doubled, because the look re-reads the job under its lock and the attempt's
+batch Job has a deterministic name.  Events of the failed attempt are ignored
+meanwhile, as for any earlier attempt (its number is below ``status.attempt``).
 """
 
 from __future__ import annotations
@@ -30,22 +30,22 @@ from agentchain.models.conditions import Reason
 
 log = logging.getLogger(__name__)
 Relaunch = Callable[[Runtime, str, str], Awaitable[None]]
-"""Launch the job's due attempt (``hopping.relaunch``)."""
+"""Look at the job again, to launch its due attempt (``reconciling.reconcile``)."""
 
 
-async def hold(hop: Hop, attempt: int, message: str, delay: float, relaunch: Relaunch) -> None:
-    """Record that ``attempt`` starts in ``delay`` seconds, and start it then."""
+async def hold(hop: Hop, attempt: int, message: str, delay: float) -> None:
+    """Record that ``attempt`` starts in ``delay`` seconds (``retryAt``)."""
     due = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay)
     text = f"{message}; it starts in {delay:g}s (at {due.isoformat()})"
     status = {"phase": "Pending", "reason": Reason.RETRYING, "message": text, "podName": None}
     await hop.patch(typed({**status, "attempt": attempt, "retryAt": due.isoformat()}))
     await events.emit(hop.obj, "Warning", Reason.RETRYING, text, key=f"retry:{attempt}")
-    _schedule(hop.rt, hop.namespace, hop.name, attempt, delay, relaunch)
 
 
-def _schedule(
+def schedule(
     rt: Runtime, namespace: str, name: str, attempt: int, delay: float, relaunch: Relaunch
 ) -> None:
+    """Call ``relaunch`` for the job in ``delay`` seconds (once per attempt)."""
     key = (namespace, name, attempt)
     if key in rt.retry_timers:
         return
@@ -75,18 +75,9 @@ def due_attempt(obj: Obj) -> int | None:
     return status.attempt
 
 
-async def resume(rt: Runtime, obj: Obj, relaunch: Relaunch) -> bool:
-    """The resync's look at a job: True when it waits for a backed-off attempt (whose
-    launch is then made now, or scheduled)."""
-    attempt = due_attempt(obj)
-    if attempt is None:
-        return False
+def wait_left(obj: Obj) -> float:
+    """Seconds until the backed-off attempt of ``obj`` is due (0 or less: due now)."""
     retry_at = statuswriting.parse(obj).status.retry_at
-    assert retry_at is not None
-    remaining = (retry_at - dt.datetime.now(dt.UTC)).total_seconds()
-    namespace, name = statuswriting.name_of(obj)
-    if remaining <= 0:
-        await relaunch(rt, namespace, name)
-    else:
-        _schedule(rt, namespace, name, attempt, remaining, relaunch)
-    return True
+    if retry_at is None:
+        return 0.0
+    return (retry_at - dt.datetime.now(dt.UTC)).total_seconds()

@@ -40,6 +40,11 @@ return false
 """
 
 
+_DELETED = "stopDeletedJob"
+"""The field of the output hash that says a stop deleted the attempt's batch Job: a
+second look at the stop (another event, the resync) deletes nothing more."""
+
+
 class StopStore:
     """Job stop claims (on the output record) and chain stop records."""
 
@@ -62,6 +67,16 @@ class StopStore:
             args=[record.capture.attempt, keys.OUTPUT_TTL_SECONDS, *pairs],
         )
         return parse_capture(won) if won else None
+
+    async def deleted_job(self, tenant: str, job_name: str, uid: str, attempt: int) -> None:
+        """Record, beside the claim, that the stopped attempt's batch Job was deleted."""
+        key = keys.output(tenant, job_name, uid)
+        await self._redis.hset(key, _DELETED, str(attempt))  # type: ignore[misc]
+
+    async def job_deleted(self, tenant: str, job_name: str, uid: str, attempt: int) -> bool:
+        """Whether a stop deleted the batch Job of ``attempt`` (or a later one)."""
+        raw = await self._redis.hget(keys.output(tenant, job_name, uid), _DELETED)  # type: ignore[misc]
+        return raw is not None and int(raw) >= attempt
 
     async def stop_chain(
         self, tenant: str, chain_id: str, by: str, reason: str, successor: str | None = None

@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 
 from agentchain.aiagents import egresspolicies, readiness
-from agentchain.hop import hopping
+from agentchain.hop import reconciling
 from agentchain.models import GROUP, VERSION
 
 
@@ -36,4 +36,4 @@ async def reconcile(
             # The policy of a deleted agent goes with it (its ownerReference).
             await egresspolicies.reconcile(dict(body), memo.runtime)
         await readiness.reconcile_namespace(memo.runtime, namespace)
-        await hopping.agents_changed(memo.runtime, namespace)
+        await reconciling.agents_changed(memo.runtime, namespace)

@@ -1,12 +1,13 @@
-"""AgentJob events, from the operator's own watch: start what is new, index what is
-unsettled for the resync.
+"""AgentJob events, from the operator's own watch: reconcile what is new or asked to
+stop, index what is unsettled for the resync.
 
 No kopf handler: kopf lists unpaged and keeps per-object workers, and its
 on.create/on.resume plus a timer would keep a finalizer and a diff-base
 annotation on every AgentJob, three writes per job the engine never reads.  The
 watch (``handlers.watches``) lists in pages at start-up and after a 410, so
-start-up is covered; this module decides from the watched object alone and hands
-any I/O to the dispatcher, so a settled job costs nothing.
+start-up is covered; this module decides from the watched object alone whether the
+job may need a step and hands it to ``hop.reconciling`` through the dispatcher, so a
+settled or running job costs nothing.
 
 A deleted AgentJob's token is revoked at once (a job deleted while it runs must not
 keep acting through the API); a job re-created under the same name has another uid
@@ -25,7 +26,7 @@ from redis.exceptions import RedisError
 from agentchain.core.runtime import Runtime
 from agentchain.github import writeback
 from agentchain.handlers.ordering import Submit
-from agentchain.hop import hopping, stopping
+from agentchain.hop import reconciling, stopping
 from agentchain.kube.watching import key_of
 
 log = logging.getLogger(__name__)
@@ -53,10 +54,9 @@ def observed(runtime: Runtime, submit: Submit, kind: str, obj: Obj) -> None:
     if moved is not None:  # The one log line per transition, whoever wrote it.
         status = obj.get("status") or {}
         log.info("AgentJob %s/%s: %s -> %s (%s)", *key[1:], *moved, status.get("reason"))
-    if stopping.wants_stop(obj):  # Stopped by the API or an annotation.
-        submit(key, lambda: stopping.stop(runtime, obj))
-    elif hopping.wants_start(runtime, obj):
-        submit(key, lambda: hopping.start(runtime, obj))
+    # Stopped by the API or an annotation, or new (or waiting) and not launched.
+    if stopping.wants_stop(obj) or reconciling.wants_start(runtime, obj):
+        submit(key, lambda: reconciling.reconcile(runtime, *key[1:]))
 
 
 async def _revoke(runtime: Runtime, obj: Obj) -> None:

@@ -1,12 +1,14 @@
 """Pod and batch Job events, from the operator's own watches: the moment an agent's
-container ends, finish its AgentJob.
+container ends, reconcile its AgentJob (``hop.reconciling``).
 
 The watches select by the AgentJob label (kopf could not: nolar/kopf#1311) and keep
-only what the engine reads (:func:`trim_pod`, :func:`trim_job`).  Each event is
-decided from the watched objects alone before any I/O: a settled AgentJob's pod or
-Job has nothing left to do (a restart with 5,000 finished jobs used to replay each:
-two AgentJob reads, a pod list and a log read), nor has a running pod
-whose AgentJob already says it runs there.
+only what the engine reads (:func:`trim_pod`, :func:`trim_job`).  Each event first
+feeds the indexes the hop reads an attempt from (``Runtime.pods``, ``Runtime.jobs``),
+then is decided from the watched objects alone before any I/O: a settled AgentJob's
+pod or Job has nothing left to do (a restart with 5,000 finished jobs used to replay
+each: two AgentJob reads, a pod list and a log read), nor has a running pod whose
+AgentJob already says it runs there, a pod whose agent neither runs nor ended, or a
+Job not ended.  What is left names its AgentJob: the reconcile reads the rest.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from agentchain import models
 from agentchain.core.runtime import Runtime
 from agentchain.handlers.ordering import Submit
-from agentchain.hop import attempts
+from agentchain.hop import attempts, reconciling
 from agentchain.kube.watching import key_of
 from agentchain.workspaces import publishing
 from agentchain.workspaces.rules import jobmounts
@@ -40,7 +42,7 @@ def _metadata(obj: Obj) -> Obj:
 
 
 def trim_pod(pod: Obj) -> Obj:
-    """Identity, owner, phase and each container's state: what ``finishing`` reads."""
+    """Identity, owner, phase and each container's state: what ``hop.attempts`` reads."""
     status = pod.get("status") or {}
     trimmed: Obj = {"phase": status["phase"]} if "phase" in status else {}
     for key in ("containerStatuses", "initContainerStatuses"):  # A workspace job's agent
@@ -53,7 +55,7 @@ def trim_pod(pod: Obj) -> Obj:
 
 
 def trim_job(job: Obj) -> Obj:
-    """Identity, owner and final conditions: what ``finishing`` reads."""
+    """Identity, owner and final conditions: what ``hop.attempts`` reads."""
     conditions = [
         {k: c.get(k) for k in ("type", "status", "reason")}
         for c in (job.get("status") or {}).get("conditions") or []
@@ -79,10 +81,16 @@ def pod_changed(rt: Runtime, submit: Submit, kind: str, pod: Obj) -> None:
     namespace, owner = _owner(pod)
     if not owner or rt.unsettled.is_settled(namespace, owner):
         return
+    if kind == "DELETED":
+        rt.pods.gone(pod)
+        return
+    rt.pods.seen(pod)
     name = str(pod["metadata"].get("name"))
+    if not attempts.speaks(pod):
+        return
     if attempts.terminated_state(pod) is None and rt.unsettled.running_in(namespace, owner, name):
         return
-    submit(("pods", *key_of(pod)), lambda: attempts.on_pod(rt, pod))
+    submit(("pods", *key_of(pod)), lambda: reconciling.reconcile(rt, namespace, owner))
 
 
 def job_changed(rt: Runtime, submit: Submit, kind: str, job: Obj) -> None:
@@ -95,11 +103,16 @@ def job_changed(rt: Runtime, submit: Submit, kind: str, job: Obj) -> None:
     if owner and rt.unsettled.is_settled(namespace, owner):
         return
     # Indexed now, not in the task: a pod listed next finds its Job without a read.
-    rt.jobs.seen(job)
-    if owner:
-        name = str(job["metadata"].get("name"))
-        if kind == "DELETED":
-            rt.unsettled.job_gone(namespace, owner, name)
-        else:
-            rt.unsettled.job_watched(namespace, owner, name, ended=ended(job))
-    submit(("jobs", *key_of(job)), lambda: attempts.on_job(rt, job))
+    if kind == "DELETED":
+        rt.jobs.gone(job)
+    else:
+        rt.jobs.seen(job)
+    if not owner:
+        return
+    name = str(job["metadata"].get("name"))
+    if kind == "DELETED":
+        rt.unsettled.job_gone(namespace, owner, name)
+        return
+    rt.unsettled.job_watched(namespace, owner, name, ended=ended(job))
+    if attempts.job_ended(job) is not None:
+        submit(("jobs", *key_of(job)), lambda: reconciling.reconcile(rt, namespace, owner))

@@ -1,33 +1,38 @@
 """What the pod and batch Job watches say about an attempt: running, or how it ended.
 
-The watches are the hop's trigger.  A pod whose agent container ``terminated``
-ends its attempt (``hopping.finish`` with the exit code and the pod to read output
-from); a batch Job with a final condition ends it too when its pod event was
-missed, or says why no output is left (pod gone).  A running pod marks its AgentJob
-``Running``.
+:func:`observe` reads the attempt an AgentJob names from the watches' indexes
+(``core.podowners``: its batch Job, its pods), whatever event brought the caller
+(``hop.reconciling``) here: a pod whose agent container ``terminated`` ends the
+attempt (its exit code, and the pod to read output from); a batch Job with a final
+condition ends it too when no pod's end is in the index (its pod event missed), or
+says why no output is left (pod gone).  A running pod of a job still ``Pending`` is
+:class:`Running`.  Only a batch Job missing from the index (a Job the watch has not
+shown yet) is read, and the Job's pods are listed only when it ended and the index
+holds no pod's end.
 
 A deadline is the Job controller's to enforce: it marks the Job (``FailureTarget``,
 reason ``DeadlineExceeded``, then ``Failed`` once the pods are gone) and deletes the
-pod, whose own events are then no one's to act on.  The attempt ends at the first of
+pod, whose own state then speaks for nothing.  The attempt ends at the first of
 those marks, from the pod being deleted: its output (what the agent printed until
 then) is read while the pod is still there, not after, when nothing is left.
 
-Only the operator's own pods speak for a job, whatever labels a pod carries
-(``core.podowners``).  A batch Job whose end this process already recorded is
-remembered (``Runtime.finished``, by the Job's uid), so the pod and Job updates
-that keep coming after the end cost no API call.
+Only the operator's own pods speak for a job, whatever labels a pod carries: the
+pod's controller reference must carry the uid of the batch Job the operator names
+for the AgentJob, and that Job must be controlled by this AgentJob
+(``core.rules.ownedby``).
 """
 
 from __future__ import annotations
 
+import copy
+import logging
+from dataclasses import dataclass
 from typing import Any
 
-from agentchain import models
-from agentchain.core import podowners, statuswriting
+from agentchain.core import statuswriting
 from agentchain.core.hopstate import Exit
 from agentchain.core.rules import ownedby as policy_ownership
 from agentchain.core.runtime import Runtime
-from agentchain.hop import hopping
 from agentchain.hop.rules.jobspec import CONTAINER_NAME
 from agentchain.kube import apierrors, resources, workloads
 from agentchain.models.agentjob import AgentJobStatus
@@ -36,8 +41,23 @@ from agentchain.prompts import teamkeeping
 from agentchain.traces.rules.steps import PodMoments
 from agentchain.workspaces.rules import jobmounts
 
+log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 attempt_of = policy_ownership.attempt_of
+
+
+@dataclass(frozen=True)
+class Running:
+    """The attempt's agent runs in ``pod`` and the job does not say so yet."""
+
+    pod: str
+
+
+class Read:
+    """Only a request can tell how the attempt is doing."""
+
+
+READ = Read()
 
 
 def _states(pod: Obj, key: str) -> dict[str, Obj]:
@@ -125,26 +145,101 @@ def _exit_code(terminated: Obj) -> int | None:
     return int(code) if code is not None else None
 
 
-async def on_pod(rt: Runtime, pod: Obj) -> None:
-    """A watched pod changed: mark Running, or finish when the agent container ended."""
-    meta = pod["metadata"]
-    owner = (meta.get("labels") or {}).get(models.AGENTJOB_LABEL)
-    ref = policy_ownership.controller_job(pod)
-    if not owner or ref is None or (meta["namespace"], ref.uid) in rt.finished:
-        return
-    terminated = terminated_state(pod)
-    running = terminated is None and _agent_running(pod)
-    if not (running or terminated) or meta.get("deletionTimestamp"):
-        # A pod the Job controller killed (deadline): the Job watcher records why.
-        return
-    job = await podowners.controlling_job(rt.jobs, pod, owner)
-    if job is None:
-        return
-    if terminated is None:
-        await _mark_running(rt, meta["namespace"], owner, meta["name"])
-        return
-    exit = _pod_exit(pod, terminated, attempt_of(job), ref.uid, _owner_uid(job))
-    await hopping.finish(rt, meta["namespace"], owner, ref.uid, exit)
+def speaks(pod: Obj) -> bool:
+    """Whether a pod event may say something about its attempt: its agent runs or
+    ended, and the pod is not being deleted (the Job controller killed it: its Job
+    says why)."""
+    meta = pod.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    return terminated_state(pod) is not None or _agent_running(pod)
+
+
+async def current(rt: Runtime, namespace: str, name: str) -> Obj | None:
+    """The AgentJob as of now: from the watch when that is as of our last write to it
+    (one read less per hop), else read."""
+    cached = rt.unsettled.current(namespace, name)
+    if cached is not None:
+        return cached
+    return await resources.get(namespace, resources.AGENTJOBS, name)
+
+
+def look(rt: Runtime, obj: Obj) -> Exit | Running | Read | None:
+    """What the indexes alone say of the attempt the launched AgentJob ``obj`` names:
+    ended (its pod's exit), running while the job says ``Pending``, nothing to act on
+    (None), or ``READ`` when only a request can tell (its Job not indexed, or ended
+    with no pod's end indexed)."""
+    namespace, name = statuswriting.name_of(obj)
+    status = statuswriting.parse(obj).status
+    batch = rt.jobs.get(namespace, str(status.job_name))
+    if batch is None:
+        return READ
+    owner = _owner_uid(batch)
+    if not policy_ownership.runs(batch, name) or owner != obj["metadata"].get("uid"):
+        return None  # Not this AgentJob's (an earlier one of its name, or anyone's).
+    if attempt_of(batch) < (status.attempt or 1):
+        return None  # An earlier attempt's Job: that attempt was retried already.
+    pods = _pods_of(rt, batch, name)
+    ended = next(((p, t) for p in reversed(pods) if (t := terminated_state(p))), None)
+    if ended is not None:
+        uid = batch["metadata"]["uid"]
+        return _pod_exit(ended[0], ended[1], attempt_of(batch), uid, owner)
+    if job_ended(batch) is not None:
+        return READ  # Its pod's end was missed: its pods are listed.
+    running = next((p for p in reversed(pods) if _agent_running(p)), None)
+    if running is not None and status.phase in (None, "Pending"):
+        return Running(str(running["metadata"]["name"]))
+    return None
+
+
+async def observe(rt: Runtime, obj: Obj) -> Exit | Running | None:
+    """:func:`look`, reading what the indexes cannot tell: the Job (its absence ends
+    the attempt with no output), or its pods once it ended."""
+    seen = look(rt, obj)
+    if not isinstance(seen, Read):
+        return seen
+    namespace, _ = statuswriting.name_of(obj)
+    status = statuswriting.parse(obj).status
+    job_name = str(status.job_name)
+    batch = rt.jobs.get(namespace, job_name)
+    if batch is None:
+        batch = await workloads.get_job(namespace, job_name)
+        if batch is None:
+            lost = f"Batch Job {job_name} disappeared before the operator saw it end."
+            return Exit(status.attempt or 1, None, None, lost=lost)
+        rt.jobs.seen(batch)
+        seen = look(rt, obj)
+        if not isinstance(seen, Read):
+            return seen
+    how = job_ended(batch)
+    assert how is not None
+    return await _exit_of(batch, how)
+
+
+def _pods_of(rt: Runtime, batch: Obj, name: str) -> list[Obj]:
+    """The pods of ``batch`` in the index, oldest first, not being deleted; a pod
+    labelled for the job that its Job does not control is ignored (and said, when it
+    claims to have ended: a pod anyone created)."""
+    meta = batch["metadata"]
+    found = []
+    for pod in rt.pods.of(meta["namespace"], name):
+        refusal = policy_ownership.pod_refusal(pod, batch, name)
+        if refusal is None:
+            if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+                found.append(pod)
+            continue
+        ref = policy_ownership.controller_job(pod)
+        if terminated_state(pod) and (ref is None or ref.name == meta["name"]):
+            pod_name = pod["metadata"].get("name")
+            log.warning(
+                "Pod %s/%s is labelled for AgentJob %s but %s: its state is ignored",
+                meta["namespace"],
+                pod_name,
+                name,
+                refusal,
+            )
+    found.sort(key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""))
+    return found
 
 
 def _controlled_by(pod: Obj, job_uid: str) -> bool:
@@ -157,10 +252,13 @@ def _owner_uid(job: Obj) -> str:
     return owner.uid if owner is not None else ""
 
 
-async def _mark_running(rt: Runtime, namespace: str, name: str, pod_name: str) -> None:
-    """``Running``, only over ``Pending``: written at the version it was read at, since
-    it takes no lock, so an end written meanwhile (a stop, a hop) is never undone."""
-    obj = await hopping.current(rt, namespace, name)
+async def mark_running(
+    rt: Runtime, namespace: str, name: str, pod_name: str, obj: Obj | None = None
+) -> None:
+    """``Running``, only over ``Pending``: written at the version it was read at
+    (``obj``, as the caller has it, else as of now), so an end written meanwhile by
+    anyone (a stop in another process) is never undone."""
+    obj = copy.deepcopy(obj) if obj is not None else await current(rt, namespace, name)
     for _ in range(3):
         if obj is None or (obj.get("status") or {}).get("phase") not in (None, "Pending"):
             return
@@ -180,7 +278,7 @@ async def _mark_running(rt: Runtime, namespace: str, name: str, pod_name: str) -
         return
 
 
-def _job_ended(job: Obj) -> str | None:
+def job_ended(job: Obj) -> str | None:
     """'Complete' or the failure reason once the batch Job has a final condition, or
     ``DeadlineExceeded`` as soon as the Job controller decided it (``FailureTarget``):
     its pod is still there to read output from, and will not be for long."""
@@ -195,24 +293,6 @@ def _job_ended(job: Obj) -> str | None:
         if kind == "FailureTarget" and reason == Reason.DEADLINE_EXCEEDED:
             return Reason.DEADLINE_EXCEEDED
     return None
-
-
-async def on_job(rt: Runtime, job: Obj) -> None:
-    """The batch Job ended: finish from its newest terminated pod, or say why not."""
-    meta = job["metadata"]
-    rt.jobs.seen(job)
-    namespace = meta["namespace"]
-    owner = (meta.get("labels") or {}).get(models.AGENTJOB_LABEL)
-    ended = _job_ended(job)
-    if not owner or ended is None or not policy_ownership.runs(job, owner):
-        return  # Not (yet) the end of the Job the operator names for that AgentJob.
-    if (namespace, meta["uid"]) in rt.finished:
-        return
-
-    async def exit() -> Exit:  # Listed only if the pod's own event did not record it.
-        return await _exit_of(job, ended)
-
-    await hopping.finish(rt, namespace, owner, meta["uid"], exit)
 
 
 async def _exit_of(job: Obj, ended: str) -> Exit:

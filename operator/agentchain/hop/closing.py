@@ -4,9 +4,11 @@
 a stop's or a skip's), then writes its end status (phase, reason, result, ...) and its
 ``status.next`` entry, in one patch when both are due, then updates the team anchor and
 counts it.  The token and the Event go first because the patch settles the job: a
-crash after it is never replayed.  The
-``next`` entry is the marker exactly-once rests on: a job whose ``status.next`` is
-set is decided, so ``hop.hopping`` calls this only after the child exists.
+crash after it is never replayed.  The end
+is the one the hop carries (``Hop.ending``: decided by the capture's verdict, or by a
+launch that ends the job, and written here, nowhere else).  The ``next`` entry is the
+marker exactly-once rests on: a job whose ``status.next`` is set is decided, so
+``hop.hopping`` calls this only after the child exists.
 :func:`complete_chain` marks the chain complete on its last job: once in Redis,
 visibly on the job (condition ``ChainComplete``, Event ``ChainComplete``).
 """
@@ -48,16 +50,16 @@ def ended_status(ended: Ended) -> AgentJobStatus:
 
 async def close(
     hop: Hop,
-    end: AgentJobStatus | None,
     entry: NextStatus | None = None,
     *conditions: Condition,
     complete: bool = False,
     branch_ended: bool = False,
 ) -> None:
-    """Write ``end`` (the job's end status, unless written already), ``entry`` (its
-    ``status.next``) and ``conditions`` in one patch, and record each where else it
-    goes; ``complete`` marks the chain complete in the same patch, ``branch_ended``
-    this job's branch of it only (another of its jobs still runs)."""
+    """Write the job's end (``hop.ending``, decided and not written yet, if any),
+    ``entry`` (its ``status.next``) and ``conditions`` in one patch, and record each
+    where else it goes; ``complete`` marks the chain complete in the same patch,
+    ``branch_ended`` this job's branch of it only (another of its jobs still runs)."""
+    end = hop.ending
     marker = AgentJobStatus(next=[entry]) if entry is not None else None
     status = statuswriting.merged(
         end,

@@ -6,7 +6,7 @@ be the cycle's other half, looked at second), the jobs its ``dependsOn`` reaches
 read (breadth first, at most ``dependencies.MAX_JOBS``) and
 ``hop.rules.dependencies.cycle`` decides whether the waits form a cycle.  A job in one
 is ended (``DependencyCycle``, by ``hop.launching``) rather than left Waiting for
-good; ``hop.hopping`` then wakes the jobs that wait for it, so the rest of the
+good; ``hop.reconciling`` then reconciles the jobs that wait for it, so the rest of the
 cycle ends at once too, not at the next resync.
 """
 

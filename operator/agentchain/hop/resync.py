@@ -1,12 +1,14 @@
 """The periodic resync: catch up on whatever happened while the operator was away.
 
 Watches can miss events (operator down, watch expired) and a handler can fail on a
-transient error; every ``resync_seconds`` each unsettled AgentJob's recorded state
-is looked at and the next idempotent step redone.  A running job whose batch Job the
-watch shows not ended is skipped without a request (``Unsettled.quiet``): its end
-still arrives as an event, and an event whose handler failed leaves the Job ended, so
-the next resync reads.  Before, each running job cost three requests per period
-(Job, pod list, AgentJob): 500 running jobs, a second of CPU every 10 s.
+transient error; every ``resync_seconds`` each unsettled AgentJob is reconciled
+(``hop.reconciling``: the same function every event ends in, which redoes the next
+idempotent step).  Two looks are the resync's own: a chain over its wall-time budget
+is stopped (``flow/budgeting``), and a running job whose batch Job the watch shows
+not ended is skipped without a request (``Unsettled.quiet``): its end still arrives
+as an event, and an event whose handler failed leaves the Job ended, so the next
+resync looks.  Before, each running job cost three requests per period (Job, pod
+list, AgentJob): 500 running jobs, a second of CPU every 10 s.
 """
 
 from __future__ import annotations
@@ -19,12 +21,10 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from agentchain.core import statuswriting
-from agentchain.core.hopstate import Exit
-from agentchain.core.rules.outcomes import is_terminal
 from agentchain.core.runtime import Runtime
-from agentchain.flow import admitting, budgeting, retrying
-from agentchain.hop import attempts, hopping, stopping
-from agentchain.kube import apierrors, workloads
+from agentchain.flow import admitting, budgeting
+from agentchain.hop import reconciling, stopping
+from agentchain.kube import apierrors
 from agentchain.workspaces import publishing
 
 log = logging.getLogger(__name__)
@@ -33,32 +33,12 @@ CONCURRENCY = 8
 
 
 async def resync(rt: Runtime, obj: dict[str, Any]) -> None:
-    job = statuswriting.parse(obj)
-    if stopping.wants_stop(obj) and await stopping.stop(rt, obj) != stopping.ENDING:
-        return  # Stopped.
-    if await retrying.resume(rt, obj, hopping.relaunch):
-        return  # Waiting out a retry's backoff.
+    """One unsettled job's periodic look."""
     if await budgeting.check_running(rt, obj):
         return  # Over its chain's wall-time budget: stopping.
-    if is_terminal(job.status):
-        await hopping.progress(rt, obj)
-        return
-    if not job.status.job_name:
-        await hopping.start(rt, obj)
-        return
-    if rt.unsettled.quiet(obj):
+    if rt.unsettled.quiet(obj) and not stopping.wants_stop(obj):
         return  # Running, its batch Job not ended, as the watches show: nothing missed.
-    batch = await workloads.get_job(obj["metadata"]["namespace"], job.status.job_name)
-    if batch is None:
-        msg = f"Batch Job {job.status.job_name} disappeared before the operator saw it end."
-        exit = Exit(job.status.attempt or 1, None, None, lost=msg)
-        await hopping.finish(rt, *statuswriting.name_of(obj), "", exit)
-        return
-    await attempts.on_job(rt, batch)
-    for pod in await workloads.list_pods(
-        obj["metadata"]["namespace"], f"job-name={job.status.job_name}"
-    ):
-        await attempts.on_pod(rt, pod)
+    await reconciling.reconcile(rt, *statuswriting.name_of(obj))
 
 
 async def keep_resyncing(rt: Runtime) -> None:

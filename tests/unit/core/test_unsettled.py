@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 from agentchain.core import statuswriting
 from agentchain.core.runtime import Runtime
 from agentchain.core.unsettled import Unsettled, needs_resync
-from agentchain.hop.hopping import wants_start
+from agentchain.hop.reconciling import wants_start
 from agentchain.settings import Settings
 
 Obj = dict[str, Any]

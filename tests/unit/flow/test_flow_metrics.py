@@ -3,7 +3,7 @@ API server and a real Redis (issue 16, "Usage is shown on the job, the chain and
 metrics").
 
 A root AgentJob, as the API or the webhook creates it, is started the way its watch
-starts it (``hopping.start``).  Aspects covered:
+starts it (``reconciling.reconcile``).  Aspects covered:
 - a job asked to stop before it starts ends ``Cancelled`` (reason ``Stopped``,
   ``status.stoppedBy``) and counts once in ``agentchain_stops_total{reason="Stopped"}``;
 - a root job of a concurrency group counts its verdict in
@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from agentchain.core.rules import naming
 from agentchain.core.runtime import Runtime
 from agentchain.flow.rules import stoprules
-from agentchain.hop import hopping
+from agentchain.hop import reconciling
 from agentchain.hop.rules import chains
 from agentchain.models.agentjob import AgentJobSpec
 from agentchain.web.jobapi import bodies
@@ -54,7 +54,7 @@ async def test_a_stop_before_the_start_counts_once_in_stops_total(
     api.put("aiagents", agent("writer"))
     obj = root_job(api, "stop-me", **{stoprules.STOP: "true", stoprules.STOP_REASON: "not needed"})
     before = sample("agentchain_stops_total", namespace=NS, reason="Stopped")
-    await hopping.start(Runtime.from_client(SETTINGS, redis), obj)
+    await reconciling.reconcile(Runtime.from_client(SETTINGS, redis), NS, obj["metadata"]["name"])
     status = stored(api, "stop-me")
     assert (status["phase"], status["reason"], status["stoppedBy"]) == (
         "Cancelled",
@@ -73,10 +73,10 @@ async def test_concurrency_verdicts_count_in_admissions_total(api: FakeApi, redi
     rt = Runtime.from_client(SETTINGS, redis)
     admitted = sample("agentchain_admissions_total", namespace=NS, verdict="admitted")
     queued = sample("agentchain_admissions_total", namespace=NS, verdict="queued")
-    await hopping.start(rt, root_job(api, "first"))
+    await reconciling.reconcile(rt, NS, root_job(api, "first")["metadata"]["name"])
     assert sample("agentchain_admissions_total", namespace=NS, verdict="admitted") == admitted + 1
     assert [j["metadata"]["name"] for j in api.of("jobs")] == ["first"]
-    await hopping.start(rt, root_job(api, "second"))
+    await reconciling.reconcile(rt, NS, root_job(api, "second")["metadata"]["name"])
     assert sample("agentchain_admissions_total", namespace=NS, verdict="queued") == queued + 1
     assert stored(api, "second")["phase"] == "Queued"
     assert sample("agentchain_admissions_total", namespace=NS, verdict="admitted") == admitted + 1

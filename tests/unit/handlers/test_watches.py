@@ -104,10 +104,11 @@ class FakeRuntime:
     """Only the indexes the watch consumers read: no stores, no I/O."""
 
     def __init__(self) -> None:
-        from agentchain.core.podowners import BatchJobs
+        from agentchain.core.podowners import BatchJobs, Pods
 
         self.unsettled = Unsettled()
         self.jobs = BatchJobs()
+        self.pods = Pods()
 
 
 def agentjob(name: str = "aj", **status: Any) -> Obj:

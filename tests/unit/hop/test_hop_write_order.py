@@ -1,7 +1,7 @@
 """One hop's writes, in order, against an in-process API server and a real Redis.
 
 The parent ``p`` (agent ``writer``, whose ``next`` is ``reviewer``) ran; its pod ended
-with exit code 0; ``hopping.finish`` runs the hop.  Aspects covered:
+with exit code 0; its reconcile (``hop.reconciling``) runs the hop.  Aspects covered:
 - nothing is written to the API server before the capture is durable in Redis;
 - the hop is counted in ``agentchain_hop_latency_seconds``;
 - the writes, in order: the child AgentJob, then its batch Job (controlled by the child)
@@ -30,10 +30,10 @@ from redis.asyncio import Redis
 
 from agentchain.core.hopstate import Exit
 from agentchain.core.runtime import Runtime
-from agentchain.hop import hopping
 from agentchain.kube import apierrors, clients
 from agentchain.settings import Settings
 from tests.unit.fakeapi import OPERATOR_KEY, FakeApi, Obj, Write, sealed
+from tests.unit.hop.watched import pod_ended
 from tests.unit.kube.test_clients import write_kubeconfig
 
 NS = "team-a"
@@ -110,7 +110,7 @@ async def api(kubeconfig: Path) -> AsyncIterator[FakeApi]:
 
 async def hop(redis: Redis) -> None:
     """One pod event handled by a process started just now (nothing in memory)."""
-    await hopping.finish(Runtime.from_client(SETTINGS, redis), NS, "p", EXIT.batch_uid, EXIT)
+    await pod_ended(Runtime.from_client(SETTINGS, redis), NS, "p", EXIT)
 
 
 def state(api: FakeApi) -> dict[str, Any]:
@@ -206,7 +206,7 @@ async def test_a_crash_before_any_write_replays_to_the_same_end(api: FakeApi, re
 async def test_the_childs_batch_job_is_indexed_from_its_create(api: FakeApi, redis: Redis) -> None:
     seed(api)
     rt = Runtime.from_client(SETTINGS, redis)
-    await hopping.finish(rt, NS, "p", EXIT.batch_uid, EXIT)
+    await pod_ended(rt, NS, "p", EXIT)
     (job,) = api.of("jobs")
     indexed = rt.jobs.get(NS, job["metadata"]["name"])
     assert indexed is not None and indexed["metadata"]["uid"] == job["metadata"]["uid"]

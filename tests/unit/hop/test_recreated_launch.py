@@ -13,7 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from agentchain.core.runtime import Runtime
-from agentchain.hop import hopping
+from agentchain.hop import reconciling
 from tests.unit.fakeapi import FakeApi, Obj
 from tests.unit.hop.test_hop_write_order import SETTINGS, agent
 
@@ -51,7 +51,7 @@ async def test_the_deleted_objects_batch_job_is_replaced(api: FakeApi, redis: Re
     api.put("jobs", _batch(_ref("uid-first")))
     api.put("agentjobs", _job("uid-second"))
     rt = Runtime.from_client(SETTINGS, redis)
-    await hopping.start(rt, api.objects[("agentjobs", "same")])
+    await reconciling.reconcile(rt, NS, "same")
     batch = api.objects[("jobs", "same")]
     (owner,) = batch["metadata"]["ownerReferences"]
     assert owner["uid"] == "uid-second"
@@ -65,6 +65,6 @@ async def test_a_batch_job_that_is_no_agentjobs_is_left_alone(api: FakeApi, redi
     api.put("jobs", _batch(None))
     api.put("agentjobs", _job("uid-second"))
     rt = Runtime.from_client(SETTINGS, redis)
-    await hopping.start(rt, api.objects[("agentjobs", "same")])
+    await reconciling.reconcile(rt, NS, "same")
     assert "ownerReferences" not in api.objects[("jobs", "same")]["metadata"]
     assert not [w for w in api.writes if w.kind == "jobs" and w.method == "DELETE"]

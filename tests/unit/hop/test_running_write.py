@@ -1,6 +1,6 @@
 """The ``Running`` write never undoes an end, against the in-process API server.
 
-``attempts._mark_running`` runs from a pod event without the job's lock, so a stop or a
+``attempts.mark_running`` writes at the version it read, so a stop or a
 hop may record the job's end between its read and its write (the 50-delivery
 cancel-in-progress e2e test across a SIGKILL caught a ``Running`` over a ``Cancelled``
 end, which nothing repaired).  Aspects covered:
@@ -46,7 +46,7 @@ async def test_an_end_written_meanwhile_is_never_undone(api: FakeApi, redis: Red
             api.put("agentjobs", {**copy.deepcopy(job), "status": {**job["status"], **ended}})
 
     api.before_write = end_first
-    await attempts._mark_running(Runtime.from_client(SETTINGS, redis), NS, "j", "j-pod")
+    await attempts.mark_running(Runtime.from_client(SETTINGS, redis), NS, "j", "j-pod")
     (attempt,) = api.writes  # Refused at the version it read; nothing written after.
     assert attempt.body["status"]["phase"] == "Running"
     assert attempt.body["metadata"]["resourceVersion"] == read
@@ -57,6 +57,6 @@ async def test_an_end_written_meanwhile_is_never_undone(api: FakeApi, redis: Red
 @pytest.mark.redis
 async def test_pending_becomes_running(api: FakeApi, redis: Redis) -> None:
     pending(api)
-    await attempts._mark_running(Runtime.from_client(SETTINGS, redis), NS, "j", "j-pod")
+    await attempts.mark_running(Runtime.from_client(SETTINGS, redis), NS, "j", "j-pod")
     (stored,) = api.of("agentjobs")
     assert (stored["status"]["phase"], stored["status"]["podName"]) == ("Running", "j-pod")

@@ -16,7 +16,6 @@ import pytest
 from redis.asyncio import Redis
 
 from agentchain.core.runtime import Runtime
-from agentchain.hop import hopping
 from agentchain.kube import apierrors
 from agentchain.traces.outbox import Outbox
 from agentchain.traces.recording import Traces
@@ -25,6 +24,7 @@ from agentchain.traces.rules.spans import Span
 from agentchain.workspaces import publishing
 from tests.unit.fakeapi import FakeApi
 from tests.unit.hop.test_hop_write_order import EXIT, NS, SETTINGS, api, kubeconfig, seed
+from tests.unit.hop.watched import pod_ended
 from tests.unit.workspaces import test_workspace_pulls as pulls
 from tests.unit.workspaces.test_step_publish import (
     STEP_JOB,
@@ -46,7 +46,7 @@ async def traced_hop(redis: Redis) -> None:
     """One pod event handled by a traced process started just now."""
     rt = Runtime.from_client(SETTINGS, redis)
     rt.traces = Traces(redis, enabled=True)
-    await hopping.finish(rt, NS, "p", EXIT.batch_uid, EXIT)
+    await pod_ended(rt, NS, "p", EXIT)
 
 
 async def recorded(redis: Redis) -> list[Span]:

@@ -37,13 +37,13 @@ from agentchain.core.hopstate import Exit
 from agentchain.core.runtime import Runtime
 from agentchain.github.appruntime import side_of
 from agentchain.github.rules.githubscope import Scope
-from agentchain.hop import hopping
 from agentchain.kube import apierrors
 from agentchain.models.aiagent import Workspace
 from agentchain.workspaces import attaching, publishing
 from agentchain.workspaces.rules import jobmounts
 from tests.unit.fakeapi import FakeApi, Obj, sealed
 from tests.unit.hop.test_hop_write_order import NS, SETTINGS, api, hop, kubeconfig, seed
+from tests.unit.hop.watched import pod_ended
 from tests.unit.workspaces import test_workspace_pulls as pulls
 
 __all__ = ["api", "kubeconfig"]  # Fixtures.
@@ -115,7 +115,7 @@ async def test_no_step_publish_unless_asked_published_and_succeeded(
     if exit_code:
         failed = Exit(attempt=1, exit_code=exit_code, pod="p-pod", batch_uid="job-uid")
         runtime = Runtime.from_client(SETTINGS, redis)
-        await hopping.finish(runtime, NS, "p", failed.batch_uid, failed)
+        await pod_ended(runtime, NS, "p", failed)
         status = api.objects[("agentjobs", "p")]["status"]
         assert status["phase"] == "Failed" and status["next"][0]["action"] == "spawned"
     else:

@@ -7,7 +7,7 @@ is the Job the operator names for that AgentJob (``naming.attempt_job_name``
 for the Job's attempt), carries the same AgentJob label and is controlled by that
 AgentJob (its controller ownerReference; the operator creates every batch Job with
 it, so a Job without one, e.g. made by someone else under the right name, never
-speaks for a job; ``hop.hopping`` also checks the reference's uid against the
+speaks for a job; ``hop.attempts`` also checks the reference's uid against the
 AgentJob's).  The API server
 keeps names unique, so the uid ties the pod to that one Job; the Job controller
 itself trusts the same reference.
