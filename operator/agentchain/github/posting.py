@@ -220,7 +220,9 @@ async def flush(
         return "skipped", None
     if not rounds and target.pull_request:  # Started on a pull request: it has rounds too.
         listed = await list_chain(side, namespace, chain_id, rounds=True) or listed
-    view = progress.chain_view(namespace, chain_id, listed.jobs, listed.handoff_heading)
+    view = progress.chain_view(
+        namespace, chain_id, listed.jobs, listed.handoff_heading, listed.headings
+    )
     run = _caused(side, listed, run)
     results: list[Result] = []
     wb = listed.write_back
@@ -260,7 +262,8 @@ async def _round_check_run(
     if not jobs:
         return "unchanged"
     heading = listed.headings.get(jobs[0].job.spec.agent_role, listed.handoff_heading)
-    view = progress.chain_view(listed.root["metadata"]["namespace"], round_chain, jobs, heading)
+    namespace = listed.root["metadata"]["namespace"]
+    view = progress.chain_view(namespace, round_chain, jobs, heading, listed.headings)
     return await _check_run(side, target, view, listed.write_back, run)
 
 

@@ -19,7 +19,7 @@ mentions, as Markdown with HTML escaped), everything else as escaped inline text
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -106,7 +106,11 @@ def chain_view(
     chain_id: str,
     jobs: Sequence[JobRecord],
     handoff_heading: str = DEFAULT_HANDOFF_HEADING,
+    headings: Mapping[str, str] | None = None,
 ) -> ChainView:
+    """The chain as its comment and Check Run show it.  Its outcome is the last job's
+    hand-off section under that job's own agent's heading (``headings``, by trigger name),
+    else ``handoff_heading``: a reviewer after a triage may name its section differently."""
     ordered = sorted(
         jobs, key=lambda r: (_round(r), r.job.status.chain_depth or 0, r.created, r.name)
     )
@@ -118,8 +122,8 @@ def chain_view(
     if last is None:
         started = any(s.started is not None or s.phase not in ("Pending", "Waiting") for s in steps)
         return ChainView(namespace, chain_id, steps, "running" if started else "queued")
-    outcome, cut = _outcome(last.job, handoff_heading)
     agent = last.job.spec.agent_role
+    outcome, cut = _outcome(last.job, (headings or {}).get(agent, handoff_heading))
     state = _final_state(last.job)
     return ChainView(namespace, chain_id, steps, state, outcome, last.name, cut, agent)
 

@@ -131,6 +131,16 @@ class TestComment:
         assert "**Result** of reviewer (r):\n\n```text\n@octocat fixes #1 <b>merge</b>\n```" in body
         assert "noise" not in body
 
+    def test_outcome_is_the_last_agents_own_section_not_the_first_agents(self) -> None:
+        first = ended("t", "triage", 0, "Succeeded", 1, result="## Downstream Directives\nx")
+        result = "## Downstream Directives\nnot this\n## Verdict\nLooks right.\n"
+        last = ended("r", "reviewer", 1, "Succeeded", 1, chainComplete=True, result=result)
+        headings = {"triage": "## Downstream Directives", "reviewer": "## Verdict"}
+        v = progress.chain_view("team-a", "c-123", [first, last], headings["triage"], headings)
+        assert v.outcome == "Looks right."
+        unknown = progress.chain_view("team-a", "c-123", [first, last], "## Verdict", {})
+        assert unknown.outcome == "Looks right."  # An agent not listed: the default heading.
+
     def test_outcome_as_markdown_when_allowed(self) -> None:
         last = ended("r", "reviewer", 0, "Succeeded", 1, chainComplete=True, result="@octocat <b>")
         body = progress.render_comment(view(last), allow_mentions=True)
