@@ -67,7 +67,8 @@ def test_a_gemini_run_past_its_turn_limit_ends_turn_limit_reached(
     assert '[tool result] success "checking"' in run.stderr
     [request] = model_standin.exchanges()
     assert request.path == f"/v1beta/models/{MODEL}:streamGenerateContent"
-    assert usage_sink.reports == [{"tokens": 120, "cost": 0.0, "turns": 1}]
+    split = {"inputTokens": 100, "outputTokens": 20}
+    assert usage_sink.reports == [{"tokens": 120, "cost": 0.0, "turns": 1, **split}]
 
 
 def test_a_gemini_rate_limit_storm_ends_model_rate_limited_after_its_tries(

@@ -88,6 +88,9 @@ class Runtime:
     needs_node: bool = False
 
 
+SPLIT = {"inputTokens": 200, "outputTokens": 40}
+"""The scripted answers' input and output tokens, which every CLI reports apart."""
+
 RUNTIMES = [
     Runtime(
         "claude-code",
@@ -97,7 +100,7 @@ RUNTIMES = [
         "mcp__agentchain__store_set",
         _anthropic_tool_results,
         # Claude Code prices claude-sonnet-4-5 at $3 / $15 per million input / output tokens.
-        {"tokens": 240, "cost": pytest.approx(0.0012), "turns": 2},
+        {"tokens": 240, "cost": pytest.approx(0.0012), "turns": 2, **SPLIT},
     ),
     Runtime(
         "opencode",
@@ -107,7 +110,7 @@ RUNTIMES = [
         "agentchain_store_set",
         _chat_tool_results,
         # OpenCode reports no cost for a model it has no price for; the tokens still count.
-        {"tokens": 240, "cost": 0.0, "turns": 2},
+        {"tokens": 240, "cost": 0.0, "turns": 2, **SPLIT},
         base_path="/v1",
     ),
     Runtime(
@@ -118,7 +121,7 @@ RUNTIMES = [
         "mcp_agentchain_store_set",
         _gemini_tool_results,
         # The Gemini API reports tokens, not prices: the budget counts tokens.
-        {"tokens": 240, "cost": 0.0, "turns": 2},
+        {"tokens": 240, "cost": 0.0, "turns": 2, **SPLIT},
         needs_node=True,
     ),
 ]

@@ -55,7 +55,8 @@ def test_an_opencode_run_past_its_turn_limit_ends_turn_limit_reached(
     )
     _, summary = model_standin.exchanges("chat")
     assert "MAXIMUM STEPS REACHED" in json.dumps(summary.body["messages"])
-    assert usage_sink.reports == [{"tokens": 240, "cost": 0.0, "turns": 2}]
+    split = {"inputTokens": 200, "outputTokens": 40}
+    assert usage_sink.reports == [{"tokens": 240, "cost": 0.0, "turns": 2, **split}]
     assert usage_sink.answers == []
 
 

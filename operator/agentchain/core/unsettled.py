@@ -119,11 +119,15 @@ class Unsettled:
         return (before, after) if before is not None and before != after else None
 
     def forget(self, obj: Obj) -> None:
+        """The job was deleted: forget it, and our writes to it (a settled job has no
+        entry, but an answer to its last write may be left)."""
         key = statuswriting.name_of(obj)
         self._settled.discard(key)
         entry = self._jobs.get(key)
         if entry is not None and _uid(entry.obj) == _uid(obj):
             del self._jobs[key]
+        written = self._writes.last(*key)
+        if written is not None and written[0] == _uid(obj):
             self._writes.forget(*key)
 
     def is_settled(self, namespace: str, name: str) -> bool:

@@ -57,9 +57,7 @@ def wants_start(rt: Runtime, obj: Obj) -> bool:
 async def reconcile(rt: Runtime, namespace: str, name: str) -> None:
     """Do the next missing step of AgentJob ``name``, from what exists now."""
     known = _known(rt, namespace, name)
-    if rt.unsettled.is_settled(namespace, name) or _settled(
-        known, rt.writes.answer(namespace, name)
-    ):
+    if rt.unsettled.is_settled(namespace, name) or _settled(known, _answer(rt, known)):
         return  # Decided for good: nothing of it is left to do.
     since = time.monotonic()
     if known is not None and stopping.wants_stop(known):
@@ -78,6 +76,19 @@ def _known(rt: Runtime, namespace: str, name: str) -> Obj | None:
     (``Unsettled.current``), else the watched body.  A watched body older than what
     is true only makes a look do more: whatever it lacks arrives as an event later."""
     return rt.unsettled.current(namespace, name) or rt.unsettled.watched(namespace, name)
+
+
+def _answer(rt: Runtime, known: Obj | None) -> Obj | None:
+    """Our last write's answer to the job ``known`` is, if it was that object's: the
+    answer to a deleted namesake's write (a namespace deleted and created again, a
+    deletion the watch missed) says nothing of a new object."""
+    if known is None:
+        return None
+    meta = known.get("metadata") or {}
+    answer = rt.writes.answer(str(meta.get("namespace")), str(meta.get("name")))
+    if answer is None or (answer.get("metadata") or {}).get("uid") != meta.get("uid"):
+        return None
+    return answer
 
 
 def _settled(*bodies: Obj | None) -> bool:

@@ -68,3 +68,26 @@ async def test_a_batch_job_that_is_no_agentjobs_is_left_alone(api: FakeApi, redi
     await reconciling.reconcile(rt, NS, "same")
     assert "ownerReferences" not in api.objects[("jobs", "same")]["metadata"]
     assert not [w for w in api.writes if w.kind == "jobs" and w.method == "DELETE"]
+
+
+@pytest.mark.redis
+async def test_a_settled_namesakes_last_answer_does_not_settle_the_new_job(
+    api: FakeApi, redis: Redis
+) -> None:
+    # The first job's last write was answered after the watch had delivered it settled
+    # (the answer then stays: no later event of that version comes to retire it), and
+    # its namespace was deleted and created again with a job of the same name.
+    api.put("aiagents", agent("writer"))
+    rt = Runtime.from_client(SETTINGS, redis)
+    old = {**_job("uid-first"), "status": {"phase": "Succeeded", "jobName": "same",
+           "next": [{"action": "none"}], "chainComplete": True}}  # fmt: skip
+    old["metadata"] = {**old["metadata"], "resourceVersion": "7"}
+    rt.unsettled.observe(old, 0.0, 1.0)
+    rt.writes.wrote(old, over="6")
+    rt.unsettled.forget(old)  # Its deletion.
+    new = {**_job("uid-second"), "metadata": {**_job("uid-second")["metadata"],
+           "resourceVersion": "9"}}  # fmt: skip
+    api.put("agentjobs", new)
+    rt.unsettled.observe(new, 0.0, 1.0)
+    await reconciling.reconcile(rt, NS, "same")
+    assert api.objects[("agentjobs", "same")]["status"]["jobName"] == "same"
