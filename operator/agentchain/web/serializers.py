@@ -106,12 +106,20 @@ def usage_total(usages: Iterable[Obj | None], currency: str) -> Obj | None:
     reported = [u for u in usages if u]
     if not reported:
         return None
-    return {
+    total: Obj = {
         "tokens": sum(u["tokens"] for u in reported),
         "cost": round(sum(u["cost"] for u in reported), 6),
         "currency": currency,
         "reportedBy": len(reported),
     }
+    # The split is summed over the jobs that report one; ``splitBy`` says how many, so
+    # a chain whose runtimes only partly split is not read as all input or output.
+    split = [u for u in reported if "inputTokens" in u or "outputTokens" in u]
+    if split:
+        total["inputTokens"] = sum(u.get("inputTokens", 0) for u in split)
+        total["outputTokens"] = sum(u.get("outputTokens", 0) for u in split)
+        total["splitBy"] = len(split)
+    return total
 
 
 def chain_currency(objs: Iterable[Obj], agents: Mapping[str, AiAgentSpec]) -> str:

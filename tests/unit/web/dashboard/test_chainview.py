@@ -265,6 +265,19 @@ def test_a_jobs_usage_is_shown_only_when_reported() -> None:
     assert odd == {"tokens": 0, "cost": 0.0, "currency": "EUR"}
 
 
+def test_totals_sum_the_token_split_of_the_jobs_that_report_one() -> None:
+    jobs = [
+        job("a", "ai-triage", 0, usage={"tokens": 10, "inputTokens": 8, "outputTokens": 2}),
+        job("b", "ai-dev", 1, "a", chainPath=["ai-triage", "ai-dev"], usage={"tokens": 7}),
+        job("c", "ai-rev", 2, "b", chainPath=["ai-triage"], usage={"tokens": 5, "outputTokens": 5}),
+    ]
+    usage = chainview.layout("c1", "team-a", jobs, None)["totals"]["usage"]
+    assert usage["tokens"] == 22
+    assert (usage["inputTokens"], usage["outputTokens"], usage["splitBy"]) == (8, 7, 2)
+    unsplit = [job("a", "ai-triage", 0, usage={"tokens": 10})]
+    assert "inputTokens" not in chainview.layout("c1", "team-a", unsplit, None)["totals"]["usage"]
+
+
 def _root(name: str, chain: str, event: dict[str, Any] | None, phase: str = "Running") -> Obj:
     return {
         "metadata": {"name": name, "labels": {"labrats.work/chain-id": chain}},

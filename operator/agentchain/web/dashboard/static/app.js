@@ -382,7 +382,13 @@ function chainActions(layout) {
 }
 
 function usageText(u) {
-  return u ? `${u.tokens} tokens · ${u.cost} ${u.currency}` : "";
+  if (!u) return "";
+  // Only runtimes that split their tokens report input and output; a total may sum
+  // jobs that did and jobs that did not (splitBy counts the former).
+  const split = u.inputTokens !== undefined || u.outputTokens !== undefined
+    ? ` (${u.inputTokens ?? 0} in / ${u.outputTokens ?? 0} out${u.splitBy !== undefined && u.splitBy !== u.reportedBy ? ` over ${u.splitBy} job(s)` : ""})`
+    : "";
+  return `${u.tokens} tokens${split} · ${u.cost} ${u.currency}`;
 }
 
 // --- job detail ---------------------------------------------------------------------------
