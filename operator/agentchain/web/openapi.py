@@ -159,6 +159,13 @@ _CHAIN_SCHEMA: dict[str, Any] = {
                 "cost": {"type": "number"},
                 "currency": {"type": "string"},
                 "reportedBy": {"type": "integer", "description": "Jobs that reported."},
+                "inputTokens": {
+                    "type": "integer",
+                    "description": "Input tokens of the jobs whose runtime splits its "
+                    "tokens; absent when none does.",
+                },
+                "outputTokens": {"type": "integer", "description": "Their output tokens."},
+                "splitBy": {"type": "integer", "description": "Jobs that reported a split."},
             },
         },
         "roots": {"type": "array", "items": _OBJECT, "description": "Jobs, with children."},
