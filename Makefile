@@ -4,8 +4,10 @@ PYTEST_ARGS ?=
 # Test processes for `make test`: each has its own control plane, Redis and stand-ins, and
 # takes whole modules (--dist loadfile), so a module's fixtures are built once. The real
 # node's tests (root only) run in a lane of their own beside them: e2e/lanes.sh says why;
-# REALNODE=0 leaves them out.
+# REALNODE=0 leaves them out. E2E_NODE=real runs the workers' suite on real nodes too, one
+# per worker, each in network and mount namespaces of its own (e2e/controlplane/README.md).
 TEST_WORKERS ?= 2
+E2E_NODE ?=
 
 .PHONY: help install binaries lint test unit e2e realnode image images demo crds bench bench-figures trace-screenshot
 
@@ -30,7 +32,7 @@ lint: ## ruff, mypy --strict, import-linter, CRD drift
 test: ## everything CI runs: setup, lint, unit and e2e tests, and beside them the real node's (root)
 	bash e2e/setup.sh
 	$(MAKE) lint
-	PYTHON=$(PYTHON) bash e2e/lanes.sh $(TEST_WORKERS) $(PYTEST_ARGS)
+	PYTHON=$(PYTHON) E2E_NODE=$(E2E_NODE) bash e2e/lanes.sh $(TEST_WORKERS) $(PYTEST_ARGS)
 
 unit: ## unit tests only (no control plane; Redis is started by the tests)
 	$(PYTHON) -m pytest -m 'not e2e' $(PYTEST_ARGS)
@@ -38,11 +40,13 @@ unit: ## unit tests only (no control plane; Redis is started by the tests)
 e2e: ## the end-to-end suite (local control plane, or AGENTCHAIN_E2E_KUBECONFIG's cluster)
 	$(PYTHON) -m pytest -m 'e2e and not realnode' $(PYTEST_ARGS)
 
-realnode: ## the real node's tests alone: kubelet, containerd, kube-proxy, the chart (root)
+realnode: ## the real node's tests alone, in a lane: kubelet, containerd, kube-proxy, the chart (root)
 	bash e2e/setup.sh
 	bash e2e/controlplane/build-binaries.sh node
 	bash e2e/controlplane/build-binaries.sh netpol
-	$(PYTHON) -m pytest -m realnode $(PYTEST_ARGS)
+	$(PYTHON) -m e2e.controlplane.realnode_lanes prebuild --realnode
+	$(PYTHON) -m e2e.controlplane.realnode_lanes hold -- \
+		e2e/controlplane/lane-ns.sh $(PYTHON) -m pytest -m realnode $(PYTEST_ARGS)
 
 image: ## build the Dockerfile without Docker or a registry (buildah, root), cached by its inputs
 	$(PYTHON) -m e2e.controlplane.operator_image

@@ -196,7 +196,8 @@ def _ip(*args: str) -> None:
 
 
 def begin(stack: contextlib.ExitStack, workdir: Path) -> config.Network:
-    """Claim the machine's one real node, snapshot it, and bring up the node's bridge.
+    """Claim the machine (alone, or a share of it in a lane), snapshot it, and bring up
+    the node's bridge.
 
     Returns the network whose gateway address the control plane must bind. Pushed on
     ``stack`` so that, on the way down, the machine is restored after everything else.

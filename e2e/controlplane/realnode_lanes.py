@@ -49,6 +49,7 @@ LANE_ENV = host.LANE_ENV
 # How long a run waits for another real node on the machine to finish before it is
 # refused; 0 (the default) refuses at once. `make test` waits (e2e/lanes.sh).
 WAIT_ENV = "AGENTCHAIN_REALNODE_WAIT"
+POLL_SECONDS = 0.2
 
 
 class LaneError(RuntimeError):
@@ -95,7 +96,9 @@ def flock(file: IO[str], *, shared: bool, wait: float | None, refusal: str) -> N
             if not waiting:
                 say(f"another real node runs on this machine; waiting up to {wait:.0f} s")
                 waiting = True
-            time.sleep(min(5.0, max(0.1, deadline - time.monotonic())))
+            # Often: a lock syscall costs nothing, and a waiter that looks rarely loses
+            # the lock to each newcomer on a busy machine.
+            time.sleep(min(POLL_SECONDS, max(0.01, deadline - time.monotonic())))
 
 
 def _try_exclusive(path: Path) -> IO[str] | None:
@@ -144,11 +147,11 @@ def machine_session(wait: float | None = None) -> Iterator[MachineSession]:
         "so it runs alone"
     )
     session = MachineSession()
-    own_namespaces = lane() is None
-    local = host.HostState.capture("namespaces") if own_namespaces else None
     with contextlib.ExitStack() as stack:
         node_lock = stack.enter_context(lock_path().open("a"))
         flock(node_lock, shared=True, wait=wait, refusal=refusal)
+        # Once no node outside a lane runs: one that ran until now is not the machine.
+        local = host.HostState.capture("namespaces") if lane() is None else None
         with lock_path(MUTEX).open("a") as mutex:
             fcntl.flock(mutex, fcntl.LOCK_EX)
             first = _try_exclusive(lock_path(MEMBERS))
