@@ -4,17 +4,19 @@
 #
 # Why beside and not after: the real node's tests mostly wait (for the kubelet, pods,
 # helm), so on two cores they add little to the xdist lanes' time, where after them they
-# would add all of theirs. Each real node runs in a lane of its own (network and mount
-# namespaces, e2e/controlplane/lane-ns.sh), so they all run at once without waiting for
-# each other; the lanes share the machine's cgroup tree and kernel sysctls, which this
-# script snapshots before the lanes and restores and compares once after them
-# (`realnode_lanes hold`: a difference fails the run). Images are built first, while
-# there is a network: a lane has none.
-# Their output is kept in a file and printed after the main lanes', so the two do not
-# interleave. Any lane failing fails the run.
+# would add all of theirs. Their output is kept in a file and printed after the main
+# lanes', so the two do not interleave. Any lane failing fails the run.
 #
 # E2E_NODE=real (or AGENTCHAIN_E2E_NODE=real) runs the xdist lanes' suite on real nodes
-# too, one per worker, each worker in a lane; the default is the local stand-in node.
+# too, one per worker. Then every real node runs in a lane of its own (network and mount
+# namespaces, e2e/controlplane/lane-ns.sh), the -m realnode lane's too, so they all run
+# at once without waiting for each other; the lanes share the machine's cgroup tree and
+# kernel sysctls, which this script snapshots before the lanes and restores and compares
+# once after them (`realnode_lanes hold`: a difference fails the run). Images are built
+# first, while there is a network: a lane has none.
+# By default (E2E_NODE=local) the suite runs on the local stand-in node and the real
+# node's tests run as they always have, in the machine's own namespaces, holding the
+# real-node lock alone (waiting for another run's node on a shared machine).
 #
 # Without root there is no real node: the lane is skipped with a message (a developer's
 # laptop); under CI (CI=true) that is a failure instead, so CI never passes without it.
@@ -49,7 +51,7 @@ if [ "$node" = real ] && [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 
-if [ "$realnode" = 1 ] || [ "$node" = real ]; then
+if [ "$node" = real ]; then
   if [ -z "${AGENTCHAIN_LANES_HELD:-}" ]; then
     # Built (or found cached) before the lanes start, so a cold build's output is not
     # hidden, and while there is a network.
@@ -69,8 +71,17 @@ fi
 pid=
 if [ "$realnode" = 1 ]; then
   log=$(mktemp -t agentchain-realnode.XXXXXX.log)
-  echo "[test] the real node's tests run beside the others, in a lane; their output: $log" >&2
-  e2e/controlplane/lane-ns.sh "$python" -m pytest -m realnode --durations=15 "$@" >"$log" 2>&1 &
+  echo "[test] the real node's tests run beside the others; their output: $log" >&2
+  if [ "$node" = real ]; then
+    e2e/controlplane/lane-ns.sh "$python" -m pytest -m realnode --durations=15 "$@" \
+      >"$log" 2>&1 &
+  else
+    bash e2e/controlplane/build-binaries.sh node >/dev/null || exit 1
+    bash e2e/controlplane/build-binaries.sh netpol >/dev/null || exit 1
+    # On a shared machine another run may hold the real-node lock: wait for it, not fail.
+    AGENTCHAIN_REALNODE_WAIT=${AGENTCHAIN_REALNODE_WAIT:-1800} \
+      "$python" -m pytest -m realnode --durations=15 "$@" >"$log" 2>&1 &
+  fi
   pid=$!
 fi
 

@@ -151,10 +151,16 @@ def _node_cgroups(root: str) -> frozenset[str]:
     return frozenset(d for d in _cgroup_dirs() if in_cgroup_root(d, root))
 
 
-def _any_node_cgroup(directory: str) -> bool:
-    # The node's own root and every lane's (agentchain-realnode-<lane>).
-    parts = directory.split("/")
-    return any(p == config.CGROUP_ROOT or p.startswith(f"{config.CGROUP_ROOT}-") for p in parts)
+def _ended_lanes_cgroup(directory: str) -> bool:
+    """Whether ``directory`` is under the cgroup root of a lane that has ended. A lane is
+    named by its pid (``lane-ns.sh``): one still running keeps its cgroups whatever a
+    session thinks, and a node outside lanes (``agentchain-realnode``) cleans its own."""
+    prefix = f"{config.CGROUP_ROOT}-"
+    for part in directory.split("/"):
+        if part.startswith(prefix):
+            name = part.removeprefix(prefix)
+            return not (name.isdigit() and Path("/proc", name).exists())
+    return False
 
 
 def _links() -> frozenset[str]:
@@ -417,9 +423,9 @@ def restore(before: HostState, workdir: Path) -> None:
 
 
 def restore_machine(before: HostState) -> None:
-    """Put back what lanes share (a ``machine`` snapshot): kill what is left in any real
-    node's cgroups, remove those that are new, write back the kernel's sysctls."""
+    """Put back what lanes share (a ``machine`` snapshot): kill what is left in ended
+    lanes' cgroups, remove those that are new, write back the kernel's sysctls."""
     new = _cgroup_dirs() - before.cgroups
-    _kill(_pids_in(d for d in new if _any_node_cgroup(d)))
-    _remove_cgroups(before, _any_node_cgroup)
+    _kill(_pids_in(d for d in new if _ended_lanes_cgroup(d)))
+    _remove_cgroups(before, _ended_lanes_cgroup)
     _restore_sysctls(before)

@@ -18,8 +18,9 @@ Aspects covered:
 - each lane's kubelet gets a cgroup root of its own, which another lane's clean-up
   leaves alone;
 - machine sessions run at once: the first snapshots what lanes share, the last one out
-  restores it (a new real-node cgroup goes) and compares; a real node outside a lane is
-  refused while a session runs, with a message naming the lanes' wrapper.
+  restores it (an ended lane's cgroup goes, a running lane's stays and is reported) and
+  compares; a real node outside a lane is refused while a session runs, with a message
+  naming the lanes' wrapper.
 """
 
 from __future__ import annotations
@@ -163,9 +164,9 @@ def test_the_e2e_agent_images_context_holds_the_package_only(tmp_path: Path) -> 
     ]
 
 
-def _in_a_lane(code: str) -> subprocess.CompletedProcess[str]:
+def _in_a_lane(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    argv = [str(realnode_lanes.WRAPPER), sys.executable, "-c", code]
+    argv = [str(realnode_lanes.WRAPPER), sys.executable, "-c", code, *args]
     return subprocess.run(argv, capture_output=True, text=True, check=False, env=env, timeout=60)
 
 
@@ -173,8 +174,10 @@ LANE_PROBE = """
 import json, os, subprocess
 from pathlib import Path
 from e2e.controlplane import realnode_host as host, realnode_lanes as lanes
+import sys
 Path("/var/lib/kubelet/device-plugins").mkdir(parents=True, exist_ok=True)
-Path("/run/netns").mkdir(exist_ok=True)
+for fixed in ("/run", "/var/lib", "/var/log"):
+    Path(fixed, sys.argv[1]).mkdir()
 links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
 print(json.dumps({
     "lane": lanes.lane(), "root": lanes.cgroup_root(),
@@ -190,16 +193,15 @@ print(json.dumps({
 def test_a_lane_has_its_own_network_and_fixed_paths_and_the_machines_cgroups() -> None:
     if os.geteuid() != 0:
         pytest.skip("entering namespaces needs root")
-    marker = Path("/run/netns")
-    existed = marker.exists()
-    result = _in_a_lane(LANE_PROBE)
+    name = f"agentchain-lane-probe-{os.getpid()}"
+    result = _in_a_lane(LANE_PROBE, name)
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["lane"] and seen["root"] == f"agentchain-realnode-{seen['lane']}"
     assert seen["links"] == ["lo"] and seen["lo_up"] and seen["sys"] == ["lo"]
     assert seen["cgroups"] and seen["plugins"]
     # Written in the lane, not on the machine.
-    assert marker.exists() == existed
+    assert not any(Path(fixed, name).exists() for fixed in ("/run", "/var/lib", "/var/log"))
     assert host.lane() is None
 
 
@@ -250,7 +252,10 @@ def test_machine_sessions_run_at_once_and_the_last_one_restores_the_machine(
         h for h in host.CGROUP_MOUNT.iterdir()
         if h.name != "unified" and (h / "cgroup.procs").is_file()
     )  # fmt: skip
-    left = hierarchy / config.cgroup_root(f"unit{os.getpid()}")
+    # What the node of a lane that has ended left behind: a lane is named by its pid.
+    gone = _python("import os; print(os.getpid())").stdout.strip()
+    left = hierarchy / config.cgroup_root(gone)
+    running = hierarchy / config.cgroup_root(str(os.getpid()))
     with realnode_lanes.machine_session(wait=0) as first:
         assert snapshot.is_file()
         other = _python(SESSION)
@@ -258,8 +263,13 @@ def test_machine_sessions_run_at_once_and_the_last_one_restores_the_machine(
         refused = _python(EXCLUSIVE)
         assert refused.returncode != 0
         assert realnode_lanes.WRAPPER.name in refused.stderr, refused.stderr
-        left.mkdir()  # what a lane's node would leave behind
-    assert first.last and not snapshot.exists()
-    assert not left.exists()
-    assert str(left) not in str(first.differences)
+        left.mkdir()
+        running.mkdir()  # a lane still running keeps its cgroups
+    try:
+        assert first.last and not snapshot.exists()
+        assert not left.exists()
+        assert str(left) not in str(first.differences)
+        assert running.is_dir() and str(running) in str(first.differences)
+    finally:
+        running.rmdir()
     _python(EXCLUSIVE).check_returncode()
