@@ -58,7 +58,7 @@ E2E_DIR = Path(__file__).resolve().parent
 NAMESPACE_READY_TIMEOUT_SECONDS = 30.0
 _KEPT_WORKDIR = pytest.StashKey[Path]()
 _MACHINE = pytest.StashKey[tuple[contextlib.ExitStack, realnode_lanes.MachineSession]]()
-_MACHINE_DIFFERS = pytest.StashKey[str]()
+_MACHINE_DIFFERS = pytest.StashKey[tuple[str, str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -100,8 +100,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     stack, machine = held
     del session.config.stash[_MACHINE]
     stack.close()
+    shared = "compared here" if machine.last else "left to the last session out"
+    session.config.stash[_MACHINE_DIFFERS] = (json.dumps(machine.differences), shared)
     if machine.differences:
-        session.config.stash[_MACHINE_DIFFERS] = json.dumps(machine.differences)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -144,8 +145,12 @@ def _the_machines_real_node(request: pytest.FixtureRequest) -> Iterator[None]:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
-    differs = config.stash.get(_MACHINE_DIFFERS, None)
-    if differs is not None:
+    differs, shared = config.stash.get(_MACHINE_DIFFERS, (None, ""))
+    if differs == "{}":
+        terminalreporter.write_line(
+            f"[agentchain] the machine is as it was before the lanes (shared part {shared})"
+        )
+    elif differs is not None:
         terminalreporter.write_line(f"[agentchain] the machine differs after the lanes: {differs}")
     kept = config.stash.get(_KEPT_WORKDIR, None)
     if kept is not None:
