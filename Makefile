@@ -4,8 +4,10 @@ PYTEST_ARGS ?=
 # Test processes for `make test`: each has its own control plane, Redis and stand-ins, and
 # takes whole modules (--dist loadfile), so a module's fixtures are built once. The real
 # node's tests (root only) run in a lane of their own beside them: e2e/lanes.sh says why;
-# REALNODE=0 leaves them out.
+# REALNODE=0 leaves them out. E2E_NODE=real runs the workers' suite on real nodes too, one
+# per worker, each in network and mount namespaces of its own (e2e/controlplane/README.md).
 TEST_WORKERS ?= 2
+E2E_NODE ?=
 
 .PHONY: help install binaries lint test unit e2e realnode image images demo crds bench bench-figures trace-screenshot
 
@@ -30,7 +32,7 @@ lint: ## ruff, mypy --strict, import-linter, CRD drift
 test: ## everything CI runs: setup, lint, unit and e2e tests, and beside them the real node's (root)
 	bash e2e/setup.sh
 	$(MAKE) lint
-	PYTHON=$(PYTHON) bash e2e/lanes.sh $(TEST_WORKERS) $(PYTEST_ARGS)
+	PYTHON=$(PYTHON) E2E_NODE=$(E2E_NODE) bash e2e/lanes.sh $(TEST_WORKERS) $(PYTEST_ARGS)
 
 unit: ## unit tests only (no control plane; Redis is started by the tests)
 	$(PYTHON) -m pytest -m 'not e2e' $(PYTEST_ARGS)

@@ -15,15 +15,22 @@ built from this tree and imported, every agent that names no image runs in it, a
 harness's servers that agents reach (the operator, the model stand-in, the git server)
 listen on the node's bridge address (``ClusterInfo.pod_host``), since a pod's loopback
 is its own. The tests marked ``realnode`` start a real node of their own, which the
-session's holds, so they are skipped in that mode (``make realnode`` runs them).
+session's holds, so they are skipped in that mode (``make realnode`` runs them). Under
+pytest-xdist (``-n``) each worker is a lane: it runs in network and mount namespaces of
+its own (``e2e/controlplane/lane-ns.sh``) with its own control plane and real node, and
+the controller compares the machine once they have all ended (``realnode_lanes``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
 import re
 import secrets
+import shlex
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +38,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from e2e.controlplane import agent_images, realnode
+from e2e.controlplane import agent_images, realnode, realnode_lanes
 from e2e.controlplane.cluster import (
     ClusterInfo,
     HarnessError,
@@ -50,21 +57,53 @@ from e2e.models.server import ModelStandIn
 E2E_DIR = Path(__file__).resolve().parent
 NAMESPACE_READY_TIMEOUT_SECONDS = 30.0
 _KEPT_WORKDIR = pytest.StashKey[Path]()
+_MACHINE = pytest.StashKey[tuple[contextlib.ExitStack, realnode_lanes.MachineSession]]()
+_MACHINE_DIFFERS = pytest.StashKey[tuple[str, str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # Each xdist worker has a session cluster of its own, and only one real node can run
-    # on a machine: the second worker would wait for the first one's whole session.
     try:
         node_choice()
     except HarnessError as error:
         raise pytest.UsageError(str(error)) from None
-    workers = config.getoption("numprocesses", default=None)
-    if _session_on_the_real_node() and workers not in (None, 0, 1):
-        raise pytest.UsageError(
-            "AGENTCHAIN_E2E_NODE=real: only one real node runs on a machine, and each "
-            "pytest-xdist worker starts a cluster of its own; run without -n"
-        )
+    workers = config.getoption("tx", default=None)
+    if _session_on_the_real_node() and workers and not hasattr(config, "workerinput"):
+        _lanes_for_workers(config, len(workers))
+
+
+def _lanes_for_workers(config: pytest.Config, workers: int) -> None:
+    """With the switch under pytest-xdist, each worker starts a cluster and a real node of
+    its own: start each in a lane (``lane-ns.sh``, network and mount namespaces of its
+    own), build the images first (a lane has no network), and hold the machine session
+    here, which compares the machine once every lane has ended."""
+    if os.geteuid() != 0:
+        raise pytest.UsageError("AGENTCHAIN_E2E_NODE=real needs root (the real node)")
+    say("building the images the lanes import (a lane has no network)")
+    realnode_lanes.prebuild(realnode_lane=False)
+    python = shlex.join([str(realnode_lanes.WRAPPER), sys.executable])
+    config.option.tx = [f"popen//python={python}"] * workers
+    stack = contextlib.ExitStack()
+    try:
+        session = stack.enter_context(realnode_lanes.machine_session())
+    except realnode_lanes.LaneError as error:
+        raise pytest.UsageError(str(error)) from None
+    config.stash[_MACHINE] = (stack, session)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # On the xdist controller, once every worker (lane) has ended: the machine session's
+    # comparison fails the run when the machine is not as it was.
+    held = session.config.stash.get(_MACHINE, None)
+    if held is None:
+        return
+    stack, machine = held
+    del session.config.stash[_MACHINE]
+    stack.close()
+    shared = "compared here" if machine.last else "left to the last session out"
+    session.config.stash[_MACHINE_DIFFERS] = (json.dumps(machine.differences), shared)
+    if machine.differences:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -78,8 +117,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _REALNODE_TESTS_SKIPPED = (
-    "AGENTCHAIN_E2E_NODE=real: the session's cluster holds the machine's one real node, "
-    "and this test starts its own (run it without the switch, e.g. `make realnode`)"
+    "AGENTCHAIN_E2E_NODE=real: the session's cluster holds this lane's real node (its "
+    "bridge and fixed paths), and this test starts its own (run it without the switch, "
+    "e.g. `make realnode`)"
 )
 
 
@@ -90,8 +130,9 @@ def _session_on_the_real_node() -> bool:
 
 @pytest.fixture(scope="session", autouse=True)
 def _the_machines_real_node(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The real node's tests hold the machine's one real node for the whole session,
-    before any of them snapshots the machine (see ``realnode.machine``)."""
+    """The real node's tests hold the machine for the whole session, before any of them
+    snapshots it: the one real node outside a lane, or a share of the machine session in
+    one (see ``realnode.machine``)."""
     marked = any(item.get_closest_marker("realnode") for item in request.session.items)
     wanted = marked or _session_on_the_real_node()
     if not wanted or existing_kubeconfig() is not None or os.geteuid() != 0:
@@ -104,6 +145,13 @@ def _the_machines_real_node(request: pytest.FixtureRequest) -> Iterator[None]:
 def pytest_terminal_summary(
     terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
 ) -> None:
+    differs, shared = config.stash.get(_MACHINE_DIFFERS, (None, ""))
+    if differs == "{}":
+        terminalreporter.write_line(
+            f"[agentchain] the machine is as it was before the lanes (shared part {shared})"
+        )
+    elif differs is not None:
+        terminalreporter.write_line(f"[agentchain] the machine differs after the lanes: {differs}")
     kept = config.stash.get(_KEPT_WORKDIR, None)
     if kept is not None:
         terminalreporter.write_line(f"[agentchain] cluster logs kept in {kept / 'logs'}")

@@ -4,7 +4,9 @@ the upstream kubelet and containerd, and teardown leaves the machine as it was.
 Marked ``realnode``: ``make test`` runs it in a lane of its own, ``make realnode`` alone
 (it needs root, Debian's containerd, runc, CNI plugins, iptables and nftables, and builds kubelet,
 kube-proxy and CoreDNS on its first run). It starts its own cluster rather than the
-session's, because the session's runs on the stand-in node.
+session's, because the session's runs on the stand-in node. Run in a lane
+(``e2e/controlplane/lane-ns.sh``, as ``E2E_NODE=real e2e/lanes.sh`` does) it checks the
+lane: its node's cgroups under the lane's own root, and the lane's state as it was after.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from e2e import realnodes
-from e2e.controlplane import realnode_config
+from e2e.controlplane import realnode_config, realnode_lanes
+from e2e.controlplane import realnode_host as host
 from e2e.controlplane.cluster import cluster
 from e2e.controlplane.realnode_host import HostState
 
@@ -58,6 +61,10 @@ def test_real_kubelet_runs_a_local_image_and_teardown_restores_the_machine() -> 
         assert [n["metadata"]["name"] for n in nodes] == [realnode_config.NODE_NAME]
         runtime = nodes[0]["status"]["nodeInfo"]["containerRuntimeVersion"]
         assert runtime.startswith("containerd://"), runtime
+        # The kubelet's pods' cgroups are under this node's own root (a lane's, in one),
+        # which no other real node on the machine touches.
+        kubepods = host.CGROUP_MOUNT / "memory" / realnode_lanes.cgroup_root() / "kubepods"
+        assert kubepods.is_dir(), kubepods
 
         info.kubectl("apply", "-f", "-", input=json.dumps(_pod(node.test_image)))
         pod = realnodes.finished_pod(info, "exits-three")

@@ -11,9 +11,12 @@ default. This starts, in order, on a private bridge network (``realnode_config.N
 * CoreDNS as a host process on the bridge address, behind a ``kube-dns`` Service;
 * kube-router in firewall-only mode, which enforces NetworkPolicy (``realnode_policy``).
 
-Only one real node can run on a machine at a time: the kubelet and containerd use a few
-fixed paths whatever they are told, and their iptables chains have fixed names. A second
-one is refused with a clear message (a lock in the cache directory).
+Many real nodes run at once, each in a lane of its own (``realnode_lanes``): network and
+mount namespaces that ``lane-ns.sh`` enters, where the node's bridge, iptables chains and
+fixed paths are the lane's. A node outside any lane uses the machine's own (the kubelet
+and containerd use a few fixed paths whatever they are told, and their iptables chains
+have fixed names), so it runs alone: it is refused, with a clear message, while another
+real node or a lane runs (a lock in the cache directory).
 
 Teardown first deletes every pod, so the kubelet unmounts volumes and containerd removes
 network namespaces as they do on a real cluster, then stops the components and finally
@@ -23,7 +26,6 @@ network namespaces as they do on a real cluster, then stops the components and f
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
@@ -39,6 +41,7 @@ from e2e.controlplane import certs, processes
 from e2e.controlplane import realnode_config as config
 from e2e.controlplane import realnode_host as host
 from e2e.controlplane import realnode_images as images
+from e2e.controlplane import realnode_lanes as lanes
 from e2e.controlplane import realnode_policy as policy
 from e2e.controlplane.processes import ManagedProcess
 
@@ -128,9 +131,7 @@ def node_binaries() -> tuple[Path, Path]:
     return Path(node_dir), Path(coredns_dir)
 
 
-# How long a run waits for another real node on the machine to finish before it is
-# refused; 0 (the default) refuses at once. `make test` waits (e2e/lanes.sh).
-WAIT_ENV = "AGENTCHAIN_REALNODE_WAIT"
+WAIT_ENV = lanes.WAIT_ENV
 
 
 @contextlib.contextmanager
@@ -138,28 +139,17 @@ def exclusive(wait: float | None = None) -> Iterator[None]:
     """Hold the machine's one real-node lock, waiting up to ``wait`` seconds (default:
     ``$AGENTCHAIN_REALNODE_WAIT``, else 0) for another run to release it; raise
     RealNodeError when it is still held then."""
-    if wait is None:
-        wait = float(os.environ.get(WAIT_ENV) or 0)
-    lock_path = images.cache_dir().parent / "realnode.lock"
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + wait
-    with lock_path.open("w") as lock:
-        waiting = False
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise RealNodeError(
-                        "another real node runs on this machine (lock "
-                        f"{lock_path}); the kubelet and containerd use fixed paths, so only "
-                        f"one can run at a time (waited {wait:.0f} s; {WAIT_ENV} sets how long)"
-                    ) from None
-                if not waiting:
-                    say(f"another real node runs on this machine; waiting up to {wait:.0f} s")
-                    waiting = True
-                time.sleep(min(5.0, max(0.1, deadline - time.monotonic())))
+    refusal = (
+        f"another real node runs on this machine (lock {lanes.lock_path()}); outside a "
+        "lane's namespaces the kubelet and containerd use the machine's fixed paths, so "
+        "only one can run at a time (run each in a lane of its own, "
+        f"{lanes.WRAPPER.name}, to run several)"
+    )
+    with lanes.lock_path().open("w") as lock:
+        try:
+            lanes.flock(lock, shared=False, wait=wait, refusal=refusal)
+        except lanes.LaneError as error:
+            raise RealNodeError(str(error)) from None
         yield
 
 
@@ -169,18 +159,36 @@ _machine_held = False
 
 @contextlib.contextmanager
 def machine(wait: float | None = None) -> Iterator[None]:
-    """Hold the machine's real-node lock for a whole run of tests: each real node this
-    process starts inside takes the lock as held. A test snapshots the machine before
-    its node starts and compares after it has stopped; holding the lock across both
-    keeps another run's node (another checkout's tests on a shared machine) out of the
-    comparison, and a run that waited for the lock snapshots only once it has it."""
+    """Hold the machine for a whole run of tests: each real node this process starts
+    inside takes it as held. A test snapshots the machine before its node starts and
+    compares after it has stopped; holding it across both keeps another run's node out
+    of the comparison, and a run that waited snapshots only once it has it.
+
+    Outside a lane that is the exclusive lock; in a lane, a share of the machine session
+    (``realnode_lanes.machine_session``), whose global part, if this is the last lane
+    out, must be as it was (else RealNodeError)."""
     global _machine_held
-    with exclusive(wait):
-        _machine_held = True
-        try:
+    if lanes.lane() is None:
+        with exclusive(wait):
+            _machine_held = True
+            try:
+                yield
+            finally:
+                _machine_held = False
+        return
+    with _lane_session(wait):
+        yield
+
+
+@contextlib.contextmanager
+def _lane_session(wait: float | None = None) -> Iterator[None]:
+    try:
+        with lanes.machine_session(wait) as session:
             yield
-        finally:
-            _machine_held = False
+    except lanes.LaneError as error:
+        raise RealNodeError(str(error)) from None
+    if session.differences:
+        raise RealNodeError(f"the machine differs after the last lane: {session.differences}")
 
 
 def _ip(*args: str) -> None:
@@ -188,13 +196,17 @@ def _ip(*args: str) -> None:
 
 
 def begin(stack: contextlib.ExitStack, workdir: Path) -> config.Network:
-    """Claim the machine's one real node, snapshot it, and bring up the node's bridge.
+    """Claim the machine (alone, or a share of it in a lane), snapshot it, and bring up
+    the node's bridge.
 
     Returns the network whose gateway address the control plane must bind. Pushed on
     ``stack`` so that, on the way down, the machine is restored after everything else.
     """
     _check_tools()
-    if not _machine_held:
+    if lanes.lane() is not None:
+        # Joins this process's session if it has one (the e2e session's fixture).
+        stack.enter_context(_lane_session())
+    elif not _machine_held:
         stack.enter_context(exclusive())
     if Path("/sys/class/net", config.BRIDGE).exists():
         # Nothing else holds the lock, so this is a run that was killed before its
@@ -202,7 +214,7 @@ def begin(stack: contextlib.ExitStack, workdir: Path) -> config.Network:
         raise RealNodeError(
             f"bridge {config.BRIDGE} exists but no real node runs: a killed run left it "
             f"(and maybe iptables chains, sysctls, cgroups /sys/fs/cgroup/*/"
-            f"{config.CGROUP_ROOT}); remove them, e.g. `ip link delete {config.BRIDGE}`"
+            f"{lanes.cgroup_root()}); remove them, e.g. `ip link delete {config.BRIDGE}`"
         )
     before = host.HostState.capture()
     stack.callback(host.restore, before, workdir)
@@ -224,7 +236,7 @@ def _make_cgroup_root() -> None:
     for hierarchy in host.CGROUP_MOUNT.iterdir():
         if hierarchy.name == "unified" or not (hierarchy / "cgroup.procs").is_file():
             continue
-        root = hierarchy / config.CGROUP_ROOT
+        root = hierarchy / lanes.cgroup_root()
         root.mkdir(exist_ok=True)
         for name in ("cpuset.cpus", "cpuset.mems"):
             if (hierarchy / name).is_file():
@@ -393,8 +405,10 @@ def start(
 
     _make_cgroup_root()
     tls = config.KubeletTls(pki.node.cert, pki.node.key, pki.ca.cert)
+    ports = processes.free_port(), processes.free_port()
+    cgroup_root = lanes.cgroup_root()
     paths.kubelet_config.write_text(
-        config.kubelet_config(paths, network, tls, processes.free_port(), processes.free_port())
+        config.kubelet_config(paths, network, tls, *ports, cgroup_root=cgroup_root)
     )
     kubelet = _launch(stack, "kubelet", [
         str(node_dir / "kubelet"), f"--config={paths.kubelet_config}",

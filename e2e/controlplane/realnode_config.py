@@ -24,12 +24,19 @@ import yaml
 BRIDGE = "acrn0"
 NODE_NAME = "agentchain-realnode"
 # Under every cgroup v1 hierarchy: the kubelet puts kubepods/… below it, and teardown
-# removes the whole subtree.
+# removes the whole subtree. A node in a lane (realnode_lanes) gets one named after
+# the lane (``cgroup_root``): the cgroup tree is the machine's, shared by every lane.
 CGROUP_ROOT = "agentchain-realnode"
 CLUSTER_DOMAIN = "cluster.local"
 # Same range as the loopback control plane (cluster.py), so certs.APISERVER_IPS holds.
 SERVICE_CIDR = "10.0.0.0/24"
 DNS_SERVICE_IP = "10.0.0.10"
+
+
+def cgroup_root(lane: str | None) -> str:
+    """The kubelet's ``cgroupRoot`` (without its leading slash): the node's own, or the
+    lane's when it runs in one, so two lanes' kubelets never touch each other's cgroups."""
+    return f"{CGROUP_ROOT}-{lane}" if lane else CGROUP_ROOT
 
 
 @dataclass(frozen=True)
@@ -186,7 +193,12 @@ class KubeletTls:
 
 
 def kubelet_config(
-    paths: NodePaths, network: Network, tls: KubeletTls, port: int, healthz_port: int
+    paths: NodePaths,
+    network: Network,
+    tls: KubeletTls,
+    port: int,
+    healthz_port: int,
+    cgroup_root: str = CGROUP_ROOT,
 ) -> str:
     """The KubeletConfiguration for cgroup v1 with the cgroupfs driver on this machine.
 
@@ -215,7 +227,7 @@ def kubelet_config(
         },
         "authorization": {"mode": "AlwaysAllow"},
         "cgroupDriver": "cgroupfs",
-        "cgroupRoot": f"/{CGROUP_ROOT}",
+        "cgroupRoot": f"/{cgroup_root}",
         "failCgroupV1": False,
         "failSwapOn": False,
         "containerRuntimeEndpoint": f"unix://{paths.containerd_socket}",

@@ -9,12 +9,20 @@ what those components may touch, and ``restore()`` removes exactly what appeared
 (and only what carries the node's names or lives under its paths) and writes back the
 sysctls that changed. The e2e test compares a snapshot taken before with one taken after.
 The policy engine (``realnode_policy``, kube-router) adds ipsets, so they are recorded too.
+
+In a lane (``realnode_lanes``: network and mount namespaces of its own) most of that is
+the lane's, and a snapshot's *scope* says which part it holds: ``node`` (a node in the
+machine's own namespaces: everything), ``lane`` (a node in a lane: what is per
+namespace, and the cgroups under the lane's own root), ``machine`` (what every lane
+shares: ``kernel.*``/``vm.*`` sysctls and the whole cgroup tree) and ``namespaces``
+(what is per namespace, for a machine session in the machine's own namespaces).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import re
 import shlex
@@ -22,8 +30,8 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from e2e.controlplane import realnode_config as config
@@ -63,6 +71,10 @@ FIXED_PATHS = (
 # iptables chains the kubelet, kube-proxy and the CNI plugins create.
 OWN_CHAIN = re.compile(r"^(KUBE-|CNI-)")
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
+# Set by lane-ns.sh: the lane's name (realnode_lanes), and the network namespace it left.
+LANE_ENV = "AGENTCHAIN_REALNODE_LANE"
+LANE_FROM_ENV = "AGENTCHAIN_REALNODE_LANE_FROM"
+SCOPES = ("node", "lane", "machine", "namespaces")
 _MNT_DETACH = 2
 _LIBC = ctypes.CDLL("libc.so.6", use_errno=True)
 
@@ -105,6 +117,20 @@ def _ipsets() -> frozenset[str]:
     return frozenset(line.strip() for line in _run("ipset", "list", "-n").splitlines() if line)
 
 
+def lane() -> str | None:
+    """This lane's name when the process runs in a lane's namespaces (``lane-ns.sh``), else
+    None: the variables alone are not enough, this process's network namespace must be
+    another one than the one the lane was entered from."""
+    name, left = os.environ.get(LANE_ENV), os.environ.get(LANE_FROM_ENV)
+    if not name or not left:
+        return None
+    try:
+        own = os.readlink("/proc/self/ns/net")
+    except OSError:
+        return None
+    return name if own != left else None
+
+
 def _cgroup_dirs() -> frozenset[str]:
     found: set[str] = set()
     if not CGROUP_MOUNT.is_dir():
@@ -113,6 +139,28 @@ def _cgroup_dirs() -> frozenset[str]:
         for dirpath, _dirs, _files in os.walk(hierarchy):
             found.add(dirpath)
     return frozenset(found)
+
+
+def in_cgroup_root(directory: str, root: str) -> bool:
+    """Whether ``directory`` is cgroup ``root`` (a name right under a hierarchy) or below
+    it; a name only starting with it (another lane's root) is not."""
+    return f"/{root}/" in f"{directory}/"
+
+
+def _node_cgroups(root: str) -> frozenset[str]:
+    return frozenset(d for d in _cgroup_dirs() if in_cgroup_root(d, root))
+
+
+def _ended_lanes_cgroup(directory: str) -> bool:
+    """Whether ``directory`` is under the cgroup root of a lane that has ended. A lane is
+    named by its pid (``lane-ns.sh``): one still running keeps its cgroups whatever a
+    session thinks, and a node outside lanes (``agentchain-realnode``) cleans its own."""
+    prefix = f"{config.CGROUP_ROOT}-"
+    for part in directory.split("/"):
+        if part.startswith(prefix):
+            name = part.removeprefix(prefix)
+            return not (name.isdigit() and Path("/proc", name).exists())
+    return False
 
 
 def _links() -> frozenset[str]:
@@ -143,17 +191,51 @@ class HostState:
     ipsets: frozenset[str] = frozenset()
 
     @classmethod
-    def capture(cls) -> HostState:
+    def capture(cls, scope: str | None = None) -> HostState:
+        """A snapshot of ``scope`` (see the module docstring); by default ``lane`` in a
+        lane and ``node`` outside one. Aspects outside the scope are left empty."""
+        scope = scope or ("lane" if lane() else "node")
+        if scope not in SCOPES:
+            raise ValueError(f"scope must be one of {SCOPES}, not {scope!r}")
+        per_namespace = scope != "machine"
+        shared = scope in ("node", "machine")
+        sysctls = [n for n in SYSCTLS if (per_namespace if n.startswith("net/") else shared)]
+        if shared:
+            cgroups = _cgroup_dirs()
+        elif scope == "lane":
+            cgroups = _node_cgroups(config.cgroup_root(lane()))
+        else:
+            cgroups = frozenset()
         return cls(
-            sysctls={name: _read(Path("/proc/sys") / name) for name in SYSCTLS},
-            iptables=_iptables_rules("iptables"),
-            ip6tables=_iptables_rules("ip6tables"),
-            nft_tables=_nft_tables(),
-            mounts=_mounts(),
-            links=_links(),
-            cgroups=_cgroup_dirs(),
-            paths={path: os.path.lexists(path) for path in FIXED_PATHS},
-            ipsets=_ipsets(),
+            sysctls={name: _read(Path("/proc/sys") / name) for name in sysctls},
+            iptables=_iptables_rules("iptables") if per_namespace else "",
+            ip6tables=_iptables_rules("ip6tables") if per_namespace else "",
+            nft_tables=_nft_tables() if per_namespace else frozenset(),
+            mounts=_mounts() if per_namespace else frozenset(),
+            links=_links() if per_namespace else frozenset(),
+            cgroups=cgroups,
+            paths={path: os.path.lexists(path) for path in FIXED_PATHS} if per_namespace else {},
+            ipsets=_ipsets() if per_namespace else frozenset(),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps({
+            k: sorted(v) if isinstance(v, frozenset) else v for k, v in asdict(self).items()
+        })  # fmt: skip
+
+    @classmethod
+    def from_json(cls, text: str) -> HostState:
+        data = json.loads(text)
+        return cls(
+            sysctls=dict(data["sysctls"]),
+            iptables=str(data["iptables"]),
+            ip6tables=str(data["ip6tables"]),
+            nft_tables=frozenset(data["nft_tables"]),
+            mounts=frozenset(data["mounts"]),
+            links=frozenset(data["links"]),
+            cgroups=frozenset(data["cgroups"]),
+            paths=dict(data["paths"]),
+            ipsets=frozenset(data["ipsets"]),
         )
 
     def differences(self, after: HostState) -> dict[str, object]:
@@ -191,11 +273,7 @@ def kill_strays(workdir: Path) -> None:
     """SIGKILL what the node left running: processes in its cgroups (containers) and
     processes whose command line names the workdir (containerd's shims, which detach
     from containerd and so outlive it)."""
-    pids: set[int] = set()
-    for directory in _cgroup_dirs():
-        if f"/{config.CGROUP_ROOT}" in directory:
-            for text in (_read(Path(directory) / "cgroup.procs") or "").split():
-                pids.add(int(text))
+    pids = _pids_in(_node_cgroups(config.cgroup_root(lane())))
     marker = str(workdir).encode()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -204,6 +282,18 @@ def kill_strays(workdir: Path) -> None:
                     pids.add(int(entry.name))
             except OSError:
                 continue
+    _kill(pids)
+
+
+def _pids_in(cgroups: Iterable[str]) -> set[int]:
+    pids: set[int] = set()
+    for directory in cgroups:
+        for text in (_read(Path(directory) / "cgroup.procs") or "").split():
+            pids.add(int(text))
+    return pids
+
+
+def _kill(pids: set[int]) -> None:
     pids.discard(os.getpid())
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -221,10 +311,10 @@ def _unmount_new(before: HostState, roots: Iterable[str]) -> None:
             _LIBC.umount2(point.encode(), _MNT_DETACH)
 
 
-def _remove_cgroups(before: HostState) -> None:
+def _remove_cgroups(before: HostState, ours: Callable[[str], bool]) -> None:
     # Deepest first: a cgroup directory can only be removed once its children are.
     for _attempt in range(20):
-        new = [d for d in _cgroup_dirs() - before.cgroups if f"/{config.CGROUP_ROOT}" in d]
+        new = [d for d in _cgroup_dirs() - before.cgroups if ours(d)]
         if not new:
             return
         for directory in sorted(new, key=len, reverse=True):
@@ -301,6 +391,8 @@ def _delete_links(before: HostState) -> None:
 
 
 def _restore_sysctls(before: HostState) -> None:
+    # Only those in the snapshot's scope: a lane's node leaves the kernel's to the last
+    # machine session, since other lanes' kubelets may still run.
     # ip_forward first: writing it resets every interface's forwarding flag as well.
     for name in sorted(before.sysctls, key=lambda n: n != "net/ipv4/ip_forward"):
         value = before.sysctls[name]
@@ -316,7 +408,8 @@ def restore(before: HostState, workdir: Path) -> None:
     kill_strays(workdir)
     roots = [str(workdir), *FIXED_PATHS]
     _unmount_new(before, roots)
-    _remove_cgroups(before)
+    root = config.cgroup_root(lane())
+    _remove_cgroups(before, lambda directory: in_cgroup_root(directory, root))
     _delete_links(before)
     _remove_own_chains("iptables", before.iptables)
     _remove_own_chains("ip6tables", before.ip6tables)
@@ -326,4 +419,13 @@ def restore(before: HostState, workdir: Path) -> None:
         if not existed and os.path.lexists(path):
             _unmount_new(before, [path])
             shutil.rmtree(path, ignore_errors=True)
+    _restore_sysctls(before)
+
+
+def restore_machine(before: HostState) -> None:
+    """Put back what lanes share (a ``machine`` snapshot): kill what is left in ended
+    lanes' cgroups, remove those that are new, write back the kernel's sysctls."""
+    new = _cgroup_dirs() - before.cgroups
+    _kill(_pids_in(d for d in new if _ended_lanes_cgroup(d)))
+    _remove_cgroups(before, _ended_lanes_cgroup)
     _restore_sysctls(before)

@@ -11,18 +11,32 @@ Aspects covered:
   loopback and leaves the operator's defaults;
 - the e2e agent image's dependency and package stages are the top-level Dockerfile's
   word for word (buildah's layer cache shares them), it builds from the slim Python
-  image only, runs as the job pods' user, has git, and its context holds the package only.
+  image only, runs as the job pods' user, has git, and its context holds the package only;
+- a lane (``lane-ns.sh``) has a network of its own with loopback up, its own view of
+  the fixed paths (written there, the machine's stay as they were) and of ``/sys``, and
+  the machine's cgroup hierarchies; the variable alone does not make a lane;
+- each lane's kubelet gets a cgroup root of its own, which another lane's clean-up
+  leaves alone;
+- machine sessions run at once: the first snapshots what lanes share, the last one out
+  restores it (an ended lane's cgroup goes, a running lane's stays and is reported) and
+  compares; a real node outside a lane is refused while a session runs, with a message
+  naming the lanes' wrapper.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from e2e import chaining, operating
-from e2e.controlplane import agent_images, realnode
+from e2e.controlplane import agent_images, realnode, realnode_lanes
 from e2e.controlplane import realnode_config as config
+from e2e.controlplane import realnode_host as host
 from e2e.controlplane.cluster import ClusterInfo, HarnessError, node_choice
 from e2e.controlplane.operator_image import base_images, context_files, ignore_rules
 
@@ -148,3 +162,114 @@ def test_the_e2e_agent_images_context_holds_the_package_only(tmp_path: Path) -> 
         "operator/agentchain/x.py",
         "pyproject.toml",
     ]
+
+
+def _in_a_lane(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    argv = [str(realnode_lanes.WRAPPER), sys.executable, "-c", code, *args]
+    return subprocess.run(argv, capture_output=True, text=True, check=False, env=env, timeout=60)
+
+
+LANE_PROBE = """
+import json, os, subprocess
+from pathlib import Path
+from e2e.controlplane import realnode_host as host, realnode_lanes as lanes
+import sys
+Path("/var/lib/kubelet/device-plugins").mkdir(parents=True, exist_ok=True)
+for fixed in ("/run", "/var/lib", "/var/log"):
+    Path(fixed, sys.argv[1]).mkdir()
+links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+print(json.dumps({
+    "lane": lanes.lane(), "root": lanes.cgroup_root(),
+    "links": [line.split(": ")[1] for line in links.splitlines()],
+    "lo_up": "UP" in links.split("lo:")[1].split(">")[0],
+    "sys": sorted(os.listdir("/sys/class/net")),
+    "cgroups": (host.CGROUP_MOUNT / "memory" / "cgroup.procs").is_file(),
+    "plugins": os.path.isdir("/var/lib/kubelet/device-plugins"),
+}))
+"""
+
+
+def test_a_lane_has_its_own_network_and_fixed_paths_and_the_machines_cgroups() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("entering namespaces needs root")
+    name = f"agentchain-lane-probe-{os.getpid()}"
+    result = _in_a_lane(LANE_PROBE, name)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["lane"] and seen["root"] == f"agentchain-realnode-{seen['lane']}"
+    assert seen["links"] == ["lo"] and seen["lo_up"] and seen["sys"] == ["lo"]
+    assert seen["cgroups"] and seen["plugins"]
+    # Written in the lane, not on the machine.
+    assert not any(Path(fixed, name).exists() for fixed in ("/run", "/var/lib", "/var/log"))
+    assert host.lane() is None
+
+
+def test_the_variable_alone_does_not_make_a_lane(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(realnode_lanes.LANE_ENV, "42")
+    monkeypatch.setenv(host.LANE_FROM_ENV, os.readlink("/proc/self/ns/net"))
+    assert realnode_lanes.lane() is None
+    assert realnode_lanes.cgroup_root() == config.CGROUP_ROOT
+
+
+def test_each_lanes_kubelet_has_a_cgroup_root_of_its_own(tmp_path: Path) -> None:
+    tls = config.KubeletTls(tmp_path / "c", tmp_path / "k", tmp_path / "ca")
+    paths, network = config.NodePaths(tmp_path), config.Network()
+    own = yaml.safe_load(config.kubelet_config(paths, network, tls, 1, 2))
+    assert own["cgroupRoot"] == "/agentchain-realnode"
+    root = config.cgroup_root("7")
+    lane = yaml.safe_load(config.kubelet_config(paths, network, tls, 1, 2, cgroup_root=root))
+    assert lane["cgroupRoot"] == "/agentchain-realnode-7"
+    # One lane's clean-up takes its own root's cgroups, never another lane's.
+    assert host.in_cgroup_root("/sys/fs/cgroup/cpu/agentchain-realnode-7/kubepods", root)
+    assert not host.in_cgroup_root("/sys/fs/cgroup/cpu/agentchain-realnode-71/kubepods", root)
+    assert not host.in_cgroup_root("/sys/fs/cgroup/cpu/agentchain-realnode/kubepods", root)
+
+
+SESSION = """
+from e2e.controlplane import realnode_lanes as lanes
+with lanes.machine_session(wait=0) as session:
+    pass
+print(session.last)
+"""
+EXCLUSIVE = "from e2e.controlplane import realnode\nwith realnode.exclusive(wait=0): pass"
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    argv = [sys.executable, "-c", code]
+    return subprocess.run(argv, capture_output=True, text=True, check=False, env=env, timeout=60)
+
+
+def test_machine_sessions_run_at_once_and_the_last_one_restores_the_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("cgroups need root")
+    monkeypatch.setenv("AGENTCHAIN_CACHE", str(tmp_path))
+    snapshot = realnode_lanes.lock_path(realnode_lanes.SNAPSHOT)
+    hierarchy = next(
+        h for h in host.CGROUP_MOUNT.iterdir()
+        if h.name != "unified" and (h / "cgroup.procs").is_file()
+    )  # fmt: skip
+    # What the node of a lane that has ended left behind: a lane is named by its pid.
+    gone = _python("import os; print(os.getpid())").stdout.strip()
+    left = hierarchy / config.cgroup_root(gone)
+    running = hierarchy / config.cgroup_root(str(os.getpid()))
+    with realnode_lanes.machine_session(wait=0) as first:
+        assert snapshot.is_file()
+        other = _python(SESSION)
+        assert other.returncode == 0 and other.stdout.strip() == "False", other.stderr
+        refused = _python(EXCLUSIVE)
+        assert refused.returncode != 0
+        assert realnode_lanes.WRAPPER.name in refused.stderr, refused.stderr
+        left.mkdir()
+        running.mkdir()  # a lane still running keeps its cgroups
+    try:
+        assert first.last and not snapshot.exists()
+        assert not left.exists()
+        assert str(left) not in str(first.differences)
+        assert running.is_dir() and str(running) in str(first.differences)
+    finally:
+        running.rmdir()
+    _python(EXCLUSIVE).check_returncode()
