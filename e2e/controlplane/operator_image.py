@@ -328,13 +328,17 @@ def _python_libraries(prefix: Path) -> list[str]:
     objects = [prefix / "bin" / "python3.11", *prefix.glob("lib/libpython3.11.so*"),
                *(prefix / "lib" / "python3.11" / "lib-dynload").glob("*.so")]  # fmt: skip
     paths: set[str] = set()
+    # ldd names libraries by their real paths; the prefix may be reached through a link
+    # (a pyenv under a linked home), and its own libraries are not Debian's.
+    own = os.path.realpath(prefix)
     for obj in objects:
         if obj.name.startswith("_tkinter"):
             continue
         out = subprocess.run(["ldd", str(obj)], capture_output=True, text=True, check=False)
         for match in re.finditer(r"=> (/\S+)", out.stdout):
-            if not match.group(1).startswith(str(prefix)):
-                paths.add(os.path.realpath(match.group(1)))
+            real = os.path.realpath(match.group(1))
+            if not real.startswith(own + os.sep):
+                paths.add(real)
     packages: set[str] = set()
     for path in sorted(paths):
         found = subprocess.run(
