@@ -12,13 +12,14 @@ component's log) is kept and named in the terminal summary; after a clean run it
 ``AGENTCHAIN_E2E_NODE=real`` starts the session's cluster on the real node (kubelet and
 containerd) instead of the local stand-in: the e2e agent image (``images/e2e-agent``) is
 built from this tree and imported, every agent that names no image runs in it, and the
-harness's servers that agents reach (the operator, the model stand-in, the git server)
-listen on the node's bridge address (``ClusterInfo.pod_host``), since a pod's loopback
-is its own. The tests marked ``realnode`` start a real node of their own, which the
-session's holds, so they are skipped in that mode (``make realnode`` runs them). Under
-pytest-xdist (``-n``) each worker is a lane: it runs in network and mount namespaces of
-its own (``e2e/controlplane/lane-ns.sh``) with its own control plane and real node, and
-the controller compares the machine once they have all ended (``realnode_lanes``).
+harness's servers that agents reach (the operator, the model stand-in, the GitHub API
+stand-in, the git server) listen on the node's bridge address (``ClusterInfo.pod_host``),
+since a pod's loopback is its own. The tests marked ``realnode`` start a real node of
+their own, which the session's holds, so they are skipped in that mode (``make
+realnode`` runs them). Under pytest-xdist (``-n``) each worker is a lane: it runs in
+network and mount namespaces of its own (``e2e/controlplane/lane-ns.sh``) with its own
+control plane and real node, and the controller compares the machine once they have all
+ended (``realnode_lanes``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from e2e.controlplane.cluster import (
     node_choice,
     say,
 )
-from e2e.github.fixtures import github  # noqa: F401  (fixture for e2e tests)
+from e2e.github.fixtures import require_spec
 from e2e.github.gitserver import GitServer
 from e2e.github.standin import GitHubStandIn
 from e2e.models.server import ModelStandIn
@@ -249,8 +250,19 @@ def model_standin(request: pytest.FixtureRequest) -> Iterator[ModelStandIn]:
 
 
 @pytest.fixture
+def github(request: pytest.FixtureRequest) -> Iterator[GitHubStandIn]:
+    """A running GitHub API stand-in, listening where agents reach it (an agent with
+    GitHub permissions calls the API itself); the test fails if a request broke
+    GitHub's description (see ``e2e/github/fixtures.py``)."""
+    require_spec()
+    with GitHubStandIn(host=_pod_host(request)) as standin:
+        yield standin
+        standin.assert_clean()
+
+
+@pytest.fixture
 def git_server(
-    github: GitHubStandIn,  # noqa: F811  (the fixture imported above)
+    github: GitHubStandIn,
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> Iterator[GitServer]:

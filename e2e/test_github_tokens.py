@@ -12,7 +12,10 @@ Aspects covered:
 * when the job ends, every token minted for it stops working (revoked at GitHub);
 * an agent that declares nothing gets no token and no variable; one that declares a
   permission the App lacks runs anyway, without the token, with a Warning Event
-  ``GitHubTokenUnavailable`` naming ``PermissionMissing``.
+  ``GitHubTokenUnavailable`` naming ``PermissionMissing``;
+* an agent calls the API itself from its pod with ``GITHUB_TOKEN`` at ``GITHUB_API_URL``
+  (on the real node the stand-in listens on the node's bridge address): its comment is
+  on the issue, made with an installation token.
 """
 
 from __future__ import annotations
@@ -33,6 +36,19 @@ Obj = dict[str, Any]
 TIMEOUT = 120.0
 SLEEP_SECONDS = 25
 NO_COMMENT = {"writeBack": {"comment": False}}
+POD_COMMENT = "Commented from the agent's own pod."
+# The agent's own call: what a coding agent's ``gh issue comment`` does, with the Python
+# every agent image has. A failed call fails the job (urllib raises).
+CALLER = f"""
+import json, os, urllib.request
+url = os.environ["GITHUB_API_URL"] + "/repos/{REPOSITORY}/issues/{ISSUE}/comments"
+body = json.dumps({{"body": {POD_COMMENT!r}}}).encode()
+request = urllib.request.Request(url, method="POST", data=body,
+    headers={{"Authorization": "Bearer " + os.environ["GITHUB_TOKEN"],
+             "Accept": "application/vnd.github+json", "Content-Type": "application/json"}})
+with urllib.request.urlopen(request, timeout=30) as answer:
+    print("commented:", answer.status)
+"""
 
 
 def _job_of(info: ClusterInfo, namespace: str, agent: str) -> Obj:
@@ -92,6 +108,12 @@ def test_job_token_scope_refresh_and_revocation(
             github_settings={**NO_COMMENT, "permissions": {"issues": "write"}},
         ),
         chaining.agent("plain", "--no-context", github="issues.opened", github_settings=NO_COMMENT),
+        chaining.ai_agent(
+            "caller",
+            chaining.python_command(CALLER),
+            triggers=[{"source": "github", "events": ["issues.opened"]}],
+            github={**NO_COMMENT, "permissions": {"issues": "write"}},
+        ),
         chaining.agent(
             "greedy",
             "--no-context",
@@ -103,7 +125,7 @@ def test_job_token_scope_refresh_and_revocation(
         chaining.apply(info, namespace, *agents)
         payload = app_delivery("issues", "opened", installed.installation.id)
         status, answer = delivering.send(op, *delivering.signed(op.webhook_secret, payload))
-        assert status == 202 and len(answer["jobs"]) == 3, answer
+        assert status == 202 and len(answer["jobs"]) == 4, answer
 
         job = _job_of(info, namespace, "tok")
         secret = chaining.job_secret(info, namespace, job)
@@ -171,3 +193,15 @@ def test_job_token_scope_refresh_and_revocation(
             timeout=TIMEOUT,
             what="the greedy job to run without its token",
         )
+
+        caller = _job_of(info, namespace, "caller")
+        ended = chaining.wait_job(info, namespace, caller["metadata"]["name"], timeout=TIMEOUT)
+        assert ended["status"]["phase"] == "Succeeded", ended["status"]
+        assert chaining.output_of(info, namespace, ended) == "commented: 201"
+        assert [c.body for c in installed.comments()].count(POD_COMMENT) == 1
+        (by_pod,) = [
+            r
+            for r in github.requests("issues/create-comment", status=201)
+            if r.body == {"body": POD_COMMENT}
+        ]
+        assert by_pod.identity == f"installation:{installed.installation.id}", by_pod

@@ -43,7 +43,8 @@ JOB_SPANS = 6
 
 @pytest.fixture(scope="module")
 def collector(cluster_info: ClusterInfo) -> Iterator[collecting.Collector]:
-    running = collecting.Collector(cluster_info.workdir)
+    # Where the agents' pods, which get the operator's endpoint, reach it too.
+    running = collecting.Collector(cluster_info.workdir, host=cluster_info.pod_host)
     yield running
     running.process.stop()
 

@@ -554,8 +554,11 @@ def test_a_plain_git_url_with_a_credentials_secret_clones_and_publishes_without_
     info = cluster_info
     installed = install(github, tmp_path)  # Only to have a token the git host accepts.
     token = github.mint_token(installed.installation, ["secret-plans"], {"contents": "write"})
-    tls = certs.serving(tmp_path / "tls", "git-host")
-    with GitServer(github, tmp_path / "git-host", tls=tls) as host:
+    # The git host listens where the workspace containers and agents reach it, and its
+    # certificate names that address.
+    host_ip = info.pod_host
+    tls = certs.serving(tmp_path / "tls", "git-host", (host_ip,))
+    with GitServer(github, tmp_path / "git-host", tls=tls, host=host_ip) as host:
         ca = tls[0]
         host.create_repo(PRIVATE, {"README.md": "Hello Wrold\n"})
         url = host.clone_url(PRIVATE)

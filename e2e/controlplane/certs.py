@@ -158,13 +158,15 @@ def _service_account_keys(directory: Path) -> tuple[Path, Path]:
     return private, public
 
 
-def serving(directory: Path, stem: str) -> tuple[Path, KeyPair]:
+def serving(directory: Path, stem: str, extra_ips: tuple[str, ...] = ()) -> tuple[Path, KeyPair]:
     """A fresh CA (its certificate) and a serving pair it signed for loopback (localhost,
-    127.0.0.1), in ``directory``: TLS for a stand-in server that clients must verify."""
+    127.0.0.1) and ``extra_ips`` (the real node's bridge address, where pods reach a
+    stand-in), in ``directory``: TLS for a stand-in server that clients must verify."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = _Signer(directory)
     usage = ExtendedKeyUsageOID.SERVER_AUTH
-    return ca.pair.cert, ca.leaf(stem, _name(stem), usage, ("localhost",), ("127.0.0.1",))
+    ips = ("127.0.0.1", *extra_ips)
+    return ca.pair.cert, ca.leaf(stem, _name(stem), usage, ("localhost",), ips)
 
 
 def generate(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:

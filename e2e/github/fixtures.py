@@ -1,4 +1,5 @@
-"""pytest fixtures for the GitHub stand-in (imported by e2e/conftest.py).
+"""What the GitHub stand-in's pytest fixtures share (``e2e/conftest.py`` defines them:
+they listen where the session's agents reach them, which only the session's cluster knows).
 
 ``github`` fails its test at teardown when any request was off GitHub's description, so
 a client bug shows up in the test that caused it even if the client swallowed the 422.
@@ -11,12 +12,10 @@ the reason locally, but fail in CI (``CI=true``), where setup.sh must have fetch
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 
 from e2e.github.spec import SpecMissing, load, spec_path
-from e2e.github.standin import GitHubStandIn
 
 
 def require_spec() -> None:
@@ -28,15 +27,4 @@ def require_spec() -> None:
         pytest.skip(f"{missing}")
 
 
-@pytest.fixture
-def github() -> Iterator[GitHubStandIn]:
-    """A running GitHub API stand-in; the test fails if a request broke the description."""
-    require_spec()
-    with GitHubStandIn() as standin:
-        yield standin
-        standin.assert_clean()
-
-
-# ``git_server`` is e2e/conftest.py's: it listens where the session's agents reach it,
-# which only the session's cluster knows.
-__all__ = ["github", "require_spec", "spec_path"]
+__all__ = ["require_spec", "spec_path"]

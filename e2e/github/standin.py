@@ -1,9 +1,11 @@
 """``GitHubStandIn``: the local GitHub API server a test starts, fills and inspects.
 
-It runs aiohttp on 127.0.0.1 (a free port) in a daemon thread of the test process, so a
-test talks to the same objects the server uses (register an App, add repositories,
-order faults, read the recording) while the operator, a separate process, reaches it by
-``url`` like it would reach api.github.com.
+It runs aiohttp on 127.0.0.1 (a free port; or ``host``, another address of this machine)
+in a daemon thread of the test process, so a test talks to the same objects the server
+uses (register an App, add repositories, order faults, read the recording) while the
+operator, a separate process, reaches it by ``url`` like it would reach api.github.com.
+On the real node an agent's pod calls it too (``gh``, an agent's own API calls), and a
+pod's loopback is its own: the e2e fixture gives it the node's bridge address.
 """
 
 from __future__ import annotations
@@ -60,17 +62,21 @@ def new_private_key() -> bytes:
 class GitHubStandIn:
     """Start with ``with GitHubStandIn() as github:``; ``github.url`` is the API base URL.
 
-    ``prefix="/api/v3"`` serves the API under a path, as GitHub Enterprise Server does.
+    ``prefix="/api/v3"`` serves the API under a path, as GitHub Enterprise Server does;
+    ``host`` is the address it listens on and names in its URLs.
     """
 
-    def __init__(self, spec_file: Path | None = None, prefix: str = "") -> None:
+    def __init__(
+        self, spec_file: Path | None = None, prefix: str = "", host: str = "127.0.0.1"
+    ) -> None:
         self.spec = spec.load(spec_file)
         self.state = model.State()
         self.faults = Faults()
         self.recording = Recording()
         self._dispatcher = Dispatcher(self.spec, self.state, self.faults, self.recording, prefix)
         self.prefix = prefix.rstrip("/")
-        self._site = ThreadedSite(self._dispatcher.app(), "github-standin")
+        self.host = host
+        self._site = ThreadedSite(self._dispatcher.app(), "github-standin", host=host)
 
     @property
     def port(self) -> int:
@@ -78,7 +84,7 @@ class GitHubStandIn:
 
     @property
     def origin(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def url(self) -> str:

@@ -2,10 +2,13 @@
 
 Configured (``AGENTCHAIN_GITHUB_APP_SLUG``), or asked of GitHub once (``GET /app``, the
 App's own login is ``<slug>[bot]``) when the operator is a GitHub App.  Asking happens
-on the webhook's path, so it is bounded: a short timeout, and after a failure no new
-attempt for a while, so a GitHub outage does not slow every delivery down.  Until the
-slug is known, ``mention`` and ``assignedToApp`` filters refuse, with a reason that says
-so (``github.rules.matching``).
+on the webhook's path, so it is bounded: a delivery waits a short time for the answer,
+and after a failure no new attempt is made for a while, so a GitHub outage does not slow
+every delivery down.  An answer slower than that wait is not thrown away: the ask goes
+on beside the deliveries, and the next one that needs the slug waits for the same ask
+again (a slow first answer, say from a busy machine at start, would otherwise leave
+mentions refused for the whole retry period).  Until the slug is known, ``mention`` and
+``assignedToApp`` filters refuse, with a reason that says so (``github.rules.matching``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class AppSlug:
         self.rt = rt
         self._known: str | None = rt.settings.github_app_slug or None
         self._failed_at: float | None = None
+        self._asking: asyncio.Future[str] | None = None
 
     async def get(self) -> str | None:
         if self._known is not None:
@@ -40,10 +44,17 @@ class AppSlug:
             return None
         if self._failed_at is not None and time.monotonic() - self._failed_at < RETRY_AFTER_SECONDS:
             return None
+        if self._asking is None:
+            self._asking = asyncio.ensure_future(side.app.bot_login())
         try:
+            # Shielded: a delivery that stops waiting leaves the ask running for the next.
             async with asyncio.timeout(ASK_TIMEOUT_SECONDS):
-                login = await side.app.bot_login()
-        except (GitHubError, TimeoutError, ValueError) as exc:  # ValueError: a malformed App.
+                login = await asyncio.shield(self._asking)
+        except TimeoutError:
+            log.warning("the GitHub App's slug is not known yet (GET /app is still asked)")
+            return None
+        except (GitHubError, ValueError) as exc:  # ValueError: a malformed App.
+            self._asking = None
             self._failed_at = time.monotonic()
             log.warning("the GitHub App's slug is not known yet (GET /app: %s)", exc)
             return None

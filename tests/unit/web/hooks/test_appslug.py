@@ -6,13 +6,17 @@ Aspects covered:
 * an App whose ``GET /app`` names it: the slug, asked once and kept;
 * an App whose ``GET /app`` fails (an error, or an answer that is no App): unknown,
   and not asked again within the retry period, so a GitHub outage does not slow every
-  delivery down.
+  delivery down;
+* an answer slower than a delivery's wait: unknown for that delivery, but the ask goes
+  on, and the next delivery gets the slug from it (GitHub asked once, not refused for
+  the retry period).
 
 GitHub is a small aiohttp server here (the e2e suite asks the GitHub stand-in).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import AsyncIterator
 
@@ -26,6 +30,7 @@ from redis.asyncio import Redis
 from agentchain.core.runtime import Runtime
 from agentchain.github import appruntime
 from agentchain.settings import Settings
+from agentchain.web.hooks import appslug
 from agentchain.web.hooks.appslug import AppSlug
 
 
@@ -78,9 +83,11 @@ class FakeGitHub:
         self.asked = 0
         self.failing = False
         self.malformed = False
+        self.delay = 0.0
 
     async def app(self, request: web.Request) -> web.Response:
         self.asked += 1
+        await asyncio.sleep(self.delay)
         if self.failing:
             return web.json_response({"message": "boom"}, status=500)
         if self.malformed:
@@ -158,4 +165,20 @@ async def test_a_malformed_answer_is_unknown_not_an_error(
     fake.malformed = True
     rt = _runtime(redis, github_app_id=1, github_private_key=_pem(), github_api_url=url)
     assert await AppSlug(rt).get() is None
+    await appruntime.close(rt)
+
+
+@pytest.mark.redis
+async def test_a_slow_answer_is_kept_for_the_next_delivery(
+    redis: Redis, github: tuple[FakeGitHub, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, url = github
+    monkeypatch.setattr(appslug, "ASK_TIMEOUT_SECONDS", 0.2)
+    fake.delay = 0.6
+    rt = _runtime(redis, github_app_id=1, github_private_key=_pem(), github_api_url=url)
+    slug = AppSlug(rt)
+    assert await slug.get() is None  # This delivery stopped waiting; the ask goes on.
+    await asyncio.sleep(fake.delay)
+    assert await slug.get() == "acme-agents"
+    assert fake.asked == 1
     await appruntime.close(rt)
