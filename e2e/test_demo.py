@@ -95,8 +95,9 @@ def _command_plan() -> demo.Plan:
 def test_the_demo_runs_a_chain_to_its_comment_and_dashboard(tmp_path: Path) -> None:
     if _command_plan().node == "real":
         pytest.skip(
-            "as root with the real node's tools the command path runs on the real node, "
-            "which this process holds: test_the_demo_command_path_runs_the_agent_image"
+            "as root with the real node's tools the command path takes the machine's one "
+            "real node, which this session may hold: test_the_demo_command_path_runs_the_"
+            "agent_image_on_the_real_node runs it in this process"
         )
     process, text = _run_until_ready(tmp_path / "stdout")
     try:
