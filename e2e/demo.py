@@ -23,14 +23,18 @@ Which agents run is said first (``plan``):
   ``OPENAI_API_KEY`` in the environment the CLIs call that provider (with only one of
   them every step runs that provider's CLI); without either they call the stand-in model
   server (``e2e/models``), which answers the chain's scripted turns;
-- without root (or the real node's tools), or with ``AGENTCHAIN_DEMO_AGENTS=command``,
-  the local node runs the deterministic demo agent as each step's command, as before.
+- with ``AGENTCHAIN_DEMO_AGENTS=command``, the deterministic demo agent is each step's
+  command: as root with those tools, in the e2e agent image (``images/e2e-agent``, built
+  from this tree) on the real node, as the test suite's agents run; without root (or the
+  tools), the local node runs it as host processes, and the first line says why.
+  Without root or the tools the command path is the only one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import http.cookiejar
 import json
 import os
@@ -44,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e import delivering, operating, runtime_stage
-from e2e.controlplane import realnode
+from e2e.controlplane import agent_images, realnode
 from e2e.controlplane.cluster import ClusterInfo, cluster, say, stop_on_signals
 from e2e.github import GitHubStandIn
 from e2e.github.spec import SpecMissing
@@ -81,22 +85,29 @@ class Plan:
     images: bool  # real CLIs in their reference images on the real node, else the command
     providers: tuple[str, ...]  # the real providers called (none: the stand-in model)
     why: str
+    # The command path's node: "real" (containers in the e2e agent image) or "local".
+    node: str = "local"
 
 
 def plan(env: Mapping[str, str], euid: int, missing: Sequence[str]) -> Plan:
     """The demo's agents for this environment, this user and these missing tools."""
-    command = "the deterministic demo agent runs as each step's command on the local node"
-    if env.get(AGENTS_ENV, "").strip() == "command":
-        return Plan(False, (), f"{AGENTS_ENV}=command: {command}")
+    command = "the deterministic demo agent runs as each step's command"
+    on_local = f"{command} on the local node, as host processes"
     if env.get("AGENTCHAIN_E2E_KUBECONFIG") or env.get("AGENTCHAIN_E2E_USE_KUBECONFIG") == "1":
         why = "an existing cluster is named, and the real node is part of the local one only"
-        return Plan(False, (), f"{why}: {command}")
-    if euid != 0:
-        why = "not root, and the real node (containerd, kubelet, iptables) needs root"
-        return Plan(False, (), f"{why}: {command}")
-    if missing:
-        why = f"the real node needs {', '.join(missing)} (e2e/setup.sh installs them)"
-        return Plan(False, (), f"{why}: {command}")
+        return Plan(False, (), f"{why}: {command} in that cluster")
+    asked = env.get(AGENTS_ENV, "").strip() == "command"
+    if euid != 0 or missing:
+        why = (
+            "not root, and the real node (containerd, kubelet, iptables) needs root"
+            if euid != 0
+            else f"the real node needs {', '.join(missing)} (e2e/setup.sh installs them)"
+        )
+        said = f"{AGENTS_ENV}=command, {why}" if asked else why
+        return Plan(False, (), f"{said}: {on_local}")
+    if asked:
+        on_real = f"{command} in the e2e agent image's containers on the real node"
+        return Plan(False, (), f"{AGENTS_ENV}=command: {on_real}", node="real")
     providers = tuple(p for p, (key, _, _) in PROVIDERS.items() if env.get(key, "").strip())
     images = "real agent CLIs run in their reference images on the real node"
     if providers:
@@ -210,6 +221,12 @@ def watch_chain(
     return None
 
 
+def show_pods(info: ClusterInfo, namespace: str) -> None:
+    """The chain's pods as kubectl shows them (their containers, on the real node)."""
+    table = info.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout
+    print(f"\n$ kubectl get pods -n {namespace} -o wide\n{table}", flush=True)
+
+
 def dashboard_opens(
     op: operating.OperatorProcess, chain_id: str, namespace: str = NAMESPACE, nodes: int = 3
 ) -> bool:
@@ -285,6 +302,7 @@ def run_demo(info: ClusterInfo, op: operating.OperatorProcess, github: Installed
     say("sending a signed issues.opened delivery to the webhook")
     send_delivery(op, github)
     chain_id = watch_chain(info)
+    show_pods(info, NAMESPACE)
     show_comment(github)
     chain_url = f"{op.internal_url}/ui/chains/{NAMESPACE}/{chain_id}" if chain_id else ""
     if chain_id and dashboard_opens(op, chain_id):
@@ -316,6 +334,7 @@ def run_in_images(stage: runtime_stage.Stage, chosen: Plan, env: Mapping[str, st
         return chain_complete(jobs) or (bool(chosen.providers) and _ended(jobs))
 
     chain_id = watch_chain(stage.info, 900, namespace, done)
+    show_pods(stage.info, namespace)
     show_comment(stage.github, 60, ISSUE)
     op = stage.operator
     chain_url = f"{op.internal_url}/ui/chains/{namespace}/{chain_id}" if chain_id else ""
@@ -324,6 +343,35 @@ def run_in_images(stage: runtime_stage.Stage, chosen: Plan, env: Mapping[str, st
     if chain_id and dashboard_opens(op, chain_id, namespace, nodes):
         say("the dashboard shows the finished chain")
     where_to_look(stage.info, op, namespace, chain_url)
+
+
+@contextlib.contextmanager
+def command_cluster(chosen: Plan) -> Iterator[ClusterInfo]:
+    """The command path's cluster: on the real node with the e2e agent image imported
+    (the agents name no image, so the operator's default, that image, is theirs), else
+    the local node (or the cluster the environment names)."""
+    image = agent_images.build_e2e() if chosen.node == "real" else None
+    with cluster(node=chosen.node) as info:
+        if image is not None:
+            assert info.real_node is not None
+            say(f"importing the e2e agent image {image.ref}")
+            agent_images.import_into(info.real_node.paths.containerd_socket, image)
+            info = dataclasses.replace(info, agent_image=image.ref)
+        yield info
+
+
+@contextlib.contextmanager
+def command_stage(
+    chosen: Plan,
+) -> Iterator[tuple[ClusterInfo, operating.OperatorProcess, Installed | None]]:
+    """The command path's cluster, GitHub stand-in and operator, torn down on the way out
+    (the operator first, then the components; the workdir is removed)."""
+    with command_cluster(chosen) as info, github_standin(info.workdir) as github:
+        say("installing CRDs and the operator's RBAC; starting the operator")
+        # No job links in the comment: the dashboard's port is only known once started.
+        env = github.env() | {"AGENTCHAIN_GITHUB_DASHBOARD_URL": ""} if github else {}
+        with operating.running(info, env) as op:
+            yield info, op, github
 
 
 def _until_interrupted() -> None:
@@ -346,14 +394,10 @@ def main() -> int:
             except KeyboardInterrupt:
                 say("stopping")
         return 0
-    with cluster() as info, github_standin(info.workdir) as github:
+    with command_stage(chosen) as (info, op, github):
         try:
-            say("installing CRDs and the operator's RBAC; starting the operator")
-            # No job links in the comment: the dashboard's port is only known once started.
-            env = github.env() | {"AGENTCHAIN_GITHUB_DASHBOARD_URL": ""} if github else {}
-            with operating.running(info, env) as op:
-                run_demo(info, op, github)
-                _until_interrupted()
+            run_demo(info, op, github)
+            _until_interrupted()
         except KeyboardInterrupt:
             say("stopping")
     return 0

@@ -284,7 +284,7 @@ async def test_a_running_jobs_log_is_followed_until_it_ends(
     operating.wait_until(running, timeout=60, what="slow-1 running")
     host = operator.internal_url.removeprefix("http://")
     origin = {"Origin": operator.internal_url, "Host": host}
-    jar = aiohttp.CookieJar(unsafe=True)  # The operator is at 127.0.0.1: keep its cookie.
+    jar = aiohttp.CookieJar(unsafe=True)  # The operator is at an IP address: keep its cookie.
     async with aiohttp.ClientSession(operator.internal_url, cookie_jar=jar) as http:
         login = await http.post("/ui/login", json={"token": operator.admin_token}, headers=origin)
         assert login.status == 200

@@ -7,20 +7,23 @@ Aspects covered:
 * which agents the demo runs, said first: as root with the real node's tools, real CLIs
   in their reference images, calling the provider whose key is in the environment
   (Anthropic's, OpenAI's, or both), else the stand-in model; without root, without the
-  tools, or when asked, the demo agent as a command on the local node, saying why; with
+  tools, the demo agent as a command on the local node, saying why; when asked, as root
+  with the tools, the demo agent as a command in the e2e agent image on the real node; with
   one provider's key every step runs that provider's CLI, with no base URL, its own
   retries and the key from a Secret (the real providers are not called here);
 * the chain of real CLIs in their reference images on the real node, with the stand-in
   model (``realnode``; run in this process, which holds the real node's lock): issue to
   review, the comment on the issue and the dashboard with the four jobs;
-* the command path, as its own process (``AGENTCHAIN_DEMO_AGENTS=command``, so a root
-  machine runs it too):
+* the command path (``AGENTCHAIN_DEMO_AGENTS=command``), as its own process where it runs
+  on the local node (without root or the real node's tools), and in this process on the
+  real node (``realnode``: the demo's node is the machine's one, whose lock this process
+  holds), where its pods, shown with ``kubectl get pods``, ran the e2e agent image:
 * the signed delivery is accepted and seed 003's three-agent chain completes;
 * the comment the chain kept on the issue is printed, one comment, from the GitHub
   stand-in's record, holding the chain's steps;
 * the dashboard opens the finished chain (logged in with the admin token it prints),
   and the URL of the chain's page and the token are printed;
-* Ctrl-C ends it cleanly (status 0).
+* Ctrl-C ends it cleanly (status 0) (its own process).
 """
 
 from __future__ import annotations
@@ -67,21 +70,40 @@ def _run_until_ready(out: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise AssertionError(f"the demo printed no end in {DEMO_TIMEOUT_SECONDS}s:\n{text[-4000:]}")
 
 
+def _assert_the_chain_shown(text: str) -> None:
+    """What the command path prints once ready, whichever node it ran on."""
+    assert "webhook answered 202" in text, text[-4000:]
+    assert "the chain is complete" in text, text[-4000:]
+    assert f"$ kubectl get pods -n {demo.NAMESPACE} -o wide" in text, text[-4000:]
+    assert "the comment the chain wrote on acme/webapp#1" in text, text[-4000:]
+    assert "1 comment(s)" in text, text[-4000:]
+    assert "agentchain:chain=demo/" in text, "the printed comment is not the chain's"
+    for agent in ("triage", "developer", "reviewer"):
+        assert agent in text.split("the comment the chain wrote", 1)[1], agent
+    assert "the dashboard shows the finished chain" in text, text[-4000:]
+    assert re.search(r"the chain: http://[\d.]+:\d+/ui/chains/demo/\S+", text), text
+    assert re.search(r"log in with the admin token \S+", text), text
+
+
+def _command_plan() -> demo.Plan:
+    """The command path's plan on this machine."""
+    env = {**os.environ, demo.AGENTS_ENV: "command"}
+    return demo.plan(env, os.geteuid(), demo.missing_tools())
+
+
 @pytest.mark.timeout(600)
 def test_the_demo_runs_a_chain_to_its_comment_and_dashboard(tmp_path: Path) -> None:
+    if _command_plan().node == "real":
+        pytest.skip(
+            "as root with the real node's tools the command path takes the machine's one "
+            "real node, which this session may hold: test_the_demo_command_path_runs_the_"
+            "agent_image_on_the_real_node runs it in this process"
+        )
     process, text = _run_until_ready(tmp_path / "stdout")
     try:
-        assert f"agents: {demo.AGENTS_ENV}=command: the deterministic demo agent" in text
-        assert "webhook answered 202" in text, text[-4000:]
-        assert "the chain is complete" in text, text[-4000:]
-        assert "the comment the chain wrote on acme/webapp#1" in text, text[-4000:]
-        assert "1 comment(s)" in text, text[-4000:]
-        assert "agentchain:chain=demo/" in text, "the printed comment is not the chain's"
-        for agent in ("triage", "developer", "reviewer"):
-            assert agent in text.split("the comment the chain wrote", 1)[1], agent
-        assert "the dashboard shows the finished chain" in text, text[-4000:]
-        assert re.search(r"the chain: http://127\.0\.0\.1:\d+/ui/chains/demo/\S+", text), text
-        assert re.search(r"log in with the admin token \S+", text), text
+        assert f"agents: {demo.AGENTS_ENV}=command, " in text, text[-4000:]
+        assert "on the local node, as host processes" in text, text[-4000:]
+        _assert_the_chain_shown(text)
     finally:
         process.send_signal(signal.SIGINT)  # Ctrl-C: the demo's normal end.
         try:
@@ -92,7 +114,36 @@ def test_the_demo_runs_a_chain_to_its_comment_and_dashboard(tmp_path: Path) -> N
     assert status == 0, (tmp_path / "stdout").read_text(errors="replace")[-4000:]
 
 
+@pytest.mark.realnode
+@pytest.mark.timeout(900)
+def test_the_demo_command_path_runs_the_agent_image_on_the_real_node(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if existing_kubeconfig() is not None:
+        pytest.skip("the real node is part of the local cluster only")
+    chosen = _command_plan()
+    # What main() says first, before it starts this same stage.
+    assert chosen.node == "real", chosen.why
+    assert chosen.why.endswith("in the e2e agent image's containers on the real node")
+    with demo.command_stage(chosen) as (info, op, github):
+        demo.run_demo(info, op, github)
+        pods = operating.get_json(info, "pods", "-n", demo.NAMESPACE)["items"]
+    out = capsys.readouterr()
+    said = out.err + out.out
+    _assert_the_chain_shown(said)
+    # Each step ran in a container of the e2e agent image the demo built and imported,
+    # and ended 0: the pods kubectl showed are real.
+    assert len(pods) == 3, [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        [container] = pod["spec"]["containers"]
+        assert container["image"] == info.agent_image != "", container["image"]
+        [state] = pod["status"]["containerStatuses"]
+        assert state["imageID"], state
+        assert state["state"]["terminated"]["exitCode"] == 0, state
+
+
 KEYS = {"ANTHROPIC_API_KEY": "sk-ant-x", "OPENAI_API_KEY": "sk-x"}
+COMMAND = {demo.AGENTS_ENV: "command"}
 
 
 @pytest.mark.parametrize(
@@ -104,7 +155,9 @@ KEYS = {"ANTHROPIC_API_KEY": "sk-ant-x", "OPENAI_API_KEY": "sk-x"}
         ({"ANTHROPIC_API_KEY": " "}, 0, [], True, (), "the stand-in model server"),
         (KEYS, 1000, [], False, (), "not root, and the real node"),
         (KEYS, 0, ["buildah"], False, (), "the real node needs buildah (e2e/setup.sh"),
-        ({demo.AGENTS_ENV: "command"}, 0, [], False, (), "AGENTCHAIN_DEMO_AGENTS=command"),
+        ({demo.AGENTS_ENV: "command"}, 0, [], False, (), "image's containers on the real node"),
+        (COMMAND, 1000, [], False, (), "AGENTCHAIN_DEMO_AGENTS=command, not root"),
+        (COMMAND, 0, ["kubelet"], False, (), "=command, the real node needs kubelet"),
         ({"AGENTCHAIN_E2E_KUBECONFIG": "/k"}, 0, [], False, (), "an existing cluster"),
     ],
     ids=[
@@ -115,6 +168,8 @@ KEYS = {"ANTHROPIC_API_KEY": "sk-ant-x", "OPENAI_API_KEY": "sk-x"}
         "not-root",
         "no-tools",
         "asked",
+        "asked-not-root",
+        "asked-no-tools",
         "existing-cluster",
     ],
 )
@@ -129,9 +184,13 @@ def test_the_demo_says_which_agents_and_models_it_runs(
     chosen = demo.plan(env, euid, missing)
     assert (chosen.images, chosen.providers) == (images, providers), chosen
     assert said in chosen.why, chosen.why
-    if not images:
-        assert chosen.why.endswith("the deterministic demo agent runs as each step's "
-                                   "command on the local node")  # fmt: skip
+    # Only root with the tools, asked for the command, runs it on the real node; the
+    # local node is said to run agents as host processes.
+    real = env.get(demo.AGENTS_ENV) == "command" and euid == 0 and not missing
+    assert chosen.node == ("real" if real else "local"), chosen
+    if not images and "existing" not in said:
+        where = "the real node" if real else "the local node, as host processes"
+        assert chosen.why.endswith(where), chosen.why
 
 
 def test_one_provider_s_key_runs_every_step_on_its_cli_with_the_key_from_a_secret(

@@ -19,7 +19,9 @@ from e2e.controlplane.cluster import ClusterInfo
 SLOW = "import time; time.sleep(20); print('the real agent finished')"
 
 
-def _rogue(name: str, job: str, owner_refs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _rogue(
+    info: ClusterInfo, name: str, job: str, owner_refs: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     labels = {
         models.AGENTJOB_LABEL: job,
         models.ATTEMPT_LABEL: "1",
@@ -29,7 +31,10 @@ def _rogue(name: str, job: str, owner_refs: list[dict[str, Any]] | None = None) 
     meta: dict[str, Any] = {"name": name, "labels": labels}
     if owner_refs is not None:
         meta["ownerReferences"] = owner_refs
-    container = {"name": CONTAINER_NAME, "image": "rogue", "command": ["true"]}
+    # An image the node has, so the rogue pod really runs and exits 0: the session's
+    # agent image on the real node (no registry), busybox on a cluster that pulls.
+    image = info.agent_image or "busybox:1.36"
+    container = {"name": CONTAINER_NAME, "image": image, "command": ["true"]}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -66,8 +71,8 @@ def test_a_pod_with_the_jobs_labels_does_not_end_it(
         "uid": "00000000-0000-0000-0000-000000000001",
         "controller": True,
     }
-    chaining.apply(info, namespace, _rogue("rogue-labels", "real-1"))
-    chaining.apply(info, namespace, _rogue("rogue-owner", "real-1", [forged]))
+    chaining.apply(info, namespace, _rogue(info, "rogue-labels", "real-1"))
+    chaining.apply(info, namespace, _rogue(info, "rogue-owner", "real-1", [forged]))
     operating.wait_until(
         lambda: _pod_phase(info, namespace, "rogue-labels") == "Succeeded",
         timeout=60,

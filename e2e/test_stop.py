@@ -13,19 +13,21 @@ Aspects covered:
   the end) always resolves to exactly one outcome: Succeeded with its one child and no
   ``Stopped`` Event, or Cancelled with no child; never both, never neither;
 - a stopped agent gets SIGTERM and the grace period its AiAgent names
-  (``terminationGracePeriodSeconds``): its handler runs to the end before the pod goes.
+  (``terminationGracePeriodSeconds``): its handler runs to the end before the pod goes,
+  as ``kubectl logs -f`` followed through the stop shows; a grace period shorter than
+  the handler cuts it off.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
-
-import pytest
 
 from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
@@ -84,7 +86,7 @@ def _assert_cancelled_alone(info: ClusterInfo, namespace: str, name: str, by: st
         timeout=30,
         what=f"the chain of {name} to complete",
     )
-    # The pod is deleted only once the local node has seen its processes exit.
+    # The pod is deleted only once the node has seen its container exit.
     operating.wait_until(
         lambda: not _pods(info, namespace, name), timeout=60, what=f"the pod of {name} to go"
     )
@@ -211,11 +213,40 @@ def test_a_stop_at_the_instant_a_job_ends_has_exactly_one_outcome(
     print("race outcomes:", outcomes)
 
 
-def _node_log(info: ClusterInfo, namespace: str, job: str) -> str:
-    """What the job's containers printed, from the local node's files (kept after the
-    pod is deleted, which ``kubectl logs`` is not)."""
-    pods = info.workdir / "node" / "pods"
-    return "".join(p.read_text(errors="replace") for p in pods.glob(f"{namespace}_{job}*/*.log"))
+class _FollowedLogs:
+    """``kubectl logs -f`` on a job's pod, as a user watching it would run it: started
+    while the pod runs, it prints what the container prints until the container ends,
+    including what it prints after the pod's deletion began (the grace period)."""
+
+    def __init__(self, info: ClusterInfo, namespace: str, job: str, out: Path) -> None:
+        (pod,) = _pods(info, namespace, job)
+        exe = str(info.bin_dir / "kubectl") if info.bin_dir else "kubectl"
+        argv = [exe, "--kubeconfig", str(info.kubeconfig), "-n", namespace]
+        self.out = out
+        with out.open("wb") as sink:
+            self.process = subprocess.Popen(
+                [*argv, "logs", "-f", pod["metadata"]["name"]],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+
+    def text(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def ended(self, timeout: float = 60) -> str:
+        """All it printed, once the stream ended with the container."""
+        try:
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"kubectl logs -f still following: {self.text()!r}") from None
+        return self.text()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 def _winding_agent(name: str, grace: int, handler_seconds: int) -> Obj:
@@ -230,11 +261,12 @@ def _winding_agent(name: str, grace: int, handler_seconds: int) -> Obj:
 
 
 def test_a_stopped_agent_gets_sigterm_and_its_grace_period(
-    operator: operating.OperatorProcess, cluster_info: ClusterInfo, namespace: str
+    operator: operating.OperatorProcess,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    tmp_path: Path,
 ) -> None:
     info = cluster_info
-    if not info.local:
-        pytest.skip("reads the local node's container logs")
     chaining.apply(
         info,
         namespace,
@@ -243,19 +275,29 @@ def test_a_stopped_agent_gets_sigterm_and_its_grace_period(
         chaining.root_job("wind-1", "graceful"),
         chaining.root_job("cut-1", "hasty"),
     )
-    for job in ("wind-1", "cut-1"):
-        chaining.wait_phase(info, namespace, job, "Running")
-        operating.wait_until(
-            lambda j=job: "started" in _node_log(info, namespace, j), timeout=60, what=job
-        )
-    for job in ("wind-1", "cut-1"):
-        code, body = _post(operator, f"/api/jobs/{namespace}/{job}/stop", {"reason": "wind down"})
-        assert code == 202, body
-    for job in ("wind-1", "cut-1"):
-        _assert_cancelled_alone(info, namespace, job, "api", "wind down")
-    # Each pod went only once its process exited: after the handler's two seconds for
-    # the graceful agent; at its one second's SIGKILL, mid-handler, for the hasty one.
-    printed = _node_log(info, namespace, "wind-1")
-    assert "TERM received" in printed and "cleaned up" in printed, printed
-    printed = _node_log(info, namespace, "cut-1")
-    assert "TERM received" in printed and "cleaned up" not in printed, printed
+    followed: dict[str, _FollowedLogs] = {}
+    try:
+        for job in ("wind-1", "cut-1"):
+            chaining.wait_phase(info, namespace, job, "Running")
+            # Following from before the stop, and only once the stream shows the container's
+            # first line, so what the handler prints during the grace period is seen.
+            followed[job] = _FollowedLogs(info, namespace, job, tmp_path / f"{job}.log")
+            operating.wait_until(
+                lambda j=job: "started" in followed[j].text(), timeout=60, what=f"{job} started"
+            )
+        for job in ("wind-1", "cut-1"):
+            code, body = _post(
+                operator, f"/api/jobs/{namespace}/{job}/stop", {"reason": "wind down"}
+            )
+            assert code == 202, body
+        for job in ("wind-1", "cut-1"):
+            _assert_cancelled_alone(info, namespace, job, "api", "wind down")
+        # Each pod went only once its process exited: after the handler's two seconds for
+        # the graceful agent; at its one second's SIGKILL, mid-handler, for the hasty one.
+        printed = followed["wind-1"].ended()
+        assert "TERM received" in printed and "cleaned up" in printed, printed
+        printed = followed["cut-1"].ended()
+        assert "TERM received" in printed and "cleaned up" not in printed, printed
+    finally:
+        for logs in followed.values():
+            logs.close()
