@@ -36,8 +36,10 @@ from agentchain.traces import exporting
 from agentchain.traces.rules import spans
 from e2e import operating, tracetree
 from e2e.collecting import Collector, assert_one_tree, attrs
+from e2e.controlplane.cluster import agents_in_containers
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, Reply, text, tool
 from e2e.models.fixtures import agent_cli
+from e2e.runtime_node import AgentDir, agent_host
 
 Obj = dict[str, Any]
 NAMESPACE, JOB = "team-a", "triage-1"
@@ -65,8 +67,8 @@ CLIS: dict[str, tuple[str | None, str, Reply, str | None]] = {
 
 
 @pytest.fixture
-def collector(tmp_path: Path) -> Iterator[Collector]:
-    running = Collector(tmp_path)
+def collector(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Collector]:
+    running = Collector(tmp_path, host=agent_host(request))
     yield running
     running.process.stop()
 
@@ -87,11 +89,10 @@ def _send_job_span(collector: Collector, chain_id: str, start_ns: int) -> None:
     exporter.shutdown()  # type: ignore[no-untyped-call]
 
 
-def _model_env(runtime: str, home: Path, models: ModelStandIn) -> dict[str, str]:
+def _model_env(runtime: str, home: str, models: ModelStandIn) -> dict[str, str]:
     if runtime == "codex":
-        (home / ".codex").mkdir()
         return {
-            "CODEX_HOME": str(home / ".codex"),
+            "CODEX_HOME": f"{home}/.codex",
             "OPENAI_BASE_URL": f"{models.url}/v1",
             "OPENAI_API_KEY": DEFAULT_API_KEY,
             "AGENT_MODEL": "gpt-5",
@@ -110,32 +111,38 @@ def _model_env(runtime: str, home: Path, models: ModelStandIn) -> dict[str, str]
 
 
 def _run_agent(
-    tmp_path: Path, runtime: str, models: ModelStandIn, trace_env: dict[str, str]
+    where: AgentDir, runtime: str, models: ModelStandIn, trace_env: dict[str, str]
 ) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "prompt").write_text(f"What is six times seven? ({PROMPT_MARK})\n")
+    """The runner with the CLI: a host process on the local node, in the runtime's
+    reference image (a runner pod) when agents run in containers."""
+    (where.path / "home" / ".codex").mkdir(parents=True)
+    (where.path / "prompt").write_text(f"What is six times seven? ({PROMPT_MARK})\n")
+    # The run's directory as the runner sees it: the pod's copy of ``where.path``.
+    base = "{dir}" if where.pods is not None else str(where.path)
     env = {
-        **os.environ,
-        "HOME": str(home),
-        **_model_env(runtime, home, models),
+        "HOME": f"{base}/home",
+        **_model_env(runtime, f"{base}/home", models),
         **trace_env,
         "AGENTCHAIN_RUNTIME": runtime,
-        "AGENTCHAIN_AGENT_CLI": str(agent_cli(runtime)),
         "AGENTCHAIN_MODEL_RETRIES": "0",
         "AGENTCHAIN_ALLOWED_TOOLS": "Bash(echo:*)",
-        "AGENT_PROMPT_FILE": str(tmp_path / "prompt"),
+        "AGENT_PROMPT_FILE": f"{base}/prompt",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "agentchain", "agent", "run"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_SECONDS,
-        check=False,
-    )
-    assert (done.returncode, done.stdout) == (0, f"It is 42 ({ANSWER_MARK}).\n"), done.stderr
+    if where.pods is not None:
+        done, _ = where.pods.run(runtime, where.path, env, RUN_TIMEOUT_SECONDS)
+        code, stdout, stderr = done.code, done.stdout, done.stderr
+    else:
+        ran = subprocess.run(
+            [sys.executable, "-m", "agentchain", "agent", "run"],
+            env={**os.environ, **env, "AGENTCHAIN_AGENT_CLI": str(agent_cli(runtime))},
+            cwd=where.path,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_SECONDS,
+            check=False,
+        )
+        code, stdout, stderr = ran.returncode, ran.stdout, ran.stderr
+    assert (code, stdout) == (0, f"It is 42 ({ANSWER_MARK}).\n"), stderr
 
 
 def _assert_one_tree(received: list[Obj], trace: str) -> dict[str, Obj]:
@@ -155,17 +162,18 @@ def _under(span: Obj, ancestor: str, by_id: dict[str, Obj]) -> bool:
     return False
 
 
-@pytest.mark.timeout(45)
+# In containers the first run of a runtime also imports its image and starts its pod.
+@pytest.mark.timeout(240 if agents_in_containers() else 45)
 @pytest.mark.parametrize("runtime", sorted(CLIS))
 def test_a_real_clis_spans_nest_under_its_jobs_span(
-    tmp_path: Path, model_standin: ModelStandIn, collector: Collector, runtime: str
+    agent_dir: AgentDir, model_standin: ModelStandIn, collector: Collector, runtime: str
 ) -> None:
     top, request, call, tool_span = CLIS[runtime]
     chain_id = f"cli-traces-{runtime}"
     started = time.time_ns()
     model_standin.script(call, text(f"It is 42 ({ANSWER_MARK})."))
     trace_env = spans.agent_env(chain_id, NAMESPACE, JOB, collector.endpoint)
-    _run_agent(tmp_path, runtime, model_standin, trace_env)
+    _run_agent(agent_dir, runtime, model_standin, trace_env)
     _send_job_span(collector, chain_id, started)
 
     trace = f"{spans.trace_id(chain_id):032x}"
