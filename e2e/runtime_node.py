@@ -87,11 +87,17 @@ class RunnerPods:
     pods: dict[str, str] = field(default_factory=dict)
 
     def run(
-        self, runtime: str, files: Path, env: Mapping[str, str], timeout: float
+        self,
+        runtime: str,
+        files: Path,
+        env: Mapping[str, str],
+        timeout: float,
+        command: tuple[str, ...] = ("agentchain", "agent", "run"),
+        stdin: str | None = None,
     ) -> tuple[Ran, str]:
-        """The image's ``agentchain agent run`` with ``env`` in a fresh directory holding
-        a copy of ``files``; the run and that directory's path in the container.
-        ``env`` values may name the directory as ``{dir}``."""
+        """``command`` (the image's runner unless told) with ``env`` and ``stdin`` in a
+        fresh directory holding a copy of ``files``; the run and that directory's path in
+        the container. ``env`` values may name the directory as ``{dir}``."""
         pod = self._pod(runtime)
         where = f"/tmp/run-{uuid.uuid4().hex[:12]}"
         self.info.kubectl(
@@ -100,43 +106,58 @@ class RunnerPods:
             input=_tar(files), timeout=60,
         )  # fmt: skip
         assigned = [f"{k}={v.replace('{dir}', where)}" for k, v in env.items()]
-        script = f"cd {where} && exec env {shlex.join(assigned)} agentchain agent run"
+        script = f"cd {where} && exec env {shlex.join([*assigned, *command])}"
+        interactive = ["-i"] if stdin is not None else []
         done = self.info.kubectl(
-            "exec", "-n", RUNNER_NAMESPACE, pod, "--", "sh", "-c", script,
-            check=False, timeout=timeout,
+            "exec", *interactive, "-n", RUNNER_NAMESPACE, pod, "--", "sh", "-c", script,
+            input=stdin, check=False, timeout=timeout,
         )  # fmt: skip
         return Ran(done.returncode, done.stdout, done.stderr), where
 
     def _pod(self, runtime: str) -> str:
-        if runtime in self.pods:
-            return self.pods[runtime]
-        env = reference_images(self.info, (runtime,))
-        [image] = env.values()
-        name = f"runner-{runtime}"
-        self.info.kubectl("create", "namespace", RUNNER_NAMESPACE, check=False)
-        manifest = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name},
-            "spec": {
-                "restartPolicy": "Never",
-                "automountServiceAccountToken": False,
-                "containers": [{
-                    "name": "runner",
-                    "image": image,
-                    "imagePullPolicy": "Never",
-                    # Idle, so that each run is an exec with its own streams and exit code.
-                    "command": ["sleep", "infinity"],
-                }],
-            },
-        }  # fmt: skip
-        chaining.apply(self.info, RUNNER_NAMESPACE, manifest)
-        self.info.kubectl(
-            "wait", "--for=condition=Ready", f"pod/{name}", "-n", RUNNER_NAMESPACE,
-            "--timeout=120s", timeout=130,
-        )  # fmt: skip
-        self.pods[runtime] = name
-        return name
+        if runtime not in self.pods:
+            [image] = reference_images(self.info, (runtime,)).values()
+            self.pods[runtime] = idle_pod(self.info, f"runner-{runtime}", image)
+        return self.pods[runtime]
+
+
+def idle_pod(info: ClusterInfo, name: str, image: str) -> str:
+    """A pod of ``image`` that sleeps in ``RUNNER_NAMESPACE``, ready for ``kubectl exec``
+    (each exec with its own streams and exit code); created once, then reused."""
+    info.kubectl("create", "namespace", RUNNER_NAMESPACE, check=False)
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "idle",
+                "image": image,
+                "imagePullPolicy": "Never",
+                "command": ["sleep", "infinity"],
+            }],
+        },
+    }  # fmt: skip
+    chaining.apply(info, RUNNER_NAMESPACE, manifest)
+    info.kubectl(
+        "wait", "--for=condition=Ready", f"pod/{name}", "-n", RUNNER_NAMESPACE,
+        "--timeout=120s", timeout=130,
+    )  # fmt: skip
+    return name
+
+
+def exec_argv(info: ClusterInfo, pod: str, env: Mapping[str, str], *command: str) -> list[str]:
+    """The ``kubectl exec -i`` command line that runs ``command`` with ``env`` in ``pod``,
+    its stdin, stdout and stderr those of the ``kubectl`` process."""
+    exe = str(info.bin_dir / "kubectl") if info.bin_dir else "kubectl"
+    assigned = [f"{k}={v}" for k, v in env.items()]
+    return [
+        exe, "--kubeconfig", str(info.kubeconfig), "exec", "-i", "-n", RUNNER_NAMESPACE, pod,
+        "--", "env", *assigned, *command,
+    ]  # fmt: skip
 
 
 def _tar(files: Path) -> str:

@@ -1,11 +1,14 @@
 """An agent CLI's own spans under its job's span, received by a real OpenTelemetry Collector.
 
-Host processes, no cluster: the operator's side of the trace (the chain's root span and
-the job's span, with the ids ``traces/rules/spans`` derives) is sent by the operator's own
-exporter code; the in-pod runner then runs the pinned CLI from npm (e2e/setup.sh) against
-the stand-in model server, with the variables an agent's pod gets when the operator
-traces (``spans.agent_env``: ``TRACEPARENT`` and the OTLP endpoint); the collector is the
-core distribution's (``e2e/collecting``).
+The runner alone: the operator's side of the trace (the chain's root span and the job's
+span, with the ids ``traces/rules/spans`` derives) is sent by the operator's own exporter
+code; the in-pod runner then runs the CLI against the stand-in model server, with the
+variables an agent's pod gets when the operator traces (``spans.agent_env``:
+``TRACEPARENT`` and the OTLP endpoint); the collector is the core distribution's
+(``e2e/collecting``), listening where agents reach it. On the local node the runner and
+the pinned CLI from npm (e2e/setup.sh) are host processes; when agents run in containers
+(``AGENTCHAIN_E2E_NODE=real``) they are the runtime's reference image's, in a runner pod
+(``e2e/runtime_node.py``).
 
 Aspects covered, for Claude Code, codex and Gemini CLI:
 - the CLI's spans join the chain's one trace: every span the collector received is in
@@ -15,7 +18,12 @@ Aspects covered, for Claude Code, codex and Gemini CLI:
   the runner's relay, which adopts the spans they start in traces of their own; Gemini
   CLI's spans are its model requests, ``llm_call``, with their token counts and without
   its system instructions);
-- neither the prompt's nor the answer's text is in any span (no opt-in was given).
+- neither the prompt's nor the answer's text is in any span (no opt-in was given);
+- through the operator (Claude Code's job, its pod given ``TRACEPARENT`` and the
+  collector's endpoint by the operator): the chain is one trace, a whole tree of the
+  operator's spans and the CLI's; the CLI's top span and its model request hang under
+  the job's span, which carries the token split its runner reported
+  (``gen_ai.usage.input_tokens`` / ``output_tokens``).
 """
 
 from __future__ import annotations
@@ -34,14 +42,15 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
 from agentchain.traces import exporting
 from agentchain.traces.rules import spans
-from e2e import operating, tracetree
+from e2e import chaining, operating, tracetree
 from e2e.collecting import Collector, assert_one_tree, attrs
-from e2e.controlplane.cluster import agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, Reply, text, tool
 from e2e.models.fixtures import agent_cli
-from e2e.runtime_node import AgentDir, agent_host
+from e2e.runtime_node import AgentDir, agent_host, reference_images
 
 Obj = dict[str, Any]
+REPO = Path(__file__).resolve().parents[1]
 NAMESPACE, JOB = "team-a", "triage-1"
 PROMPT_MARK, ANSWER_MARK = "prompt-mark-7f3a", "answer-mark-9c1e"
 RUN_TIMEOUT_SECONDS = 60
@@ -205,3 +214,89 @@ def test_a_real_clis_spans_nest_under_its_jobs_span(
     # No opt-in: the words the model read and wrote stay out of the spans.
     written = collector.output.read_text()
     assert PROMPT_MARK not in written and ANSWER_MARK not in written
+
+
+def _claude_operator_env(info: ClusterInfo) -> dict[str, str]:
+    """The operator's settings for Claude Code's pods: its reference image in containers;
+    on the local node, which ignores images, this tree's runner and the pinned CLI."""
+    if agents_in_containers():
+        return reference_images(info, ("claude-code",))
+    command = ["env", f"PYTHONPATH={REPO / 'operator'}", sys.executable, "-m", "agentchain"]
+    return {
+        "AGENTCHAIN_RUNTIME_COMMAND": ",".join([*command, "agent", "run"]),
+        "AGENTCHAIN_RUNTIME_CLI_PATH": str(agent_cli("claude-code")),
+    }
+
+
+@pytest.mark.timeout(300)
+def test_a_claude_jobs_own_spans_nest_under_the_span_the_operator_exports(
+    operator_paused: None,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    model_standin: ModelStandIn,
+    collector: Collector,
+    tmp_path: Path,
+) -> None:
+    """Through the operator: the pod gets ``TRACEPARENT`` and the collector's endpoint from
+    the operator, and the runner turns on the CLI's own export. The chain is one trace, a
+    whole tree of the operator's spans and the CLI's; the CLI's top span and its model
+    request hang under the job's span, which carries the token split the runner
+    reported."""
+    info = cluster_info
+    env = {**_claude_operator_env(info), "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint}
+    runtime: Obj = {
+        "type": "claude-code",
+        "baseUrl": model_standin.url,
+        "credentials": {"secretName": "anthropic", "key": "api-key"},
+    }
+    variables = [
+        {"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"},
+        {"name": "ENABLE_TOOL_SEARCH", "value": "false"},
+    ]
+    local: Obj = {}
+    if not agents_in_containers():
+        # The local node runs no image, and the host's CLI gets a home of its own.
+        local = {"image": "agentchain-claude-code:e2e"}
+        variables.append({"name": "HOME", "value": str(tmp_path / "home")})
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "anthropic"},
+        "stringData": {"api-key": DEFAULT_API_KEY},
+    }
+    agent = chaining.ai_agent(
+        "traced-claude",
+        triggers=chaining.MANUAL,
+        defaultModel="claude-sonnet-4-5",
+        env=variables,
+        runtime=runtime,
+        **local,
+    )
+    model_standin.script(text("Forty-two.", input_tokens=300, output_tokens=40))
+    with operating.running(info, env):
+        chaining.apply(info, namespace, secret, agent)
+        chaining.apply(info, namespace, chaining.root_job("traced-claude-1", "traced-claude"))
+        status = chaining.wait_phase(info, namespace, "traced-claude-1", timeout=180)
+        assert status["phase"] == "Succeeded", status
+        chain_id = str(status["chainId"])
+        trace = f"{spans.trace_id(chain_id):032x}"
+
+        def arrived() -> bool:
+            names = {s["name"] for s in collector.spans() if s["traceId"] == trace}
+            return {"agentjob traced-claude", "claude_code.interaction"} <= names
+
+        operating.wait_until(arrived, timeout=60, what="the job's and the CLI's spans")
+        received = collector.trace_of(chain_id, 8)
+
+    assert_one_tree(received)
+    job = f"{spans.job_span_id(namespace, 'traced-claude-1'):016x}"
+    by_id = {s["spanId"]: s for s in received}
+    (mine,) = [s for s in received if s["name"] == "agentjob traced-claude"]
+    assert mine["spanId"] == job
+    said = attrs(mine)
+    split = (int(said["gen_ai.usage.input_tokens"]), int(said["gen_ai.usage.output_tokens"]))
+    assert split == (300, 40), said
+    (cli,) = [s for s in received if s["name"] == "claude_code.interaction"]
+    assert cli["parentSpanId"] == job, cli
+    requests = [s for s in received if s["name"] == "claude_code.llm_request"]
+    assert requests and all(_under(s, job, by_id) for s in requests), requests

@@ -2,21 +2,26 @@
 
 The operator acts as a GitHub App against the GitHub stand-in, whose git server holds
 the example payloads' repository with a typo in its README; GitHub's own
-``issues.opened`` example, signed as GitHub signs it, starts seed 003's chain. The
-stand-in node runs each container's command as a host process (it ignores the images),
-so the runner and the workspace commands are this tree's
+``issues.opened`` example, signed as GitHub signs it, starts seed 003's chain. When
+agents run in containers (``AGENTCHAIN_E2E_NODE=real``) each step runs in its runtime's
+reference image (``images/agent/Dockerfile``, imported by ``e2e/runtime_node.py``; the
+operator is told them, ``AGENTCHAIN_RUNTIME_IMAGE_*``) and the workspace containers in
+the session's workspace image, cloning from the git stand-in on the node's bridge. The
+local node runs each container's command as a host process (it ignores the images), so
+there the runner and the workspace commands are this tree's
 (``AGENTCHAIN_RUNTIME_COMMAND``, ``AGENTCHAIN_WORKSPACE_COMMAND``) and each AiAgent
 names its pinned CLI binary (``AGENTCHAIN_AGENT_CLI``, e2e/setup.sh). Both CLIs talk to
 the stand-in model server (``e2e/models``), which answers each model request with the
 next scripted turn: the chain runs one job at a time, and a delegation with a wait holds
-its caller, so the turns come in the order written in ``e2e/runtime_chain.py``, which
-the real node's chain in the reference images (``e2e/test_runtime_chain_realnode.py``)
-shares. Everything between is the product's.
+its caller, so the turns come in the order written in ``e2e/runtime_chain.py``.
+Everything between is the product's.
 
 Aspects covered:
 - issue opened -> triage (claude-code) -> developer (codex) -> reviewer (claude-code):
   every step succeeds with its CLI's final answer as its result, and reports its usage
-  (tokens for each; a cost for Claude Code's, codex reports none);
+  (tokens for each; a cost for Claude Code's, codex reports none); in containers, each
+  step's agent container ran its runtime's reference image and exited 0, and the
+  workspace's container ran the workspace image;
 - the models' tool calls reach ``agentchain mcp`` through each CLI: triage writes a store
   entry and its anchor, the developer (the next job, another CLI) reads that entry, the
   reviewer delegates to a security agent and waits for its answer; each is then visible
