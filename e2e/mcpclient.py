@@ -40,10 +40,11 @@ def pod_env(api_url: str, token: str, namespace: str, job: str, chain_id: str) -
     }
 
 
-def server(env: dict[str, str], info: ClusterInfo) -> Client:
+def server(env: dict[str, str], info: ClusterInfo | None = None) -> Client:
     """A client of ``agentchain mcp`` run with ``env``: this checkout's as a host process
-    on the local node, the e2e agent image's in a pod when agents run in containers."""
-    if not agents_in_containers():
+    (the unit tests', which name no cluster, and on the local node), the e2e agent
+    image's in a pod of ``info``'s cluster when agents run in containers."""
+    if info is None or not agents_in_containers():
         params = StdioServerParameters(
             command=sys.executable, args=["-m", "agentchain", "mcp"], env=env
         )
