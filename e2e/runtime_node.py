@@ -112,7 +112,10 @@ class RunnerPods:
             "exec", *interactive, "-n", RUNNER_NAMESPACE, pod, "--", "sh", "-c", script,
             input=stdin, check=False, timeout=timeout,
         )  # fmt: skip
-        return Ran(done.returncode, done.stdout, done.stderr), where
+        # kubectl adds its own last line to stderr when the command failed; the runner's
+        # last line (its one-line message) is what the tests read.
+        stderr = done.stderr.removesuffix(f"command terminated with exit code {done.returncode}\n")
+        return Ran(done.returncode, done.stdout, stderr), where
 
     def _pod(self, runtime: str) -> str:
         if runtime not in self.pods:
