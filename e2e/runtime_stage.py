@@ -1,6 +1,7 @@
 """A real node with the reference agent images, the operator and the stand-in model
 server, for running runner-runtime AgentJobs in real containers
-(``e2e/test_runtime_images.py``, ``bench/bench_runtime_images.py``).
+(``e2e/test_runtime_images.py``, ``e2e/test_runtime_chain_realnode.py``,
+``bench/bench_runtime_images.py``).
 
 ``stage()`` builds the images (cached by their inputs), starts ``cluster(node="real")``,
 imports them, and starts the stand-in model server and the operator as host processes

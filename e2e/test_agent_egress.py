@@ -20,7 +20,9 @@ rule's port (pod addresses are among its private exceptions); with the policy de
 reaches them again, so their silence was the policy's doing. The cluster's DNS there is
 CoreDNS as a host process, not a pod: the policy is built with the DNS namespace setting
 empty (port 53 to any address), as the chart's ``networkPolicy.agentEgress.dnsNamespace:
-""`` says for such clusters. The local node enforces no NetworkPolicy: that test skips.
+""`` says for such clusters. The local node enforces no NetworkPolicy: that test skips
+there, and ``test_agent_egress_realnode.py`` runs it on a real node of its own
+(``make realnode``) until the suite's lanes run with the switch.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ there the runner and the workspace commands are this tree's
 names its pinned CLI binary (``AGENTCHAIN_AGENT_CLI``, e2e/setup.sh). Both CLIs talk to
 the stand-in model server (``e2e/models``), which answers each model request with the
 next scripted turn: the chain runs one job at a time, and a delegation with a wait holds
-its caller, so the turns come in the order written in ``e2e/runtime_chain.py``.
+its caller, so the turns come in the order written in ``e2e/runtime_chain.py``, which
+``e2e/test_runtime_chain_realnode.py`` (a real node of its own, ``make realnode``) shares.
 Everything between is the product's.
 
 Aspects covered:
