@@ -54,6 +54,7 @@ from e2e.github.fixtures import require_spec
 from e2e.github.gitserver import GitServer
 from e2e.github.standin import GitHubStandIn
 from e2e.models.server import ModelStandIn
+from e2e.runtime_node import agent_dir  # noqa: F401  (fixture for the runner's tests)
 
 E2E_DIR = Path(__file__).resolve().parent
 NAMESPACE_READY_TIMEOUT_SECONDS = 30.0

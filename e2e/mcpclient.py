@@ -2,9 +2,13 @@
 
 The MCP SDK's own client starts ``python -m agentchain mcp`` with the environment an
 agent's pod gets, so the tests exercise the real server, its real transport and the
-real job API behind it.  Enter :func:`server` in the test itself, not in a fixture:
-anyio's task groups must be left in the task that entered them, which a fixture's
-teardown is not.
+real job API behind it. When agents run in containers (the real node) the server is the
+e2e agent image's ``agentchain mcp`` in an idle pod of that image, spoken to through
+``kubectl exec -i`` (its stdio are the exec's), so the job API behind it must listen
+where pods reach it (``ClusterInfo.pod_host``).
+
+Enter :func:`server` in the test itself, not in a fixture: anyio's task groups must be
+left in the task that entered them, which a fixture's teardown is not.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 import agentchain
+from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.runtime_node import exec_argv, idle_pod
 
 # The package of the checkout that runs the tests, whichever it is.
 SOURCE = str(Path(agentchain.__file__).resolve().parents[1])
@@ -34,11 +40,19 @@ def pod_env(api_url: str, token: str, namespace: str, job: str, chain_id: str) -
     }
 
 
-def server(env: dict[str, str]) -> Client:
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "agentchain", "mcp"], env=env
-    )
-    return Client(params, read_timeout_seconds=120)
+def server(env: dict[str, str], info: ClusterInfo | None = None) -> Client:
+    """A client of ``agentchain mcp`` run with ``env``: this checkout's as a host process
+    (the unit tests', which name no cluster, and on the local node), the e2e agent
+    image's in a pod of ``info``'s cluster when agents run in containers."""
+    if info is None or not agents_in_containers():
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "agentchain", "mcp"], env=env
+        )
+        return Client(params, read_timeout_seconds=120)
+    pod = idle_pod(info, "mcp-server", info.agent_image)
+    in_pod = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    exe, *args = exec_argv(info, pod, in_pod, "agentchain", "mcp")
+    return Client(StdioServerParameters(command=exe, args=args), read_timeout_seconds=120)
 
 
 def text_of(result: CallToolResult) -> str:

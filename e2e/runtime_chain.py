@@ -1,7 +1,8 @@
 """Seed 003's chain on real agent CLIs: its AiAgents, the models' scripted turns and what
-the chain must show afterwards, shared by the chain on the stand-in node (host processes,
-``e2e/test_runtime_chain.py``) and the chain in the reference images on the real node
-(``e2e/test_runtime_chain_realnode.py``), so both hold the chain to the same account.
+the chain must show afterwards, shared by ``e2e/test_runtime_chain.py`` (on the local
+node's host processes, or in the reference images with ``AGENTCHAIN_E2E_NODE=real``) and
+the real node's own run of it (``e2e/test_runtime_chain_realnode.py``), so all hold the
+chain to the same account.
 
 The chain: issue opened -> triage (claude-code) -> developer (codex, committing in the
 chain's workspace) -> reviewer (claude-code), who delegates to a security agent and waits

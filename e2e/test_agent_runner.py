@@ -46,6 +46,7 @@ from agentchain.web.schemas import AnswerHandover, UsageReport
 from e2e.github.threaded import ThreadedSite
 from e2e.models import DEFAULT_API_KEY, Failure, ModelStandIn, Reply, failure, text, tool
 from e2e.models.fixtures import agent_cli
+from e2e.runtime_node import AgentDir, agent_host
 
 JOB_TOKEN = "job-token-of-triage-1"
 NAMESPACE, JOB = "team-a", "triage-1"
@@ -57,18 +58,19 @@ class UsageSink:
     """The job API's usage and answer routes as the runner sees them: token, path and
     body checked."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
         self.reports: list[dict[str, Any]] = []
         self.answers: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         app = web.Application()
         app.router.add_post("/api/jobs/{namespace}/{name}/usage", self._usage)
         app.router.add_put("/api/jobs/{namespace}/{name}/answer", self._answer)
-        self._site = ThreadedSite(app, "usage-sink")
+        self._site = ThreadedSite(app, "usage-sink", host=host)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._site.port}"
+        return f"http://{self.host}:{self._site.port}"
 
     async def _usage(self, request: web.Request) -> web.Response:
         where = (request.match_info["namespace"], request.match_info["name"])
@@ -114,8 +116,9 @@ class UsageSink:
 
 
 @pytest.fixture
-def usage_sink() -> Iterator[UsageSink]:
-    with UsageSink() as sink:
+def usage_sink(request: pytest.FixtureRequest) -> Iterator[UsageSink]:
+    """The job API's stand-in, listening where the runner reaches it."""
+    with UsageSink(agent_host(request)) as sink:
         yield sink
 
 
@@ -130,12 +133,11 @@ class Run:
         return self.stderr.rstrip("\n").rsplit("\n", 1)[-1]
 
 
-def _runtime_env(runtime: str, home: Path, models: ModelStandIn) -> dict[str, str]:
+def _runtime_env(runtime: str, home: str, models: ModelStandIn) -> dict[str, str]:
     """How each CLI is pointed at the stand-in: its documented base-URL settings."""
     if runtime == "codex":
-        (home / ".codex").mkdir(exist_ok=True)
         return {
-            "CODEX_HOME": str(home / ".codex"),
+            "CODEX_HOME": f"{home}/.codex",
             "OPENAI_BASE_URL": f"{models.url}/v1",
             "OPENAI_API_KEY": DEFAULT_API_KEY,
             "AGENT_MODEL": "gpt-5",
@@ -148,23 +150,25 @@ def _runtime_env(runtime: str, home: Path, models: ModelStandIn) -> dict[str, st
 
 
 def run_agent(
-    tmp_path: Path,
+    where: AgentDir,
     models: ModelStandIn,
     api_url: str,
     runtime: str = "claude-code",
     **settings: str,
 ) -> Run:
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    (tmp_path / "prompt").write_text("What is six times seven?\n")
+    """The runner with ``runtime``'s CLI in ``where``: this tree's runner and the CLI
+    e2e/setup.sh fetched as a host process on the local node, the reference image's in
+    a runner pod when agents run in containers."""
+    (where.path / "home" / ".codex").mkdir(parents=True, exist_ok=True)
+    (where.path / "prompt").write_text("What is six times seven?\n")
+    # The run's directory as the runner sees it: the pod's copy of ``where.path``.
+    base = "{dir}" if where.pods is not None else str(where.path)
     env = {
-        **os.environ,
-        "HOME": str(home),
-        **_runtime_env(runtime, home, models),
+        "HOME": f"{base}/home",
+        **_runtime_env(runtime, f"{base}/home", models),
         "AGENTCHAIN_RUNTIME": runtime,
-        "AGENTCHAIN_AGENT_CLI": str(agent_cli(runtime)),
         "AGENTCHAIN_MODEL_RETRIES": "0",
-        "AGENT_PROMPT_FILE": str(tmp_path / "prompt"),
+        "AGENT_PROMPT_FILE": f"{base}/prompt",
         "AGENT_PROMPT": "(see the file)",
         "AGENT_API_URL": api_url,
         "AGENT_TOKEN": JOB_TOKEN,
@@ -172,10 +176,13 @@ def run_agent(
         "AGENT_JOB": JOB,
         **settings,
     }
+    if where.pods is not None:
+        ran, _ = where.pods.run(runtime, where.path, env, RUN_TIMEOUT_SECONDS)
+        return Run(ran.code, ran.stdout, ran.stderr)
     done = subprocess.run(
         [sys.executable, "-m", "agentchain", "agent", "run"],
-        env=env,
-        cwd=tmp_path,
+        env={**os.environ, **env, "AGENTCHAIN_AGENT_CLI": str(agent_cli(runtime))},
+        cwd=where.path,
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_SECONDS,
@@ -185,10 +192,10 @@ def run_agent(
 
 
 def test_text_answer_is_the_only_stdout_and_usage_is_reported(
-    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+    agent_dir: AgentDir, model_standin: ModelStandIn, usage_sink: UsageSink
 ) -> None:
     model_standin.script(text("Six times seven is 42.", input_tokens=1000, output_tokens=200))
-    run = run_agent(tmp_path, model_standin, usage_sink.url, AGENTCHAIN_MAX_TURNS="3")
+    run = run_agent(agent_dir, model_standin, usage_sink.url, AGENTCHAIN_MAX_TURNS="3")
     assert (run.code, run.stdout) == (0, "Six times seven is 42.\n"), run.stderr
     assert "[assistant] Six times seven is 42." in run.stderr
     [request] = model_standin.exchanges("anthropic")
@@ -204,9 +211,9 @@ def test_text_answer_is_the_only_stdout_and_usage_is_reported(
 
 
 def test_bad_key_ends_with_model_auth_failed(
-    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+    agent_dir: AgentDir, model_standin: ModelStandIn, usage_sink: UsageSink
 ) -> None:
-    run = run_agent(tmp_path, model_standin, usage_sink.url, ANTHROPIC_API_KEY="sk-wrong")
+    run = run_agent(agent_dir, model_standin, usage_sink.url, ANTHROPIC_API_KEY="sk-wrong")
     assert (run.code, run.stdout) == (exits.EXIT_MODEL_AUTH, ""), run.stderr
     assert run.last_line.startswith("the model provider refused the credentials: ")
     assert "HTTP 401 authentication_error: " in run.last_line
@@ -216,10 +223,10 @@ def test_bad_key_ends_with_model_auth_failed(
 
 
 def test_rate_limit_storm_ends_with_model_rate_limited_after_the_retries(
-    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+    agent_dir: AgentDir, model_standin: ModelStandIn, usage_sink: UsageSink
 ) -> None:
     model_standin.always(failure(429, retry_after=0))
-    run = run_agent(tmp_path, model_standin, usage_sink.url, AGENTCHAIN_MODEL_RETRIES="2")
+    run = run_agent(agent_dir, model_standin, usage_sink.url, AGENTCHAIN_MODEL_RETRIES="2")
     assert (run.code, run.stdout) == (exits.EXIT_MODEL_RATE_LIMITED, ""), run.stderr
     assert run.last_line.startswith(
         "the model provider kept rate-limiting the agent: HTTP 429 rate_limit_error: "
@@ -228,24 +235,24 @@ def test_rate_limit_storm_ends_with_model_rate_limited_after_the_retries(
 
 
 def test_provider_error_ends_with_model_unavailable(
-    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+    agent_dir: AgentDir, model_standin: ModelStandIn, usage_sink: UsageSink
 ) -> None:
     model_standin.always(failure(500, "Internal server error"))
-    run = run_agent(tmp_path, model_standin, usage_sink.url)
+    run = run_agent(agent_dir, model_standin, usage_sink.url)
     assert (run.code, run.stdout) == (exits.EXIT_MODEL_UNAVAILABLE, ""), run.stderr
     assert run.last_line.startswith("the model provider failed or could not be reached: ")
     assert "HTTP 500 api_error: " in run.last_line
 
 
 def test_turn_limit_ends_with_turn_limit_reached_and_reports_what_it_used(
-    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+    agent_dir: AgentDir, model_standin: ModelStandIn, usage_sink: UsageSink
 ) -> None:
     model_standin.script(
         tool("Bash", {"command": "echo checking", "description": "Check"}),
         text("never asked for"),
     )
     run = run_agent(
-        tmp_path,
+        agent_dir,
         model_standin,
         usage_sink.url,
         AGENTCHAIN_MAX_TURNS="1",
@@ -265,19 +272,19 @@ def test_turn_limit_ends_with_turn_limit_reached_and_reports_what_it_used(
 
 
 def test_unreachable_usage_api_does_not_change_the_outcome(
-    tmp_path: Path, model_standin: ModelStandIn
+    agent_dir: AgentDir, model_standin: ModelStandIn
 ) -> None:
     model_standin.script(text("Still 42."))
-    run = run_agent(tmp_path, model_standin, "http://127.0.0.1:9")
+    run = run_agent(agent_dir, model_standin, "http://127.0.0.1:9")
     assert (run.code, run.stdout) == (0, "Still 42.\n"), run.stderr
     assert "[runner] usage not reported after 3 attempts" in run.stderr
 
 
 def test_codex_text_answer_is_the_only_stdout_and_tokens_are_reported(
-    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+    agent_dir: AgentDir, model_standin: ModelStandIn, usage_sink: UsageSink
 ) -> None:
     model_standin.script(text("Forty-two.", input_tokens=300, output_tokens=40))
-    run = run_agent(tmp_path, model_standin, usage_sink.url, "codex")
+    run = run_agent(agent_dir, model_standin, usage_sink.url, "codex")
     assert (run.code, run.stdout) == (0, "Forty-two.\n"), run.stderr
     [request] = model_standin.exchanges("responses")
     assert request.body["model"] == "gpt-5" and request.body["stream"] is True
@@ -297,7 +304,7 @@ def test_codex_text_answer_is_the_only_stdout_and_tokens_are_reported(
     ids=["401", "429-storm", "500"],
 )
 def test_codex_provider_errors_end_with_their_codes(
-    tmp_path: Path,
+    agent_dir: AgentDir,
     model_standin: ModelStandIn,
     usage_sink: UsageSink,
     answer: Failure | None,
@@ -308,7 +315,7 @@ def test_codex_provider_errors_end_with_their_codes(
     model_standin.always(answer)
     key = {"OPENAI_API_KEY": "sk-wrong"} if answer is None else {}
     run = run_agent(
-        tmp_path, model_standin, usage_sink.url, "codex", AGENTCHAIN_MODEL_RETRIES=retries, **key
+        agent_dir, model_standin, usage_sink.url, "codex", AGENTCHAIN_MODEL_RETRIES=retries, **key
     )
     assert (run.code, run.stdout) == (code, ""), run.stderr
     reason = exits.reason_of_exit(code)
@@ -342,7 +349,7 @@ def _tool_outputs(body: dict[str, Any]) -> list[Any]:
     ],
 )
 def test_a_tool_call_round_trip_then_the_answer(
-    tmp_path: Path,
+    agent_dir: AgentDir,
     model_standin: ModelStandIn,
     usage_sink: UsageSink,
     runtime: str,
@@ -350,7 +357,7 @@ def test_a_tool_call_round_trip_then_the_answer(
 ) -> None:
     model_standin.script(call, text("Checked: all good."))
     run = run_agent(
-        tmp_path,
+        agent_dir,
         model_standin,
         usage_sink.url,
         runtime,
@@ -367,21 +374,21 @@ def test_a_tool_call_round_trip_then_the_answer(
 
 
 def test_codex_waits_for_its_mcp_servers_before_the_first_request(
-    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+    agent_dir: AgentDir, model_standin: ModelStandIn, usage_sink: UsageSink
 ) -> None:
     """codex exec does not wait for an MCP server still starting: without ``required``
     the first request (often the only one) went out without ``agentchain mcp``'s tools."""
     model_standin.script(text("Nothing to do."))
-    tree = f"PYTHONPATH={Path(__file__).resolve().parents[1] / 'operator'}"
-    server = {
+    names = ["AGENT_API_URL", "AGENT_TOKEN", "AGENT_NAMESPACE", "AGENT_JOB", "AGENT_CHAIN_ID"]
+    server: dict[str, Any] = {"command": "agentchain", "args": ["mcp"], "env": names}
+    if agent_dir.pods is None:
         # codex gives a server a short list of variables, without PYTHONPATH: the tree's
-        # path is in its command, as in the operator's runtime command.
-        "command": "env",
-        "args": [tree, sys.executable, "-m", "agentchain", "mcp"],
-        "env": ["AGENT_API_URL", "AGENT_TOKEN", "AGENT_NAMESPACE", "AGENT_JOB", "AGENT_CHAIN_ID"],
-    }
+        # path is in its command, as in the operator's runtime command (the image has
+        # its own ``agentchain``).
+        tree = f"PYTHONPATH={Path(__file__).resolve().parents[1] / 'operator'}"
+        server |= {"command": "env", "args": [tree, sys.executable, "-m", "agentchain", "mcp"]}
     run = run_agent(
-        tmp_path,
+        agent_dir,
         model_standin,
         usage_sink.url,
         "codex",

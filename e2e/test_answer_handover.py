@@ -10,11 +10,10 @@ Aspects covered:
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 from e2e import chaining, operating
-from e2e.controlplane.cluster import ClusterInfo
+from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
 
 OPERATOR_CODE = Path(__file__).resolve().parents[1] / "operator"
 ANSWER = "ANSWER-HANDED-OVER: the fix is in place."
@@ -22,14 +21,16 @@ NOISE = "TRANSCRIPT-ON-STDERR"
 
 
 def _speaker_command() -> list[str]:
-    # This checkout's runner under this interpreter: a local-node pod gets only PATH.
+    # The runner under the agent's Python: the image's own agentchain in a container, this
+    # checkout's on the local node, whose pods get only PATH.
+    path = "" if agents_in_containers() else f"sys.path.insert(0, {str(OPERATOR_CODE)!r}); "
     script = (
-        f"import os, sys; sys.path.insert(0, {str(OPERATOR_CODE)!r}); "
+        f"import os, sys; {path}"
         "from agentchain.runtimes.inpod import runner; "
         f"print({NOISE!r}, file=sys.stderr, flush=True); "
         f"runner.hand_over(os.environ, {ANSWER!r}); print({ANSWER!r})"
     )
-    return ["sh", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}"]
+    return ["sh", "-c", f"{shlex.quote(chaining.agent_python())} -c {shlex.quote(script)}"]
 
 
 def test_a_handed_over_answer_is_the_output_without_the_transcript(

@@ -1,11 +1,14 @@
 """An agent CLI's own spans under its job's span, received by a real OpenTelemetry Collector.
 
-Host processes, no cluster: the operator's side of the trace (the chain's root span and
-the job's span, with the ids ``traces/rules/spans`` derives) is sent by the operator's own
-exporter code; the in-pod runner then runs the pinned CLI from npm (e2e/setup.sh) against
-the stand-in model server, with the variables an agent's pod gets when the operator
-traces (``spans.agent_env``: ``TRACEPARENT`` and the OTLP endpoint); the collector is the
-core distribution's (``e2e/collecting``).
+The runner alone: the operator's side of the trace (the chain's root span and the job's
+span, with the ids ``traces/rules/spans`` derives) is sent by the operator's own exporter
+code; the in-pod runner then runs the CLI against the stand-in model server, with the
+variables an agent's pod gets when the operator traces (``spans.agent_env``:
+``TRACEPARENT`` and the OTLP endpoint); the collector is the core distribution's
+(``e2e/collecting``), listening where agents reach it. On the local node the runner and
+the pinned CLI from npm (e2e/setup.sh) are host processes; when agents run in containers
+(``AGENTCHAIN_E2E_NODE=real``) they are the runtime's reference image's, in a runner pod
+(``e2e/runtime_node.py``).
 
 Aspects covered, for Claude Code, codex and Gemini CLI:
 - the CLI's spans join the chain's one trace: every span the collector received is in
@@ -15,7 +18,12 @@ Aspects covered, for Claude Code, codex and Gemini CLI:
   the runner's relay, which adopts the spans they start in traces of their own; Gemini
   CLI's spans are its model requests, ``llm_call``, with their token counts and without
   its system instructions);
-- neither the prompt's nor the answer's text is in any span (no opt-in was given).
+- neither the prompt's nor the answer's text is in any span (no opt-in was given);
+- through the operator (Claude Code's job, its pod given ``TRACEPARENT`` and the
+  collector's endpoint by the operator): the chain is one trace, a whole tree of the
+  operator's spans and the CLI's; the CLI's top span and its model request hang under
+  the job's span, which carries the token split its runner reported
+  (``gen_ai.usage.input_tokens`` / ``output_tokens``).
 """
 
 from __future__ import annotations
@@ -34,12 +42,15 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
 from agentchain.traces import exporting
 from agentchain.traces.rules import spans
-from e2e import operating, tracetree
+from e2e import chaining, operating, tracetree
 from e2e.collecting import Collector, assert_one_tree, attrs
+from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, Reply, text, tool
 from e2e.models.fixtures import agent_cli
+from e2e.runtime_node import AgentDir, agent_host, reference_images
 
 Obj = dict[str, Any]
+REPO = Path(__file__).resolve().parents[1]
 NAMESPACE, JOB = "team-a", "triage-1"
 PROMPT_MARK, ANSWER_MARK = "prompt-mark-7f3a", "answer-mark-9c1e"
 RUN_TIMEOUT_SECONDS = 60
@@ -65,8 +76,8 @@ CLIS: dict[str, tuple[str | None, str, Reply, str | None]] = {
 
 
 @pytest.fixture
-def collector(tmp_path: Path) -> Iterator[Collector]:
-    running = Collector(tmp_path)
+def collector(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Collector]:
+    running = Collector(tmp_path, host=agent_host(request))
     yield running
     running.process.stop()
 
@@ -87,11 +98,10 @@ def _send_job_span(collector: Collector, chain_id: str, start_ns: int) -> None:
     exporter.shutdown()  # type: ignore[no-untyped-call]
 
 
-def _model_env(runtime: str, home: Path, models: ModelStandIn) -> dict[str, str]:
+def _model_env(runtime: str, home: str, models: ModelStandIn) -> dict[str, str]:
     if runtime == "codex":
-        (home / ".codex").mkdir()
         return {
-            "CODEX_HOME": str(home / ".codex"),
+            "CODEX_HOME": f"{home}/.codex",
             "OPENAI_BASE_URL": f"{models.url}/v1",
             "OPENAI_API_KEY": DEFAULT_API_KEY,
             "AGENT_MODEL": "gpt-5",
@@ -110,32 +120,38 @@ def _model_env(runtime: str, home: Path, models: ModelStandIn) -> dict[str, str]
 
 
 def _run_agent(
-    tmp_path: Path, runtime: str, models: ModelStandIn, trace_env: dict[str, str]
+    where: AgentDir, runtime: str, models: ModelStandIn, trace_env: dict[str, str]
 ) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    (tmp_path / "prompt").write_text(f"What is six times seven? ({PROMPT_MARK})\n")
+    """The runner with the CLI: a host process on the local node, in the runtime's
+    reference image (a runner pod) when agents run in containers."""
+    (where.path / "home" / ".codex").mkdir(parents=True)
+    (where.path / "prompt").write_text(f"What is six times seven? ({PROMPT_MARK})\n")
+    # The run's directory as the runner sees it: the pod's copy of ``where.path``.
+    base = "{dir}" if where.pods is not None else str(where.path)
     env = {
-        **os.environ,
-        "HOME": str(home),
-        **_model_env(runtime, home, models),
+        "HOME": f"{base}/home",
+        **_model_env(runtime, f"{base}/home", models),
         **trace_env,
         "AGENTCHAIN_RUNTIME": runtime,
-        "AGENTCHAIN_AGENT_CLI": str(agent_cli(runtime)),
         "AGENTCHAIN_MODEL_RETRIES": "0",
         "AGENTCHAIN_ALLOWED_TOOLS": "Bash(echo:*)",
-        "AGENT_PROMPT_FILE": str(tmp_path / "prompt"),
+        "AGENT_PROMPT_FILE": f"{base}/prompt",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "agentchain", "agent", "run"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_SECONDS,
-        check=False,
-    )
-    assert (done.returncode, done.stdout) == (0, f"It is 42 ({ANSWER_MARK}).\n"), done.stderr
+    if where.pods is not None:
+        done, _ = where.pods.run(runtime, where.path, env, RUN_TIMEOUT_SECONDS)
+        code, stdout, stderr = done.code, done.stdout, done.stderr
+    else:
+        ran = subprocess.run(
+            [sys.executable, "-m", "agentchain", "agent", "run"],
+            env={**os.environ, **env, "AGENTCHAIN_AGENT_CLI": str(agent_cli(runtime))},
+            cwd=where.path,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_SECONDS,
+            check=False,
+        )
+        code, stdout, stderr = ran.returncode, ran.stdout, ran.stderr
+    assert (code, stdout) == (0, f"It is 42 ({ANSWER_MARK}).\n"), stderr
 
 
 def _assert_one_tree(received: list[Obj], trace: str) -> dict[str, Obj]:
@@ -155,17 +171,18 @@ def _under(span: Obj, ancestor: str, by_id: dict[str, Obj]) -> bool:
     return False
 
 
-@pytest.mark.timeout(45)
+# In containers the first run of a runtime also imports its image and starts its pod.
+@pytest.mark.timeout(240 if agents_in_containers() else 45)
 @pytest.mark.parametrize("runtime", sorted(CLIS))
 def test_a_real_clis_spans_nest_under_its_jobs_span(
-    tmp_path: Path, model_standin: ModelStandIn, collector: Collector, runtime: str
+    agent_dir: AgentDir, model_standin: ModelStandIn, collector: Collector, runtime: str
 ) -> None:
     top, request, call, tool_span = CLIS[runtime]
     chain_id = f"cli-traces-{runtime}"
     started = time.time_ns()
     model_standin.script(call, text(f"It is 42 ({ANSWER_MARK})."))
     trace_env = spans.agent_env(chain_id, NAMESPACE, JOB, collector.endpoint)
-    _run_agent(tmp_path, runtime, model_standin, trace_env)
+    _run_agent(agent_dir, runtime, model_standin, trace_env)
     _send_job_span(collector, chain_id, started)
 
     trace = f"{spans.trace_id(chain_id):032x}"
@@ -197,3 +214,89 @@ def test_a_real_clis_spans_nest_under_its_jobs_span(
     # No opt-in: the words the model read and wrote stay out of the spans.
     written = collector.output.read_text()
     assert PROMPT_MARK not in written and ANSWER_MARK not in written
+
+
+def _claude_operator_env(info: ClusterInfo) -> dict[str, str]:
+    """The operator's settings for Claude Code's pods: its reference image in containers;
+    on the local node, which ignores images, this tree's runner and the pinned CLI."""
+    if agents_in_containers():
+        return reference_images(info, ("claude-code",))
+    command = ["env", f"PYTHONPATH={REPO / 'operator'}", sys.executable, "-m", "agentchain"]
+    return {
+        "AGENTCHAIN_RUNTIME_COMMAND": ",".join([*command, "agent", "run"]),
+        "AGENTCHAIN_RUNTIME_CLI_PATH": str(agent_cli("claude-code")),
+    }
+
+
+@pytest.mark.timeout(300)
+def test_a_claude_jobs_own_spans_nest_under_the_span_the_operator_exports(
+    operator_paused: None,
+    cluster_info: ClusterInfo,
+    namespace: str,
+    model_standin: ModelStandIn,
+    collector: Collector,
+    tmp_path: Path,
+) -> None:
+    """Through the operator: the pod gets ``TRACEPARENT`` and the collector's endpoint from
+    the operator, and the runner turns on the CLI's own export. The chain is one trace, a
+    whole tree of the operator's spans and the CLI's; the CLI's top span and its model
+    request hang under the job's span, which carries the token split the runner
+    reported."""
+    info = cluster_info
+    env = {**_claude_operator_env(info), "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint}
+    runtime: Obj = {
+        "type": "claude-code",
+        "baseUrl": model_standin.url,
+        "credentials": {"secretName": "anthropic", "key": "api-key"},
+    }
+    variables = [
+        {"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"},
+        {"name": "ENABLE_TOOL_SEARCH", "value": "false"},
+    ]
+    local: Obj = {}
+    if not agents_in_containers():
+        # The local node runs no image, and the host's CLI gets a home of its own.
+        local = {"image": "agentchain-claude-code:e2e"}
+        variables.append({"name": "HOME", "value": str(tmp_path / "home")})
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "anthropic"},
+        "stringData": {"api-key": DEFAULT_API_KEY},
+    }
+    agent = chaining.ai_agent(
+        "traced-claude",
+        triggers=chaining.MANUAL,
+        defaultModel="claude-sonnet-4-5",
+        env=variables,
+        runtime=runtime,
+        **local,
+    )
+    model_standin.script(text("Forty-two.", input_tokens=300, output_tokens=40))
+    with operating.running(info, env):
+        chaining.apply(info, namespace, secret, agent)
+        chaining.apply(info, namespace, chaining.root_job("traced-claude-1", "traced-claude"))
+        status = chaining.wait_phase(info, namespace, "traced-claude-1", timeout=180)
+        assert status["phase"] == "Succeeded", status
+        chain_id = str(status["chainId"])
+        trace = f"{spans.trace_id(chain_id):032x}"
+
+        def arrived() -> bool:
+            names = {s["name"] for s in collector.spans() if s["traceId"] == trace}
+            return {"agentjob traced-claude", "claude_code.interaction"} <= names
+
+        operating.wait_until(arrived, timeout=60, what="the job's and the CLI's spans")
+        received = collector.trace_of(chain_id, 8)
+
+    assert_one_tree(received)
+    job = f"{spans.job_span_id(namespace, 'traced-claude-1'):016x}"
+    by_id = {s["spanId"]: s for s in received}
+    (mine,) = [s for s in received if s["name"] == "agentjob traced-claude"]
+    assert mine["spanId"] == job
+    said = attrs(mine)
+    split = (int(said["gen_ai.usage.input_tokens"]), int(said["gen_ai.usage.output_tokens"]))
+    assert split == (300, 40), said
+    (cli,) = [s for s in received if s["name"] == "claude_code.interaction"]
+    assert cli["parentSpanId"] == job, cli
+    requests = [s for s in received if s["name"] == "claude_code.llm_request"]
+    assert requests and all(_under(s, job, by_id) for s in requests), requests

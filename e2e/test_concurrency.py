@@ -22,7 +22,6 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import json
-import sys
 import time
 import urllib.request
 from typing import Any
@@ -219,7 +218,7 @@ def test_the_namespace_limit_runs_one_job_at_a_time_chains_included(
 ) -> None:
     """``AGENTCHAIN_MAX_RUNNING_JOBS_PER_NAMESPACE=1``: three two-step chains, six jobs."""
     info = cluster_info
-    timed = [sys.executable, "-c", TIMED.format(sleep=0.5)]
+    timed = chaining.python_command(TIMED.format(sleep=0.5))
     first = chaining.agent("first", next_=chaining.step("second"))
     first["spec"]["command"] = timed
     second = chaining.agent("second")
@@ -271,7 +270,7 @@ def test_manual_runs_naming_a_group_queue_behind_each_other(
     """An agent without ``concurrency``: the API's ``concurrencyGroup`` (limit 1, queue)."""
     info = cluster_info
     plain = chaining.agent("plain")
-    plain["spec"]["command"] = [sys.executable, "-c", TIMED.format(sleep=2)]
+    plain["spec"]["command"] = chaining.python_command(TIMED.format(sleep=2))
     chaining.apply(info, namespace, plain)
     run = {"namespace": namespace, "agentRole": "plain", "concurrencyGroup": "deploy prod"}
     first = _manual(operator, {**run, "name": "deploy-1"})["id"]

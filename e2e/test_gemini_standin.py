@@ -30,6 +30,7 @@ from google.genai import errors, types
 
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, text, tool
 from e2e.models.fixtures import agent_cli, pinned
+from e2e.runtime_node import AgentDir
 
 MODEL = "gemini-2.5-pro"
 
@@ -85,32 +86,40 @@ def test_a_request_off_the_sdk_types_is_a_400_and_a_violation(model_standin: Mod
 
 
 def test_the_real_gemini_cli_reads_the_stand_in(
-    model_standin: ModelStandIn, tmp_path: Path
+    model_standin: ModelStandIn, agent_dir: AgentDir
 ) -> None:
-    cli = agent_cli("gemini")
+    """The host's pinned CLI on the local node; the reference image's when agents run in
+    containers (the image's own ``gemini``, in a runner pod)."""
+    home = agent_dir.path
     # With GOOGLE_GEMINI_BASE_URL the CLI's own guess of the auth type is "gateway", which
     # a headless run refuses: the user settings name the API key as the method.
-    (tmp_path / ".gemini").mkdir()
+    (home / ".gemini").mkdir()
     settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
-    (tmp_path / ".gemini" / "settings.json").write_text(json.dumps(settings))
+    (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
     model_standin.script(text("Forty-two.", input_tokens=300, output_tokens=40))
     env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(tmp_path),
         "GEMINI_API_KEY": DEFAULT_API_KEY,
         "GOOGLE_GEMINI_BASE_URL": model_standin.url,
         "GEMINI_CLI_TRUST_WORKSPACE": "true",
     }
-    done = subprocess.run(
-        [str(cli), "-p", "", "--output-format", "stream-json", "-m", MODEL],
-        input="What is six times seven?\n",
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    argv = ("-p", "", "--output-format", "stream-json", "-m", MODEL)
+    prompt = "What is six times seven?\n"
+    if agent_dir.pods is not None:
+        ran, _ = agent_dir.pods.run(
+            "gemini", home, {**env, "HOME": "{dir}"}, 60, ("gemini", *argv), stdin=prompt
+        )
+        done = subprocess.CompletedProcess(argv, ran.code, ran.stdout, ran.stderr)
+    else:
+        done = subprocess.run(
+            [str(agent_cli("gemini")), *argv],
+            input=prompt,
+            env={**env, "PATH": os.environ.get("PATH", ""), "HOME": str(home)},
+            cwd=home,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     assert done.returncode == 0, done.stderr
     events: list[dict[str, Any]] = [json.loads(line) for line in done.stdout.splitlines()]
     said = "".join(e["content"] for e in events if e.get("role") == "assistant")

@@ -33,7 +33,7 @@ import pytest
 from agentchain import models
 from agentchain.core.runtime import Runtime
 from e2e import chaining, delivering, operating
-from e2e.controlplane.cluster import ClusterInfo
+from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
 from e2e.github import GitHubStandIn
 from e2e.githubloop import REPOSITORY, app_delivery, app_operator, install
 from e2e.mcpclient import ok, pod_env, refused, server
@@ -52,6 +52,12 @@ def team(kube: ClusterInfo, namespace: str) -> str:
     apply(kube, namespace, agent_manifest("helper", delegation={"allowedFrom": ["*"]}))
     apply(kube, namespace, agent_manifest("guarded", delegation={"allowedFrom": ["outsider"]}))
     return namespace
+
+
+def api_host(kube: ClusterInfo) -> str:
+    """Where the in-process job API listens: where the MCP server, in a pod when agents
+    run in containers, reaches it."""
+    return kube.pod_host if agents_in_containers() else "127.0.0.1"
 
 
 async def start(client: Client, namespace: str, agent: str, name: str) -> dict[str, Any]:
@@ -89,9 +95,9 @@ async def end_when_created(kube: ClusterInfo, client: Client, agent: str, result
 
 @in_process
 async def test_delegate_waits_for_the_delegated_jobs_result(kube: ClusterInfo, team: str) -> None:
-    async with served(kube, team) as (client, rt):
+    async with served(kube, team, host=api_host(kube)) as (client, rt):
         lead = await start(client, team, "lead", "lead-root")
-        async with server(await job_env(client, rt, lead)) as tools:
+        async with server(await job_env(client, rt, lead), kube) as tools:
             ending = asyncio.create_task(end_when_created(kube, client, "helper", "42 rows"))
             answer = await ok(
                 tools, "delegate", agent="helper", task="count the rows", wait_seconds=60
@@ -115,10 +121,10 @@ async def test_delegate_waits_for_the_delegated_jobs_result(kube: ClusterInfo, t
 
 @in_process
 async def test_delegation_refusals_are_tool_errors(kube: ClusterInfo, team: str) -> None:
-    async with served(kube, team) as (client, rt):
+    async with served(kube, team, host=api_host(kube)) as (client, rt):
         lead = await start(client, team, "lead", "lead-root")
         other = await start(client, team, "helper", "other-root")
-        async with server(await job_env(client, rt, lead)) as tools:
+        async with server(await job_env(client, rt, lead), kube) as tools:
             loop = await refused(tools, "delegate", agent="lead", task="me again")
             assert "Agent 'lead' already in delegation chain" in loop
             assert "(HTTP 409, reason AlreadyInChain)" in loop, loop
@@ -137,9 +143,9 @@ async def test_delegation_refusals_are_tool_errors(kube: ClusterInfo, team: str)
 
 @in_process
 async def test_progress_note_is_the_jobs_own_annotation(kube: ClusterInfo, team: str) -> None:
-    async with served(kube, team) as (client, rt):
+    async with served(kube, team, host=api_host(kube)) as (client, rt):
         lead = await start(client, team, "lead", "lead-root")
-        async with server(await job_env(client, rt, lead)) as tools:
+        async with server(await job_env(client, rt, lead), kube) as tools:
             noted = await ok(tools, "progress_note", note="tests pass, now the docs")
             assert noted == {
                 "id": "lead-root",
@@ -177,7 +183,7 @@ async def test_github_token_and_progress_note_from_a_launched_job(
         meta = job["metadata"]
         token = chaining.job_secret(cluster_info, namespace, job)["token"]
         env = pod_env(op.url, token, namespace, meta["name"], job["status"]["chainId"])
-        async with server(env) as tools:
+        async with server(env, cluster_info) as tools:
             fresh = await ok(tools, "github_token")
             await ok(tools, "progress_note", note="tests pass, @octocat <b>look</b>")
         assert fresh["repository"] == REPOSITORY

@@ -2,21 +2,27 @@
 
 The operator acts as a GitHub App against the GitHub stand-in, whose git server holds
 the example payloads' repository with a typo in its README; GitHub's own
-``issues.opened`` example, signed as GitHub signs it, starts seed 003's chain. The
-stand-in node runs each container's command as a host process (it ignores the images),
-so the runner and the workspace commands are this tree's
+``issues.opened`` example, signed as GitHub signs it, starts seed 003's chain. When
+agents run in containers (``AGENTCHAIN_E2E_NODE=real``) each step runs in its runtime's
+reference image (``images/agent/Dockerfile``, imported by ``e2e/runtime_node.py``; the
+operator is told them, ``AGENTCHAIN_RUNTIME_IMAGE_*``) and the workspace containers in
+the session's workspace image, cloning from the git stand-in on the node's bridge. The
+local node runs each container's command as a host process (it ignores the images), so
+there the runner and the workspace commands are this tree's
 (``AGENTCHAIN_RUNTIME_COMMAND``, ``AGENTCHAIN_WORKSPACE_COMMAND``) and each AiAgent
 names its pinned CLI binary (``AGENTCHAIN_AGENT_CLI``, e2e/setup.sh). Both CLIs talk to
 the stand-in model server (``e2e/models``), which answers each model request with the
 next scripted turn: the chain runs one job at a time, and a delegation with a wait holds
 its caller, so the turns come in the order written in ``e2e/runtime_chain.py``, which
-the real node's chain in the reference images (``e2e/test_runtime_chain_realnode.py``)
-shares. Everything between is the product's.
+``e2e/test_runtime_chain_realnode.py`` (a real node of its own, ``make realnode``) shares.
+Everything between is the product's.
 
 Aspects covered:
 - issue opened -> triage (claude-code) -> developer (codex) -> reviewer (claude-code):
   every step succeeds with its CLI's final answer as its result, and reports its usage
-  (tokens for each; a cost for Claude Code's, codex reports none);
+  (tokens for each; a cost for Claude Code's, codex reports none); in containers, each
+  step's agent container ran its runtime's reference image and exited 0, and the
+  workspace's container ran the workspace image;
 - the models' tool calls reach ``agentchain mcp`` through each CLI: triage writes a store
   entry and its anchor, the developer (the next job, another CLI) reads that entry, the
   reviewer delegates to a security agent and waits for its answer; each is then visible
@@ -53,9 +59,10 @@ from typing import Any
 
 import pytest
 
+from agentchain.hop.rules import jobspec
 from agentchain.runtimes.rules import clis
 from e2e import chaining, operating
-from e2e.controlplane.cluster import ClusterInfo
+from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
 from e2e.github import GitHubStandIn
 from e2e.github.gitserver import GitServer
 from e2e.githubloop import REPOSITORY, Installed, app_operator, install
@@ -72,19 +79,45 @@ from e2e.runtime_chain import (
     secrets_for_models,
     seed_chain,
 )
+from e2e.runtime_node import reference_images
 
 ROOT = Path(__file__).resolve().parents[1]
 Obj = dict[str, Any]
 
 
-def runtime_env(git_server: GitServer | None = None) -> dict[str, str]:
-    """The operator's settings for runner and workspace pods on the stand-in node."""
+def runtime_env(info: ClusterInfo, git_server: GitServer | None = None) -> dict[str, str]:
+    """The operator's settings for runner and workspace pods: in containers, the runtimes'
+    reference images (the workspace image is the session's, ``OperatorProcess``'s
+    default); on the local node, which ignores images, this tree's commands."""
+    env = {"AGENTCHAIN_GITHUB_GIT_URL": git_server.url} if git_server is not None else {}
+    if agents_in_containers():
+        return env | reference_images(info, ("claude-code", "codex"))
     command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
-    env = {"AGENTCHAIN_RUNTIME_COMMAND": ",".join([*command, "agent", "run"])}
+    env["AGENTCHAIN_RUNTIME_COMMAND"] = ",".join([*command, "agent", "run"])
     if git_server is not None:
-        env["AGENTCHAIN_GITHUB_GIT_URL"] = git_server.url
         env["AGENTCHAIN_WORKSPACE_COMMAND"] = ",".join(command)
     return env
+
+
+def home(tmp_path: Path, name: str) -> Path | None:
+    """An agent's home for the host's CLI on the local node; None in containers, where
+    the reference image has one."""
+    return None if agents_in_containers() else tmp_path / name
+
+
+def ran_in(info: ClusterInfo, namespace: str, job: Obj, image: str) -> None:
+    """The job's agent container (the pod's main container, or with a workspace its
+    second init container) ran ``image`` and exited 0."""
+    [pod] = operating.get_json(
+        info, "pods", "-n", namespace, "-l", f"labrats.work/agentjob={job['metadata']['name']}"
+    )["items"]
+    spec, status = pod["spec"], pod["status"]
+    containers = spec.get("initContainers", []) + spec["containers"]
+    states = status.get("initContainerStatuses", []) + status["containerStatuses"]
+    [agent] = [c for c in containers if c["name"] == jobspec.CONTAINER_NAME]
+    [state] = [s for s in states if s["name"] == jobspec.CONTAINER_NAME]
+    assert agent["image"] == image, agent
+    assert state["state"]["terminated"]["exitCode"] == 0, state
 
 
 @pytest.fixture
@@ -102,7 +135,8 @@ def chain_operator(
     repo: Installed,
     git_server: GitServer,
 ) -> Iterator[operating.OperatorProcess]:
-    with app_operator(operator, cluster_info, namespace, repo, runtime_env(git_server)) as op:
+    env = runtime_env(cluster_info, git_server)
+    with app_operator(operator, cluster_info, namespace, repo, env) as op:
         yield op
 
 
@@ -116,10 +150,29 @@ def test_issue_to_review_on_real_clis_with_mcp_tools_workspace_and_usage(
 ) -> None:
     info, op = cluster_info, chain_operator
     model_standin.script(*chain_script())
-    apply(info, namespace, [*secrets_for_models(), *seed_chain(model_standin, tmp_path)])
+    apply(
+        info,
+        namespace,
+        [
+            *secrets_for_models(),
+            *seed_chain(model_standin, None if agents_in_containers() else tmp_path),
+        ],
+    )
     deliver_issue(op, repo)
     jobs = jobs_when(info, namespace, chain_complete, "the chain to complete")
-    check_chain(op, namespace, model_standin, jobs)
+    by_agent = check_chain(op, namespace, model_standin, jobs)
+    if agents_in_containers():
+        # Each step ran in its runtime's reference image and exited 0; the workspace's
+        # containers ran the workspace image and cloned from the git server.
+        images = reference_images(info, ("claude-code", "codex"))
+        for agent, job in by_agent.items():
+            runtime = "CODEX" if agent == "ai-developer" else "CLAUDE_CODE"
+            ran_in(info, namespace, job, images[f"AGENTCHAIN_RUNTIME_IMAGE_{runtime}"])
+        developer = by_agent["ai-developer"]["metadata"]["name"]
+        selector = f"labrats.work/agentjob={developer}"
+        [pod] = operating.get_json(info, "pods", "-n", namespace, "-l", selector)["items"]
+        [prepare] = [c for c in pod["spec"]["initContainers"] if c["name"] == "workspace-prepare"]
+        assert prepare["image"] == info.agent_image, prepare
 
 
 def test_a_budget_stops_the_chain_from_the_reported_cost_alone(
@@ -140,7 +193,7 @@ def test_a_budget_stops_the_chain_from_the_reported_cost_alone(
         "ai-triage",
         "claude-code",
         model_standin,
-        tmp_path / "triage",
+        home(tmp_path, "triage"),
         triggers=[
             {
                 "source": "github",
@@ -150,8 +203,8 @@ def test_a_budget_stops_the_chain_from_the_reported_cost_alone(
         ],
         budget=budget,
     )
-    developer = runtime_agent("ai-developer", "claude-code", model_standin, tmp_path / "dev")
-    with app_operator(operator, info, namespace, installed, runtime_env()) as op:
+    developer = runtime_agent("ai-developer", "claude-code", model_standin, home(tmp_path, "dev"))
+    with app_operator(operator, info, namespace, installed, runtime_env(info)) as op:
         apply(info, namespace, [*secrets_for_models(), triage, developer])
         deliver_issue(op, installed)
 
@@ -209,14 +262,14 @@ def test_a_failing_provider_or_turn_limit_ends_the_job_with_its_own_reason(
         "ai-triage",
         "claude-code",
         model_standin,
-        tmp_path / "home",
+        home(tmp_path, "home"),
         triggers=[{"source": "github", "events": ["issues.opened"]}],
     )
     triage["spec"]["runtime"].update(extra)
     for variable in triage["spec"]["env"]:
         if variable["name"] == "AGENTCHAIN_MODEL_RETRIES":
             variable["value"] = retries
-    with app_operator(operator, info, namespace, installed, runtime_env()) as op:
+    with app_operator(operator, info, namespace, installed, runtime_env(info)) as op:
         apply(info, namespace, [*secrets, triage])
         deliver_issue(op, installed)
         [job] = jobs_when(
@@ -257,13 +310,13 @@ def test_claude_code_gets_its_anchor_back_after_compacting(
     # below; every later request (the summary, then the work) gets the standing answer.
     model_standin.script(dataclasses.replace(mcp_tool("anchor_set", anchor), input_tokens=195_000))
     model_standin.always(text("Done: the flag is renamed."))
-    agent = runtime_agent("ai-worker", "claude-code", model_standin, tmp_path / "home")
+    agent = runtime_agent("ai-worker", "claude-code", model_standin, home(tmp_path, "home"))
     agent["spec"]["env"] += [
         # Compact once a turn used 1% of a 100,000-token window: right after the first.
         {"name": "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "value": "1"},
         {"name": "CLAUDE_CODE_AUTO_COMPACT_WINDOW", "value": "100000"},
     ]
-    with app_operator(operator, info, namespace, None, runtime_env()):
+    with app_operator(operator, info, namespace, None, runtime_env(info)):
         apply(info, namespace, [*secrets_for_models(), agent])
         apply(info, namespace, [chaining.root_job("work-1", "ai-worker")])
         [job] = jobs_when(

@@ -17,46 +17,47 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentchain.core.rules import runnerexits as exits
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, failure, text, tool
+from e2e.runtime_node import AgentDir, agent_host
 from e2e.test_agent_runner import UsageSink, run_agent
 
 MODEL = "gemini-2.5-pro"
 
 
 @pytest.fixture
-def usage_sink() -> Iterator[UsageSink]:
-    with UsageSink() as sink:
+def usage_sink(request: pytest.FixtureRequest) -> Iterator[UsageSink]:
+    with UsageSink(agent_host(request)) as sink:
         yield sink
 
 
-def _run_gemini(tmp_path: Path, standin: ModelStandIn, sink: UsageSink, **env: str) -> Any:
-    if shutil.which("node") is None:
+def _run_gemini(agent_dir: AgentDir, standin: ModelStandIn, sink: UsageSink, **env: str) -> Any:
+    # The reference image carries its Node; a host process needs the one setup.sh put on PATH.
+    if agent_dir.pods is None and shutil.which("node") is None:
         pytest.skip("no node on PATH (run e2e/setup.sh)")
     provider = {
         "GOOGLE_GEMINI_BASE_URL": standin.url,
         "GEMINI_API_KEY": DEFAULT_API_KEY,
         "AGENT_MODEL": MODEL,
     }
-    return run_agent(tmp_path, standin, sink.url, "gemini", **provider, **env)
+    return run_agent(agent_dir, standin, sink.url, "gemini", **provider, **env)
 
 
 def test_a_gemini_run_past_its_turn_limit_ends_turn_limit_reached(
-    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+    agent_dir: AgentDir, model_standin: ModelStandIn, usage_sink: UsageSink
 ) -> None:
     model_standin.script(
         tool("run_shell_command", {"command": "echo checking"}), text("never asked for")
     )
     # The repository's settings would pick another model: they are not read.
-    (tmp_path / ".gemini").mkdir()
-    (tmp_path / ".gemini" / "settings.json").write_text('{"model": {"name": "theirs"}}')
+    (agent_dir.path / ".gemini").mkdir()
+    (agent_dir.path / ".gemini" / "settings.json").write_text('{"model": {"name": "theirs"}}')
     run = _run_gemini(
-        tmp_path,
+        agent_dir,
         model_standin,
         usage_sink,
         AGENTCHAIN_MAX_TURNS="1",
@@ -72,10 +73,10 @@ def test_a_gemini_run_past_its_turn_limit_ends_turn_limit_reached(
 
 
 def test_a_gemini_rate_limit_storm_ends_model_rate_limited_after_its_tries(
-    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+    agent_dir: AgentDir, model_standin: ModelStandIn, usage_sink: UsageSink
 ) -> None:
     model_standin.always(failure(429, retry_after=0))
-    run = _run_gemini(tmp_path, model_standin, usage_sink, AGENTCHAIN_MODEL_RETRIES="1")
+    run = _run_gemini(agent_dir, model_standin, usage_sink, AGENTCHAIN_MODEL_RETRIES="1")
     assert (run.code, run.stdout) == (exits.EXIT_MODEL_RATE_LIMITED, ""), run.stderr
     assert run.last_line.startswith("the model provider kept rate-limiting the agent: ")
     assert [e.status for e in model_standin.exchanges()] == [429, 429]

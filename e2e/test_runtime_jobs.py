@@ -41,9 +41,10 @@ from typing import Any
 import pytest
 
 from e2e import chaining, operating
-from e2e.controlplane.cluster import ClusterInfo
+from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, text, tool
 from e2e.models.fixtures import agent_cli
+from e2e.runtime_node import reference_images
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB_TIMEOUT_SECONDS = 60
@@ -130,7 +131,8 @@ RUNTIMES = [
 @pytest.fixture(params=RUNTIMES, ids=[r.type for r in RUNTIMES])
 def runtime(request: pytest.FixtureRequest) -> Runtime:
     chosen: Runtime = request.param
-    if chosen.needs_node and shutil.which("node") is None:
+    # The reference image carries its Node; a host process needs the one setup.sh put on PATH.
+    if chosen.needs_node and not agents_in_containers() and shutil.which("node") is None:
         pytest.skip("no node on PATH (run e2e/setup.sh)")
     return chosen
 
@@ -139,30 +141,40 @@ def runtime(request: pytest.FixtureRequest) -> Runtime:
 def runtime_operator(
     runtime: Runtime, operator_paused: None, cluster_info: ClusterInfo
 ) -> Iterator[operating.OperatorProcess]:
-    """An operator whose runtime pods run this tree's runner and the pinned CLI."""
-    command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
-    extra = {
-        "AGENTCHAIN_RUNTIME_COMMAND": ",".join([*command, "agent", "run"]),
-        "AGENTCHAIN_RUNTIME_CLI_PATH": str(agent_cli(runtime.type)),
-    }
+    """An operator whose runtime pods run the runtime's reference image when agents run
+    in containers; on the local node, which ignores images, this tree's runner and the
+    pinned CLI."""
+    if agents_in_containers():
+        extra = reference_images(cluster_info, (runtime.type,))
+    else:
+        command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
+        extra = {
+            "AGENTCHAIN_RUNTIME_COMMAND": ",".join([*command, "agent", "run"]),
+            "AGENTCHAIN_RUNTIME_CLI_PATH": str(agent_cli(runtime.type)),
+        }
     with operating.running(cluster_info, extra) as op:
         yield op
 
 
 def _agent(runtime: Runtime, secret: str, standin: ModelStandIn, home: Path, *, mcp: bool) -> Obj:
     """The spec fields of an agent running ``runtime`` against ``standin``, keyed by
-    Secret ``secret``."""
+    Secret ``secret``. In containers it names no image: the operator's reference image
+    for the runtime is the one it runs in."""
+    env = [
+        # A refused key or a broken request fails at once, not after ten tries.
+        {"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"},
+        # Claude Code's MCP tools in the tool list itself, not behind its ToolSearch.
+        {"name": "ENABLE_TOOL_SEARCH", "value": "false"},
+    ]
+    local: Obj = {}
+    if not agents_in_containers():
+        # The local node runs no image, and the host's CLI gets a home of its own.
+        local = {"image": f"agentchain-{runtime.type}:e2e"}
+        env.append({"name": "HOME", "value": str(home)})
     return {
-        "image": f"agentchain-{runtime.type}:e2e",  # The stand-in node runs no image.
+        **local,
         "defaultModel": runtime.model,
-        "env": [
-            # A home of its own for the CLI's files.
-            {"name": "HOME", "value": str(home)},
-            # A refused key or a broken request fails at once, not after ten tries.
-            {"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"},
-            # Claude Code's MCP tools in the tool list itself, not behind its ToolSearch.
-            {"name": "ENABLE_TOOL_SEARCH", "value": "false"},
-        ],
+        "env": env,
         "runtime": {
             "type": runtime.type,
             "maxTurns": 3,

@@ -13,41 +13,41 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentchain.core.rules import runnerexits as exits
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, failure, text, tool
+from e2e.runtime_node import AgentDir, agent_host
 from e2e.test_agent_runner import UsageSink, run_agent
 
 MODEL = "gpt-5"
 
 
 @pytest.fixture
-def usage_sink() -> Iterator[UsageSink]:
-    with UsageSink() as sink:
+def usage_sink(request: pytest.FixtureRequest) -> Iterator[UsageSink]:
+    with UsageSink(agent_host(request)) as sink:
         yield sink
 
 
-def _run_opencode(tmp_path: Path, standin: ModelStandIn, sink: UsageSink, **env: str) -> Any:
+def _run_opencode(agent_dir: AgentDir, standin: ModelStandIn, sink: UsageSink, **env: str) -> Any:
     provider = {
         "OPENAI_BASE_URL": f"{standin.url}/v1",
         "OPENAI_API_KEY": DEFAULT_API_KEY,
         "AGENT_MODEL": MODEL,
     }
-    return run_agent(tmp_path, standin, sink.url, "opencode", **provider, **env)
+    return run_agent(agent_dir, standin, sink.url, "opencode", **provider, **env)
 
 
 def test_an_opencode_run_past_its_turn_limit_ends_turn_limit_reached(
-    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+    agent_dir: AgentDir, model_standin: ModelStandIn, usage_sink: UsageSink
 ) -> None:
     model_standin.script(
         tool("bash", {"command": "echo checking", "description": "Check"}),
         text("Out of steps: the check ran, nothing else did."),
     )
-    run = _run_opencode(tmp_path, model_standin, usage_sink, AGENTCHAIN_MAX_TURNS="1")
+    run = _run_opencode(agent_dir, model_standin, usage_sink, AGENTCHAIN_MAX_TURNS="1")
     assert (run.code, run.stdout) == (exits.EXIT_TURN_LIMIT, ""), run.stderr
     assert run.last_line == (
         "the agent reached its turn limit: used 1 turns without finishing: "
@@ -61,10 +61,10 @@ def test_an_opencode_run_past_its_turn_limit_ends_turn_limit_reached(
 
 
 def test_an_opencode_rate_limit_storm_ends_model_rate_limited(
-    tmp_path: Path, model_standin: ModelStandIn, usage_sink: UsageSink
+    agent_dir: AgentDir, model_standin: ModelStandIn, usage_sink: UsageSink
 ) -> None:
     model_standin.always(failure(429, retry_after=0))
-    run = _run_opencode(tmp_path, model_standin, usage_sink)
+    run = _run_opencode(agent_dir, model_standin, usage_sink)
     assert (run.code, run.stdout) == (exits.EXIT_MODEL_RATE_LIMITED, ""), run.stderr
     assert run.last_line.startswith("the model provider kept rate-limiting the agent: HTTP 429")
     # OpenCode retries five times, as the provider's retry-after (0 here) says.

@@ -107,7 +107,8 @@ for body in ({"tokens": 1300, "cost": 0.01, "inputTokens": 1000, "outputTokens":
 
 @pytest.fixture(scope="module")
 def collector(cluster_info: ClusterInfo) -> Iterator[collecting.Collector]:
-    running = collecting.Collector(cluster_info.workdir)
+    # Where agents' pods reach it too: the operator names it to them.
+    running = collecting.Collector(cluster_info.workdir, host=cluster_info.pod_host)
     yield running
     running.process.stop()
 

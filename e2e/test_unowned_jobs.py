@@ -19,7 +19,6 @@ does), so no second operator ever watches the namespace.
 from __future__ import annotations
 
 import signal
-import sys
 from typing import Any
 
 import pytest
@@ -103,9 +102,12 @@ def test_a_crash_after_the_child_is_created_replays_to_one_child_and_one_job(
 SLOW = "import time; time.sleep(15); print('the real agent finished')"
 
 
-def _stray(name: str, agentjob: str, attempt: str) -> Obj:
+def _stray(info: ClusterInfo, name: str, agentjob: str, attempt: str) -> Obj:
     labels = {"labrats.work/agentjob": agentjob, "labrats.work/attempt": attempt}
-    container = {"name": "agent", "image": "agent", "command": ["true"]}
+    # An image the node has (the agents' own on a node that runs images; the local node
+    # runs none), never pulled: the stray Job must complete for the test to mean anything.
+    image = info.agent_image or "agent"
+    container = {"name": "agent", "image": image, "imagePullPolicy": "Never", "command": ["true"]}
     pod_spec = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -131,11 +133,11 @@ def test_an_ownerless_job_named_for_an_agentjob_is_not_the_operators(
 ) -> None:
     info = cluster_info
     slow = chaining.agent("own-slow")
-    slow["spec"]["command"] = [sys.executable, "-c", SLOW]
+    slow["spec"]["command"] = chaining.python_command(SLOW)
     chaining.apply(info, namespace, slow, chaining.root_job("own-3", "own-slow"))
     real_pod = chaining.wait_phase(info, namespace, "own-3", "Running", timeout=TIMEOUT)["podName"]
     # Named and labelled as the operator would name attempt 2 of own-3, but not owned.
-    chaining.apply(info, namespace, _stray("own-3-a2", "own-3", "2"))
+    chaining.apply(info, namespace, _stray(info, "own-3-a2", "own-3", "2"))
     operating.wait_until(
         lambda: _complete(info, namespace, "own-3-a2"),
         timeout=TIMEOUT,

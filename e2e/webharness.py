@@ -107,8 +107,14 @@ async def job_uid(namespace: str, name: str) -> str:
 
 @contextlib.asynccontextmanager
 async def served(
-    kube: ClusterInfo, namespace: str, *, dispatch: bool = True, own_redis: bool = False
+    kube: ClusterInfo,
+    namespace: str,
+    *,
+    dispatch: bool = True,
+    own_redis: bool = False,
+    host: str = "127.0.0.1",
 ) -> AsyncIterator[tuple[Client, Runtime]]:
+    """The job API in-process on ``host`` (``kube.pod_host`` for a client in a pod)."""
     redis_url = kube.redis_url
     if own_redis:
         redis_url = f"{redis_url.rpartition('/')[0]}/{OWN_REDIS_DB}"
@@ -122,7 +128,7 @@ async def served(
     rt = Runtime.create(settings)
     try:
         app = build_app(rt, dispatch=dispatch)
-        async with TestClient(OperatorTestServer(app)) as client:
+        async with TestClient(OperatorTestServer(app, host=host)) as client:
             yield client, rt
     finally:
         await rt.close()
