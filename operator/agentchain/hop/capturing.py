@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime as dt
 from dataclasses import dataclass
 
 from agentchain import models
@@ -139,6 +140,12 @@ def verdict(hop: Hop, captured: Captured, agent: AiAgent | None) -> Retry | Ends
         status = statuswriting.merged(status, who)
     if exit.pod:
         status = statuswriting.merged(status, AgentJobStatus(pod_name=exit.pod))
+    if hop.job.status.start_time is None and exit.moments.running:
+        # Its pod ran and ended between two looks (a short container: a kubelet's relist
+        # can report it Pending, then terminated), so no Running was written: its start
+        # is the container's own, and the job still shows when it ran.
+        started = dt.datetime.fromisoformat(exit.moments.running)
+        status = statuswriting.merged(status, AgentJobStatus(start_time=started))
     if hop.job.status.chain_id is None:
         # Killed between creating the batch Job and the status write that names it.
         launched = AgentJobStatus(job_name=naming.batch_job_name(hop.name))

@@ -12,6 +12,9 @@ Aspects covered:
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
+
 import pytest
 from redis.asyncio import Redis
 
@@ -21,6 +24,7 @@ from agentchain.traces.outbox import Outbox
 from agentchain.traces.recording import Traces
 from agentchain.traces.rules import spans, steps
 from agentchain.traces.rules.spans import Span
+from agentchain.traces.rules.steps import PodMoments
 from agentchain.workspaces import publishing
 from tests.unit.fakeapi import FakeApi
 from tests.unit.hop.test_hop_write_order import EXIT, NS, SETTINGS, api, kubeconfig, seed
@@ -78,6 +82,25 @@ async def test_a_hops_steps_are_spans_under_its_jobs(api: FakeApi, redis: Redis)
     order = [by_name[f"agentjob writer {n}"] for n in ("capture", "decision", "publish")]
     assert [s.start_ns for s in order] == sorted(s.start_ns for s in order)
     assert all(s.end_ns <= job.end_ns for s in by_name.values())  # Recorded before its end.
+
+
+async def test_a_job_never_seen_running_gets_its_start_and_parts_from_its_container(
+    api: FakeApi, redis: Redis
+) -> None:
+    # A short container on a real kubelet: Pending, then terminated; never Running.
+    seed(api)
+    rt = Runtime.from_client(SETTINGS, redis)
+    rt.traces = Traces(redis, enabled=True)
+    started = dt.datetime.now(dt.UTC).isoformat()
+    await pod_ended(rt, NS, "p", dataclasses.replace(EXIT, moments=PodMoments(running=started)))
+    status = api.objects[("agentjobs", "p")]["status"]
+    assert status["phase"] == "Succeeded"
+    assert dt.datetime.fromisoformat(status["startTime"]) == dt.datetime.fromisoformat(started)
+    by_name = {s.name: s for s in await recorded(redis)}
+    running = by_name["agentjob writer running"]
+    job = by_name["agentjob writer"]  # The parts are clamped to the job's span.
+    assert job.start_ns <= running.start_ns <= running.end_ns == job.end_ns
+    assert by_name["agentjob writer waiting"].end_ns == running.start_ns
 
 
 async def test_a_crash_before_any_write_replays_to_the_same_spans_once(

@@ -55,7 +55,12 @@ def show(rt: Runtime, obj: Obj, exit: Exit | None) -> None:
         "uid": batch_uid,
         "controller": True,
     }
-    state = {"terminated": {"exitCode": exit.exit_code}} if exit else {"running": {}}
+    state: Obj = {"running": {}}
+    if exit is not None:
+        ended: Obj = {"exitCode": exit.exit_code}
+        if exit.moments.running:
+            ended["startedAt"] = exit.moments.running
+        state = {"terminated": ended}
     pod = {
         "metadata": {
             "name": (exit.pod if exit else None) or f"{job_name}-pod",
