@@ -216,14 +216,22 @@ def cache_key(parts: Iterable[tuple[str, bytes]]) -> str:
 # --- I/O ---------------------------------------------------------------------------------
 
 
-def stale_archives(directory: Path, name: str, key: str) -> list[Path]:
-    """The archives of image ``name`` in ``directory`` other than ``key``'s: exactly
-    ``<name>-<key-sized hex>.tar``, because ``agentchain-*`` alone would also match the
-    agent images' ``agentchain-claude-code-<key>.tar``."""
+# An archive used (built or found) this recently is kept: another checkout on the machine
+# (a second worktree, a CI clone) may be about to import it.
+ARCHIVE_IN_USE_SECONDS = 3600.0
+
+
+def stale_archives(directory: Path, name: str, key: str, now: float | None = None) -> list[Path]:
+    """The archives of image ``name`` in ``directory`` other than ``key``'s and not used
+    for ``ARCHIVE_IN_USE_SECONDS``: exactly ``<name>-<key-sized hex>.tar``, because
+    ``agentchain-*`` alone would also match the agent images'
+    ``agentchain-claude-code-<key>.tar``. A use sets the archive's modification time."""
     pattern = re.compile(rf"{re.escape(name)}-[0-9a-f]{{{len(key)}}}\.tar")
+    since = (time.time() if now is None else now) - ARCHIVE_IN_USE_SECONDS
     return sorted(
         path for path in directory.glob(f"{name}-*.tar")
         if pattern.fullmatch(path.name) and path.name != f"{name}-{key}.tar"
+        and path.stat().st_mtime < since
     )  # fmt: skip
 
 
@@ -544,6 +552,7 @@ def build(
     directory = archives or realnode_images.cache_dir()
     archive = directory / f"{name}-{key}.tar"
     if archive.is_file():
+        os.utime(archive)  # in use: see ``stale_archives``
         return Built(ref, archive, time.monotonic() - started, cached=True)
     _require("buildah")
     store.mkdir(parents=True, exist_ok=True)

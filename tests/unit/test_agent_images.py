@@ -21,6 +21,7 @@ from typing import ClassVar
 import pytest
 from e2e.controlplane import agent_images
 from e2e.controlplane.operator_image import (
+    ARCHIVE_IN_USE_SECONDS,
     base_images,
     context_files,
     ignore_rules,
@@ -236,9 +237,21 @@ def test_a_build_deletes_only_its_own_older_archives(tmp_path: Path) -> None:
              "agentchain-notes.tar"]  # fmt: skip
     for name in names:
         (tmp_path / name).write_bytes(b"")
-    assert stale_archives(tmp_path, "agentchain", "fedcba9876543210") == [
+        os.utime(tmp_path / name, (1_000_000.0, 1_000_000.0))
+    later = 1_000_000.0 + ARCHIVE_IN_USE_SECONDS + 1
+    assert stale_archives(tmp_path, "agentchain", "fedcba9876543210", now=later) == [
         tmp_path / "agentchain-0123456789abcdef.tar"
     ]
-    assert stale_archives(tmp_path, "agentchain-claude-code", "aaaabbbbccccdddd") == [
+    assert stale_archives(tmp_path, "agentchain-claude-code", "aaaabbbbccccdddd", now=later) == [
         tmp_path / "agentchain-claude-code-0123456789abcdef.tar"
     ]
+
+
+def test_an_archive_used_within_the_hour_is_kept_for_other_checkouts(tmp_path: Path) -> None:
+    # Another tree on the machine built (or found) this one and may be importing it now.
+    used = tmp_path / "agentchain-0123456789abcdef.tar"
+    used.write_bytes(b"")
+    os.utime(used, (1_000_000.0, 1_000_000.0))
+    just_after = 1_000_000.0 + ARCHIVE_IN_USE_SECONDS - 1
+    assert stale_archives(tmp_path, "agentchain", "fedcba9876543210", now=just_after) == []
+    assert stale_archives(tmp_path, "agentchain", "fedcba9876543210", now=just_after + 2) == [used]
