@@ -18,6 +18,9 @@ user's cluster:
   not this machine's.
 * ``agent_host(request)`` is where a server the agents reach listens: the real node's
   bridge address, or loopback on the local node (without starting a cluster).
+* ``idle_pod`` is such a pod of any image; it can mount directories of this machine at
+  the same paths (the real node is this machine), so a test and the command it runs in
+  the pod name the same files (``e2e/test_workspace_git.py``).
 """
 
 from __future__ import annotations
@@ -124,26 +127,43 @@ class RunnerPods:
         return self.pods[runtime]
 
 
-def idle_pod(info: ClusterInfo, name: str, image: str) -> str:
+def idle_pod(
+    info: ClusterInfo,
+    name: str,
+    image: str,
+    *,
+    host_dirs: tuple[Path, ...] = (),
+    as_root: bool = False,
+) -> str:
     """A pod of ``image`` that sleeps in ``RUNNER_NAMESPACE``, ready for ``kubectl exec``
-    (each exec with its own streams and exit code); created once, then reused."""
+    (each exec with its own streams and exit code); created once, then reused.
+
+    ``host_dirs`` are directories of this machine (the real node's own file system)
+    mounted at the same paths in the container, so a test and the commands it runs in
+    the pod name the same files; ``as_root`` runs the container as uid 0 instead of the
+    image's user, for a test whose own hands on those files are root's."""
     info.kubectl("create", "namespace", RUNNER_NAMESPACE, check=False)
-    manifest = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "restartPolicy": "Never",
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "idle",
-                "image": image,
-                "imagePullPolicy": "Never",
-                "command": ["sleep", "infinity"],
-            }],
-        },
-    }  # fmt: skip
+    container: dict[str, object] = {
+        "name": "idle",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": ["sleep", "infinity"],
+    }
+    spec: dict[str, object] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 1,
+        "containers": [container],
+    }
+    if as_root:
+        container["securityContext"] = {"runAsUser": 0, "runAsGroup": 0}
+    if host_dirs:
+        volumes = [(f"host-{n}", str(d)) for n, d in enumerate(host_dirs)]
+        spec["volumes"] = [
+            {"name": v, "hostPath": {"path": d, "type": "Directory"}} for v, d in volumes
+        ]
+        container["volumeMounts"] = [{"name": v, "mountPath": d} for v, d in volumes]
+    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
     chaining.apply(info, RUNNER_NAMESPACE, manifest)
     info.kubectl(
         "wait", "--for=condition=Ready", f"pod/{name}", "-n", RUNNER_NAMESPACE,

@@ -1,7 +1,22 @@
-"""``agentchain workspace`` against the real smart-HTTP git server and its tokens (issue 18).
+"""``agentchain workspace`` against the real smart-HTTP git server and its tokens.
 
-The commands run as subprocesses, as they run in pods; the git server checks the
-GitHub stand-in's installation tokens and records every push.
+The commands run where an agent's workspace containers run them: with agents in
+containers (``AGENTCHAIN_E2E_NODE=real``), in a pod of the e2e agent image on the real
+node, through ``kubectl exec`` (the image's ``agentchain``, Python and git, the pod's
+network: the git server listens on the node's bridge address, and a pod's loopback is
+its own); on the local node, as host processes, as that node runs agents. The git server
+checks the GitHub stand-in's installation tokens and records every push.
+
+The test's own hands (the agent's edits and commits, a job writing into the volume
+during a clone, a second writer racing a push) stay on this machine, on the same files:
+the pod mounts the session's temporary directory at the same path (a ``hostPath``: the
+real node is this machine), so a path means the same file to both, and a command planted
+by a hostile config (``touch <tmp>/pwned``) would leave its mark where the test looks.
+The pod runs as root, as the test does: ownership stays what the host-process version
+had, so git's ``safe.directory`` rules behave the same on both sides (the agent as
+another user of the pod's group is a case of its own, below). A cluster whose node is
+elsewhere (``AGENTCHAIN_E2E_KUBECONFIG``) cannot see this machine's files: the module
+is skipped there.
 
 Aspects covered:
 - prepare clones once (the base is the default branch's commit) and then does nothing,
@@ -32,24 +47,142 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from e2e import runtime_node
+from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
 from e2e.github import GitHubStandIn
 from e2e.github.gitserver import GitServer
 from e2e.github.testing import FULL_NAME, World, world
 
 ROOT = Path(__file__).resolve().parents[1]
 BRANCH = "agentchain/chain-1"
+POD = "workspace-git"
+
+
+@dataclass
+class Done:
+    """A finished ``agentchain workspace`` command: exit code, stdout, stderr."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+
+class HostCommands:
+    """The command as a host process of this tree, as the local node runs agents."""
+
+    # Where a directory any user can reach is made (pytest's are their owner's alone).
+    scratch_root = Path("/tmp")
+
+    def run(self, argv: list[str], env: Mapping[str, str], cwd: Path | None) -> Done:
+        done = subprocess.run(
+            [sys.executable, "-m", *argv], env=self._env(env), capture_output=True,
+            text=True, timeout=120, check=False, cwd=cwd,
+        )  # fmt: skip
+        return Done(done.returncode, done.stdout, done.stderr)
+
+    def start(
+        self, argv: list[str], env: Mapping[str, str], pidfile: Path
+    ) -> subprocess.Popen[bytes]:
+        """The command, started in a process group of its own (see ``kill``)."""
+        del pidfile  # The group is the process's own id.
+        return subprocess.Popen(
+            [sys.executable, "-m", *argv], env=self._env(env), stdout=subprocess.PIPE,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def kill(self, started: subprocess.Popen[bytes], pidfile: Path) -> None:
+        """SIGKILL to the started command and its git processes."""
+        del pidfile
+        os.killpg(started.pid, signal.SIGKILL)
+
+    @staticmethod
+    def _env(env: Mapping[str, str]) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}", **env}
+
+
+@dataclass
+class PodCommands:
+    """The command in the e2e agent image: ``kubectl exec`` in an idle pod of it."""
+
+    info: ClusterInfo
+    pod: str
+    scratch_root: Path  # Mounted in the pod too; any user can reach it.
+
+    def run(self, argv: list[str], env: Mapping[str, str], cwd: Path | None) -> Done:
+        script = f"cd {shlex.quote(str(cwd or '/'))} && exec {self._command(argv, env)}"
+        done = self.info.kubectl(*self._exec(), "sh", "-c", script, check=False, timeout=120)
+        # kubectl adds its own last line to stderr when the command failed.
+        tail = f"command terminated with exit code {done.returncode}\n"
+        return Done(done.returncode, done.stdout, done.stderr.removesuffix(tail))
+
+    def start(
+        self, argv: list[str], env: Mapping[str, str], pidfile: Path
+    ) -> subprocess.Popen[bytes]:
+        """The command in a session of its own in the container, its process group's id
+        written to ``pidfile`` (a path the pod shares with this machine)."""
+        script = f"echo $$ > {shlex.quote(str(pidfile))} && exec {self._command(argv, env)}"
+        exe = str(self.info.bin_dir / "kubectl") if self.info.bin_dir else "kubectl"
+        argv = [exe, "--kubeconfig", str(self.info.kubeconfig), *self._exec(),
+                "setsid", "--wait", "sh", "-c", script]  # fmt: skip
+        return subprocess.Popen(argv, stdout=subprocess.PIPE)
+
+    def kill(self, started: subprocess.Popen[bytes], pidfile: Path) -> None:
+        """SIGKILL to the command's process group in the container (its git processes
+        too); the kill is done when this returns."""
+        del started
+        group = pidfile.read_text().strip()
+        # The shell's kill: the image has no kill(1), and dash's takes no "--".
+        kill = f"kill -KILL -{int(group)}"
+        self.info.kubectl(*self._exec(), "sh", "-c", kill, timeout=30)
+
+    def _exec(self) -> list[str]:
+        return ["exec", "-n", runtime_node.RUNNER_NAMESPACE, self.pod, "--"]
+
+    @staticmethod
+    def _command(argv: list[str], env: Mapping[str, str]) -> str:
+        return shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *argv])
+
+
+Commands = HostCommands | PodCommands
+
+
+@pytest.fixture(scope="module")
+def commands(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Commands]:
+    """Where ``agentchain workspace`` runs (see the module's docstring). The pod mounts
+    the session's temporary directory, where every test's files are, and a scratch
+    directory of this module's in ``/tmp`` (the agent as another user needs a path that
+    user can reach; pytest's directories are their owner's alone)."""
+    if not agents_in_containers():
+        yield HostCommands()
+        return
+    info: ClusterInfo = request.getfixturevalue("cluster_info")
+    if info.real_node is None:
+        pytest.skip("the pod shares this machine's files through a hostPath: a cluster "
+                    "whose node is elsewhere cannot see them")  # fmt: skip
+    shared = Path(tempfile.mkdtemp(prefix="agentchain-ws-", dir="/tmp"))
+    shared.chmod(0o755)
+    try:
+        roots = (tmp_path_factory.getbasetemp(), shared)
+        pod = runtime_node.idle_pod(info, POD, info.agent_image, host_dirs=roots, as_root=True)
+        yield PodCommands(info, pod, shared)
+        info.kubectl("delete", "pod", pod, "-n", runtime_node.RUNNER_NAMESPACE, "--wait=false")
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 @dataclass
@@ -66,39 +199,25 @@ class Setup:
     git: GitServer
     workspace: Path
     secrets: Path
+    commands: Commands
 
     def token_file(self, permissions: dict[str, str]) -> Path:
         path = self.secrets / f"token-{len(list(self.secrets.iterdir()))}"
         path.write_text(self.w.token(permissions) + "\n")
         return path
 
-    def run(
-        self,
-        *args: str,
-        token: Path | None = None,
-        user: list[str] | None = None,
-        cwd: Path | None = None,
-    ) -> Run:
-        env = {
-            **os.environ,
-            "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}",
-            "AGENT_WORKSPACE": str(self.workspace),
-            "AGENTCHAIN_GIT_BASE_URL": self.git.url,
-        }
+    def env(self, token: Path | None) -> dict[str, str]:
+        env = {"AGENT_WORKSPACE": str(self.workspace), "AGENTCHAIN_GIT_BASE_URL": self.git.url}
         if token is not None:
             env["AGENTCHAIN_GIT_TOKEN_FILE"] = str(token)
-        done = subprocess.run(
-            [*(user or []), sys.executable, "-m", "agentchain", "workspace", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            cwd=cwd,
-        )
+        return env
+
+    def run(self, *args: str, token: Path | None = None, cwd: Path | None = None) -> Run:
+        argv = ["agentchain", "workspace", *args]
+        done = self.commands.run(argv, self.env(token), cwd)
         lines = done.stdout.splitlines()
         assert len(lines) == 1, (done.stdout, done.stderr)
-        return Run(done.returncode, json.loads(lines[0]), lines[0], done.stderr)  # fmt: skip
+        return Run(done.code, json.loads(lines[0]), lines[0], done.stderr)
 
     def prepare(self, *args: str) -> Run:
         token = self.token_file({"contents": "read"})
@@ -137,10 +256,10 @@ def agent_git(repo: Path, *args: str, user: list[str] | None = None) -> str:
 
 
 @pytest.fixture
-def s(github: GitHubStandIn, git_server: GitServer, tmp_path: Path) -> Setup:
+def s(github: GitHubStandIn, git_server: GitServer, tmp_path: Path, commands: Commands) -> Setup:
     git_server.create_repo(FULL_NAME, {"src/widget.py": "WOBBLE = True\n", "README.md": "hi\n"})
     (tmp_path / "secrets").mkdir()
-    return Setup(world(github), git_server, tmp_path / "workspace", tmp_path / "secrets")
+    return Setup(world(github), git_server, tmp_path / "workspace", tmp_path / "secrets", commands)
 
 
 def _commit_fix(s: Setup, text: str = "WOBBLE = False\n") -> str:
@@ -368,7 +487,7 @@ def test_an_unreachable_server_is_transient(s: Setup) -> None:
 
 def test_steps_running_as_other_users_share_the_checkout(s: Setup) -> None:
     """prepare as one user, the agent as another of the pod's group (fsGroup)."""
-    s.workspace = Path(tempfile.mkdtemp(prefix="agentchain-ws-", dir="/tmp"))
+    s.workspace = Path(tempfile.mkdtemp(prefix="agentchain-ws-", dir=s.commands.scratch_root))
     try:
         s.workspace.chmod(0o775)
         assert s.prepare().code == 0
@@ -445,21 +564,21 @@ def test_a_publisher_killed_after_its_push_landed_pushes_once(s: Setup) -> None:
     s.prepare("--branch", BRANCH)
     head = _commit_fix(s)
     token = s.token_file({"contents": "write"})
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}",
-           "AGENT_WORKSPACE": str(s.workspace), "AGENTCHAIN_GIT_BASE_URL": s.git.url,
-           "AGENTCHAIN_GIT_TOKEN_FILE": str(token)}  # fmt: skip
-    argv = [sys.executable, "-m", "agentchain", "workspace", "publish",
-            "--repository", FULL_NAME, "--branch", BRANCH]  # fmt: skip
-    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, start_new_session=True) as pub:
+    argv = ["agentchain", "workspace", "publish", "--repository", FULL_NAME, "--branch", BRANCH]
+    pidfile = s.secrets.parent / "publisher.pid"
+    killed: list[bool] = []
+    with s.commands.start(argv, s.env(token), pidfile) as pub:
 
         def kill(service: str, full_name: str, tail: str) -> None:
-            if service == "git-receive-pack" and tail == service:
-                os.killpg(pub.pid, signal.SIGKILL)  # The publisher and its git processes.
+            if service == "git-receive-pack" and tail == service and not killed:
+                s.commands.kill(pub, pidfile)  # The publisher and its git processes.
+                killed.append(True)
 
         s.git.after_request = kill
         out, _ = pub.communicate(timeout=120)
     s.git.after_request = None
-    assert pub.returncode == -signal.SIGKILL and out == b""
+    # Killed while alive: it never wrote its outcome line.
+    assert killed and pub.returncode != 0 and out == b"", (pub.returncode, out)
     assert s.git.resolve(FULL_NAME, BRANCH) == head
     rerun = s.publish()
     assert rerun.code == 0 and rerun.out["outcome"] == "already", rerun
