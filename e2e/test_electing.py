@@ -18,6 +18,7 @@ Aspects covered:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import os
 import secrets
@@ -108,6 +109,33 @@ def _handover_bound(held: dict[str, Any], round_trip: float, released: dt.dateti
     since_renewal = released - renewed.replace(tzinfo=dt.UTC)
     lapse = float(held["spec"]["leaseDurationSeconds"]) - since_renewal.total_seconds()
     return min(promised, lapse)
+
+
+async def test_a_release_after_a_renewal_whose_answer_was_lost_still_releases(
+    as_operator: str,
+) -> None:
+    first = electing.Elector(NAMESPACE, as_operator, "first", HANDOVER)
+    await asyncio.wait_for(first.campaign(), 5)
+    # The holder's renewal reached the API server, but its answer never reached the
+    # holder (stopped while it was on its way): the Lease moved past the copy it kept.
+    held = await leases.read(NAMESPACE, as_operator, timeout=5)
+    assert held is not None
+    renewed = dataclasses.replace(
+        leadership.Record.from_spec(held["spec"]),
+        renew_time=leadership.microtime(dt.datetime.now(dt.UTC)),
+    )
+    assert renewed.renew_time != held["spec"]["renewTime"]  # not a no-op update
+    await leases.replace(held, renewed, timeout=5)
+    await first.release()
+    lease = await leases.read(NAMESPACE, as_operator, timeout=5)
+    assert lease is not None
+    assert lease["spec"].get("holderIdentity", "") == ""  # released, not left to lapse
+    # A Lease someone else took since is not this replica's to release.
+    taken = leadership.Record.from_spec(lease["spec"])
+    await leases.replace(lease, dataclasses.replace(taken, holder="second"), timeout=5)
+    await first.release()
+    lease = await leases.read(NAMESPACE, as_operator, timeout=5)
+    assert lease is not None and lease["spec"]["holderIdentity"] == "second"
 
 
 async def test_a_silent_leader_is_replaced_only_after_its_fence_closed(as_operator: str) -> None:

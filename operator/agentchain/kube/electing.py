@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 
+def _released(lease: Obj) -> Record:
+    return leadership.released(Record.from_spec(lease.get("spec")), _wall())
+
+
 def _wall() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -100,15 +104,29 @@ class Elector:
         lease, self._renewed_at = self._lease, None
         if lease is None:
             return
-        record = leadership.released(Record.from_spec(lease.get("spec")), _wall())
         try:
-            await leases.replace(lease, record, timeout=self.timing.retry_period)
+            await self._release(lease)
         except apierrors.KubeError as exc:  # Someone else wrote it, or the API is down: it expires.
             log.warning("leader election: lease not released (%s)", exc)
             return
         log.info(
             "leader election: %s released lease %s/%s", self.identity, self.namespace, self.name
         )
+
+    async def _release(self, lease: Obj) -> None:
+        timeout = self.timing.retry_period
+        try:
+            await leases.replace(lease, _released(lease), timeout=timeout)
+        except apierrors.Conflict:
+            # A renewal whose answer never came back (the holder was stopped while it was
+            # on its way) wrote the Lease after the copy kept here: read it again, and
+            # release it if it still names this replica, or the follower waits a lease.
+            current = await leases.read(self.namespace, self.name, timeout=timeout)
+            if current is None or not leadership.still_held_by(
+                Record.from_spec(current.get("spec")), self.identity
+            ):
+                raise
+            await leases.replace(current, _released(current), timeout=timeout)
 
     def _left(self) -> float:
         """Seconds left before the renew deadline (a small floor keeps a call possible)."""

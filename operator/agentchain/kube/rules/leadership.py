@@ -157,6 +157,12 @@ def released(current: Record, wall: dt.datetime) -> Record:
     )
 
 
+def still_held_by(current: Record, me: str) -> bool:
+    """Whether the Lease as read now still names ``me`` as its holder (so a release of a
+    newer copy than this replica kept is still this replica's to make)."""
+    return bool(me) and current.holder == me
+
+
 def fence_open(renewed_at: float | None, timing: Timing, now: float) -> bool:
     """Whether a leader whose last successful renewal *started* at ``renewed_at``
     (monotonic) may still act: strictly before its renew deadline."""

@@ -152,3 +152,10 @@ def test_spec_round_trip_and_nonsense() -> None:
 
 def test_observation_is_plain_data() -> None:
     assert Observation(Record(), "1", 0.0) == Observation(Record(), "1", 0.0)
+
+
+def test_a_lease_is_still_held_only_by_the_replica_it_names() -> None:
+    mine = leadership.Record(holder="pod-0")
+    assert leadership.still_held_by(mine, "pod-0")
+    assert not leadership.still_held_by(mine, "pod-1")
+    assert not leadership.still_held_by(leadership.Record(holder=""), "")
