@@ -1,20 +1,35 @@
-"""What the tests marked ``realnode`` share: each starts a cluster of its own on the real
-node (kubelet and containerd, ``e2e/controlplane/realnode.py``) and waits for a pod.
+"""What the tests on the real node share (kubelet and containerd,
+``e2e/controlplane/realnode.py``), the session's cluster and the tests marked
+``realnode``, which each start a cluster of their own and wait for a pod.
 
-They cannot run against an existing cluster, whose node is not this machine's, so they
-skip there; their pods run in ``default`` of that fresh cluster.
+The real node needs root: without it (and without a cluster named by
+``AGENTCHAIN_E2E_KUBECONFIG``) a test that needs a cluster skips with one reason, and
+fails under CI, which must never pass without the real node. The ``realnode`` tests
+cannot run against an existing cluster, whose node is not this machine's, so they skip
+there; their pods run in ``default`` of that fresh cluster.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
 
-from e2e.controlplane.cluster import ClusterInfo, existing_kubeconfig
+from e2e.controlplane.cluster import NEEDS_ROOT, ClusterInfo, existing_kubeconfig
 
 POD_TIMEOUT_SECONDS = 120.0
+
+
+def skip_without_root() -> None:
+    """Skip the test when the real node cannot run here (not root), saying why and what
+    to do; under CI (``CI=true``) fail it instead."""
+    if os.geteuid() == 0:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and {NEEDS_ROOT}", pytrace=False)
+    pytest.skip(NEEDS_ROOT)
 
 
 def skip_on_an_existing_cluster() -> None:

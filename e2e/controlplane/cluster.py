@@ -157,24 +157,14 @@ def finish_workdir(workdir: Path, succeeded: bool) -> None:
         say(f"kept {workdir}; component logs are in {workdir / 'logs'}")
 
 
-# Which node the e2e session's cluster runs (``e2e/conftest.py``): "local", the stand-in
-# (the default for now), or "real", kubelet and containerd (realnode.py). A cluster a
-# test starts for itself says which it wants.
-NODE_ENV = "AGENTCHAIN_E2E_NODE"
-
-
-def node_choice() -> str:
-    """``$AGENTCHAIN_E2E_NODE`` ("local" unless set); a HarnessError for any other value."""
-    node = os.environ.get(NODE_ENV) or "local"
-    if node not in ("local", "real"):
-        raise HarnessError(f"{NODE_ENV} must be 'local' or 'real', not {node!r}")
-    return node
+# Why there is no cluster: said by ``cluster()`` and by the e2e tests that skip for it.
+NEEDS_ROOT = "the real node needs root; or point AGENTCHAIN_E2E_KUBECONFIG at a cluster"
 
 
 def agents_in_containers() -> bool:
-    """Whether agents run in containers of an image (the real node, or an existing
-    cluster), so their commands must name the image's programs, not this machine's."""
-    return node_choice() == "real" or existing_kubeconfig() is not None
+    """Whether agents run in containers of an image, so their commands must name the
+    image's programs, not this machine's: always, on the real node or a named cluster."""
+    return True
 
 
 def existing_kubeconfig() -> Path | None:
@@ -187,7 +177,7 @@ def existing_kubeconfig() -> Path | None:
 
 
 @contextlib.contextmanager
-def cluster(workdir: Path | None = None, node: str = "local") -> Iterator[ClusterInfo]:
+def cluster(workdir: Path | None = None, node: str = "real") -> Iterator[ClusterInfo]:
     """A local control plane with a node and Redis, or an existing cluster with Redis.
 
     A ``workdir`` given by the caller belongs to the caller and is never removed; one
@@ -204,6 +194,8 @@ def cluster(workdir: Path | None = None, node: str = "local") -> Iterator[Cluste
         with contextlib.ExitStack() as stack:
             stack.callback(say, "all components stopped")
             kubeconfig = existing_kubeconfig()
+            if kubeconfig is None and node == "real" and os.geteuid() != 0:
+                raise HarnessError(NEEDS_ROOT)
             if kubeconfig is not None:
                 info = _use_existing(stack, path, kubeconfig)
             else:
