@@ -315,7 +315,7 @@ def run_in_images(stage: runtime_stage.Stage, chosen: Plan, env: Mapping[str, st
     issue on the stand-in's repository."""
     assert stage.github is not None
     namespace = runtime_stage.NAMESPACE
-    agents = seed_chain(stage.standin, None)
+    agents = seed_chain(stage.standin)
     if chosen.providers:
         secrets = provider_secrets(env, chosen.providers)
         agents = for_providers(agents, chosen.providers)

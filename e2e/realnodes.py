@@ -20,6 +20,8 @@ import pytest
 from e2e.controlplane.cluster import NEEDS_ROOT, ClusterInfo, existing_kubeconfig
 
 POD_TIMEOUT_SECONDS = 120.0
+# Why a test of the real node's behaviour skips on a cluster the environment names.
+NAMED_CLUSTER = "the cluster is a named one (AGENTCHAIN_E2E_KUBECONFIG), not the real node"
 
 
 def skip_without_root() -> None:

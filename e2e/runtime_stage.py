@@ -1,9 +1,9 @@
 """A real node with the reference agent images, the operator and the stand-in model
 server, for running runner-runtime AgentJobs in real containers
-(``e2e/test_runtime_images.py``, ``e2e/test_runtime_chain_realnode.py``,
+(``e2e/test_runtime_images.py``, ``make demo``'s real agent CLIs,
 ``bench/bench_runtime_images.py``).
 
-``stage()`` builds the images (cached by their inputs), starts ``cluster(node="real")``,
+``stage()`` builds the images (cached by their inputs), starts ``cluster()`` (the real node),
 imports them, and starts the stand-in model server and the operator as host processes
 listening on the node's bridge address: pods cannot reach this machine's loopback. The
 operator is told the images' references (``AGENTCHAIN_RUNTIME_IMAGE_*``), so an

@@ -196,7 +196,7 @@ def test_the_demo_says_which_agents_and_models_it_runs(
 def test_one_provider_s_key_runs_every_step_on_its_cli_with_the_key_from_a_secret(
     model_standin: ModelStandIn,
 ) -> None:
-    agents = seed_chain(model_standin, None)
+    agents = seed_chain(model_standin)
     changed = demo.for_providers(agents, ("openai",))
     assert [a["spec"]["runtime"]["type"] for a in changed] == ["codex"] * 4
     for agent in changed:

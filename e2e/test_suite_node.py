@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e import chaining, operating
+from e2e import chaining, operating, realnodes
 from e2e.controlplane.cluster import ClusterInfo
 
 WHERE = "import os, sys; print(sys.executable, os.getuid())"
@@ -34,7 +34,7 @@ print(api, urllib.request.urlopen(request, timeout=10).status)
 
 def _on_the_real_node(info: ClusterInfo) -> None:
     if info.real_node is None or not info.agent_image:
-        pytest.skip("the session's cluster is a named one (AGENTCHAIN_E2E_KUBECONFIG), not the real node")
+        pytest.skip(realnodes.NAMED_CLUSTER)
 
 
 def _pod(info: ClusterInfo, namespace: str, job: chaining.Obj) -> chaining.Obj:
