@@ -39,11 +39,16 @@ unit: ## unit tests only (no control plane; Redis is started by the tests)
 e2e: ## the end-to-end suite (local control plane and real node, or AGENTCHAIN_E2E_KUBECONFIG's cluster)
 	$(PYTHON) -m pytest -m 'e2e and not realnode' $(PYTEST_ARGS)
 
-realnode: ## the real node's tests alone: kubelet, containerd, kube-proxy, the chart (root)
+# In a lane of its own (network and mount namespaces, as `make test` runs them), with the
+# images built first while there is a network; `realnode_lanes hold` compares the machine
+# after.
+realnode: ## the real node's own tests alone: kubelet, containerd, kube-proxy, the chart (root)
 	bash e2e/setup.sh
 	bash e2e/controlplane/build-binaries.sh node
 	bash e2e/controlplane/build-binaries.sh netpol
-	$(PYTHON) -m pytest -m realnode $(PYTEST_ARGS)
+	$(PYTHON) -m e2e.controlplane.realnode_lanes prebuild --realnode
+	$(PYTHON) -m e2e.controlplane.realnode_lanes hold -- \
+		e2e/controlplane/lane-ns.sh $(PYTHON) -m pytest -m realnode $(PYTEST_ARGS)
 
 image: ## build the Dockerfile without Docker or a registry (buildah, root), cached by its inputs
 	$(PYTHON) -m e2e.controlplane.operator_image

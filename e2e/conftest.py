@@ -28,7 +28,6 @@ controller compares the machine once they have all ended (``realnode_lanes``).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import re
@@ -43,10 +42,9 @@ import kubernetes
 import pytest
 
 from e2e import realnodes
-from e2e.controlplane import agent_images, realnode, realnode_lanes
+from e2e.controlplane import realnode, realnode_lanes
 from e2e.controlplane.cluster import (
     ClusterInfo,
-    cluster,
     existing_kubeconfig,
     finish_workdir,
     make_workdir,
@@ -185,21 +183,12 @@ def pytest_terminal_summary(
 def cluster_info(request: pytest.FixtureRequest) -> Iterator[ClusterInfo]:
     """The session's cluster: a local control plane, real node and Redis, with the e2e
     agent image imported, or AGENTCHAIN_E2E_KUBECONFIG's (see the module's docstring)."""
-    real = _session_on_the_real_node()
-    if real:
+    if _session_on_the_real_node():
         realnodes.skip_without_root()
-    # Built before the node starts: a failed build then holds no node, and a cached one
-    # costs a hash of the inputs.
-    image = agent_images.build_e2e() if real else None
     workdir = make_workdir()
     # Kept until proven clean: a failed start-up or teardown leaves it in place too.
     request.config.stash[_KEPT_WORKDIR] = workdir
-    with cluster(workdir) as info:
-        if image is not None:
-            assert info.real_node is not None
-            say(f"importing the e2e agent image {image.ref}")
-            agent_images.import_into(info.real_node.paths.containerd_socket, image)
-            info = dataclasses.replace(info, agent_image=image.ref)
+    with realnodes.cluster_with_agent_image(workdir) as info:
         yield info
     if request.session.testsfailed == 0:
         del request.config.stash[_KEPT_WORKDIR]

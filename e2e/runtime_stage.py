@@ -155,7 +155,7 @@ def stage(
     workdir = make_workdir()
     succeeded = False
     try:
-        with cluster(workdir, node="real") as info, contextlib.ExitStack() as stack:
+        with cluster(workdir) as info, contextlib.ExitStack() as stack:
             node = info.real_node
             assert node is not None
             for image in [*images.values(), *([workspace] if workspace else [])]:

@@ -4,11 +4,11 @@ One table row per runtime (Claude Code, OpenCode, Gemini CLI): the same tests ru
 each, since what the operator promises does not depend on the CLI. Each job runs in its
 runtime's reference image on the real node (``images/agent/Dockerfile``; the operator is
 told the images, ``AGENTCHAIN_RUNTIME_IMAGE_*``, by ``e2e/runtime_node.py``), with the
-image's runner and CLI. The AiAgent's ``baseUrl`` is the stand-in model server, which checks every request and answer
-against the provider's official SDK types. Everything between is the product's: the pod built from
-``spec.runtime`` (credentials through ``secretKeyRef``), the runner's CLI config with
-``agentchain mcp`` and the job's token, usage reported with that token, the exit code as
-the job's reason.
+image's runner and CLI. The AiAgent's ``baseUrl`` is the stand-in model server, which
+checks every request and answer against the provider's official SDK types. Everything
+between is the product's: the pod built from ``spec.runtime`` (credentials through
+``secretKeyRef``), the runner's CLI config with ``agentchain mcp`` and the job's token,
+usage reported with that token, the exit code as the job's reason.
 
 Aspects covered, for every runtime:
 - a scripted call of ``agentchain mcp``'s store_set tool (each CLI names it its own way)

@@ -57,7 +57,6 @@ import functools
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +64,11 @@ import pytest
 
 from e2e import chaining, delivering, operating
 from e2e.controlplane import certs
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
 from e2e.github.gitserver import GitServer
 from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_operator, install
 
-ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 180.0
 Obj = dict[str, Any]
 
@@ -115,13 +113,9 @@ def seed_agents(keep_for: str = "0") -> list[Obj]:
 
 
 def workspace_env(git_server: GitServer) -> dict[str, str]:
-    """Workspace containers run this tree's CLI on the local node (images are ignored);
-    in containers (the real node) the workspace image's own ``agentchain``, the default."""
-    env = {"AGENTCHAIN_GITHUB_GIT_URL": git_server.url}
-    if not agents_in_containers():
-        command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
-        env["AGENTCHAIN_WORKSPACE_COMMAND"] = ",".join(command)
-    return env
+    """Workspace containers clone from the git stand-in, and run the workspace image's
+    own ``agentchain``, the default."""
+    return {"AGENTCHAIN_GITHUB_GIT_URL": git_server.url}
 
 
 @pytest.fixture
