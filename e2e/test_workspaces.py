@@ -3,9 +3,10 @@
 The operator runs as a GitHub App against the stand-in, whose git server (smart HTTP,
 ``git http-backend``, checking the stand-in's installation tokens) serves the example
 payloads' repository with a typo in its README.  The chain starts from GitHub's own
-``issues.opened`` example.  The local node mounts the chain's PersistentVolumeClaim
-(provisioned by the node's default StorageClass) into every step's pod; the workspace
-containers run this tree's ``agentchain workspace`` (``AGENTCHAIN_WORKSPACE_COMMAND``).
+``issues.opened`` example.  The real node's kubelet mounts the chain's
+PersistentVolumeClaim (provisioned by the cluster's default StorageClass) into every
+step's pod; the workspace containers run the workspace image's ``agentchain workspace``
+(the e2e agent image, built from this tree).
 
 Aspects covered:
 * triage reads the README from its workspace; the developer fixes it and commits; the
@@ -46,9 +47,6 @@ Aspects covered:
   their job's token (none goes anonymous: the Secret exists before the pod);
 * a repository that cannot be cloned ends the job ``WorkspacePrepareFailed`` (message,
   Event) and its agent container never starts.
-
-Until the local node mounts claims and the CLI exists (h/node, h/wscli), the module skips
-with the reason.
 """
 
 from __future__ import annotations

@@ -45,9 +45,8 @@ E2E_DOCKERFILE = (ROOT / agent_images.E2E_DOCKERFILE).read_text()
 
 
 @pytest.fixture(autouse=True)
-def _no_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AGENTCHAIN_E2E_NODE", "AGENTCHAIN_E2E_KUBECONFIG"):
-        monkeypatch.delenv(name, raising=False)
+def _no_named_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTCHAIN_E2E_KUBECONFIG", raising=False)
     monkeypatch.setenv("AGENTCHAIN_E2E_USE_KUBECONFIG", "0")
 
 
