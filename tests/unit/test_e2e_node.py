@@ -4,7 +4,8 @@ build inputs (``images/e2e-agent``).
 Aspects covered:
 - without root and without a named cluster, ``cluster()`` refuses at once, saying the
   real node needs root or a cluster named by ``AGENTCHAIN_E2E_KUBECONFIG``, and a test
-  that needs the session's cluster skips with that reason (fails under ``CI=true``);
+  that needs the session's cluster skips with that reason (fails under ``CI=true``), and
+  ``python -m e2e.controlplane up`` says so and exits 2 before starting anything;
 - an agent's Python is the image's ``python3`` (agents always run in containers);
 - an operator of a cluster on the real node listens on the bridge address and makes the
   session's agent image the default and workspace image; without a real node (a named
@@ -34,6 +35,7 @@ from pathlib import Path
 import pytest
 import yaml
 from e2e import chaining, operating, realnodes
+from e2e.controlplane import __main__ as controlplane_main
 from e2e.controlplane import agent_images, realnode, realnode_lanes
 from e2e.controlplane import realnode_config as config
 from e2e.controlplane import realnode_host as host
@@ -83,6 +85,16 @@ def test_without_root_a_test_needing_the_cluster_skips_and_fails_under_ci(
     with pytest.raises(pytest.fail.Exception) as failed:
         realnodes.skip_without_root()
     assert NEEDS_ROOT in str(failed.value)
+
+
+def test_up_without_root_says_why_and_what_to_do_before_starting_anything(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert controlplane_main.main(["up", "--with-operator"]) == 2
+    said = capsys.readouterr()
+    assert said.out == ""  # no exports: nothing was started
+    assert f"cannot start the cluster: {NEEDS_ROOT}" in said.err, said.err
 
 
 def test_an_agents_python_is_the_images() -> None:
