@@ -1,13 +1,12 @@
 # agentchain — common tasks. `make help` lists them.
 PYTHON ?= python3
 PYTEST_ARGS ?=
-# Test processes for `make test`: each has its own control plane, Redis and stand-ins, and
+# Test processes for `make test`: each has its own control plane, real node, Redis and
+# stand-ins, in network and mount namespaces of its own (e2e/controlplane/README.md), and
 # takes whole modules (--dist loadfile), so a module's fixtures are built once. The real
-# node's tests (root only) run in a lane of their own beside them: e2e/lanes.sh says why;
-# REALNODE=0 leaves them out. E2E_NODE=real runs the workers' suite on real nodes too, one
-# per worker, each in network and mount namespaces of its own (e2e/controlplane/README.md).
+# node's own tests run in a lane of their own beside them: e2e/lanes.sh says why;
+# REALNODE=0 leaves them out. The real node needs root.
 TEST_WORKERS ?= 2
-E2E_NODE ?=
 
 .PHONY: help install binaries lint test unit e2e realnode image images demo crds bench bench-figures trace-screenshot
 
@@ -29,22 +28,27 @@ lint: ## ruff, mypy --strict, import-linter, CRD drift
 	PYTHONPATH=operator lint-imports
 	$(PYTHON) -m agentchain.crdgen --check
 
-test: ## everything CI runs: setup, lint, unit and e2e tests, and beside them the real node's (root)
+test: ## everything CI runs: setup, lint, unit and e2e tests on real nodes (root)
 	bash e2e/setup.sh
 	$(MAKE) lint
-	PYTHON=$(PYTHON) E2E_NODE=$(E2E_NODE) bash e2e/lanes.sh $(TEST_WORKERS) $(PYTEST_ARGS)
+	PYTHON=$(PYTHON) bash e2e/lanes.sh $(TEST_WORKERS) $(PYTEST_ARGS)
 
 unit: ## unit tests only (no control plane; Redis is started by the tests)
 	$(PYTHON) -m pytest -m 'not e2e' $(PYTEST_ARGS)
 
-e2e: ## the end-to-end suite (local control plane, or AGENTCHAIN_E2E_KUBECONFIG's cluster)
+e2e: ## the end-to-end suite (local control plane and real node, or AGENTCHAIN_E2E_KUBECONFIG's cluster)
 	$(PYTHON) -m pytest -m 'e2e and not realnode' $(PYTEST_ARGS)
 
-realnode: ## the real node's tests alone: kubelet, containerd, kube-proxy, the chart (root)
+# In a lane of its own (network and mount namespaces, as `make test` runs them), with the
+# images built first while there is a network; `realnode_lanes hold` compares the machine
+# after.
+realnode: ## the real node's own tests alone: kubelet, containerd, kube-proxy, the chart (root)
 	bash e2e/setup.sh
 	bash e2e/controlplane/build-binaries.sh node
 	bash e2e/controlplane/build-binaries.sh netpol
-	$(PYTHON) -m pytest -m realnode $(PYTEST_ARGS)
+	$(PYTHON) -m e2e.controlplane.realnode_lanes prebuild --realnode
+	$(PYTHON) -m e2e.controlplane.realnode_lanes hold -- \
+		e2e/controlplane/lane-ns.sh $(PYTHON) -m pytest -m realnode $(PYTEST_ARGS)
 
 image: ## build the Dockerfile without Docker or a registry (buildah, root), cached by its inputs
 	$(PYTHON) -m e2e.controlplane.operator_image

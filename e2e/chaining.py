@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 import urllib.request
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +21,7 @@ import yaml
 
 from agentchain.hop.rules import jobspec
 from e2e import operating
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 
 Obj = dict[str, Any]
 API_VERSION = "labrats.work/v1alpha1"
@@ -79,9 +78,9 @@ def demo_command(*flags: str) -> list[str]:
 
 
 def agent_python() -> str:
-    """The Python an agent's command names: this interpreter on the local node, which runs
-    containers as host processes, else the agent image's ``python3`` on its PATH."""
-    return "python3" if agents_in_containers() else sys.executable
+    """The Python an agent's command names: the agent image's ``python3`` on its PATH (an
+    agent runs in a container, never on this machine)."""
+    return "python3"
 
 
 def python_command(script: str, *args: str) -> list[str]:

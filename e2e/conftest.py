@@ -9,23 +9,25 @@ The session's workdir is created here rather than inside ``cluster()`` because o
 pytest knows whether a test failed: after a failed run the workdir (with every
 component's log) is kept and named in the terminal summary; after a clean run it goes.
 
-``AGENTCHAIN_E2E_NODE=real`` starts the session's cluster on the real node (kubelet and
-containerd) instead of the local stand-in: the e2e agent image (``images/e2e-agent``) is
-built from this tree and imported, every agent that names no image runs in it, and the
-harness's servers that agents reach (the operator, the model stand-in, the GitHub API
+The session's cluster runs on the real node (kubelet and containerd), unless
+``AGENTCHAIN_E2E_KUBECONFIG`` names a cluster: the e2e agent image (``images/e2e-agent``)
+is built from this tree and imported, every agent that names no image runs in it, and
+the harness's servers that agents reach (the operator, the model stand-in, the GitHub API
 stand-in, the git server) listen on the node's bridge address (``ClusterInfo.pod_host``),
-since a pod's loopback is its own. The tests marked ``realnode`` start a real node of
-their own, which the session's holds, so they are skipped in that mode (``make
-realnode`` runs them). Under pytest-xdist (``-n``) each worker is a lane: it runs in
-network and mount namespaces of its own (``e2e/controlplane/lane-ns.sh``) with its own
-control plane and real node, and the controller compares the machine once they have all
-ended (``realnode_lanes``).
+since a pod's loopback is its own. The real node needs root: without root and without a
+named cluster, every test that needs the cluster skips with one reason, and under CI
+(``CI=true``) fails instead. The tests marked ``realnode`` start a real node of their own,
+which a session cluster already running would hold, so they run in a pytest of their own
+(``-m realnode``: ``make realnode``, or the lane ``make test`` runs beside the others) and
+skip, saying so, beside tests that use the session's cluster. Under pytest-xdist (``-n``)
+each worker is a lane: it runs in network and mount namespaces of its own
+(``e2e/controlplane/lane-ns.sh``) with its own control plane and real node, and the
+controller compares the machine once they have all ended (``realnode_lanes``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import re
@@ -39,15 +41,13 @@ from pathlib import Path
 import kubernetes
 import pytest
 
-from e2e.controlplane import agent_images, realnode, realnode_lanes
+from e2e import realnodes
+from e2e.controlplane import realnode, realnode_lanes
 from e2e.controlplane.cluster import (
     ClusterInfo,
-    HarnessError,
-    cluster,
     existing_kubeconfig,
     finish_workdir,
     make_workdir,
-    node_choice,
     say,
 )
 from e2e.github.fixtures import require_spec
@@ -64,13 +64,19 @@ _MACHINE_DIFFERS = pytest.StashKey[tuple[str, str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    try:
-        node_choice()
-    except HarnessError as error:
-        raise pytest.UsageError(str(error)) from None
     workers = config.getoption("tx", default=None)
-    if _session_on_the_real_node() and workers and not hasattr(config, "workerinput"):
+    lanes = workers and not hasattr(config, "workerinput") and _may_start_a_cluster(config)
+    if lanes and _session_on_the_real_node():
         _lanes_for_workers(config, len(workers))
+
+
+def _may_start_a_cluster(config: pytest.Config) -> bool:
+    """Whether this run may start the session's cluster: it selects e2e tests (not
+    ``-m 'not e2e'``, not only paths outside ``e2e/``), so the workers need lanes."""
+    if config.option.markexpr.replace(" ", "") == "note2e":
+        return False
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    return not paths or any(p.is_relative_to(E2E_DIR) or E2E_DIR.is_relative_to(p) for p in paths)
 
 
 def _lanes_for_workers(config: pytest.Config, workers: int) -> None:
@@ -78,8 +84,6 @@ def _lanes_for_workers(config: pytest.Config, workers: int) -> None:
     its own: start each in a lane (``lane-ns.sh``, network and mount namespaces of its
     own), build the images first (a lane has no network), and hold the machine session
     here, which compares the machine once every lane has ended."""
-    if os.geteuid() != 0:
-        raise pytest.UsageError("AGENTCHAIN_E2E_NODE=real needs root (the real node)")
     say("building the images the lanes import (a lane has no network)")
     realnode_lanes.prebuild(realnode_lane=False)
     python = shlex.join([str(realnode_lanes.WRAPPER), sys.executable])
@@ -109,25 +113,39 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # This hook sees the whole session's items; mark only the ones under e2e/.
-    on_the_real_node = _session_on_the_real_node()
+    # This hook sees the whole session's items, before `-m` deselects any (so `-m e2e`
+    # sees the marker); mark only the ones under e2e/.
     for item in items:
         if item.path.is_relative_to(E2E_DIR):
             item.add_marker(pytest.mark.e2e)
-        if on_the_real_node and item.get_closest_marker("realnode"):
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # After `-m` has deselected: a test that starts a real node of its own cannot run
+    # beside the session's cluster, which holds this lane's node (a skip marker is read
+    # when the test is set up).
+    selected = session.items
+    if not _session_on_the_real_node() or not any(map(_uses_the_session_cluster, selected)):
+        return
+    for item in selected:
+        if item.get_closest_marker("realnode"):
             item.add_marker(pytest.mark.skip(reason=_REALNODE_TESTS_SKIPPED))
 
 
+def _uses_the_session_cluster(item: pytest.Item) -> bool:
+    return "cluster_info" in getattr(item, "fixturenames", ())
+
+
 _REALNODE_TESTS_SKIPPED = (
-    "AGENTCHAIN_E2E_NODE=real: the session's cluster holds this lane's real node (its "
-    "bridge and fixed paths), and this test starts its own (run it without the switch, "
-    "e.g. `make realnode`)"
+    "this test starts a real node of its own, and this run's session cluster holds this "
+    "lane's real node (its bridge and fixed paths): run it in a pytest of its own, "
+    "`pytest -m realnode` (`make realnode`; `make test` runs that lane beside the others)"
 )
 
 
 def _session_on_the_real_node() -> bool:
-    """Whether the session's cluster is a local one on the real node."""
-    return node_choice() == "real" and existing_kubeconfig() is None
+    """Whether the session's cluster is a local one on the real node (no cluster named)."""
+    return existing_kubeconfig() is None
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -135,8 +153,10 @@ def _the_machines_real_node(request: pytest.FixtureRequest) -> Iterator[None]:
     """The real node's tests hold the machine for the whole session, before any of them
     snapshots it: the one real node outside a lane, or a share of the machine session in
     one (see ``realnode.machine``)."""
-    marked = any(item.get_closest_marker("realnode") for item in request.session.items)
-    wanted = marked or _session_on_the_real_node()
+    items = request.session.items
+    wanted = any(item.get_closest_marker("realnode") for item in items) or any(
+        map(_uses_the_session_cluster, items)
+    )
     if not wanted or existing_kubeconfig() is not None or os.geteuid() != 0:
         yield
         return
@@ -161,21 +181,14 @@ def pytest_terminal_summary(
 
 @pytest.fixture(scope="session")
 def cluster_info(request: pytest.FixtureRequest) -> Iterator[ClusterInfo]:
-    """The session's cluster: a local control plane, node and Redis, or KUBECONFIG's;
-    on the real node with the e2e agent image imported (see the module's docstring)."""
-    real = _session_on_the_real_node()
-    # Built before the node starts: a failed build then holds no node, and a cached one
-    # costs a hash of the inputs.
-    image = agent_images.build_e2e() if real else None
+    """The session's cluster: a local control plane, real node and Redis, with the e2e
+    agent image imported, or AGENTCHAIN_E2E_KUBECONFIG's (see the module's docstring)."""
+    if _session_on_the_real_node():
+        realnodes.skip_without_root()
     workdir = make_workdir()
     # Kept until proven clean: a failed start-up or teardown leaves it in place too.
     request.config.stash[_KEPT_WORKDIR] = workdir
-    with cluster(workdir, node="real" if real else "local") as info:
-        if image is not None:
-            assert info.real_node is not None
-            say(f"importing the e2e agent image {image.ref}")
-            agent_images.import_into(info.real_node.paths.containerd_socket, image)
-            info = dataclasses.replace(info, agent_image=image.ref)
+    with realnodes.cluster_with_agent_image(workdir) as info:
         yield info
     if request.session.testsfailed == 0:
         del request.config.stash[_KEPT_WORKDIR]
@@ -234,8 +247,9 @@ def namespace(
 def _pod_host(request: pytest.FixtureRequest) -> str:
     """Where a server that agents reach listens: the session cluster's ``pod_host`` on the
     real node (which starts the cluster first: the bridge must exist to bind its address),
-    else loopback, without starting a cluster for a test that needs none."""
-    if not _session_on_the_real_node():
+    else loopback: on a named cluster, and for a test that uses no cluster (nothing but
+    the test reaches the server then, and no cluster is started for it)."""
+    if not _session_on_the_real_node() or "cluster_info" not in request.fixturenames:
         return "127.0.0.1"
     info: ClusterInfo = request.getfixturevalue("cluster_info")
     return info.pod_host

@@ -1,40 +1,41 @@
 """The local demo: from nothing to a finished three-agent chain you can watch.
 
-``make demo`` (or ``python -m e2e.demo``) builds or reuses the control-plane
-binaries, starts etcd, kube-apiserver, the controller manager, the scheduler,
-the local node and Redis, installs the CRDs and the operator's RBAC, runs the
-operator under its own ServiceAccount, applies seed 003's Issue → Fix → Review
-agents (running the deterministic demo agent), sends a signed ``issues.opened``
-delivery to the webhook and shows the chain progressing, then checks that the
-dashboard opens the finished chain and prints its URL and how to log in (the admin
-token).  Ctrl-C tears it all down.
+``make demo`` (or ``python -m e2e.demo``, as root) builds or reuses the control-plane and
+node binaries, starts etcd, kube-apiserver, the controller manager, the scheduler, the
+real node (containerd, kubelet, kube-proxy, CoreDNS, kube-router) and Redis, installs the
+CRDs and the operator's RBAC, runs the operator under its own ServiceAccount, applies seed
+003's Issue → Fix → Review agents (running the deterministic demo agent), sends a signed
+``issues.opened`` delivery to the webhook and shows the chain progressing, then checks
+that the dashboard opens the finished chain and prints its URL and how to log in (the
+admin token).  Ctrl-C tears it all down.
 
 GitHub is the local stand-in (``e2e/github/``, when GitHub's OpenAPI description is in
 the cache e2e/setup.sh fills): the operator runs as a GitHub App installed on
 ``acme/webapp``, the delivery carries that installation, and at the end the demo prints
 the comment the chain kept up to date on the issue, as the stand-in recorded it.
 
-Which agents run is said first (``plan``):
-- as root, with the real node's tools (e2e/setup.sh installs them), the chain runs real
-  agent CLIs in their reference images (``images/agent/Dockerfile``) on the real node
-  (``e2e/runtime_stage.py``): seed 003's chain of ``e2e/runtime_chain.py``, triage
-  (Claude Code) -> developer (codex, committing in the chain's workspace) -> reviewer
-  (Claude Code, delegating to a security agent). With ``ANTHROPIC_API_KEY`` and/or
-  ``OPENAI_API_KEY`` in the environment the CLIs call that provider (with only one of
-  them every step runs that provider's CLI); without either they call the stand-in model
-  server (``e2e/models``), which answers the chain's scripted turns;
+Which agents run is said first (``plan``); every agent runs in a container on the real
+node, which needs root and its tools (e2e/setup.sh installs them): without either the
+demo refuses at once, saying why and what to do.
+- by default the chain runs real agent CLIs in their reference images
+  (``images/agent/Dockerfile``) on the real node (``e2e/runtime_stage.py``): seed 003's
+  chain of ``e2e/runtime_chain.py``, triage (Claude Code) -> developer (codex, committing
+  in the chain's workspace) -> reviewer (Claude Code, delegating to a security agent).
+  With ``ANTHROPIC_API_KEY`` and/or ``OPENAI_API_KEY`` in the environment the CLIs call
+  that provider (with only one of them every step runs that provider's CLI); without
+  either they call the stand-in model server (``e2e/models``), which answers the chain's
+  scripted turns;
 - with ``AGENTCHAIN_DEMO_AGENTS=command``, the deterministic demo agent is each step's
-  command: as root with those tools, in the e2e agent image (``images/e2e-agent``, built
-  from this tree) on the real node, as the test suite's agents run; without root (or the
-  tools), the local node runs it as host processes, and the first line says why.
-  Without root or the tools the command path is the only one.
+  command, in the e2e agent image (``images/e2e-agent``, built from this tree) on the
+  real node, as the test suite's agents run;
+- with a cluster named by ``AGENTCHAIN_E2E_KUBECONFIG``, the demo agent as the command,
+  in that cluster.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import http.cookiejar
 import json
 import os
@@ -47,9 +48,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e import delivering, operating, runtime_stage
-from e2e.controlplane import agent_images, realnode
-from e2e.controlplane.cluster import ClusterInfo, cluster, say, stop_on_signals
+from e2e import delivering, operating, realnodes, runtime_stage
+from e2e.controlplane import realnode
+from e2e.controlplane.cluster import ClusterInfo, say, stop_on_signals
 from e2e.github import GitHubStandIn
 from e2e.github.spec import SpecMissing
 from e2e.githubloop import ISSUE, REPOSITORY, Installed, install
@@ -85,29 +86,28 @@ class Plan:
     images: bool  # real CLIs in their reference images on the real node, else the command
     providers: tuple[str, ...]  # the real providers called (none: the stand-in model)
     why: str
-    # The command path's node: "real" (containers in the e2e agent image) or "local".
-    node: str = "local"
+    refused: bool = False  # the demo cannot run here; ``why`` says why and what to do
 
 
 def plan(env: Mapping[str, str], euid: int, missing: Sequence[str]) -> Plan:
     """The demo's agents for this environment, this user and these missing tools."""
     command = "the deterministic demo agent runs as each step's command"
-    on_local = f"{command} on the local node, as host processes"
     if env.get("AGENTCHAIN_E2E_KUBECONFIG") or env.get("AGENTCHAIN_E2E_USE_KUBECONFIG") == "1":
         why = "an existing cluster is named, and the real node is part of the local one only"
         return Plan(False, (), f"{why}: {command} in that cluster")
-    asked = env.get(AGENTS_ENV, "").strip() == "command"
-    if euid != 0 or missing:
+    if euid != 0:
         why = (
-            "not root, and the real node (containerd, kubelet, iptables) needs root"
-            if euid != 0
-            else f"the real node needs {', '.join(missing)} (e2e/setup.sh installs them)"
+            "not root: the real node (containerd, kubelet, iptables), where the agents' "
+            "containers run, needs root; run `make demo` as root, or point "
+            "AGENTCHAIN_E2E_KUBECONFIG at a cluster"
         )
-        said = f"{AGENTS_ENV}=command, {why}" if asked else why
-        return Plan(False, (), f"{said}: {on_local}")
-    if asked:
+        return Plan(False, (), why, refused=True)
+    if missing:
+        why = f"the real node needs {', '.join(missing)} (e2e/setup.sh installs them)"
+        return Plan(False, (), why, refused=True)
+    if env.get(AGENTS_ENV, "").strip() == "command":
         on_real = f"{command} in the e2e agent image's containers on the real node"
-        return Plan(False, (), f"{AGENTS_ENV}=command: {on_real}", node="real")
+        return Plan(False, (), f"{AGENTS_ENV}=command: {on_real}")
     providers = tuple(p for p, (key, _, _) in PROVIDERS.items() if env.get(key, "").strip())
     images = "real agent CLIs run in their reference images on the real node"
     if providers:
@@ -315,7 +315,7 @@ def run_in_images(stage: runtime_stage.Stage, chosen: Plan, env: Mapping[str, st
     issue on the stand-in's repository."""
     assert stage.github is not None
     namespace = runtime_stage.NAMESPACE
-    agents = seed_chain(stage.standin, None)
+    agents = seed_chain(stage.standin)
     if chosen.providers:
         secrets = provider_secrets(env, chosen.providers)
         agents = for_providers(agents, chosen.providers)
@@ -346,27 +346,13 @@ def run_in_images(stage: runtime_stage.Stage, chosen: Plan, env: Mapping[str, st
 
 
 @contextlib.contextmanager
-def command_cluster(chosen: Plan) -> Iterator[ClusterInfo]:
-    """The command path's cluster: on the real node with the e2e agent image imported
-    (the agents name no image, so the operator's default, that image, is theirs), else
-    the local node (or the cluster the environment names)."""
-    image = agent_images.build_e2e() if chosen.node == "real" else None
-    with cluster(node=chosen.node) as info:
-        if image is not None:
-            assert info.real_node is not None
-            say(f"importing the e2e agent image {image.ref}")
-            agent_images.import_into(info.real_node.paths.containerd_socket, image)
-            info = dataclasses.replace(info, agent_image=image.ref)
-        yield info
-
-
-@contextlib.contextmanager
-def command_stage(
-    chosen: Plan,
-) -> Iterator[tuple[ClusterInfo, operating.OperatorProcess, Installed | None]]:
-    """The command path's cluster, GitHub stand-in and operator, torn down on the way out
-    (the operator first, then the components; the workdir is removed)."""
-    with command_cluster(chosen) as info, github_standin(info.workdir) as github:
+def command_stage() -> Iterator[tuple[ClusterInfo, operating.OperatorProcess, Installed | None]]:
+    """The command path's cluster (on the real node with the e2e agent image imported:
+    the agents name no image, so the operator's default, that image, is theirs; or the
+    cluster the environment names), GitHub stand-in and operator, torn down on the way
+    out (the operator first, then the components; the workdir is removed)."""
+    cluster = realnodes.cluster_with_agent_image()
+    with cluster as info, github_standin(info.workdir) as github:
         say("installing CRDs and the operator's RBAC; starting the operator")
         # No job links in the comment: the dashboard's port is only known once started.
         env = github.env() | {"AGENTCHAIN_GITHUB_DASHBOARD_URL": ""} if github else {}
@@ -380,8 +366,11 @@ def _until_interrupted() -> None:
 
 
 def main() -> int:
-    stop_on_signals()
     chosen = plan(os.environ, os.geteuid(), missing_tools())
+    if chosen.refused:
+        say(f"the demo cannot run here: {chosen.why}")
+        return 2
+    stop_on_signals()
     say(f"agents: {chosen.why}")
     # Ctrl-C is the demo's normal end: caught inside the cluster's context, so the
     # operator stops first, then the components, and the workdir is removed.
@@ -394,7 +383,7 @@ def main() -> int:
             except KeyboardInterrupt:
                 say("stopping")
         return 0
-    with command_stage(chosen) as (info, op, github):
+    with command_stage() as (info, op, github):
         try:
             run_demo(info, op, github)
             _until_interrupted()

@@ -22,7 +22,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 import agentchain
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 from e2e.runtime_node import exec_argv, idle_pod
 
 # The package of the checkout that runs the tests, whichever it is.
@@ -42,9 +42,9 @@ def pod_env(api_url: str, token: str, namespace: str, job: str, chain_id: str) -
 
 def server(env: dict[str, str], info: ClusterInfo | None = None) -> Client:
     """A client of ``agentchain mcp`` run with ``env``: this checkout's as a host process
-    (the unit tests', which name no cluster, and on the local node), the e2e agent
-    image's in a pod of ``info``'s cluster when agents run in containers."""
-    if info is None or not agents_in_containers():
+    (the unit tests', which name no cluster), else the e2e agent image's in a pod of
+    ``info``'s cluster, where agents run."""
+    if info is None:
         params = StdioServerParameters(
             command=sys.executable, args=["-m", "agentchain", "mcp"], env=env
         )

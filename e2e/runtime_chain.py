@@ -1,8 +1,7 @@
 """Seed 003's chain on real agent CLIs: its AiAgents, the models' scripted turns and what
-the chain must show afterwards, shared by ``e2e/test_runtime_chain.py`` (on the local
-node's host processes, or in the reference images with ``AGENTCHAIN_E2E_NODE=real``) and
-the real node's own run of it (``e2e/test_runtime_chain_realnode.py``), so all hold the
-chain to the same account.
+the chain must show afterwards, shared by ``e2e/test_runtime_chain.py`` (each step in
+its reference image on the real node) and ``make demo``'s real agent CLIs, so both hold
+the chain to the same account.
 
 The chain: issue opened -> triage (claude-code) -> developer (codex, committing in the
 chain's workspace) -> reviewer (claude-code), who delegates to a security agent and waits
@@ -17,7 +16,6 @@ import json
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +24,6 @@ from e2e import delivering, operating
 from e2e.controlplane.cluster import ClusterInfo
 from e2e.githubloop import Installed, app_delivery
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, Reply, mcp_tool, text, tool
-from e2e.models.fixtures import agent_cli
 
 CLAUDE_MODEL = "claude-sonnet-4-5"
 CODEX_MODEL = "gpt-5"
@@ -56,24 +53,14 @@ def runtime_agent(
     trigger: str,
     kind: str,
     standin: ModelStandIn,
-    home: Path | None,
     *,
     triggers: list[Obj] | None = None,
     **spec: Any,
 ) -> Obj:
-    """An AiAgent running ``kind``'s pinned CLI against the stand-in, with no retries of
-    a refused request. ``home``: on the stand-in node, a home of its own for the CLI's
-    files and the CLI e2e/setup.sh fetched; None: in its reference image, which has both."""
+    """An AiAgent running ``kind``'s CLI (its reference image's, with its home) against
+    the stand-in, with no retries of a refused request."""
     claude = kind == "claude-code"
     env = [{"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"}]
-    if home is not None:
-        home.mkdir(parents=True, exist_ok=True)
-        env += [
-            {"name": "HOME", "value": str(home)},
-            {"name": "AGENTCHAIN_AGENT_CLI", "value": str(agent_cli(kind))},
-        ]
-        if not claude:
-            env.append({"name": "CODEX_HOME", "value": str(home)})
     if claude:
         # MCP tools in the tool list itself, not behind Claude Code's ToolSearch.
         env.append({"name": "ENABLE_TOOL_SEARCH", "value": "false"})
@@ -156,19 +143,13 @@ def tool_outputs(body: Obj) -> list[str]:
     return found
 
 
-def seed_chain(standin: ModelStandIn, homes: Path | None) -> list[Obj]:
-    """Seed 003's chain on real CLIs, and the security agent the reviewer delegates to.
-    ``homes``: where each agent's home goes on the stand-in node; None in the images."""
-
-    def home(name: str) -> Path | None:
-        return homes / name if homes is not None else None
-
+def seed_chain(standin: ModelStandIn) -> list[Obj]:
+    """Seed 003's chain on real CLIs, and the security agent the reviewer delegates to."""
     return [
         runtime_agent(
             "ai-triage",
             "claude-code",
             standin,
-            home("triage"),
             triggers=[
                 {
                     "source": "github",
@@ -182,15 +163,13 @@ def seed_chain(standin: ModelStandIn, homes: Path | None) -> list[Obj]:
             "ai-developer",
             "codex",
             standin,
-            home("developer"),
             triggers=[{"source": "manual", "next": {"agentTriggerName": "ai-reviewer"}}],
         ),
-        runtime_agent("ai-reviewer", "claude-code", standin, home("reviewer")),
+        runtime_agent("ai-reviewer", "claude-code", standin),
         runtime_agent(
             "ai-security",
             "claude-code",
             standin,
-            home("security"),
             delegation={"allowedFrom": ["ai-reviewer"]},
         ),
     ]

@@ -1,10 +1,8 @@
 """The runtimes' reference images on the session's node, for the suite's runtime modules.
 
-On the local node (the default) the runtime modules run the pinned CLIs e2e/setup.sh
-fetched and this tree's runner as host processes. With ``AGENTCHAIN_E2E_NODE=real``
-every agent runs in a container, and a runtime's agent in its runtime's reference image
-(``images/agent/Dockerfile``, built by ``e2e/controlplane/agent_images.py``), as in a
-user's cluster:
+Every agent runs in a container on the real node, and a runtime's agent in its
+runtime's reference image (``images/agent/Dockerfile``, built by
+``e2e/controlplane/agent_images.py``), as in a user's cluster:
 
 * ``reference_images(info, runtimes)`` builds the images (cached by their inputs),
   imports each into the session's real node once, and returns the operator settings
@@ -16,8 +14,8 @@ user's cluster:
   directory holding a copy of the test's files: the tests of the runner alone
   (``e2e/test_agent_runner.py`` and the runtimes' own modules) run the CLI of the image,
   not this machine's.
-* ``agent_host(request)`` is where a server the agents reach listens: the real node's
-  bridge address, or loopback on the local node (without starting a cluster).
+* ``agent_host(request)`` is where a server the agents reach listens: the session
+  cluster's ``pod_host`` (the real node's bridge address).
 * ``idle_pod`` is such a pod of any image; it can mount directories of this machine at
   the same paths (the real node is this machine), so a test and the command it runs in
   the pod name the same files (``e2e/test_workspace_git.py``).
@@ -38,7 +36,7 @@ import pytest
 
 from e2e import chaining
 from e2e.controlplane import agent_images
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 
 RUNNER_NAMESPACE = "agentchain-runners"
 """The namespace of the idle runner pods (one per runtime, for the session)."""
@@ -65,10 +63,8 @@ def reference_images(info: ClusterInfo, runtimes: tuple[str, ...]) -> dict[str, 
 
 
 def agent_host(request: pytest.FixtureRequest) -> str:
-    """Where a server that agents reach listens: the session cluster's ``pod_host`` when
-    agents run in containers (which starts the cluster first), else loopback."""
-    if not agents_in_containers():
-        return "127.0.0.1"
+    """Where a server that agents reach listens: the session cluster's ``pod_host``
+    (which starts the cluster first: the bridge must exist to bind its address)."""
     info: ClusterInfo = request.getfixturevalue("cluster_info")
     return info.pod_host
 
@@ -199,21 +195,18 @@ _PODS: dict[str, RunnerPods] = {}
 @dataclass
 class AgentDir:
     """Where a test's run of the runner happens: ``path`` holds the files the test
-    prepares (the prompt, a home, a repository's settings); ``pods`` is None on the local
-    node (the runner runs there as a host process), else the session's runner pods, which
-    get a copy of ``path``."""
+    prepares (the prompt, a home, a repository's settings); ``pods`` are the session's
+    runner pods, which get a copy of ``path``."""
 
     path: Path
-    pods: RunnerPods | None
+    pods: RunnerPods
 
 
 @pytest.fixture
 def agent_dir(tmp_path: Path, request: pytest.FixtureRequest) -> AgentDir:
     """A run's directory (of its own under ``tmp_path``: the pods get a copy of it), and
-    the runner pods when agents run in containers."""
+    the runner pods."""
     path = tmp_path / "run"
     path.mkdir()
-    if not agents_in_containers():
-        return AgentDir(path, None)
     info: ClusterInfo = request.getfixturevalue("cluster_info")
     return AgentDir(path, _PODS.setdefault(str(info.kubeconfig), RunnerPods(info)))

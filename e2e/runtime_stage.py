@@ -1,9 +1,9 @@
 """A real node with the reference agent images, the operator and the stand-in model
 server, for running runner-runtime AgentJobs in real containers
-(``e2e/test_runtime_images.py``, ``e2e/test_runtime_chain_realnode.py``,
+(``e2e/test_runtime_images.py``, ``make demo``'s real agent CLIs,
 ``bench/bench_runtime_images.py``).
 
-``stage()`` builds the images (cached by their inputs), starts ``cluster(node="real")``,
+``stage()`` builds the images (cached by their inputs), starts ``cluster()`` (the real node),
 imports them, and starts the stand-in model server and the operator as host processes
 listening on the node's bridge address: pods cannot reach this machine's loopback. The
 operator is told the images' references (``AGENTCHAIN_RUNTIME_IMAGE_*``), so an
@@ -155,7 +155,7 @@ def stage(
     workdir = make_workdir()
     succeeded = False
     try:
-        with cluster(workdir, node="real") as info, contextlib.ExitStack() as stack:
+        with cluster(workdir) as info, contextlib.ExitStack() as stack:
             node = info.real_node
             assert node is not None
             for image in [*images.values(), *([workspace] if workspace else [])]:

@@ -7,8 +7,8 @@ the operator, the in-cluster model endpoint and the agent's own allow-list; it f
 a change of the AiAgent, goes when the agent opts out and when the agent is deleted
 (its ownerReference).
 
-On the real node (``AGENTCHAIN_E2E_NODE=real``, where kube-router enforces
-NetworkPolicy) the policy is also enforced. The pods stand for a release as the chart
+On the real node, where kube-router enforces NetworkPolicy, the policy is also
+enforced. The pods stand for a release as the chart
 installs it: an "operator" pod with the chart's operator labels behind a Service whose
 port is not the pod's, a "redis" pod with the chart's Redis labels beside it, and in the
 agents' namespace a pod carrying the labels of an agent's job and an unrelated
@@ -20,9 +20,9 @@ rule's port (pod addresses are among its private exceptions); with the policy de
 reaches them again, so their silence was the policy's doing. The cluster's DNS there is
 CoreDNS as a host process, not a pod: the policy is built with the DNS namespace setting
 empty (port 53 to any address), as the chart's ``networkPolicy.agentEgress.dnsNamespace:
-""`` says for such clusters. The local node enforces no NetworkPolicy: that test skips
-there, and ``test_agent_egress_realnode.py`` runs it on a real node of its own
-(``make realnode``) until the suite's lanes run with the switch.
+""`` says for such clusters. On a cluster named by ``AGENTCHAIN_E2E_KUBECONFIG`` the
+session has no real node (and its pods and DNS are not this harness's), so that test
+skips there.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import pytest
 from agentchain.aiagents.rules import egress
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.settings import Settings
-from e2e import chaining, operating
+from e2e import chaining, operating, realnodes
 from e2e.controlplane.cluster import ClusterInfo
 
 Obj = dict[str, Any]
@@ -331,7 +331,7 @@ def test_an_agents_pod_reaches_the_job_api_and_nothing_else_in_the_cluster(
     info, agents = cluster_info, namespace
     node = info.real_node
     if node is None:
-        pytest.skip("only the real node enforces NetworkPolicy (AGENTCHAIN_E2E_NODE=real)")
+        pytest.skip(realnodes.NAMED_CLUSTER)
     image = node.test_image
     system = f"{agents}-sys"
     info.kubectl("create", "namespace", system)

@@ -1,7 +1,8 @@
 """The in-pod runner (``agentchain agent run``) driving the real Claude Code and codex CLIs.
 
-Host processes, no cluster: the runner runs the pinned ``claude`` binary from npm
-(e2e/setup.sh) pointed at the stand-in model server (``ANTHROPIC_BASE_URL``), and
+No operator: the runner runs in its runtime's reference image, in an idle runner pod on
+the real node (``e2e/runtime_node.py``, ``kubectl exec``), with the image's CLI pointed
+at the stand-in model server (``ANTHROPIC_BASE_URL``), and
 reports usage to a small job-API endpoint that checks the body with the operator's own
 ``UsageReport`` schema and the job's token. Every request the CLI sends and every answer
 the stand-in gives is checked against the official SDKs' types (``e2e/models``).
@@ -28,13 +29,9 @@ Aspects covered:
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -45,7 +42,6 @@ from agentchain.core.rules import runnerexits as exits
 from agentchain.web.schemas import AnswerHandover, UsageReport
 from e2e.github.threaded import ThreadedSite
 from e2e.models import DEFAULT_API_KEY, Failure, ModelStandIn, Reply, failure, text, tool
-from e2e.models.fixtures import agent_cli
 from e2e.runtime_node import AgentDir, agent_host
 
 JOB_TOKEN = "job-token-of-triage-1"
@@ -156,13 +152,12 @@ def run_agent(
     runtime: str = "claude-code",
     **settings: str,
 ) -> Run:
-    """The runner with ``runtime``'s CLI in ``where``: this tree's runner and the CLI
-    e2e/setup.sh fetched as a host process on the local node, the reference image's in
-    a runner pod when agents run in containers."""
+    """The runner with ``runtime``'s CLI in ``where``: the reference image's, in a runner
+    pod."""
     (where.path / "home" / ".codex").mkdir(parents=True, exist_ok=True)
     (where.path / "prompt").write_text("What is six times seven?\n")
     # The run's directory as the runner sees it: the pod's copy of ``where.path``.
-    base = "{dir}" if where.pods is not None else str(where.path)
+    base = "{dir}"
     env = {
         "HOME": f"{base}/home",
         **_runtime_env(runtime, f"{base}/home", models),
@@ -176,19 +171,8 @@ def run_agent(
         "AGENT_JOB": JOB,
         **settings,
     }
-    if where.pods is not None:
-        ran, _ = where.pods.run(runtime, where.path, env, RUN_TIMEOUT_SECONDS)
-        return Run(ran.code, ran.stdout, ran.stderr)
-    done = subprocess.run(
-        [sys.executable, "-m", "agentchain", "agent", "run"],
-        env={**os.environ, **env, "AGENTCHAIN_AGENT_CLI": str(agent_cli(runtime))},
-        cwd=where.path,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_SECONDS,
-        check=False,
-    )
-    return Run(done.returncode, done.stdout, done.stderr)
+    ran, _ = where.pods.run(runtime, where.path, env, RUN_TIMEOUT_SECONDS)
+    return Run(ran.code, ran.stdout, ran.stderr)
 
 
 def test_text_answer_is_the_only_stdout_and_usage_is_reported(
@@ -381,12 +365,6 @@ def test_codex_waits_for_its_mcp_servers_before_the_first_request(
     model_standin.script(text("Nothing to do."))
     names = ["AGENT_API_URL", "AGENT_TOKEN", "AGENT_NAMESPACE", "AGENT_JOB", "AGENT_CHAIN_ID"]
     server: dict[str, Any] = {"command": "agentchain", "args": ["mcp"], "env": names}
-    if agent_dir.pods is None:
-        # codex gives a server a short list of variables, without PYTHONPATH: the tree's
-        # path is in its command, as in the operator's runtime command (the image has
-        # its own ``agentchain``).
-        tree = f"PYTHONPATH={Path(__file__).resolve().parents[1] / 'operator'}"
-        server |= {"command": "env", "args": [tree, sys.executable, "-m", "agentchain", "mcp"]}
     run = run_agent(
         agent_dir,
         model_standin,

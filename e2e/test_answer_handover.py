@@ -10,22 +10,18 @@ Aspects covered:
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 from e2e import chaining, operating
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 
-OPERATOR_CODE = Path(__file__).resolve().parents[1] / "operator"
 ANSWER = "ANSWER-HANDED-OVER: the fix is in place."
 NOISE = "TRANSCRIPT-ON-STDERR"
 
 
 def _speaker_command() -> list[str]:
-    # The runner under the agent's Python: the image's own agentchain in a container, this
-    # checkout's on the local node, whose pods get only PATH.
-    path = "" if agents_in_containers() else f"sys.path.insert(0, {str(OPERATOR_CODE)!r}); "
+    # The runner under the agent's Python: the image's own agentchain, in its container.
     script = (
-        f"import os, sys; {path}"
+        "import os, sys; "
         "from agentchain.runtimes.inpod import runner; "
         f"print({NOISE!r}, file=sys.stderr, flush=True); "
         f"runner.hand_over(os.environ, {ANSWER!r}); print({ANSWER!r})"

@@ -260,7 +260,7 @@ def test_a_stop_comment_from_the_owner_stops_and_from_a_stranger_does_nothing(
         what="the stopped chain to complete",
     )
     selector = f"labrats.work/agentjob={name}"
-    operating.wait_until(  # Deleted once the local node saw the agent's process exit.
+    operating.wait_until(  # Deleted once the kubelet saw the agent's container end.
         lambda: not operating.get_json(info, "pods", "-n", namespace, "-l", selector)["items"],
         timeout=60,
         what="the stopped job's pod to go",

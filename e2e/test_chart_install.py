@@ -188,7 +188,7 @@ def release() -> Iterator[Release]:
     succeeded = False
     try:
         started = time.monotonic()
-        with cluster(workdir, node="real") as info:
+        with cluster(workdir) as info:
             node = info.real_node
             assert node is not None
             seconds["cluster"] = time.monotonic() - started

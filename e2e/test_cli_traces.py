@@ -5,10 +5,8 @@ span, with the ids ``traces/rules/spans`` derives) is sent by the operator's own
 code; the in-pod runner then runs the CLI against the stand-in model server, with the
 variables an agent's pod gets when the operator traces (``spans.agent_env``:
 ``TRACEPARENT`` and the OTLP endpoint); the collector is the core distribution's
-(``e2e/collecting``), listening where agents reach it. On the local node the runner and
-the pinned CLI from npm (e2e/setup.sh) are host processes; when agents run in containers
-(``AGENTCHAIN_E2E_NODE=real``) they are the runtime's reference image's, in a runner pod
-(``e2e/runtime_node.py``).
+(``e2e/collecting``), listening where agents reach it. The runner and the CLI are the
+runtime's reference image's, in a runner pod on the real node (``e2e/runtime_node.py``).
 
 Aspects covered, for Claude Code, codex and Gemini CLI:
 - the CLI's spans join the chain's one trace: every span the collector received is in
@@ -28,9 +26,6 @@ Aspects covered, for Claude Code, codex and Gemini CLI:
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,13 +39,11 @@ from agentchain.traces import exporting
 from agentchain.traces.rules import spans
 from e2e import chaining, operating, tracetree
 from e2e.collecting import Collector, assert_one_tree, attrs
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, Reply, text, tool
-from e2e.models.fixtures import agent_cli
 from e2e.runtime_node import AgentDir, agent_host, reference_images
 
 Obj = dict[str, Any]
-REPO = Path(__file__).resolve().parents[1]
 NAMESPACE, JOB = "team-a", "triage-1"
 PROMPT_MARK, ANSWER_MARK = "prompt-mark-7f3a", "answer-mark-9c1e"
 RUN_TIMEOUT_SECONDS = 60
@@ -122,12 +115,11 @@ def _model_env(runtime: str, home: str, models: ModelStandIn) -> dict[str, str]:
 def _run_agent(
     where: AgentDir, runtime: str, models: ModelStandIn, trace_env: dict[str, str]
 ) -> None:
-    """The runner with the CLI: a host process on the local node, in the runtime's
-    reference image (a runner pod) when agents run in containers."""
+    """The runner with the CLI, in the runtime's reference image (a runner pod)."""
     (where.path / "home" / ".codex").mkdir(parents=True)
     (where.path / "prompt").write_text(f"What is six times seven? ({PROMPT_MARK})\n")
     # The run's directory as the runner sees it: the pod's copy of ``where.path``.
-    base = "{dir}" if where.pods is not None else str(where.path)
+    base = "{dir}"
     env = {
         "HOME": f"{base}/home",
         **_model_env(runtime, f"{base}/home", models),
@@ -137,20 +129,8 @@ def _run_agent(
         "AGENTCHAIN_ALLOWED_TOOLS": "Bash(echo:*)",
         "AGENT_PROMPT_FILE": f"{base}/prompt",
     }
-    if where.pods is not None:
-        done, _ = where.pods.run(runtime, where.path, env, RUN_TIMEOUT_SECONDS)
-        code, stdout, stderr = done.code, done.stdout, done.stderr
-    else:
-        ran = subprocess.run(
-            [sys.executable, "-m", "agentchain", "agent", "run"],
-            env={**os.environ, **env, "AGENTCHAIN_AGENT_CLI": str(agent_cli(runtime))},
-            cwd=where.path,
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT_SECONDS,
-            check=False,
-        )
-        code, stdout, stderr = ran.returncode, ran.stdout, ran.stderr
+    done, _ = where.pods.run(runtime, where.path, env, RUN_TIMEOUT_SECONDS)
+    code, stdout, stderr = done.code, done.stdout, done.stderr
     assert (code, stdout) == (0, f"It is 42 ({ANSWER_MARK}).\n"), stderr
 
 
@@ -171,8 +151,8 @@ def _under(span: Obj, ancestor: str, by_id: dict[str, Obj]) -> bool:
     return False
 
 
-# In containers the first run of a runtime also imports its image and starts its pod.
-@pytest.mark.timeout(240 if agents_in_containers() else 45)
+# The first run of a runtime also imports its image and starts its pod.
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("runtime", sorted(CLIS))
 def test_a_real_clis_spans_nest_under_its_jobs_span(
     agent_dir: AgentDir, model_standin: ModelStandIn, collector: Collector, runtime: str
@@ -217,15 +197,8 @@ def test_a_real_clis_spans_nest_under_its_jobs_span(
 
 
 def _claude_operator_env(info: ClusterInfo) -> dict[str, str]:
-    """The operator's settings for Claude Code's pods: its reference image in containers;
-    on the local node, which ignores images, this tree's runner and the pinned CLI."""
-    if agents_in_containers():
-        return reference_images(info, ("claude-code",))
-    command = ["env", f"PYTHONPATH={REPO / 'operator'}", sys.executable, "-m", "agentchain"]
-    return {
-        "AGENTCHAIN_RUNTIME_COMMAND": ",".join([*command, "agent", "run"]),
-        "AGENTCHAIN_RUNTIME_CLI_PATH": str(agent_cli("claude-code")),
-    }
+    """The operator's settings for Claude Code's pods: its reference image."""
+    return reference_images(info, ("claude-code",))
 
 
 @pytest.mark.timeout(300)
@@ -235,7 +208,6 @@ def test_a_claude_jobs_own_spans_nest_under_the_span_the_operator_exports(
     namespace: str,
     model_standin: ModelStandIn,
     collector: Collector,
-    tmp_path: Path,
 ) -> None:
     """Through the operator: the pod gets ``TRACEPARENT`` and the collector's endpoint from
     the operator, and the runner turns on the CLI's own export. The chain is one trace, a
@@ -253,11 +225,6 @@ def test_a_claude_jobs_own_spans_nest_under_the_span_the_operator_exports(
         {"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"},
         {"name": "ENABLE_TOOL_SEARCH", "value": "false"},
     ]
-    local: Obj = {}
-    if not agents_in_containers():
-        # The local node runs no image, and the host's CLI gets a home of its own.
-        local = {"image": "agentchain-claude-code:e2e"}
-        variables.append({"name": "HOME", "value": str(tmp_path / "home")})
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -270,7 +237,6 @@ def test_a_claude_jobs_own_spans_nest_under_the_span_the_operator_exports(
         defaultModel="claude-sonnet-4-5",
         env=variables,
         runtime=runtime,
-        **local,
     )
     model_standin.script(text("Forty-two.", input_tokens=300, output_tokens=40))
     with operating.running(info, env):

@@ -3,13 +3,14 @@
 Aspects covered (issue 3, "Done when"):
 * a failing batch Job ends Failed, its pod reports the real exit code, and its output
   comes back through the API server (``kubectl logs job/...``);
-* ``activeDeadlineSeconds`` is enforced by the Job controller and the pod's process dies;
+* ``activeDeadlineSeconds`` is enforced by the Job controller and the pod goes;
 * the garbage collector deletes a Job whose owner is deleted;
-* no process started by a cluster outlives its context (components and pods alike).
+* no process started by a cluster outlives its context (components and pods alike):
+  ``realnode``, as it starts a cluster and a real node of its own.
 
 Jobs are written as kind would need them (an image is named: the session's agent image
 on the real node, which pulls from no registry) so the same tests run on the real node and
-on a cluster given by KUBECONFIG; host-side checks (``/proc``) run only on the local node.
+on a cluster given by KUBECONFIG.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 import kubernetes
 import pytest
 
+from e2e import realnodes
 from e2e.controlplane.cluster import ClusterInfo, cluster
 
 IMAGE = "busybox:1.36"
@@ -63,11 +65,6 @@ def eventually(check: Callable[[], bool], what: str, timeout: float = TIMEOUT_SE
         time.sleep(0.2)
 
 
-def require_node(kube_api: kubernetes.client.ApiClient) -> None:
-    if not kubernetes.client.CoreV1Api(kube_api).list_node().items:
-        pytest.skip("no node registered (AGENTCHAIN_E2E_NO_NODE=1?); pods cannot run")
-
-
 def process_gone(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -79,8 +76,7 @@ def process_gone(pid: int) -> bool:
 
 def image_for(info: ClusterInfo) -> str:
     """The image a test Job runs: the session's agent image where the node has one (the
-    real node, which pulls from no registry), else busybox (kind; the local node ignores
-    images)."""
+    real node, which pulls from no registry), else busybox (kind)."""
     return info.agent_image or IMAGE
 
 
@@ -99,7 +95,6 @@ def job_pod(info: ClusterInfo, namespace: str, job: str) -> dict[str, Any]:
 def test_failed_job_reports_exit_code_and_logs_through_the_api_server(
     cluster_info: ClusterInfo, kube_api: kubernetes.client.ApiClient, namespace: str
 ) -> None:
-    require_node(kube_api)
     manifest = job_manifest("fails", "echo hello from job; exit 3", image_for(cluster_info))
     cluster_info.kubectl("apply", "-n", namespace, "-f", "-", input=manifest)
 
@@ -117,14 +112,7 @@ def test_failed_job_reports_exit_code_and_logs_through_the_api_server(
 def test_active_deadline_fails_the_job_and_kills_its_process(
     cluster_info: ClusterInfo, kube_api: kubernetes.client.ApiClient, namespace: str
 ) -> None:
-    require_node(kube_api)
-    # The process is this machine's only on the local node, which runs containers as
-    # host processes: its pid is checked there, besides what every node shows.
-    host = cluster_info.local and cluster_info.real_node is None
-    pid_file = cluster_info.workdir / f"{namespace}.pid" if host else Path("/tmp/pid")
-    # Kubernetes expands $(VAR) in commands and turns "$$" into "$", so the shell's own
-    # "$$" (its pid, which exec hands to sleep) is written "$$$$".
-    script = f"echo $$$$ > {pid_file}; exec sleep 60"
+    script = "exec sleep 60"
     # A short grace period: sleep, as a container's process 1, ignores the SIGTERM.
     manifest = job_manifest(
         "deadline",
@@ -134,8 +122,6 @@ def test_active_deadline_fails_the_job_and_kills_its_process(
         activeDeadlineSeconds=2,
     )
     cluster_info.kubectl("apply", "-n", namespace, "-f", "-", input=manifest)
-    if host:
-        eventually(lambda: pid_file.is_file() and pid_file.read_text().strip() != "", "pid written")
 
     cluster_info.kubectl(
         "wait", "-n", namespace, "--for=condition=Failed", "job/deadline", "--timeout=90s",
@@ -152,9 +138,6 @@ def test_active_deadline_fails_the_job_and_kills_its_process(
     eventually(
         lambda: not job_pods(cluster_info, namespace, "deadline"), "the pod is gone", timeout=30
     )
-    if host:
-        pid = int(pid_file.read_text())
-        eventually(lambda: process_gone(pid), f"process {pid} is gone", timeout=15)
 
 
 def test_deleting_the_owner_garbage_collects_the_job(
@@ -215,9 +198,9 @@ def children(pid: int) -> set[int]:
     return {child for child, parent in parents().items() if parent == pid}
 
 
-def start_sleeping_pod(info: ClusterInfo) -> None:
+def start_sleeping_pod(info: ClusterInfo, image: str) -> None:
     info.kubectl("create", "namespace", "orphans")
-    manifest = job_manifest("sleeper", "sleep 300")
+    manifest = job_manifest("sleeper", "sleep 300", image, pod={"terminationGracePeriodSeconds": 1})
     info.kubectl("apply", "-n", "orphans", "-f", "-", input=manifest)
     info.kubectl(
         "wait", "-n", "orphans", "--for=jsonpath={.status.ready}=1", "job/sleeper",
@@ -225,13 +208,15 @@ def start_sleeping_pod(info: ClusterInfo) -> None:
     )  # fmt: skip
 
 
+@pytest.mark.realnode
 def test_no_process_outlives_the_cluster_context(tmp_path: Path) -> None:
-    # Only processes under children started by this context count: the session's
-    # cluster (if any) keeps running and may start processes of its own meanwhile.
+    realnodes.skip_on_an_existing_cluster()
+    # Only processes under children started by this context count.
     earlier = children(os.getpid())
     with cluster(tmp_path) as info:
-        if info.local and info.kubectl("get", "nodes", "-o", "name").stdout.strip():
-            start_sleeping_pod(info)  # a pod's process must go too, not only components
+        assert info.real_node is not None
+        # A pod's process must go too, not only the components'.
+        start_sleeping_pod(info, info.real_node.test_image)
         started = descendants(children(os.getpid()) - earlier)
         assert started, "the cluster started no process"
 

@@ -6,18 +6,18 @@ this runs the latter as its own process, with its own cluster, and reads what it
 Aspects covered:
 * which agents the demo runs, said first: as root with the real node's tools, real CLIs
   in their reference images, calling the provider whose key is in the environment
-  (Anthropic's, OpenAI's, or both), else the stand-in model; without root, without the
-  tools, the demo agent as a command on the local node, saying why; when asked, as root
-  with the tools, the demo agent as a command in the e2e agent image on the real node; with
-  one provider's key every step runs that provider's CLI, with no base URL, its own
-  retries and the key from a Secret (the real providers are not called here);
+  (Anthropic's, OpenAI's, or both), else the stand-in model; when asked, the demo agent
+  as a command in the e2e agent image on the real node; with one provider's key every
+  step runs that provider's CLI, with no base URL, its own retries and the key from a
+  Secret (the real providers are not called here);
+* without root, or without the real node's tools, the demo refuses before starting
+  anything (exit 2), saying why and what to do;
 * the chain of real CLIs in their reference images on the real node, with the stand-in
   model (``realnode``; run in this process, which holds the real node's lock): issue to
   review, the comment on the issue and the dashboard with the four jobs;
-* the command path (``AGENTCHAIN_DEMO_AGENTS=command``), as its own process where it runs
-  on the local node (without root or the real node's tools), and in this process on the
-  real node (``realnode``: the demo's node is the machine's one, whose lock this process
-  holds), where its pods, shown with ``kubectl get pods``, ran the e2e agent image:
+* the command path (``AGENTCHAIN_DEMO_AGENTS=command``) on the real node, as its own
+  process (``realnode``, in a lane: its node is another process's) and in this process,
+  where its pods, shown with ``kubectl get pods``, ran the e2e agent image:
 * the signed delivery is accepted and seed 003's three-agent chain completes;
 * the comment the chain kept on the issue is printed, one comment, from the GitHub
   stand-in's record, holding the chain's steps;
@@ -38,8 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e import demo, operating, runtime_stage
-from e2e.controlplane.cluster import existing_kubeconfig
+from e2e import demo, operating, realnodes, runtime_stage
 from e2e.models import ModelStandIn
 from e2e.runtime_chain import seed_chain
 
@@ -91,18 +90,27 @@ def _command_plan() -> demo.Plan:
     return demo.plan(env, os.geteuid(), demo.missing_tools())
 
 
-@pytest.mark.timeout(600)
+def test_without_root_the_demo_refuses_saying_why_and_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("AGENTCHAIN_E2E_KUBECONFIG", raising=False)
+    monkeypatch.setenv("AGENTCHAIN_E2E_USE_KUBECONFIG", "0")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert demo.main() == 2
+    said = capsys.readouterr().err
+    assert "the demo cannot run here: not root" in said, said
+    assert "run `make demo` as root, or point AGENTCHAIN_E2E_KUBECONFIG at a cluster" in said
+
+
+@pytest.mark.realnode
+@pytest.mark.timeout(900)
 def test_the_demo_runs_a_chain_to_its_comment_and_dashboard(tmp_path: Path) -> None:
-    if _command_plan().node == "real":
-        pytest.skip(
-            "as root with the real node's tools the command path takes the machine's one "
-            "real node, which this session may hold: test_the_demo_command_path_runs_the_"
-            "agent_image_on_the_real_node runs it in this process"
-        )
+    realnodes.skip_on_an_existing_cluster()
+    realnodes.skip_outside_a_lane("`python -m e2e.demo`")
     process, text = _run_until_ready(tmp_path / "stdout")
     try:
-        assert f"agents: {demo.AGENTS_ENV}=command, " in text, text[-4000:]
-        assert "on the local node, as host processes" in text, text[-4000:]
+        assert f"agents: {demo.AGENTS_ENV}=command: " in text, text[-4000:]
+        assert "in the e2e agent image's containers on the real node" in text, text[-4000:]
         _assert_the_chain_shown(text)
     finally:
         process.send_signal(signal.SIGINT)  # Ctrl-C: the demo's normal end.
@@ -119,13 +127,12 @@ def test_the_demo_runs_a_chain_to_its_comment_and_dashboard(tmp_path: Path) -> N
 def test_the_demo_command_path_runs_the_agent_image_on_the_real_node(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    if existing_kubeconfig() is not None:
-        pytest.skip("the real node is part of the local cluster only")
+    realnodes.skip_on_an_existing_cluster()
     chosen = _command_plan()
     # What main() says first, before it starts this same stage.
-    assert chosen.node == "real", chosen.why
+    assert not chosen.refused and not chosen.images, chosen.why
     assert chosen.why.endswith("in the e2e agent image's containers on the real node")
-    with demo.command_stage(chosen) as (info, op, github):
+    with demo.command_stage() as (info, op, github):
         demo.run_demo(info, op, github)
         pods = operating.get_json(info, "pods", "-n", demo.NAMESPACE)["items"]
     out = capsys.readouterr()
@@ -153,11 +160,11 @@ COMMAND = {demo.AGENTS_ENV: "command"}
         (KEYS, 0, [], True, ("anthropic", "openai"), "calling anthropic and openai"),
         ({"OPENAI_API_KEY": "sk-x"}, 0, [], True, ("openai",), "(OPENAI_API_KEY set)"),
         ({"ANTHROPIC_API_KEY": " "}, 0, [], True, (), "the stand-in model server"),
-        (KEYS, 1000, [], False, (), "not root, and the real node"),
+        (KEYS, 1000, [], False, (), "not root: the real node"),
         (KEYS, 0, ["buildah"], False, (), "the real node needs buildah (e2e/setup.sh"),
         ({demo.AGENTS_ENV: "command"}, 0, [], False, (), "image's containers on the real node"),
-        (COMMAND, 1000, [], False, (), "AGENTCHAIN_DEMO_AGENTS=command, not root"),
-        (COMMAND, 0, ["kubelet"], False, (), "=command, the real node needs kubelet"),
+        (COMMAND, 1000, [], False, (), "not root: the real node"),
+        (COMMAND, 0, ["kubelet"], False, (), "the real node needs kubelet"),
         ({"AGENTCHAIN_E2E_KUBECONFIG": "/k"}, 0, [], False, (), "an existing cluster"),
     ],
     ids=[
@@ -184,19 +191,18 @@ def test_the_demo_says_which_agents_and_models_it_runs(
     chosen = demo.plan(env, euid, missing)
     assert (chosen.images, chosen.providers) == (images, providers), chosen
     assert said in chosen.why, chosen.why
-    # Only root with the tools, asked for the command, runs it on the real node; the
-    # local node is said to run agents as host processes.
-    real = env.get(demo.AGENTS_ENV) == "command" and euid == 0 and not missing
-    assert chosen.node == ("real" if real else "local"), chosen
-    if not images and "existing" not in said:
-        where = "the real node" if real else "the local node, as host processes"
-        assert chosen.why.endswith(where), chosen.why
+    # Without root or the real node's tools the demo refuses (on a named cluster it runs
+    # there); what it does then is said in full.
+    named = "AGENTCHAIN_E2E_KUBECONFIG" in env
+    assert chosen.refused == (not named and (euid != 0 or bool(missing))), chosen
+    if chosen.refused and euid != 0:
+        assert "run `make demo` as root, or point AGENTCHAIN_E2E_KUBECONFIG" in chosen.why
 
 
 def test_one_provider_s_key_runs_every_step_on_its_cli_with_the_key_from_a_secret(
     model_standin: ModelStandIn,
 ) -> None:
-    agents = seed_chain(model_standin, None)
+    agents = seed_chain(model_standin)
     changed = demo.for_providers(agents, ("openai",))
     assert [a["spec"]["runtime"]["type"] for a in changed] == ["codex"] * 4
     for agent in changed:
@@ -221,8 +227,7 @@ def test_one_provider_s_key_runs_every_step_on_its_cli_with_the_key_from_a_secre
 def test_the_demo_runs_real_clis_in_their_images_with_the_stand_in_model(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    if existing_kubeconfig() is not None:
-        pytest.skip("the real node is part of the local cluster only")
+    realnodes.skip_on_an_existing_cluster()
     chosen = demo.plan({}, 0, [])
     with runtime_stage.stage(("claude-code", "codex"), github=True) as stage:
         demo.run_in_images(stage, chosen, {})

@@ -88,8 +88,7 @@ def test_a_request_off_the_sdk_types_is_a_400_and_a_violation(model_standin: Mod
 def test_the_real_gemini_cli_reads_the_stand_in(
     model_standin: ModelStandIn, agent_dir: AgentDir
 ) -> None:
-    """The host's pinned CLI on the local node; the reference image's when agents run in
-    containers (the image's own ``gemini``, in a runner pod)."""
+    """The reference image's own ``gemini``, in a runner pod."""
     home = agent_dir.path
     # With GOOGLE_GEMINI_BASE_URL the CLI's own guess of the auth type is "gateway", which
     # a headless run refuses: the user settings name the API key as the method.
@@ -104,22 +103,10 @@ def test_the_real_gemini_cli_reads_the_stand_in(
     }
     argv = ("-p", "", "--output-format", "stream-json", "-m", MODEL)
     prompt = "What is six times seven?\n"
-    if agent_dir.pods is not None:
-        ran, _ = agent_dir.pods.run(
-            "gemini", home, {**env, "HOME": "{dir}"}, 60, ("gemini", *argv), stdin=prompt
-        )
-        done = subprocess.CompletedProcess(argv, ran.code, ran.stdout, ran.stderr)
-    else:
-        done = subprocess.run(
-            [str(agent_cli("gemini")), *argv],
-            input=prompt,
-            env={**env, "PATH": os.environ.get("PATH", ""), "HOME": str(home)},
-            cwd=home,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+    ran, _ = agent_dir.pods.run(
+        "gemini", home, {**env, "HOME": "{dir}"}, 60, ("gemini", *argv), stdin=prompt
+    )
+    done = subprocess.CompletedProcess(argv, ran.code, ran.stdout, ran.stderr)
     assert done.returncode == 0, done.stderr
     events: list[dict[str, Any]] = [json.loads(line) for line in done.stdout.splitlines()]
     said = "".join(e["content"] for e in events if e.get("role") == "assistant")

@@ -33,7 +33,7 @@ import pytest
 from agentchain import models
 from agentchain.core.runtime import Runtime
 from e2e import chaining, delivering, operating
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
 from e2e.githubloop import REPOSITORY, app_delivery, app_operator, install
 from e2e.mcpclient import ok, pod_env, refused, server
@@ -55,9 +55,8 @@ def team(kube: ClusterInfo, namespace: str) -> str:
 
 
 def api_host(kube: ClusterInfo) -> str:
-    """Where the in-process job API listens: where the MCP server, in a pod when agents
-    run in containers, reaches it."""
-    return kube.pod_host if agents_in_containers() else "127.0.0.1"
+    """Where the in-process job API listens: where the MCP server, in a pod, reaches it."""
+    return kube.pod_host
 
 
 async def start(client: Client, namespace: str, agent: str, name: str) -> dict[str, Any]:

@@ -109,7 +109,7 @@ def test_network_policy_is_enforced_on_the_real_node() -> None:
     workdir = make_workdir()
     succeeded = False
     try:
-        with cluster(workdir, node="real") as info:
+        with cluster(workdir) as info:
             node = info.real_node
             assert node is not None
             info.kubectl("create", "namespace", NAMESPACE)

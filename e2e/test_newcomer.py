@@ -1,16 +1,20 @@
 """What the README tells a new user to do, done as a user would (issue 15).
 
 Aspects covered:
-* ``python -m e2e.controlplane up --with-operator`` starts the control plane, installs
-  the CRDs and RBAC, runs the operator and prints how to reach it;
+* ``python -m e2e.controlplane up --with-operator`` starts the control plane and the real
+  node with the e2e agent image imported, installs the CRDs and RBAC, runs the operator
+  and prints how to reach it;
 * the admin kubeconfig it prints embeds its certificates, so a copy works elsewhere;
 * ``kubectl apply -f config/samples/`` into one namespace gives a working set: every
   AiAgent becomes ``Ready=True``, and the sample manual run chains as the README says:
-  triage, developer, reviewer, all ``Succeeded``;
+  triage, developer, reviewer, all ``Succeeded``, each in a container of the image ``up``
+  imported (the operator's default image: the samples name none), which ran and ended 0;
 * SIGTERM stops the operator and the cluster and removes the work directory.
 
-This starts a cluster of its own (the command under test is the whole point), so it
-does not use the session's cluster.
+This starts a cluster of its own (the command under test is the whole point), with a
+real node, in another process: so it is marked ``realnode`` and runs in the real node's
+lane (``make test``, ``make realnode``), where no session cluster holds the lane's node;
+outside a lane this session holds the machine's one real node, and it skips.
 """
 
 from __future__ import annotations
@@ -28,9 +32,13 @@ from pathlib import Path
 
 import pytest
 
+from e2e import realnodes
+from e2e.controlplane import agent_images, operator_image
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "config" / "samples"
-START_TIMEOUT_SECONDS = 240.0
+# Building the e2e agent image when a change made it stale, and the real node's start.
+START_TIMEOUT_SECONDS = 600.0
 READY_TIMEOUT_SECONDS = 60.0
 CHAIN_TIMEOUT_SECONDS = 120.0
 CHAIN = ["ai-triage", "ai-developer", "ai-reviewer"]
@@ -47,8 +55,13 @@ def _wait_for_line(out: Path, process: subprocess.Popen[bytes], pattern: str) ->
     raise AssertionError(f"`up` printed no {pattern!r} in {START_TIMEOUT_SECONDS}s")
 
 
+pytestmark = pytest.mark.realnode
+
+
 @pytest.fixture
 def started(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    realnodes.skip_on_an_existing_cluster()
+    realnodes.skip_outside_a_lane("`python -m e2e.controlplane up`")
     out = tmp_path / "stdout"
     with out.open("wb") as fh:
         process = subprocess.Popen(
@@ -140,6 +153,19 @@ def test_up_with_operator_runs_the_samples(
         time.sleep(1)
         jobs = _jobs(kubectl, "samples")
     assert _chain_done(jobs), jobs
+    # Each step ran in a container of the image `up` imported, and ended 0.
+    pods = json.loads(
+        subprocess.run(
+            [*kubectl, "get", "pods", "-n", "samples", "-o", "json"],
+            check=True, capture_output=True, text=True,
+        ).stdout
+    )["items"]  # fmt: skip
+    assert len(pods) == len(CHAIN), [p["metadata"]["name"] for p in pods]
+    for pod in pods:
+        [state] = pod["status"]["containerStatuses"]
+        image = f"{operator_image.REGISTRY}/{agent_images.E2E_IMAGE_NAME}:"
+        assert state["image"].startswith(image), state
+        assert state["imageID"] and state["state"]["terminated"]["exitCode"] == 0, state
 
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=90) == 0

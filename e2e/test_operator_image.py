@@ -65,7 +65,7 @@ def test_the_dockerfile_builds_without_a_registry_and_runs_as_the_chart_runs_it(
     assert (again.ref, again.archive, again.cached) == (built.ref, built.archive, True)
     assert again.seconds < 10, again
 
-    with cluster(node="real") as info:
+    with cluster() as info:
         node = info.real_node
         assert node is not None
         realnode_images.import_image(

@@ -1,12 +1,12 @@
-"""The real node (``cluster(node="real")``): a pod from a locally built image runs under
+"""The real node (``cluster()``): a pod from a locally built image runs under
 the upstream kubelet and containerd, and teardown leaves the machine as it was.
 
 Marked ``realnode``: ``make test`` runs it in a lane of its own, ``make realnode`` alone
 (it needs root, Debian's containerd, runc, CNI plugins, iptables and nftables, and builds kubelet,
 kube-proxy and CoreDNS on its first run). It starts its own cluster rather than the
-session's, because the session's runs on the stand-in node. Run in a lane
-(``e2e/controlplane/lane-ns.sh``, as ``E2E_NODE=real e2e/lanes.sh`` does) it checks the
-lane: its node's cgroups under the lane's own root, and the lane's state as it was after.
+session's, to compare the machine from before its node to after it. Run in a lane
+(``e2e/controlplane/lane-ns.sh``, as ``e2e/lanes.sh`` does) it checks the lane: its
+node's cgroups under the lane's own root, and the lane's state as it was after.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def _pod(image: str, name: str = "exits-three", script: str = SCRIPT) -> dict[st
 def test_real_kubelet_runs_a_local_image_and_teardown_restores_the_machine() -> None:
     realnodes.skip_on_an_existing_cluster()
     before = HostState.capture()
-    with cluster(node="real") as info:
+    with cluster() as info:
         node = info.real_node
         assert node is not None
         nodes = json.loads(info.kubectl("get", "nodes", "-o", "json").stdout)["items"]

@@ -3,24 +3,19 @@
 The operator acts as a GitHub App against the GitHub stand-in, whose git server holds
 the example payloads' repository with a typo in its README; GitHub's own
 ``issues.opened`` example, signed as GitHub signs it, starts seed 003's chain. When
-agents run in containers (``AGENTCHAIN_E2E_NODE=real``) each step runs in its runtime's
-reference image (``images/agent/Dockerfile``, imported by ``e2e/runtime_node.py``; the
-operator is told them, ``AGENTCHAIN_RUNTIME_IMAGE_*``) and the workspace containers in
-the session's workspace image, cloning from the git stand-in on the node's bridge. The
-local node runs each container's command as a host process (it ignores the images), so
-there the runner and the workspace commands are this tree's
-(``AGENTCHAIN_RUNTIME_COMMAND``, ``AGENTCHAIN_WORKSPACE_COMMAND``) and each AiAgent
-names its pinned CLI binary (``AGENTCHAIN_AGENT_CLI``, e2e/setup.sh). Both CLIs talk to
+Each step runs in its runtime's reference image (``images/agent/Dockerfile``, imported
+by ``e2e/runtime_node.py``; the operator is told them, ``AGENTCHAIN_RUNTIME_IMAGE_*``)
+on the real node, and the workspace containers in the session's workspace image (the e2e
+agent image), cloning from the git stand-in on the node's bridge. Both CLIs talk to
 the stand-in model server (``e2e/models``), which answers each model request with the
 next scripted turn: the chain runs one job at a time, and a delegation with a wait holds
 its caller, so the turns come in the order written in ``e2e/runtime_chain.py``, which
-``e2e/test_runtime_chain_realnode.py`` (a real node of its own, ``make realnode``) shares.
-Everything between is the product's.
+``make demo``'s real agent CLIs share. Everything between is the product's.
 
 Aspects covered:
 - issue opened -> triage (claude-code) -> developer (codex) -> reviewer (claude-code):
   every step succeeds with its CLI's final answer as its result, and reports its usage
-  (tokens for each; a cost for Claude Code's, codex reports none); in containers, each
+  (tokens for each; a cost for Claude Code's, codex reports none); each
   step's agent container ran its runtime's reference image and exited 0, and the
   workspace's container ran the workspace image;
 - the models' tool calls reach ``agentchain mcp`` through each CLI: triage writes a store
@@ -52,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,7 +56,7 @@ import pytest
 from agentchain.hop.rules import jobspec
 from agentchain.runtimes.rules import clis
 from e2e import chaining, operating
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
 from e2e.github.gitserver import GitServer
 from e2e.githubloop import REPOSITORY, Installed, app_operator, install
@@ -81,28 +75,14 @@ from e2e.runtime_chain import (
 )
 from e2e.runtime_node import reference_images
 
-ROOT = Path(__file__).resolve().parents[1]
 Obj = dict[str, Any]
 
 
 def runtime_env(info: ClusterInfo, git_server: GitServer | None = None) -> dict[str, str]:
-    """The operator's settings for runner and workspace pods: in containers, the runtimes'
-    reference images (the workspace image is the session's, ``OperatorProcess``'s
-    default); on the local node, which ignores images, this tree's commands."""
+    """The operator's settings for runner and workspace pods: the runtimes' reference
+    images (the workspace image is the session's, ``OperatorProcess``'s default)."""
     env = {"AGENTCHAIN_GITHUB_GIT_URL": git_server.url} if git_server is not None else {}
-    if agents_in_containers():
-        return env | reference_images(info, ("claude-code", "codex"))
-    command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
-    env["AGENTCHAIN_RUNTIME_COMMAND"] = ",".join([*command, "agent", "run"])
-    if git_server is not None:
-        env["AGENTCHAIN_WORKSPACE_COMMAND"] = ",".join(command)
-    return env
-
-
-def home(tmp_path: Path, name: str) -> Path | None:
-    """An agent's home for the host's CLI on the local node; None in containers, where
-    the reference image has one."""
-    return None if agents_in_containers() else tmp_path / name
+    return env | reference_images(info, ("claude-code", "codex"))
 
 
 def ran_in(info: ClusterInfo, namespace: str, job: Obj, image: str) -> None:
@@ -146,7 +126,6 @@ def test_issue_to_review_on_real_clis_with_mcp_tools_workspace_and_usage(
     namespace: str,
     repo: Installed,
     model_standin: ModelStandIn,
-    tmp_path: Path,
 ) -> None:
     info, op = cluster_info, chain_operator
     model_standin.script(*chain_script())
@@ -155,24 +134,23 @@ def test_issue_to_review_on_real_clis_with_mcp_tools_workspace_and_usage(
         namespace,
         [
             *secrets_for_models(),
-            *seed_chain(model_standin, None if agents_in_containers() else tmp_path),
+            *seed_chain(model_standin),
         ],
     )
     deliver_issue(op, repo)
     jobs = jobs_when(info, namespace, chain_complete, "the chain to complete")
     by_agent = check_chain(op, namespace, model_standin, jobs)
-    if agents_in_containers():
-        # Each step ran in its runtime's reference image and exited 0; the workspace's
-        # containers ran the workspace image and cloned from the git server.
-        images = reference_images(info, ("claude-code", "codex"))
-        for agent, job in by_agent.items():
-            runtime = "CODEX" if agent == "ai-developer" else "CLAUDE_CODE"
-            ran_in(info, namespace, job, images[f"AGENTCHAIN_RUNTIME_IMAGE_{runtime}"])
-        developer = by_agent["ai-developer"]["metadata"]["name"]
-        selector = f"labrats.work/agentjob={developer}"
-        [pod] = operating.get_json(info, "pods", "-n", namespace, "-l", selector)["items"]
-        [prepare] = [c for c in pod["spec"]["initContainers"] if c["name"] == "workspace-prepare"]
-        assert prepare["image"] == info.agent_image, prepare
+    # Each step ran in its runtime's reference image and exited 0; the workspace's
+    # containers ran the workspace image and cloned from the git server.
+    images = reference_images(info, ("claude-code", "codex"))
+    for agent, job in by_agent.items():
+        runtime = "CODEX" if agent == "ai-developer" else "CLAUDE_CODE"
+        ran_in(info, namespace, job, images[f"AGENTCHAIN_RUNTIME_IMAGE_{runtime}"])
+    developer = by_agent["ai-developer"]["metadata"]["name"]
+    selector = f"labrats.work/agentjob={developer}"
+    [pod] = operating.get_json(info, "pods", "-n", namespace, "-l", selector)["items"]
+    [prepare] = [c for c in pod["spec"]["initContainers"] if c["name"] == "workspace-prepare"]
+    assert prepare["image"] == info.agent_image, prepare
 
 
 def test_a_budget_stops_the_chain_from_the_reported_cost_alone(
@@ -193,7 +171,6 @@ def test_a_budget_stops_the_chain_from_the_reported_cost_alone(
         "ai-triage",
         "claude-code",
         model_standin,
-        home(tmp_path, "triage"),
         triggers=[
             {
                 "source": "github",
@@ -203,7 +180,7 @@ def test_a_budget_stops_the_chain_from_the_reported_cost_alone(
         ],
         budget=budget,
     )
-    developer = runtime_agent("ai-developer", "claude-code", model_standin, home(tmp_path, "dev"))
+    developer = runtime_agent("ai-developer", "claude-code", model_standin)
     with app_operator(operator, info, namespace, installed, runtime_env(info)) as op:
         apply(info, namespace, [*secrets_for_models(), triage, developer])
         deliver_issue(op, installed)
@@ -262,7 +239,6 @@ def test_a_failing_provider_or_turn_limit_ends_the_job_with_its_own_reason(
         "ai-triage",
         "claude-code",
         model_standin,
-        home(tmp_path, "home"),
         triggers=[{"source": "github", "events": ["issues.opened"]}],
     )
     triage["spec"]["runtime"].update(extra)
@@ -298,7 +274,6 @@ def test_claude_code_gets_its_anchor_back_after_compacting(
     cluster_info: ClusterInfo,
     namespace: str,
     model_standin: ModelStandIn,
-    tmp_path: Path,
 ) -> None:
     """Seed 004's recovery point on the real CLI: the model keeps its anchor through the
     MCP tool; its turn then reports a nearly full context, Claude Code compacts the
@@ -310,7 +285,7 @@ def test_claude_code_gets_its_anchor_back_after_compacting(
     # below; every later request (the summary, then the work) gets the standing answer.
     model_standin.script(dataclasses.replace(mcp_tool("anchor_set", anchor), input_tokens=195_000))
     model_standin.always(text("Done: the flag is renamed."))
-    agent = runtime_agent("ai-worker", "claude-code", model_standin, home(tmp_path, "home"))
+    agent = runtime_agent("ai-worker", "claude-code", model_standin)
     agent["spec"]["env"] += [
         # Compact once a turn used 1% of a 100,000-token window: right after the first.
         {"name": "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "value": "1"},

@@ -1,5 +1,5 @@
-"""Gemini CLI driven by the in-pod runner alone (a host process, as in
-``e2e/test_agent_runner.py``), against the stand-in's Gemini API (``GOOGLE_GEMINI_BASE_URL``;
+"""Gemini CLI driven by the in-pod runner alone (in a runner pod of its reference image, as
+in ``e2e/test_agent_runner.py``), against the stand-in's Gemini API (``GOOGLE_GEMINI_BASE_URL``;
 Gemini CLI takes http for ``127.0.0.1`` only), which validates every request and answer
 against the ``google-genai`` types.
 
@@ -15,7 +15,6 @@ Gemini CLI behaves its own way:
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,9 +35,6 @@ def usage_sink(request: pytest.FixtureRequest) -> Iterator[UsageSink]:
 
 
 def _run_gemini(agent_dir: AgentDir, standin: ModelStandIn, sink: UsageSink, **env: str) -> Any:
-    # The reference image carries its Node; a host process needs the one setup.sh put on PATH.
-    if agent_dir.pods is None and shutil.which("node") is None:
-        pytest.skip("no node on PATH (run e2e/setup.sh)")
     provider = {
         "GOOGLE_GEMINI_BASE_URL": standin.url,
         "GEMINI_API_KEY": DEFAULT_API_KEY,

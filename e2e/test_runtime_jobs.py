@@ -1,16 +1,14 @@
 """Jobs whose AiAgent names a CLI runtime, run through the operator with the real CLI.
 
 One table row per runtime (Claude Code, OpenCode, Gemini CLI): the same tests run for
-each, since what the operator promises does not depend on the CLI. The stand-in node runs
-the container's command as a host process (it ignores the image), so the operator is started
-with the runner's command pointing at this tree (``AGENTCHAIN_RUNTIME_COMMAND``) and the
-CLI setting at the pinned binary e2e/setup.sh fetched (``AGENTCHAIN_RUNTIME_CLI_PATH``;
-Gemini CLI is a Node program, run by setup.sh's launcher with the pinned Node). The
-AiAgent's ``baseUrl`` is the stand-in model server, which checks every request and answer
-against the provider's official SDK types. Everything between is the product's: the pod built from
-``spec.runtime`` (credentials through ``secretKeyRef``), the runner's CLI config with
-``agentchain mcp`` and the job's token, usage reported with that token, the exit code as
-the job's reason.
+each, since what the operator promises does not depend on the CLI. Each job runs in its
+runtime's reference image on the real node (``images/agent/Dockerfile``; the operator is
+told the images, ``AGENTCHAIN_RUNTIME_IMAGE_*``, by ``e2e/runtime_node.py``), with the
+image's runner and CLI. The AiAgent's ``baseUrl`` is the stand-in model server, which
+checks every request and answer against the provider's official SDK types. Everything
+between is the product's: the pod built from ``spec.runtime`` (credentials through
+``secretKeyRef``), the runner's CLI config with ``agentchain mcp`` and the job's token,
+usage reported with that token, the exit code as the job's reason.
 
 Aspects covered, for every runtime:
 - a scripted call of ``agentchain mcp``'s store_set tool (each CLI names it its own way)
@@ -29,24 +27,19 @@ and ``e2e/test_runtime_gemini.py``.
 from __future__ import annotations
 
 import json
-import shutil
-import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from e2e import chaining, operating
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 from e2e.models import DEFAULT_API_KEY, ModelStandIn, text, tool
-from e2e.models.fixtures import agent_cli
 from e2e.runtime_node import reference_images
 
-ROOT = Path(__file__).resolve().parents[1]
 JOB_TIMEOUT_SECONDS = 60
 Obj = dict[str, Any]
 
@@ -86,7 +79,6 @@ class Runtime:
     tool_results: Callable[[Obj], list[Any]]
     usage: Obj  # status.usage of the scripted store write (tool call, then answer)
     base_path: str = ""  # appended to the stand-in's URL for spec.runtime.baseUrl
-    needs_node: bool = False
 
 
 SPLIT = {"inputTokens": 200, "outputTokens": 40}
@@ -123,7 +115,6 @@ RUNTIMES = [
         _gemini_tool_results,
         # The Gemini API reports tokens, not prices: the budget counts tokens.
         {"tokens": 240, "cost": 0.0, "turns": 2, **SPLIT},
-        needs_node=True,
     ),
 ]
 
@@ -131,9 +122,6 @@ RUNTIMES = [
 @pytest.fixture(params=RUNTIMES, ids=[r.type for r in RUNTIMES])
 def runtime(request: pytest.FixtureRequest) -> Runtime:
     chosen: Runtime = request.param
-    # The reference image carries its Node; a host process needs the one setup.sh put on PATH.
-    if chosen.needs_node and not agents_in_containers() and shutil.which("node") is None:
-        pytest.skip("no node on PATH (run e2e/setup.sh)")
     return chosen
 
 
@@ -141,38 +129,23 @@ def runtime(request: pytest.FixtureRequest) -> Runtime:
 def runtime_operator(
     runtime: Runtime, operator_paused: None, cluster_info: ClusterInfo
 ) -> Iterator[operating.OperatorProcess]:
-    """An operator whose runtime pods run the runtime's reference image when agents run
-    in containers; on the local node, which ignores images, this tree's runner and the
-    pinned CLI."""
-    if agents_in_containers():
-        extra = reference_images(cluster_info, (runtime.type,))
-    else:
-        command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
-        extra = {
-            "AGENTCHAIN_RUNTIME_COMMAND": ",".join([*command, "agent", "run"]),
-            "AGENTCHAIN_RUNTIME_CLI_PATH": str(agent_cli(runtime.type)),
-        }
+    """An operator whose runtime pods run the runtime's reference image."""
+    extra = reference_images(cluster_info, (runtime.type,))
     with operating.running(cluster_info, extra) as op:
         yield op
 
 
-def _agent(runtime: Runtime, secret: str, standin: ModelStandIn, home: Path, *, mcp: bool) -> Obj:
+def _agent(runtime: Runtime, secret: str, standin: ModelStandIn, *, mcp: bool) -> Obj:
     """The spec fields of an agent running ``runtime`` against ``standin``, keyed by
-    Secret ``secret``. In containers it names no image: the operator's reference image
-    for the runtime is the one it runs in."""
+    Secret ``secret``. It names no image: the operator's reference image for the runtime
+    is the one it runs in."""
     env = [
         # A refused key or a broken request fails at once, not after ten tries.
         {"name": "AGENTCHAIN_MODEL_RETRIES", "value": "0"},
         # Claude Code's MCP tools in the tool list itself, not behind its ToolSearch.
         {"name": "ENABLE_TOOL_SEARCH", "value": "false"},
     ]
-    local: Obj = {}
-    if not agents_in_containers():
-        # The local node runs no image, and the host's CLI gets a home of its own.
-        local = {"image": f"agentchain-{runtime.type}:e2e"}
-        env.append({"name": "HOME", "value": str(home)})
     return {
-        **local,
         "defaultModel": runtime.model,
         "env": env,
         "runtime": {
@@ -209,7 +182,6 @@ def test_a_job_writes_the_store_through_agentchain_mcp(
     cluster_info: ClusterInfo,
     namespace: str,
     model_standin: ModelStandIn,
-    tmp_path: Path,
 ) -> None:
     value = f"from {runtime.type}"
     entry = {"namespace": "notes", "key": "plan", "value": value, "ttl_seconds": 600}
@@ -221,7 +193,7 @@ def test_a_job_writes_the_store_through_agentchain_mcp(
         chaining.ai_agent(
             "agent",
             triggers=chaining.MANUAL,
-            **_agent(runtime, runtime.provider, model_standin, tmp_path, mcp=True),
+            **_agent(runtime, runtime.provider, model_standin, mcp=True),
         ),
     )
     chaining.apply(cluster_info, namespace, chaining.root_job("plan-1", "agent"))
@@ -244,7 +216,6 @@ def test_a_job_with_a_refused_key_says_why(
     cluster_info: ClusterInfo,
     namespace: str,
     model_standin: ModelStandIn,
-    tmp_path: Path,
 ) -> None:
     chaining.apply(
         cluster_info,
@@ -253,7 +224,7 @@ def test_a_job_with_a_refused_key_says_why(
         chaining.ai_agent(
             "agent-bad",
             triggers=chaining.MANUAL,
-            **_agent(runtime, "wrong", model_standin, tmp_path, mcp=False),
+            **_agent(runtime, "wrong", model_standin, mcp=False),
         ),
     )
     chaining.apply(cluster_info, namespace, chaining.root_job("ask-bad", "agent-bad"))

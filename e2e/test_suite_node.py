@@ -1,8 +1,8 @@
-"""The session's cluster on the real node (``AGENTCHAIN_E2E_NODE=real``): an agent of the
-ordinary suite runs in a container of the e2e agent image built from this tree.
+"""The session's cluster on the real node: an agent of the ordinary suite runs in a
+container of the e2e agent image built from this tree.
 
-Without the switch the session's node is the local stand-in, which runs no image, and the
-test skips; ``make test`` runs it in the real node's lane once the suite is switched.
+On a cluster named by ``AGENTCHAIN_E2E_KUBECONFIG`` the session has no real node and
+this module skips.
 
 Aspects covered:
 - an AiAgent naming no image gets the session's agent image (``images/e2e-agent``), and
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e import chaining, operating
+from e2e import chaining, operating, realnodes
 from e2e.controlplane.cluster import ClusterInfo
 
 WHERE = "import os, sys; print(sys.executable, os.getuid())"
@@ -34,7 +34,7 @@ print(api, urllib.request.urlopen(request, timeout=10).status)
 
 def _on_the_real_node(info: ClusterInfo) -> None:
     if info.real_node is None or not info.agent_image:
-        pytest.skip("the session's cluster is not on the real node (AGENTCHAIN_E2E_NODE=real)")
+        pytest.skip(realnodes.NAMED_CLUSTER)
 
 
 def _pod(info: ClusterInfo, namespace: str, job: chaining.Obj) -> chaining.Obj:

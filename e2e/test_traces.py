@@ -56,7 +56,6 @@ from e2e.github import GitHubStandIn
 from e2e.githubloop import PULL, REPOSITORY, app_delivery, app_operator, install
 
 Obj = dict[str, Any]
-REPO = Path(__file__).resolve().parent.parent
 SECOND = 1_000_000_000
 # Runs long enough for the operator to be killed under it, then shows its trace context.
 PRINT_TRACEPARENT = (
@@ -66,23 +65,20 @@ PRINT_TRACEPARENT = (
 FAIL_ONCE = (
     "import os, sys; print('triaged'); sys.exit(1 if os.environ['AGENT_ATTEMPT'] == '1' else 0)"
 )
-# Calls a tool of ``agentchain mcp`` as an agent's CLI does: the server started over stdio
-# with the variables the agent's MCP configuration names (a pod of the local node gets
-# only PATH from this machine: the tree's path is given here).
-CALL_A_TOOL = f"""
+# Calls a tool of ``agentchain mcp`` as an agent's CLI does: the server (the agent
+# image's) started over stdio with the variables the agent's MCP configuration names.
+CALL_A_TOOL = """
 import asyncio, os, sys
-sys.path.insert(0, {str(REPO / "operator")!r})
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from agentchain.runtimes.rules.runtimecontainers import MCP_JOB_ENV
 
-env = {{name: os.environ[name] for name in MCP_JOB_ENV if name in os.environ}}
-env["PYTHONPATH"] = {str(REPO / "operator")!r}
+env = {name: os.environ[name] for name in MCP_JOB_ENV if name in os.environ}
 
 async def main():
     argv = ["-m", "agentchain", "mcp"]
     params = StdioServerParameters(command=sys.executable, args=argv, env=env)
-    entry = {{"namespace": "tr", "key": "k", "value": "v"}}
+    entry = {"namespace": "tr", "key": "k", "value": "v"}
     async with Client(params, read_timeout_seconds=60) as tools:
         done = await tools.call_tool("store_set_and_extend", entry)
     print("refused" if done.is_error else "stored")

@@ -22,19 +22,17 @@ Aspects covered:
 from __future__ import annotations
 
 import copy
-import sys
 from pathlib import Path
 from typing import Any
 
 from agentchain import models
 from e2e import chaining, delivering, operating
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
 from e2e.github.gitserver import GitServer
 from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_operator, install
 
 Obj = dict[str, Any]
-ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120.0
 # The session operator resyncs every 3 s (operating.OperatorProcess.env): four periods.
 RESYNC_WINDOW_SECONDS = 12.0
@@ -103,14 +101,9 @@ def test_a_hand_written_github_event_borrows_no_app_access(
 
 
 def _workspace_env(git_server: GitServer) -> dict[str, str]:
-    """Workspace containers clone from the git stand-in. On the local node, which ignores
-    images, they run this tree's CLI; in containers (the real node), the workspace
-    image's own ``agentchain``, the product's default."""
-    env = {"AGENTCHAIN_GITHUB_GIT_URL": git_server.url}
-    if not agents_in_containers():
-        command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
-        env["AGENTCHAIN_WORKSPACE_COMMAND"] = ",".join(command)
-    return env
+    """Workspace containers clone from the git stand-in, and run the workspace image's
+    own ``agentchain``, the product's default."""
+    return {"AGENTCHAIN_GITHUB_GIT_URL": git_server.url}
 
 
 def test_a_copied_chain_membership_is_refused(

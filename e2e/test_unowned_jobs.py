@@ -104,8 +104,8 @@ SLOW = "import time; time.sleep(15); print('the real agent finished')"
 
 def _stray(info: ClusterInfo, name: str, agentjob: str, attempt: str) -> Obj:
     labels = {"labrats.work/agentjob": agentjob, "labrats.work/attempt": attempt}
-    # An image the node has (the agents' own on a node that runs images; the local node
-    # runs none), never pulled: the stray Job must complete for the test to mean anything.
+    # An image the node has (the agents' own), never pulled: the stray Job must complete
+    # for the test to mean anything.
     image = info.agent_image or "agent"
     container = {"name": "agent", "image": image, "imagePullPolicy": "Never", "command": ["true"]}
     pod_spec = {

@@ -3,9 +3,10 @@
 The operator runs as a GitHub App against the stand-in, whose git server (smart HTTP,
 ``git http-backend``, checking the stand-in's installation tokens) serves the example
 payloads' repository with a typo in its README.  The chain starts from GitHub's own
-``issues.opened`` example.  The local node mounts the chain's PersistentVolumeClaim
-(provisioned by the node's default StorageClass) into every step's pod; the workspace
-containers run this tree's ``agentchain workspace`` (``AGENTCHAIN_WORKSPACE_COMMAND``).
+``issues.opened`` example.  The real node's kubelet mounts the chain's
+PersistentVolumeClaim (provisioned by the cluster's default StorageClass) into every
+step's pod; the workspace containers run the workspace image's ``agentchain workspace``
+(the e2e agent image, built from this tree).
 
 Aspects covered:
 * triage reads the README from its workspace; the developer fixes it and commits; the
@@ -46,9 +47,6 @@ Aspects covered:
   their job's token (none goes anonymous: the Secret exists before the pod);
 * a repository that cannot be cloned ends the job ``WorkspacePrepareFailed`` (message,
   Event) and its agent container never starts.
-
-Until the local node mounts claims and the CLI exists (h/node, h/wscli), the module skips
-with the reason.
 """
 
 from __future__ import annotations
@@ -57,7 +55,6 @@ import functools
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +62,11 @@ import pytest
 
 from e2e import chaining, delivering, operating
 from e2e.controlplane import certs
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
 from e2e.github.gitserver import GitServer
 from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_operator, install
 
-ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 180.0
 Obj = dict[str, Any]
 
@@ -115,13 +111,9 @@ def seed_agents(keep_for: str = "0") -> list[Obj]:
 
 
 def workspace_env(git_server: GitServer) -> dict[str, str]:
-    """Workspace containers run this tree's CLI on the local node (images are ignored);
-    in containers (the real node) the workspace image's own ``agentchain``, the default."""
-    env = {"AGENTCHAIN_GITHUB_GIT_URL": git_server.url}
-    if not agents_in_containers():
-        command = ["env", f"PYTHONPATH={ROOT / 'operator'}", sys.executable, "-m", "agentchain"]
-        env["AGENTCHAIN_WORKSPACE_COMMAND"] = ",".join(command)
-    return env
+    """Workspace containers clone from the git stand-in, and run the workspace image's
+    own ``agentchain``, the default."""
+    return {"AGENTCHAIN_GITHUB_GIT_URL": git_server.url}
 
 
 @pytest.fixture

@@ -1,5 +1,11 @@
 """``python -m e2e.controlplane up``: the local cluster for the demo and for poking at.
 
+It runs on the real node (containerd, kubelet, kube-proxy: ``realnode.py``) with the e2e
+agent image (``images/e2e-agent``) built from this tree and imported, so an AiAgent that
+names no image runs in it (the operator's default image). The real node needs root:
+without it, and without a cluster named by ``AGENTCHAIN_E2E_KUBECONFIG``, ``up`` says so
+and exits 2 before starting anything.
+
 ``--with-operator`` also installs the CRDs and the operator's RBAC and runs the operator
 under its own ServiceAccount, printing the API URL, an admin token and the webhook
 secret to reach it with.
@@ -18,17 +24,27 @@ captured without the noise.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 
-from e2e import operating
-from e2e.controlplane.cluster import ClusterInfo, cluster, say, stop_on_signals
+from e2e import operating, realnodes
+from e2e.controlplane.cluster import (
+    NEEDS_ROOT,
+    ClusterInfo,
+    existing_kubeconfig,
+    say,
+    stop_on_signals,
+)
 
 
 def up(with_operator: bool = False) -> int:
     """Bring the cluster up, print how to reach it, and hold it until interrupted."""
+    if existing_kubeconfig() is None and os.geteuid() != 0:
+        say(f"cannot start the cluster: {NEEDS_ROOT} (e.g. `sudo make demo`)")
+        return 2
     stop_on_signals()
-    with cluster() as info:
+    with realnodes.cluster_with_agent_image() as info:
         print(f"export KUBECONFIG={info.kubeconfig}")
         print(f"export AGENTCHAIN_REDIS_URL={info.redis_url}")
         # The operator refuses to start without a key; the harness's, so an operator run
@@ -72,7 +88,7 @@ def _hold_with_operator(info: ClusterInfo) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m e2e.controlplane",
-        description="The local Kubernetes control plane, node and Redis (SPEC §9).",
+        description="The local Kubernetes control plane, real node and Redis (SPEC §9).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("up", help="start everything and wait until Ctrl-C")

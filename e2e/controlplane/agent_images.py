@@ -27,7 +27,7 @@ from e2e.controlplane import operator_image, realnode_images
 RUNTIMES = ("claude-code", "codex", "opencode", "gemini")
 DOCKERFILE = "images/agent/Dockerfile"
 # The e2e suite's own agent image (``images/e2e-agent/Dockerfile``): every agent of the
-# suite runs in it on the real node (``AGENTCHAIN_E2E_NODE=real``).
+# suite runs in it on the real node.
 E2E_DOCKERFILE = "images/e2e-agent/Dockerfile"
 E2E_IMAGE_NAME = f"{operator_image.IMAGE_NAME}-e2e-agent"
 ROOT = Path(__file__).resolve().parents[2]

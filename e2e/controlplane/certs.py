@@ -7,8 +7,9 @@ shared between runs and nothing has to be revoked. One CA signs everything:
 * the kube-apiserver serving cert (the in-cluster service names and 10.0.0.1, the first
   address of ``--service-cluster-ip-range``, plus loopback);
 * the admin client cert (O=system:masters), used by tests, kubectl and the controllers;
-* the kubelet-client cert the apiserver presents to the local node for ``pods/log``;
-* the local node's serving cert, which the apiserver verifies against the same CA;
+* the kubelet-client cert the apiserver presents to the kubelet for ``pods/log`` and
+  ``exec``;
+* the kubelet's serving cert, which the apiserver verifies against the same CA;
 * an RSA key pair for signing and verifying service-account tokens (RSA because that is
   what every Kubernetes version accepts for ``--service-account-key-file``).
 

@@ -1,10 +1,12 @@
-"""A real Kubernetes control plane on loopback, or an existing cluster, plus Redis.
+"""A real Kubernetes control plane and a real node, or an existing cluster, plus Redis.
 
 There is no Docker engine here, so kind cannot run; the e2e suite and the demo run on
 the real upstream binaries instead (SPEC §9): etcd, kube-apiserver,
-kube-controller-manager (only the controllers agentchain relies on) and kube-scheduler,
-plus the local node that stands in for the kubelet, a dynamic provisioner of hostPath
-volumes for the default StorageClass (``provisioner.py``), and Debian's redis-server.
+kube-controller-manager (the controllers agentchain and the node rely on) and
+kube-scheduler, a real node (containerd, runc, the kubelet, kube-proxy, CoreDNS and
+kube-router: ``realnode.py``), a dynamic provisioner of hostPath volumes for the default
+StorageClass (``provisioner.py``), and Debian's redis-server. The real node needs root:
+without it ``cluster()`` refuses at once, saying so (``NEEDS_ROOT``).
 
 ``cluster()`` is one context manager so that every caller (the pytest session fixture,
 ``python -m e2e.controlplane up``, a test that needs a private cluster) gets the same
@@ -13,16 +15,15 @@ an ExitStack the moment it starts, so a failure half-way stops what already runs
 Each wait watches the components started so far, so a crashed apiserver is reported
 with its log tail at once instead of as a timeout.
 
-The same suite must run unchanged on kind or any cluster: when a kubeconfig is named in
-the environment the control plane and the node are skipped and only Redis is started;
-``ClusterInfo.local`` tells a test whether host-side checks (``/proc``) make sense.
-
-``cluster(node="real")`` runs a real kubelet, containerd and kube-proxy instead of the
-stand-in (``realnode.py``): then the API server listens on the node's bridge address,
-which pods can reach, instead of loopback, and ``ClusterInfo.real_node`` describes it;
+The API server listens on the node's bridge address, which pods can reach (their
+loopback is their own), and ``ClusterInfo.real_node`` describes the node;
 ``ClusterInfo.pod_host`` is that address, where the harness's servers that agents reach
-must listen. ``AGENTCHAIN_E2E_NODE`` (``node_choice``) says which node the e2e session's
-cluster runs.
+must listen.
+
+The same suite must run unchanged on kind or any cluster: when a kubeconfig is named in
+the environment (``AGENTCHAIN_E2E_KUBECONFIG``) the control plane and the node are
+skipped and only Redis is started; ``ClusterInfo.local`` tells a test whether host-side
+checks (the harness's workdir, the node's files) make sense.
 """
 
 from __future__ import annotations
@@ -52,8 +53,6 @@ from e2e.controlplane.redisserver import RedisServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = Path(__file__).with_name("build-binaries.sh")
-LOCALNODE_SOURCE = Path(__file__).with_name("localnode.py")
-NODE_NAME = "agentchain-local"
 VOLUMES_DIR = "volumes"  # the provisioner's, under the workdir
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc"
 # Generous: two shared cores, often busy with a Go build while tests start.
@@ -98,16 +97,16 @@ class ClusterInfo:
     workdir: Path
     local: bool  # False when an existing cluster (kind) is used
     bin_dir: Path | None  # dir with kubectl (None: kubectl from PATH)
-    real_node: realnode.RealNode | None = None  # cluster(node="real") only
+    real_node: realnode.RealNode | None = None  # None on an existing cluster
     # The image an agent that names none runs in (the operator's AGENTCHAIN_DEFAULT_IMAGE
     # and workspace image); "" leaves the operator's defaults. The e2e session sets it on
-    # the real node (images/e2e-agent); the local node ignores images.
+    # the real node (images/e2e-agent).
     agent_image: str = ""
 
     @property
     def pod_host(self) -> str:
-        """The address of this machine that pods reach: the real node's bridge address,
-        else loopback (the local node runs containers as host processes)."""
+        """The address of this machine that pods reach: the real node's bridge address;
+        loopback on an existing cluster, whose pods reach nothing of this machine's."""
         return self.real_node.network.gateway if self.real_node else "127.0.0.1"
 
     def kubectl(
@@ -157,24 +156,8 @@ def finish_workdir(workdir: Path, succeeded: bool) -> None:
         say(f"kept {workdir}; component logs are in {workdir / 'logs'}")
 
 
-# Which node the e2e session's cluster runs (``e2e/conftest.py``): "local", the stand-in
-# (the default for now), or "real", kubelet and containerd (realnode.py). A cluster a
-# test starts for itself says which it wants.
-NODE_ENV = "AGENTCHAIN_E2E_NODE"
-
-
-def node_choice() -> str:
-    """``$AGENTCHAIN_E2E_NODE`` ("local" unless set); a HarnessError for any other value."""
-    node = os.environ.get(NODE_ENV) or "local"
-    if node not in ("local", "real"):
-        raise HarnessError(f"{NODE_ENV} must be 'local' or 'real', not {node!r}")
-    return node
-
-
-def agents_in_containers() -> bool:
-    """Whether agents run in containers of an image (the real node, or an existing
-    cluster), so their commands must name the image's programs, not this machine's."""
-    return node_choice() == "real" or existing_kubeconfig() is not None
+# Why there is no cluster: said by ``cluster()`` and by the e2e tests that skip for it.
+NEEDS_ROOT = "the real node needs root; or point AGENTCHAIN_E2E_KUBECONFIG at a cluster"
 
 
 def existing_kubeconfig() -> Path | None:
@@ -187,15 +170,16 @@ def existing_kubeconfig() -> Path | None:
 
 
 @contextlib.contextmanager
-def cluster(workdir: Path | None = None, node: str = "local") -> Iterator[ClusterInfo]:
-    """A local control plane with a node and Redis, or an existing cluster with Redis.
+def cluster(workdir: Path | None = None) -> Iterator[ClusterInfo]:
+    """A local control plane with the real node and Redis, or an existing cluster with
+    Redis.
 
     A ``workdir`` given by the caller belongs to the caller and is never removed; one
     created here is removed after a clean exit unless AGENTCHAIN_KEEP_WORKDIR=1.
-    ``node`` is "local" (the stand-in) or "real" (kubelet and containerd, realnode.py).
     """
-    if node not in ("local", "real"):
-        raise HarnessError(f"node must be 'local' or 'real', not {node!r}")
+    kubeconfig = existing_kubeconfig()
+    if kubeconfig is None and os.geteuid() != 0:
+        raise HarnessError(NEEDS_ROOT)
     owned = workdir is None
     path = make_workdir() if workdir is None else workdir
     path.mkdir(parents=True, exist_ok=True)
@@ -203,11 +187,10 @@ def cluster(workdir: Path | None = None, node: str = "local") -> Iterator[Cluste
     try:
         with contextlib.ExitStack() as stack:
             stack.callback(say, "all components stopped")
-            kubeconfig = existing_kubeconfig()
             if kubeconfig is not None:
                 info = _use_existing(stack, path, kubeconfig)
             else:
-                info = _start_local(stack, path, real_node=node == "real")
+                info = _start_local(stack, path)
             yield info
             say("stopping the cluster")
         succeeded = True
@@ -228,35 +211,27 @@ def _use_existing(stack: contextlib.ExitStack, workdir: Path, kubeconfig: Path) 
     return ClusterInfo(kubeconfig, server, redis.url, workdir, local=False, bin_dir=None)
 
 
-def _start_local(stack: contextlib.ExitStack, workdir: Path, real_node: bool) -> ClusterInfo:
+def _start_local(stack: contextlib.ExitStack, workdir: Path) -> ClusterInfo:
     k8s_dir, etcd_dir = find_binaries()
     # The real node's bridge comes first: the API server binds its gateway address.
-    network = realnode.begin(stack, workdir) if real_node else None
-    address = network.gateway if network else "127.0.0.1"
-    pki = certs.generate(workdir / "pki", extra_ips=(address,) if network else ())
+    network = realnode.begin(stack, workdir)
+    pki = certs.generate(workdir / "pki", extra_ips=(network.gateway,))
     etcd = _start_etcd(stack, etcd_dir, workdir)
-    server, apiserver = _start_apiserver(stack, k8s_dir, workdir, pki, etcd, address)
+    server, apiserver = _start_apiserver(stack, k8s_dir, workdir, pki, etcd, network.gateway)
     kubeconfig = write_kubeconfig(workdir / "admin.kubeconfig", server, pki)
     control_plane = [etcd[1], apiserver]
-    controllers = (*CONTROLLERS, *realnode.CONTROLLERS) if network else CONTROLLERS
+    controllers = (*CONTROLLERS, *realnode.CONTROLLERS)
     control_plane.append(
         _start_controller_manager(stack, k8s_dir, workdir, pki, kubeconfig, controllers)
     )
     control_plane.append(_start_scheduler(stack, k8s_dir, workdir, kubeconfig))
     _ready("the default ServiceAccount", _service_account_check(kubeconfig), control_plane)
     _start_provisioner(stack, workdir, kubeconfig, control_plane)
-    if network is not None:
-        node = realnode.start(stack, workdir, network, pki, kubeconfig, control_plane)
-        redis = _start_redis(stack, workdir)
-        return ClusterInfo(
-            kubeconfig, server, redis.url, workdir, local=True, bin_dir=k8s_dir, real_node=node
-        )
-    if os.environ.get("AGENTCHAIN_E2E_NO_NODE") == "1":
-        say("AGENTCHAIN_E2E_NO_NODE=1: no local node; pods will stay Pending")
-    else:
-        _start_local_node(stack, workdir, pki, kubeconfig, control_plane)
+    node = realnode.start(stack, workdir, network, pki, kubeconfig, control_plane)
     redis = _start_redis(stack, workdir)
-    return ClusterInfo(kubeconfig, server, redis.url, workdir, local=True, bin_dir=k8s_dir)
+    return ClusterInfo(
+        kubeconfig, server, redis.url, workdir, local=True, bin_dir=k8s_dir, real_node=node
+    )
 
 
 def find_binaries() -> tuple[Path, Path]:
@@ -328,12 +303,9 @@ def _start_apiserver(
     workdir: Path,
     pki: certs.Pki,
     etcd: tuple[str, ManagedProcess],
-    address: str = "127.0.0.1",
+    address: str,
 ) -> tuple[str, ManagedProcess]:
     port = processes.free_port()
-    # On loopback the 'kubernetes' Service cannot have an endpoint (nothing needs it);
-    # on the real node's bridge address it gets one, for pods' in-cluster clients.
-    reconciler = "none" if address == "127.0.0.1" else "lease"
     argv = [
         str(k8s_dir / "kube-apiserver"), f"--etcd-servers={etcd[0]}",
         f"--bind-address={address}", f"--advertise-address={address}", f"--secure-port={port}",
@@ -349,7 +321,9 @@ def _start_apiserver(
         f"--kubelet-client-certificate={pki.kubelet_client.cert}",
         f"--kubelet-client-key={pki.kubelet_client.key}",
         f"--kubelet-certificate-authority={pki.ca.cert}",
-        f"--endpoint-reconciler-type={reconciler}",
+        # On the real node's bridge address the 'kubernetes' Service gets a real
+        # endpoint, for pods' in-cluster clients.
+        "--endpoint-reconciler-type=lease",
         *knobs.audit_flags(workdir),
     ]  # fmt: skip
     apiserver = _launch(stack, "kube-apiserver", argv, workdir)
@@ -475,42 +449,6 @@ def _start_provisioner(
     control_plane.append(process)
     what = f"StorageClass {provisioner.CLASS_NAME}"
     _ready(what, _storage_class_check(kubeconfig), control_plane)
-
-
-def _node_ready_check(kubeconfig: Path) -> Callable[[], bool]:
-    def check() -> bool:
-        with _api_client(kubeconfig) as api:
-            try:
-                node = kubernetes.client.CoreV1Api(api).read_node(NODE_NAME)
-            except kubernetes.client.ApiException:
-                return False
-        conditions = (node.status.conditions if node.status else None) or []
-        return any(c.type == "Ready" and c.status == "True" for c in conditions)
-
-    return check
-
-
-def _start_local_node(
-    stack: contextlib.ExitStack,
-    workdir: Path,
-    pki: certs.Pki,
-    kubeconfig: Path,
-    control_plane: list[ManagedProcess],
-) -> None:
-    if not LOCALNODE_SOURCE.is_file():
-        raise HarnessError(
-            f"the local node ({LOCALNODE_SOURCE}) is missing, so pods cannot run; "
-            "set AGENTCHAIN_E2E_NO_NODE=1 to start the control plane without a node"
-        )
-    argv = [
-        sys.executable, "-m", "e2e.controlplane.localnode", "--kubeconfig", str(kubeconfig),
-        "--node-name", NODE_NAME, "--state-dir", str(workdir / "node"),
-        "--port", str(processes.free_port()),
-        "--tls-cert", str(pki.node.cert), "--tls-key", str(pki.node.key),
-        "--client-ca", str(pki.ca.cert), "--hide", str(workdir / VOLUMES_DIR),
-    ]  # fmt: skip
-    node = _launch(stack, "localnode", argv, workdir, env=_python_env(), cwd=REPO_ROOT)
-    _ready(f"node {NODE_NAME}", _node_ready_check(kubeconfig), [*control_plane, node])
 
 
 def _start_redis(stack: contextlib.ExitStack, workdir: Path) -> RedisServer:

@@ -1,6 +1,6 @@
 """Child processes of the local control plane that can never outlive the test session.
 
-Every component (etcd, kube-apiserver, the controllers, the local node) is a plain
+Every component (etcd, kube-apiserver, the controllers, the real node's) is a plain
 child process. Three habits make sure none is left behind, whatever happens to pytest:
 
 * ``start_new_session=True`` puts each component in its own process group, so a stop

@@ -21,8 +21,8 @@ reclaiming stay with the real kube-controller-manager:
   external provisioners do, so ``kubectl describe pvc`` tells what happened.
 
 Capacity is recorded, not enforced (hostPath has no quota); block volumes and claims of
-other classes are left alone. The local node mounts a bound claim by reading its PV's
-``hostPath.path`` (``localnode_volumes``). Two claims never share a directory.
+other classes are left alone. The real node's kubelet mounts a bound claim's hostPath
+volume as it would any. Two claims never share a directory.
 
 Two threads list+watch claims and volumes; each event is handled on its own and every
 action is idempotent (a PV that already exists, a directory already gone), so a re-list

@@ -1,8 +1,8 @@
 """A real Kubernetes node beside the local control plane: containerd, kubelet, kube-proxy.
 
-Opt-in (``cluster(node="real")``); the e2e session's cluster runs on it with
-``AGENTCHAIN_E2E_NODE=real`` (``e2e/conftest.py``), and on the local stand-in node by
-default. This starts, in order, on a private bridge network (``realnode_config.Network``):
+Every local cluster runs on it (``cluster()``: the e2e session's, ``make demo``'s, the
+clusters the ``realnode`` tests start). This starts, in order, on a private bridge
+network (``realnode_config.Network``):
 
 * Debian's containerd 1.6 with runc and the CNI plugins, all state under the workdir;
 * the locally built ``pause`` and test images, imported with ``ctr`` (``realnode_images``);

@@ -3,7 +3,7 @@
 It needs no network and no model: it reads the same environment a real agent
 gets (SPEC §1), prints a triage/developer/reviewer-style report that quotes
 the context it received, and can be told to fail, to sleep or to print a lot,
-so every chain behaviour can be exercised on the local node or on kind.
+so every chain behaviour can be exercised on the test suite's real node or on kind.
 
 In a container it is often process 1, which Linux spares from a signal's default action:
 without a handler of its own a SIGTERM (a stop, a deleted pod) would be ignored and the

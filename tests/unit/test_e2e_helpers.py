@@ -14,7 +14,6 @@ Aspects covered:
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 
 import pytest
@@ -79,7 +78,7 @@ def test_ai_agent_declares_only_what_it_is_given() -> None:
     }
     # The shared trigger tuple is copied, never handed out to be changed.
     assert named["spec"]["eventTriggers"][0] is not chaining.MANUAL[0]
-    assert chaining.python_command("print(1)", "x") == [sys.executable, "-c", "print(1)", "x"]
+    assert chaining.python_command("print(1)", "x") == ["python3", "-c", "print(1)", "x"]
 
 
 def test_agent_builds_the_demo_agents_manifest() -> None:

@@ -1,14 +1,15 @@
-"""The e2e session's node switch (``AGENTCHAIN_E2E_NODE``) and the e2e agent image's
+"""The e2e session's node (the real node, which needs root) and the e2e agent image's
 build inputs (``images/e2e-agent``).
 
 Aspects covered:
-- the session's node is the local stand-in unless the switch says ``real``; any other
-  value is refused with a message naming the variable;
-- an agent's Python is this interpreter on the local node and the image's ``python3``
-  when agents run in containers (the real node, or an existing cluster);
+- without root and without a named cluster, ``cluster()`` refuses at once, saying the
+  real node needs root or a cluster named by ``AGENTCHAIN_E2E_KUBECONFIG``, and a test
+  that needs the session's cluster skips with that reason (fails under ``CI=true``), and
+  ``python -m e2e.controlplane up`` says so and exits 2 before starting anything;
+- an agent's Python is the image's ``python3`` (agents always run in containers);
 - an operator of a cluster on the real node listens on the bridge address and makes the
-  session's agent image the default and workspace image; on the local node it listens on
-  loopback and leaves the operator's defaults;
+  session's agent image the default and workspace image; without a real node (a named
+  cluster) it listens on loopback and leaves the operator's defaults;
 - the e2e agent image's dependency and package stages are the top-level Dockerfile's
   word for word (buildah's layer cache shares them), it builds from the slim Python
   image only, runs as the job pods' user, has git, and its context holds the package only;
@@ -33,11 +34,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from e2e import chaining, operating
+from e2e import chaining, operating, realnodes
+from e2e.controlplane import __main__ as controlplane_main
 from e2e.controlplane import agent_images, realnode, realnode_lanes
 from e2e.controlplane import realnode_config as config
 from e2e.controlplane import realnode_host as host
-from e2e.controlplane.cluster import ClusterInfo, HarnessError, node_choice
+from e2e.controlplane.cluster import NEEDS_ROOT, ClusterInfo, HarnessError, cluster
 from e2e.controlplane.operator_image import base_images, context_files, ignore_rules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,9 +47,8 @@ E2E_DOCKERFILE = (ROOT / agent_images.E2E_DOCKERFILE).read_text()
 
 
 @pytest.fixture(autouse=True)
-def _no_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("AGENTCHAIN_E2E_NODE", "AGENTCHAIN_E2E_KUBECONFIG"):
-        monkeypatch.delenv(name, raising=False)
+def _no_named_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTCHAIN_E2E_KUBECONFIG", raising=False)
     monkeypatch.setenv("AGENTCHAIN_E2E_USE_KUBECONFIG", "0")
 
 
@@ -61,28 +62,43 @@ def _info(tmp_path: Path, *, real: bool, image: str = "") -> ClusterInfo:
     )  # fmt: skip
 
 
-def test_the_session_node_is_local_unless_the_switch_says_real(
+def test_without_root_or_a_named_cluster_the_cluster_is_refused_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(HarnessError) as refused, cluster(tmp_path / "work"):
+        pytest.fail("a cluster started without root")
+    assert str(refused.value) == NEEDS_ROOT
+    assert "needs root" in NEEDS_ROOT and "AGENTCHAIN_E2E_KUBECONFIG" in NEEDS_ROOT
+
+
+def test_without_root_a_test_needing_the_cluster_skips_and_fails_under_ci(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert node_choice() == "local"
-    monkeypatch.setenv("AGENTCHAIN_E2E_NODE", "real")
-    assert node_choice() == "real"
+    monkeypatch.delenv("CI", raising=False)
+    realnodes.skip_without_root()  # root here: nothing to skip
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        realnodes.skip_without_root()
+    assert str(skipped.value) == NEEDS_ROOT
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        realnodes.skip_without_root()
+    assert NEEDS_ROOT in str(failed.value)
 
 
-def test_a_misspelt_node_is_refused_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENTCHAIN_E2E_NODE", "kind")
-    with pytest.raises(HarnessError, match="AGENTCHAIN_E2E_NODE must be 'local' or 'real'"):
-        node_choice()
-
-
-def test_an_agents_python_is_the_images_when_agents_run_in_containers(
-    monkeypatch: pytest.MonkeyPatch,
+def test_up_without_root_says_why_and_what_to_do_before_starting_anything(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert chaining.python_command("print(1)") == [sys.executable, "-c", "print(1)"]
-    monkeypatch.setenv("AGENTCHAIN_E2E_NODE", "real")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert controlplane_main.main(["up", "--with-operator"]) == 2
+    said = capsys.readouterr()
+    assert said.out == ""  # no exports: nothing was started
+    assert f"cannot start the cluster: {NEEDS_ROOT}" in said.err, said.err
+
+
+def test_an_agents_python_is_the_images() -> None:
     assert chaining.python_command("print(1)", "x") == ["python3", "-c", "print(1)", "x"]
-    monkeypatch.delenv("AGENTCHAIN_E2E_NODE")
-    monkeypatch.setenv("AGENTCHAIN_E2E_KUBECONFIG", "/somewhere/kubeconfig")
     assert chaining.agent_python() == "python3"
 
 
@@ -105,7 +121,7 @@ def test_an_operator_on_the_real_node_listens_on_the_bridge_with_the_agent_image
     assert own.env()["AGENTCHAIN_WORKSPACE_IMAGE"] == "mine"
 
 
-def test_an_operator_on_the_local_node_keeps_loopback_and_the_default_image(
+def test_an_operator_without_a_real_node_keeps_loopback_and_the_default_image(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AGENTCHAIN_DEFAULT_IMAGE", raising=False)

@@ -9,7 +9,8 @@ Aspects covered:
 - which volumes are reclaimed: ours, Released, policy Delete, not already deleting; and
   the directory removed is only ever one directly under the root;
 - the Event recorded on a claim.
-The watch loop and the API calls run in the e2e tests (e2e/test_localnode.py).
+The watch loop and the API calls run in the e2e tests (e2e/test_volumes.py, and every
+workspace's claim in e2e/test_workspaces.py).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ garbage collector delete its pod the ordinary way: SIGTERM, the pod's
 ``terminationGracePeriodSeconds`` for the agent to wrap up, then SIGKILL.
 
 Output capture reads ``pods/log`` through the API server (so it works the same
-on the local node, kind or a real cluster) and keeps only a bounded tail while
+on the test suite's real node, kind or any cluster) and keeps only a bounded tail while
 streaming, so a chatty agent cannot blow up the operator's memory.
 """
 

@@ -10,8 +10,8 @@ Aspects covered:
   securityContext overrides (merged per key over the defaults);
 - ``serviceAccountName: ""`` mounts no token;
 - nothing an operator-set variable holds is expanded: ``$`` is doubled, and Kubernetes'
-  expansion (the local node's faithful copy) gives every value back byte for byte,
-  for any text (hypothesis), including a command's ``$(AGENT_PROMPT)``;
+  expansion (``tests/unit/kubelet_env.py``, a faithful copy) gives every value back byte for
+  byte, for any text (hypothesis), including a command's ``$(AGENT_PROMPT)``;
 - the Secret's data: the whole prompt, ``AGENT_PROMPT``'s copy (the prompt itself up
   to 120 KiB, beyond it a UTF-8-safe head with a marker naming the file), NUL and lone
   surrogates; prompts over the Secret's room fail with ``PromptTooLarge``;
@@ -24,7 +24,6 @@ import base64
 from typing import Any
 
 import pytest
-from e2e.controlplane import localnode_env as envs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -33,6 +32,7 @@ from agentchain.hop.rules.jobspec import JobInputs, PromptTooLarge
 from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
 from agentchain.settings import Settings
+from tests.unit import kubelet_env as envs
 
 SETTINGS = Settings(api_url="http://agentchain.test:8080")
 SECRET = "fix-1-0123456789abcdef"
@@ -193,7 +193,7 @@ HOSTILE = "$(ANTHROPIC_API_KEY) $$ $(AGENT_TOKEN) $ $( $$(X) \\$(Y)"
 
 
 def _pod_env(inputs: JobInputs, prompt: str, secrets: dict[str, str]) -> envs.Launch:
-    """What a container gets, by the local node's copy of the kubelet's rules."""
+    """What a container gets, by the kubelet's rules (``tests/unit/kubelet_env.py``)."""
     job = jobspec.build_job(inputs, SETTINGS)
     pod = {"metadata": {"name": "p"}, "spec": job["spec"]["template"]["spec"]}
     data = jobspec.secret_data(prompt, "tok-123")

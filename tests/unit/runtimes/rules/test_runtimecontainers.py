@@ -6,7 +6,7 @@ Aspects covered:
   command, the runner's variables, the credential through ``secretKeyRef``, the agent's
   own env last), asserted as one literal;
 - for every runner type, with or without credentials, baseUrl, mcp, MCP servers, instructions
-  (hypothesis): the env, expanded by the local node's copy of the kubelet's rules and read
+  (hypothesis): the env, expanded by the kubelet's rules (``tests/unit/kubelet_env.py``) and read
   by the runner's own ``settings_from``/``command_for``, gives the CLI the settings the
   AiAgent asked for, with any text (``$(``, ``$$``) arriving literally; no env value and
   no argument holds a secret's value (secrets reach the pod only through
@@ -28,7 +28,6 @@ import json
 from typing import Any
 
 import pytest
-from e2e.controlplane import localnode_env as envs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -38,6 +37,7 @@ from agentchain.models.aiagent import AiAgentSpec
 from agentchain.models.conditions import Reason
 from agentchain.runtimes.rules import clis, runtimecontainers
 from agentchain.settings import Settings
+from tests.unit import kubelet_env as envs
 
 SETTINGS = Settings(
     api_url="http://agentchain.test:8080",

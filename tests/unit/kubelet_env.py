@@ -1,10 +1,10 @@
-"""How the local node turns a pod's container spec into argv, env and working directory.
+"""The kubelet's rules for a container's argv, env and working directory, as a test oracle.
 
-This module is pure on purpose: no I/O, no clock, no Kubernetes client. The node fetches
-the Secrets and ConfigMaps a container refers to (`referenced_objects`) and hands their raw
-`data` dicts in; everything else is computed here, so the subtle parts of the kubelet's
-behaviour (ordering, `$(VAR)` expansion, escaping, optional references) are covered by
-plain unit tests instead of by a cluster.
+The unit tests of the pod specs the product builds (``hop/rules/test_jobspec.py``,
+``runtimes/rules/test_runtimecontainers.py``) read each value a container would get
+through these rules, so a property test covers what only a kubelet would otherwise show
+(ordering, ``$(VAR)`` expansion, escaping, optional references). Pure: no I/O, no clock,
+no Kubernetes client; the Secrets' and ConfigMaps' raw ``data`` dicts are handed in.
 
 The rules copied from the kubelet (`pkg/kubelet/kubelet_pods.go` `makeEnvironmentVariables`
 and `third_party/forked/golang/expansion`):

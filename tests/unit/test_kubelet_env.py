@@ -1,4 +1,6 @@
-"""Pure logic of the local node (the kubelet stand-in), without a cluster.
+"""The kubelet's environment rules as ``tests/unit/kubelet_env.py`` copies them: the oracle
+the pod-spec property tests (``hop/rules/test_jobspec.py``,
+``runtimes/rules/test_runtimecontainers.py``) read a container's values through.
 
 Aspects covered:
 - `$(VAR)` expansion: defined and undefined names, `$$` escaping, lone and trailing `$`,
@@ -11,10 +13,6 @@ Aspects covered:
 - launch: command+args expansion against the pod env only, base env (PATH/HOME/LANG)
   under the pod env, args-only commands, workingDir.
 - referenced objects: the Secrets and ConfigMaps a container needs.
-- status: phase decisions for restart policies and init containers; container records.
-- log slicing: `tailLines` and `limitBytes`.
-- process helpers: exit codes of signalled processes, restart decisions.
-- the guard's bookkeeping of live process groups ("+PGID" / "-PGID" lines).
 """
 
 from __future__ import annotations
@@ -23,13 +21,10 @@ import base64
 from typing import Any
 
 import pytest
-from e2e.controlplane import localnode_env as envs
-from e2e.controlplane import localnode_guard as guards
-from e2e.controlplane import localnode_logs as logs
-from e2e.controlplane import localnode_pods as pods
-from e2e.controlplane import localnode_status as statuses
 from hypothesis import given
 from hypothesis import strategies as st
+
+from tests.unit import kubelet_env as envs
 
 POD: dict[str, Any] = {
     "metadata": {
@@ -253,121 +248,3 @@ def test_launch_expands_command_and_args_against_pod_env_only() -> None:
 def test_launch_without_command_uses_args() -> None:
     launch = envs.build_launch(POD, {"args": ["true"]}, {}, {}, {})
     assert (launch.argv, launch.working_dir) == (["true"], None)
-
-
-# --- status ---------------------------------------------------------------------------------
-
-
-def record(state: str = "waiting", code: int | None = None, restarts: int = 0) -> Any:
-    run = statuses.ContainerRun(name="c", image="busybox")
-    if state in ("running", "terminated"):
-        run.start(42)
-    if state == "terminated":
-        run.finish(code or 0)
-    run.restart_count = restarts
-    return run
-
-
-@pytest.mark.parametrize(
-    ("init", "main", "policy", "phase"),
-    [
-        ([], [record()], "Never", "Pending"),
-        ([], [record("running")], "Never", "Running"),
-        ([], [record("waiting", restarts=1)], "OnFailure", "Running"),
-        ([], [record("terminated", 0)], "Never", "Succeeded"),
-        ([], [record("terminated", 3)], "Never", "Failed"),
-        ([], [record("terminated", 0), record("running")], "Never", "Running"),
-        ([], [record("terminated", 0), record("terminated", 1)], "Never", "Failed"),
-        ([record("running")], [record()], "Never", "Pending"),
-        ([record("terminated", 1)], [record()], "Never", "Failed"),
-        ([record("terminated", 1)], [record()], "OnFailure", "Pending"),
-        ([record("terminated", 0)], [record("running")], "Never", "Running"),
-    ],
-)
-def test_decide_phase(init: list[Any], main: list[Any], policy: str, phase: str) -> None:
-    assert statuses.decide_phase(statuses.PodRun(init=init, main=main), policy) == phase
-
-
-def test_container_record_lifecycle() -> None:
-    run = record("terminated", 2)
-    terminated = run.status()["state"]["terminated"]
-    assert terminated["exitCode"] == 2
-    assert terminated["reason"] == "Error"
-    assert terminated["containerID"] == "local://42"
-    run.restart()
-    body = run.status()
-    assert body["restartCount"] == 1
-    assert body["lastState"]["terminated"]["exitCode"] == 2
-    assert "waiting" in body["state"]
-    run.start(43)
-    run.finish(0)
-    assert run.status()["state"]["terminated"]["reason"] == "Completed"
-
-
-def test_pod_status_terminal_conditions() -> None:
-    run = statuses.PodRun(init=[], main=[record("terminated", 0)], phase="Succeeded")
-    status = statuses.pod_status(run)
-    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
-    assert (ready["status"], ready["reason"]) == ("False", "PodCompleted")
-    assert status["podIP"] == status["hostIP"] == "127.0.0.1"
-    assert status["reason"] is None
-
-
-def test_node_body() -> None:
-    body = statuses.node_body("n1", 10250, "2024-01-01T00:00:00Z")
-    assert body["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == 10250
-    assert body["status"]["allocatable"]["pods"] == "110"
-    assert {"type": "InternalIP", "address": "127.0.0.1"} in body["status"]["addresses"]
-    ready = next(c for c in body["status"]["conditions"] if c["type"] == "Ready")
-    assert ready["status"] == "True"
-
-
-# --- logs and processes -------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("data", "lines", "expected"),
-    [
-        (b"a\nb\nc\n", None, b"a\nb\nc\n"),
-        (b"a\nb\nc\n", 1, b"c\n"),
-        (b"a\nb\nc\n", 2, b"b\nc\n"),
-        (b"a\nb\nc\n", 10, b"a\nb\nc\n"),
-        (b"a\nb\nc\n", 0, b""),
-        (b"a\nb\npartial", 1, b"partial"),
-        (b"", 3, b""),
-    ],
-)
-def test_tail_start(data: bytes, lines: int | None, expected: bytes) -> None:
-    assert data[logs.tail_start(data, lines) :] == expected
-
-
-@given(st.binary(), st.one_of(st.none(), st.integers(min_value=0, max_value=100)))
-def test_limit(data: bytes, remaining: int | None) -> None:
-    limited = logs.limit(data, remaining)
-    assert data.startswith(limited)
-    assert len(limited) == (len(data) if remaining is None else min(remaining, len(data)))
-
-
-@pytest.mark.parametrize(("returncode", "code"), [(0, 0), (3, 3), (-9, 137), (-15, 143)])
-def test_exit_code(returncode: int, code: int) -> None:
-    assert pods.exit_code(returncode) == code
-
-
-@pytest.mark.parametrize(
-    ("policy", "code", "restart"),
-    [
-        ("Never", 1, False),
-        ("OnFailure", 0, False),
-        ("OnFailure", 1, True),
-        ("Always", 0, True),
-    ],
-)
-def test_should_restart(policy: str, code: int, restart: bool) -> None:
-    assert pods.should_restart(policy, code) is restart
-
-
-def test_guard_tracks_live_process_groups() -> None:
-    live: set[int] = set()
-    for line in ["+10\n", "+11", "-10", "garbage", "+", "-x", "+12", "-99"]:
-        guards.apply(live, line)
-    assert live == {11, 12}
