@@ -1,19 +1,18 @@
 """``agentchain workspace`` against the real smart-HTTP git server and its tokens.
 
-The commands run where an agent's workspace containers run them: with agents in
-containers (``AGENTCHAIN_E2E_NODE=real``), in a pod of the e2e agent image on the real
-node, through ``kubectl exec`` (the image's ``agentchain``, Python and git, the pod's
-network: the git server listens on the node's bridge address, and a pod's loopback is
-its own); on the local node, as host processes, as that node runs agents. The git server
-checks the GitHub stand-in's installation tokens and records every push.
+The commands run where an agent's workspace containers run them: in a pod of the e2e
+agent image on the real node, through ``kubectl exec`` (the image's ``agentchain``,
+Python and git, the pod's network: the git server listens on the node's bridge address,
+and a pod's loopback is its own). The git server checks the GitHub stand-in's
+installation tokens and records every push.
 
 The test's own hands (the agent's edits and commits, a job writing into the volume
 during a clone, a second writer racing a push) stay on this machine, on the same files:
 the pod mounts the session's temporary directory at the same path (a ``hostPath``: the
 real node is this machine), so a path means the same file to both, and a command planted
 by a hostile config (``touch <tmp>/pwned``) would leave its mark where the test looks.
-The pod runs as root, as the test does: ownership stays what the host-process version
-had, so git's ``safe.directory`` rules behave the same on both sides (the agent as
+The pod runs as root, as the test does: ownership stays what the test's own files
+have, so git's ``safe.directory`` rules behave the same on both sides (the agent as
 another user of the pod's group is a case of its own, below). A cluster whose node is
 elsewhere (``AGENTCHAIN_E2E_KUBECONFIG``) cannot see this machine's files: the module
 is skipped there.
@@ -49,9 +48,7 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -61,7 +58,7 @@ from typing import Any
 import pytest
 
 from e2e import runtime_node
-from e2e.controlplane.cluster import ClusterInfo, agents_in_containers
+from e2e.controlplane.cluster import ClusterInfo
 from e2e.github import GitHubStandIn
 from e2e.github.gitserver import GitServer
 from e2e.github.testing import FULL_NAME, World, world
@@ -78,39 +75,6 @@ class Done:
     code: int
     stdout: str
     stderr: str
-
-
-class HostCommands:
-    """The command as a host process of this tree, as the local node runs agents."""
-
-    # Where a directory any user can reach is made (pytest's are their owner's alone).
-    scratch_root = Path("/tmp")
-
-    def run(self, argv: list[str], env: Mapping[str, str], cwd: Path | None) -> Done:
-        done = subprocess.run(
-            [sys.executable, "-m", *argv], env=self._env(env), capture_output=True,
-            text=True, timeout=120, check=False, cwd=cwd,
-        )  # fmt: skip
-        return Done(done.returncode, done.stdout, done.stderr)
-
-    def start(
-        self, argv: list[str], env: Mapping[str, str], pidfile: Path
-    ) -> subprocess.Popen[bytes]:
-        """The command, started in a process group of its own (see ``kill``)."""
-        del pidfile  # The group is the process's own id.
-        return subprocess.Popen(
-            [sys.executable, "-m", *argv], env=self._env(env), stdout=subprocess.PIPE,
-            start_new_session=True,
-        )  # fmt: skip
-
-    def kill(self, started: subprocess.Popen[bytes], pidfile: Path) -> None:
-        """SIGKILL to the started command and its git processes."""
-        del pidfile
-        os.killpg(started.pid, signal.SIGKILL)
-
-    @staticmethod
-    def _env(env: Mapping[str, str]) -> dict[str, str]:
-        return {**os.environ, "PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}", **env}
 
 
 @dataclass
@@ -156,20 +120,14 @@ class PodCommands:
         return shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *argv])
 
 
-Commands = HostCommands | PodCommands
-
-
 @pytest.fixture(scope="module")
 def commands(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Commands]:
+) -> Iterator[PodCommands]:
     """Where ``agentchain workspace`` runs (see the module's docstring). The pod mounts
     the session's temporary directory, where every test's files are, and a scratch
     directory of this module's in ``/tmp`` (the agent as another user needs a path that
     user can reach; pytest's directories are their owner's alone)."""
-    if not agents_in_containers():
-        yield HostCommands()
-        return
     info: ClusterInfo = request.getfixturevalue("cluster_info")
     if info.real_node is None:
         pytest.skip("the pod shares this machine's files through a hostPath: a cluster "
@@ -199,7 +157,7 @@ class Setup:
     git: GitServer
     workspace: Path
     secrets: Path
-    commands: Commands
+    commands: PodCommands
 
     def token_file(self, permissions: dict[str, str]) -> Path:
         path = self.secrets / f"token-{len(list(self.secrets.iterdir()))}"
@@ -256,7 +214,7 @@ def agent_git(repo: Path, *args: str, user: list[str] | None = None) -> str:
 
 
 @pytest.fixture
-def s(github: GitHubStandIn, git_server: GitServer, tmp_path: Path, commands: Commands) -> Setup:
+def s(github: GitHubStandIn, git_server: GitServer, tmp_path: Path, commands: PodCommands) -> Setup:
     git_server.create_repo(FULL_NAME, {"src/widget.py": "WOBBLE = True\n", "README.md": "hi\n"})
     (tmp_path / "secrets").mkdir()
     return Setup(world(github), git_server, tmp_path / "workspace", tmp_path / "secrets", commands)
