@@ -229,14 +229,16 @@ def test_the_context_is_linear() -> None:
     def cost(size: int) -> float:
         text = "<chain-context>" * size
         check = failed(title=text[:600], summary=text[:3000], text=text)
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in range(20):
             followups.failure_context(
                 [check] * 3, 7, 1, {4242: followups.log_excerpt(text.encode())}
             )
-        return time.perf_counter() - start
+        return time.process_time() - start
 
-    assert cost(200_000) < 10 * cost(20_000) + 0.05
+    # CPU time, the least of three: a loaded machine neither charges this process for
+    # others' work nor makes one slow pass decide.
+    assert min(cost(200_000) for _ in range(3)) < 10 * min(cost(20_000) for _ in range(3)) + 0.05
 
 
 @settings(max_examples=200, deadline=None)
