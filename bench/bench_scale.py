@@ -44,9 +44,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from e2e import operating
 from e2e.controlplane import processes
-from e2e.controlplane.cluster import ClusterInfo, cluster, say
+from e2e.controlplane.cluster import ClusterInfo, say
 
 from bench import backlog, harness, profiling
+from bench.node import bench_cluster
 from bench.table import Row, emit
 
 TERMINAL = ("Succeeded", "Failed", "Skipped")
@@ -105,17 +106,25 @@ def _templates_ready(info: ClusterInfo, namespace: str) -> bool:
 
 
 def serve_logs(info: ClusterInfo, logs: dict[str, str]) -> int:
-    """The log server on an event loop of its own thread; returns its port."""
+    """The log server and the fake Node's heartbeat on an event loop of its own thread;
+    returns the log server's port."""
     ports: Queue[int] = Queue()
 
     def run() -> None:
         loop = asyncio.new_event_loop()
         _, port = loop.run_until_complete(backlog.log_server(info, logs))
         ports.put(port)
+        beating = loop.create_task(backlog.heartbeat(info))
+        beating.add_done_callback(_stopped)
         loop.run_forever()
 
     threading.Thread(target=run, daemon=True, name="bench-logs").start()
     return ports.get(timeout=30)
+
+
+def _stopped(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        say(f"the fake Node's heartbeat stopped: {task.exception()!r}")
 
 
 def build(
@@ -360,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, help="py-spy the restart into this file")
     args = parser.parse_args(argv)
     harness.audit_enabled()
-    with cluster() as info:
+    with bench_cluster() as info:
         result, requests = measure(info, args)
     report(result, requests)
     if args.profile:

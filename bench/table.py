@@ -148,6 +148,8 @@ EXPECTED: dict[str, str] = {
     "restart peak RSS, 20,": "bench_scale.py --jobs 20000 (make bench BENCH_JOBS='5000 20000')",
     "steady RSS after restart, 20,": "bench_scale.py --jobs 20000",
     "restart other requests per settled job, 20,": "bench_scale.py --jobs 20000",
+    "webhook delivery -> agent container started p50": "bench_hop_latency.py --start-runs 20",
+    "webhook delivery -> agent container started p95": "bench_hop_latency.py --start-runs 20",
 }
 
 
