@@ -32,6 +32,7 @@ collector nor the taint eviction controller runs (e2e/controlplane/cluster.py
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import datetime
 import json
@@ -286,7 +287,28 @@ async def heartbeat(info: ClusterInfo) -> None:
         await api.call("POST", LEASES, {"metadata": {"name": NODE}, "spec": spec})
         while True:
             await asyncio.sleep(RENEW_SECONDS)
-            await api.call("PATCH", f"{LEASES}/{NODE}", {"spec": {"renewTime": _micro_time()}})
+            renewal = {"spec": {"renewTime": _micro_time()}}
+            # A renewal that fails (the API server busy, or gone at the end of the run) is
+            # tried again at the next period, as a kubelet's is.
+            with contextlib.suppress(aiohttp.ClientError, OSError, RuntimeError):
+                await api.call("PATCH", f"{LEASES}/{NODE}", renewal)
+    finally:
+        await api.close()
+
+
+async def remove(info: ClusterInfo, namespace: str) -> None:
+    """Delete the cloned pods at once (no grace period): no kubelet would ever confirm
+    their graceful deletion, so the real node's teardown, which deletes every pod and
+    waits for them to go, would wait its whole timeout. One request, done by the API
+    server; its answer (every deleted pod) is read and dropped."""
+    api = Api(info)
+    query = f"fieldSelector=spec.nodeName%3D{NODE}&gracePeriodSeconds=0"
+    try:
+        async with api.session.delete(f"{api.server}{_path('pods', namespace)}?{query}") as done:
+            async for _ in done.content.iter_chunked(1 << 20):
+                pass
+            if done.status >= 300:
+                raise RuntimeError(f"deleting the cloned pods: {done.status}")
     finally:
         await api.close()
 

@@ -305,6 +305,8 @@ def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int, int]
         resync_cost(op, result, float(args.resync))
     finally:
         op.stop()
+        say("deleting the cloned pods")
+        asyncio.run(backlog.remove(info, namespace))
     return result, requests_report(info, result, args.verbose)
 
 
