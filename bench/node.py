@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 from e2e.controlplane import agent_images
-from e2e.controlplane.cluster import ClusterInfo, cluster, say
+from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir, say
 
 NEEDS_ROOT = (
     "the benchmarks run on the real node (kubelet, containerd, kube-proxy), which needs "
@@ -44,11 +45,25 @@ def bench_cluster(workdir: Path | None = None) -> Iterator[ClusterInfo]:
     """The control plane on the real node with the e2e agent image imported; its
     ``agent_image`` is what every operator the harness starts gives agents that name none."""
     require_root()
+    path = make_workdir() if workdir is None else workdir
     # Built (or found cached: a hash of its inputs) before the node starts, so a failed
     # build holds no node.
     image = agent_images.build_e2e()
-    with cluster(workdir, node="real") as info:
+    # The cache keeps one archive per image name: another checkout's build of the same
+    # image (other inputs, another key) deletes this one's, maybe while the node is still
+    # starting. A hard link in the run's workdir keeps the file for this run.
+    kept = path / image.archive.name
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(image.archive, kept)
+    except OSError:  # Another file system: a copy does the same.
+        shutil.copyfile(image.archive, kept)
+    image = dataclasses.replace(image, archive=kept)
+    with cluster(path, node="real") as info:
         assert info.real_node is not None
         say(f"importing the e2e agent image {image.ref}")
         agent_images.import_into(info.real_node.paths.containerd_socket, image)
         yield dataclasses.replace(info, agent_image=image.ref)
+    # Reached after a clean run only; cluster() keeps a failed run's workdir itself.
+    if workdir is None:
+        finish_workdir(path, succeeded=True)
