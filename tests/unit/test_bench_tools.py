@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
-from bench import harness, profiling, starts, table
+from bench import harness, node, profiling, starts, table
 from bench.table import Row
 from e2e.controlplane.cluster import ClusterInfo
 
@@ -160,3 +163,22 @@ def test_the_start_agent_and_the_bare_job_run_the_same_container() -> None:
     assert container["imagePullPolicy"] == "Never"
     assert job["spec"]["template"]["metadata"]["labels"] == {starts.START_LABEL: "start-001"}
     assert agent["spec"]["eventTriggers"] == [{"source": "github", "events": ["issues.opened"]}]
+
+
+def test_a_bench_without_root_stops_at_once_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(node.os, "geteuid", lambda: 1000)
+    with pytest.raises(SystemExit, match="needs root"), node.bench_cluster():
+        pytest.fail("no cluster starts without root")
+
+
+def test_make_bench_without_root_says_why(tmp_path: Path) -> None:
+    # The script checks before it builds or starts anything; as root it would start.
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv: cannot run the script as another user")
+    script = Path(__file__).resolve().parents[2] / "bench" / "run.sh"
+    argv = ["bash", str(script), "5000"]
+    if os.geteuid() == 0:
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "needs root" in done.stderr
