@@ -118,7 +118,11 @@ def answering_command(sleep: float) -> list[str]:
 def agent_image(info: ClusterInfo) -> str:
     """The image every agent of the bench runs in, the operator's and the floor's alike."""
     if not info.agent_image:
-        raise RuntimeError("the bench's cluster has no agent image (bench/node.py)")
+        raise RuntimeError(
+            "the bench's cluster has no agent image: its agents run in the e2e agent image "
+            "imported into the local real node (bench/node.py), which an existing cluster "
+            "(AGENTCHAIN_E2E_KUBECONFIG) does not have"
+        )
     return info.agent_image
 
 

@@ -166,6 +166,8 @@ def test_the_start_agent_and_the_bare_job_run_the_same_container() -> None:
 
 
 def test_a_bench_without_root_stops_at_once_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTCHAIN_E2E_KUBECONFIG", raising=False)
+    monkeypatch.delenv("AGENTCHAIN_E2E_USE_KUBECONFIG", raising=False)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(SystemExit, match="needs root"), node.bench_cluster():
         pytest.fail("no cluster starts without root")
