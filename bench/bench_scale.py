@@ -296,10 +296,12 @@ def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int, int]
         "AGENTCHAIN_RESYNC_SECONDS": str(args.resync),
     }
     op = operating.OperatorProcess(info, kubeconfig, extra_env=env)
-    finished, running, idle_mib = build(info, namespace, op, args)
-    result = Restart(jobs=finished + running, settled_jobs=finished, idle_mib=idle_mib)
-    say(f"restarting the operator on {args.jobs} AgentJobs")
+    # Whatever happens once cloning began (an interrupted clone too), the clones go at
+    # once: the real node's teardown would otherwise wait for each to be confirmed gone.
     try:
+        finished, running, idle_mib = build(info, namespace, op, args)
+        result = Restart(jobs=finished + running, settled_jobs=finished, idle_mib=idle_mib)
+        say(f"restarting the operator on {args.jobs} AgentJobs")
         watch_restart(info, op, result, args.profile)
         say(f"again with a resync every {args.resync}s")
         resync_cost(op, result, float(args.resync))
