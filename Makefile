@@ -77,16 +77,12 @@ trace-screenshot: ## docs/images/trace-zipkin.png: a three-agent chain's trace (
 BENCH_TABLE ?= .bench/table.jsonl
 BENCH_JOBS ?= 5000
 
-bench: bench-figures ## benchmarks (ratios against baselines measured in the same run), one table
+bench: bench-figures ## benchmarks on the real node (root), ratios against baselines of the same run, one table
 	$(PYTHON) bench/table.py $(BENCH_TABLE)
 
 # Each script appends its rows to $(BENCH_TABLE); `bench` prints them as one table.
+# bench/run.sh runs them on the real node, in a lane of their own (root).
 bench-figures: export AGENTCHAIN_BENCH_TABLE = $(abspath $(BENCH_TABLE))
 bench-figures:
 	$(PYTHON) bench/table.py --reset $(BENCH_TABLE)
-	for n in $(BENCH_JOBS); do $(PYTHON) bench/bench_scale.py --jobs $$n || exit 1; done
-	$(PYTHON) bench/bench_throughput.py
-	$(PYTHON) bench/bench_store.py
-	$(PYTHON) bench/bench_webhook.py
-	$(PYTHON) bench/bench_webhook_memory.py
-	$(PYTHON) bench/bench_hop_latency.py
+	PYTHON=$(PYTHON) bash bench/run.sh $(BENCH_JOBS)

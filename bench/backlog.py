@@ -1,12 +1,12 @@
 """A backlog of thousands of AgentJobs, as a real cluster would hold it, in minutes.
 
-Running thousands of real pods through the local node would take an hour on two
-cores (each pod is a process, each status a few writes), so the backlog is cloned
+Running thousands of real pods through the real node would take hours on two cores
+(each pod a sandbox and a container, each status a few writes), so the backlog is cloned
 instead, with the admin kubeconfig, from objects the real operator made:
 
 1. :func:`capture` runs one real three-agent chain to its end and starts one more
    AgentJob whose agent sleeps, and snapshots the AgentJobs, batch Jobs and pods (with
-   the finished pods' logs) that the operator, the Job controller and the local node
+   the finished pods' logs) that the operator, the Job controller and the kubelet
    produced. The snapshot is whatever the engine of the day writes, so the backlog
    follows the engine without edits here.
 2. :func:`clone` creates copies of the chain (finished) and of the sleeping job
@@ -17,18 +17,24 @@ instead, with the admin kubeconfig, from objects the real operator made:
 
 What keeps the clones still: the batch Jobs carry ``spec.managedBy`` of the bench, so
 the Job controller leaves them (and their statuses) alone; the pods are bound to a
-Node of their own (``bench-backlog``) that the local node does not watch. That Node
-is created Ready with the bench's log server as its kubelet endpoint, so ``pods/log``
-works for cloned pods exactly as for real ones (it answers the captured log). The
-controller-manager here runs neither the pod garbage collector nor the node lifecycle
-controller (e2e/controlplane/cluster.py ``CONTROLLERS``), so nothing deletes or
-evicts pods of a Node without a kubelet heartbeat.
+Node of their own (``bench-backlog``) that no kubelet runs. That Node is created Ready
+with the bench's log server as its kubelet endpoint, so ``pods/log`` works for cloned
+pods exactly as for real ones (it answers the captured log), and tainted ``NoSchedule``
+so the scheduler never puts a real pod there. The real node's controller-manager runs
+the node lifecycle controller, which would mark a Node without a heartbeat unreachable
+after its grace period and then write every one of its pods' Ready condition (events
+the restarted operator would receive, in the middle of the measurement):
+:func:`heartbeat` renews the Node's Lease as a kubelet does. Neither the pod garbage
+collector nor the taint eviction controller runs (e2e/controlplane/cluster.py
+``CONTROLLERS``), so nothing deletes the clones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import datetime
 import json
 import re
 import ssl
@@ -241,16 +247,68 @@ async def clone(
 
 
 async def fake_node(info: ClusterInfo, port: int) -> None:
-    """The Node cloned pods are bound to: Ready, its kubelet at the bench's log server."""
+    """The Node cloned pods are bound to: Ready, its kubelet at the bench's log server,
+    no new pods scheduled to it."""
     api = Api(info)
+    taint = {"key": MANAGED_BY, "effect": "NoSchedule"}
     try:
-        await api.call("POST", "/api/v1/nodes", {"metadata": {"name": NODE}})
+        await api.call(
+            "POST", "/api/v1/nodes", {"metadata": {"name": NODE}, "spec": {"taints": [taint]}}
+        )
         status = {
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
             "conditions": [{"type": "Ready", "status": "True", "reason": "Bench"}],
         }
         await api.call("PATCH", f"/api/v1/nodes/{NODE}/status", {"status": status})
+    finally:
+        await api.close()
+
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+LEASE_SECONDS = 40
+RENEW_SECONDS = 10.0
+
+
+def _micro_time() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def heartbeat(info: ClusterInfo) -> None:
+    """Renew the fake Node's Lease every ``RENEW_SECONDS``, as a kubelet does, until
+    cancelled: the node lifecycle controller then keeps the Node healthy."""
+    api = Api(info)
+    try:
+        spec = {
+            "holderIdentity": NODE,
+            "leaseDurationSeconds": LEASE_SECONDS,
+            "renewTime": _micro_time(),
+        }
+        await api.call("POST", LEASES, {"metadata": {"name": NODE}, "spec": spec})
+        while True:
+            await asyncio.sleep(RENEW_SECONDS)
+            renewal = {"spec": {"renewTime": _micro_time()}}
+            # A renewal that fails (the API server busy, or gone at the end of the run) is
+            # tried again at the next period, as a kubelet's is.
+            with contextlib.suppress(aiohttp.ClientError, OSError, RuntimeError):
+                await api.call("PATCH", f"{LEASES}/{NODE}", renewal)
+    finally:
+        await api.close()
+
+
+async def remove(info: ClusterInfo, namespace: str) -> None:
+    """Delete the cloned pods at once (no grace period): no kubelet would ever confirm
+    their graceful deletion, so the real node's teardown, which deletes every pod and
+    waits for them to go, would wait its whole timeout. One request, done by the API
+    server; its answer (every deleted pod) is read and dropped."""
+    api = Api(info)
+    query = f"fieldSelector=spec.nodeName%3D{NODE}&gracePeriodSeconds=0"
+    try:
+        async with api.session.delete(f"{api.server}{_path('pods', namespace)}?{query}") as done:
+            async for _ in done.content.iter_chunked(1 << 20):
+                pass
+            if done.status >= 300:
+                raise RuntimeError(f"deleting the cloned pods: {done.status}")
     finally:
         await api.close()
 

@@ -4,10 +4,12 @@
 
 A hop is the time from the parent agent's container exit to the creation of the
 child's pod.  Both ends are taken on this machine's clock: the agent runs the demo
-agent and then prints ``exited-at <time.time()>`` as its very last act (the local node
-runs containers as host processes), and the child pod's creation is the arrival of its
-ADDED event on a pod watch that this process holds open (``creationTimestamp`` has
-one-second resolution, far too coarse).
+agent and then prints ``exited-at <time.time()>`` as its very last act (a container on
+the real node shares this machine's kernel clock), and the child pod's creation is the
+arrival of its ADDED event on a pod watch that this process holds open
+(``creationTimestamp`` has one-second resolution, far too coarse). Every agent, the
+operator's and the floor's, runs in the e2e agent image on the real node
+(``bench/node.py``).
 
 The floor is the least any controller could do: a minimal script (``--baseline-worker``,
 run here as a subprocess just as the operator is) that watches the same kind of pod end
@@ -38,6 +40,9 @@ A third phase (``--trace-hops``) measures what tracing costs a hop: a second ope
 with the ``OTEL_*`` variables set and exporting to an OTLP sink, serves a namespace of
 its own, and chains alternate between it and the untraced operator (``bench/tracing.py``);
 its hop p50 over the untraced one's is a row of its own.
+
+A last phase (``--start-runs``, ``bench/starts.py``) times a signed webhook delivery to
+the agent container's start, against a bare batch Job to its container's start.
 """
 
 from __future__ import annotations
@@ -47,7 +52,6 @@ import itertools
 import math
 import re
 import secrets
-import shlex
 import sys
 import threading
 import time
@@ -64,9 +68,10 @@ from urllib3.exceptions import ProtocolError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from e2e import operating
 from e2e.controlplane import processes
-from e2e.controlplane.cluster import ClusterInfo, cluster, say
+from e2e.controlplane.cluster import ClusterInfo, say
 
-from bench import harness, profiling, tracing
+from bench import harness, profiling, starts, tracing
+from bench.node import bench_cluster
 from bench.table import Row, emit
 
 TARGET_RATIO = 2.0
@@ -99,18 +104,26 @@ def agent_command(sleep: float) -> list[str]:
 
 def answering_command(sleep: float) -> list[str]:
     """An agent that hands its answer over as the runner does, then prints it too (so
-    the log path would still work), and the exit timestamp last. It runs this checkout's
-    runner under this interpreter: a pod of the local node gets only PATH from the host."""
-    operator = Path(__file__).resolve().parents[1] / "operator"
+    the log path would still work), and the exit timestamp last. It runs the runner of
+    the agentchain installed in the agent's image (built from this tree)."""
     script = (
-        f"import os, sys, time; sys.path.insert(0, {str(operator)!r}); "
-        "from agentchain.runtimes.inpod import runner; "
+        "import os, time; from agentchain.runtimes.inpod import runner; "
         f"time.sleep({sleep}); answer = 'the bench answer'; "
         "runner.hand_over(os.environ, answer); print(answer)"
     )
     quoted = script.replace("'", "'\\''")
-    python = shlex.quote(sys.executable)
-    return ["sh", "-c", f"{python} -c '{quoted}' && echo \"exited-at $(date +%s.%N)\""]
+    return ["sh", "-c", f"python3 -c '{quoted}' && echo \"exited-at $(date +%s.%N)\""]
+
+
+def agent_image(info: ClusterInfo) -> str:
+    """The image every agent of the bench runs in, the operator's and the floor's alike."""
+    if not info.agent_image:
+        raise RuntimeError(
+            "the bench's cluster has no agent image: its agents run in the e2e agent image "
+            "imported into the local real node (bench/node.py), which an existing cluster "
+            "(AGENTCHAIN_E2E_KUBECONFIG) does not have"
+        )
+    return info.agent_image
 
 
 def _api(kubeconfig: Path) -> kubernetes.client.ApiClient:
@@ -122,9 +135,17 @@ def _api(kubeconfig: Path) -> kubernetes.client.ApiClient:
 # --- the floor: the minimal controller -------------------------------------------------
 
 
-def baseline_job(chain: str, hop: int, sleep: float, command: list[str] | None = None) -> Obj:
+def baseline_job(
+    chain: str, hop: int, sleep: float, image: str, command: list[str] | None = None
+) -> Obj:
+    """The floor's Job: the operator's agents' image (on the node already, never pulled)."""
     labels = {CHAIN_LABEL: chain, HOP_LABEL: str(hop)}
-    container = {"name": "agent", "image": "agent", "command": command or agent_command(sleep)}
+    container = {
+        "name": "agent",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": command or agent_command(sleep),
+    }
     pod_spec = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
@@ -143,7 +164,12 @@ def _ended(pod: Any) -> bool:
 
 
 def baseline_worker(
-    kubeconfig: Path, namespace: str, length: int, sleep: float, command: list[str] | None = None
+    kubeconfig: Path,
+    namespace: str,
+    length: int,
+    sleep: float,
+    image: str,
+    command: list[str] | None = None,
 ) -> None:
     """Watch bench pods; when one's container ends, create the next hop's Job."""
     with _api(kubeconfig) as api:
@@ -165,7 +191,7 @@ def baseline_worker(
             hop = int(pod.metadata.labels[HOP_LABEL])
             if hop + 1 >= length or not _ended(pod):
                 continue
-            body = baseline_job(pod.metadata.labels[CHAIN_LABEL], hop + 1, sleep, command)
+            body = baseline_job(pod.metadata.labels[CHAIN_LABEL], hop + 1, sleep, image, command)
             try:
                 batch.create_namespaced_job(namespace, body)
             except ApiException as exc:
@@ -213,8 +239,10 @@ def _wait(check: Callable[[], Any], what: str) -> Any:
 class Bench:
     """One namespace, one operator, one floor worker; chains run one at a time."""
 
-    def __init__(self, api: kubernetes.client.ApiClient, namespace: str, sleep: float) -> None:
-        self.namespace, self.sleep = namespace, sleep
+    def __init__(
+        self, api: kubernetes.client.ApiClient, namespace: str, sleep: float, image: str
+    ) -> None:
+        self.namespace, self.sleep, self.image = namespace, sleep, image
         self.core: Any = kubernetes.client.CoreV1Api(api)
         self.batch: Any = kubernetes.client.BatchV1Api(api)
         self.custom: Any = kubernetes.client.CustomObjectsApi(api)
@@ -284,7 +312,8 @@ class Bench:
         return str(child) if child else None
 
     def baseline_chain(self, chain: str) -> list[float]:
-        self.batch.create_namespaced_job(self.namespace, baseline_job(chain, 0, self.sleep))
+        job = baseline_job(chain, 0, self.sleep, self.image)
+        self.batch.create_namespaced_job(self.namespace, job)
         selectors = [f"{CHAIN_LABEL}={chain},{HOP_LABEL}={h}" for h in range(len(AGENTS))]
         pods = [self._wait_pod(s) for s in selectors]
         return [self._hop(p, c) for p, c in itertools.pairwise(pods)]
@@ -294,14 +323,8 @@ def _ms(values: list[float]) -> str:
     return " ".join(f"{v * 1000:.0f}ms" for v in values)
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile: the value below which ``q`` of the sample lies."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
 def _start_worker(
-    info: ClusterInfo, kubeconfig: Path, namespace: str, sleep: float
+    info: ClusterInfo, kubeconfig: Path, namespace: str, sleep: float, image: str
 ) -> processes.ManagedProcess:
     argv = [
         sys.executable,
@@ -313,6 +336,8 @@ def _start_worker(
         namespace,
         "--sleep",
         str(sleep),
+        "--image",
+        image,
     ]
     worker = processes.start("bench-floor", argv, info.workdir)
     processes.wait_for(
@@ -335,6 +360,8 @@ class Measured:
     untraced: list[float] = field(default_factory=list)
     spans: int = 0
     """Spans the traced operator exported."""
+    start_times: starts.Starts | None = None
+    """Webhook deliveries and bare Jobs, each to its container's start."""
 
 
 def measure(
@@ -344,6 +371,7 @@ def measure(
     profile: Path | None = None,
     answer_hops: int = 0,
     trace_hops: int = 0,
+    start_runs: int = 0,
 ) -> Measured:
     operating.install(info)
     namespace = _namespace(info)
@@ -354,11 +382,11 @@ def measure(
     m = Measured(floor_user=harness.identity(info, "bench-floor", FLOOR_RULES, floor_kubeconfig))
     chains = math.ceil(hops / (len(AGENTS) - 1))
     with _api(info.kubeconfig) as api:
-        bench = Bench(api, namespace, sleep)
+        bench = Bench(api, namespace, sleep, agent_image(info))
         bench.apply_agents()
         bench.apply_agents(ANSWERING, answering_command(sleep))
         op.start()
-        worker = _start_worker(info, floor_kubeconfig, namespace, sleep)
+        worker = _start_worker(info, floor_kubeconfig, namespace, sleep, bench.image)
         assert op.process is not None
         try:
             bench.operator_chain("warm-up")
@@ -371,6 +399,12 @@ def measure(
                 answering_chains(bench, math.ceil(answer_hops / (len(ANSWERING) - 1)), m)
             if trace_hops:
                 traced_chains(info, api, bench, math.ceil(trace_hops / (len(AGENTS) - 1)), m)
+            if start_runs:
+                # Last: its pods carry no chain label, and its window is no hop's.
+                timer = starts.StartBench(
+                    bench.core, bench.batch, bench.custom, namespace, op, bench.image
+                )
+                m.start_times = starts.measure(timer, start_runs, say)
         finally:
             worker.stop()
             op.stop()
@@ -411,7 +445,7 @@ def traced_chains(
     """A traced operator in a namespace of its own; its chains alternate with the
     untraced operator's, after one warm-up chain each."""
     sink = tracing.Sink()
-    traced = Bench(api, _namespace(info), untraced.sleep)
+    traced = Bench(api, _namespace(info), untraced.sleep, untraced.image)
     traced.apply_agents()
     env = {
         **harness.OPERATOR_ENV,
@@ -513,7 +547,8 @@ def requests_per_hop(info: ClusterInfo, m: Measured, verbose: bool) -> None:
 
 
 def traced_report(m: Measured) -> None:
-    traced, untraced = percentile(m.traced, 0.5) * 1000, percentile(m.untraced, 0.5) * 1000
+    traced = harness.percentile(m.traced, 0.5) * 1000
+    untraced = harness.percentile(m.untraced, 0.5) * 1000
     print(f"traced operator p50 {traced:.0f}ms, untraced {untraced:.0f}ms ({m.spans} spans)")
     emit(
         Row(
@@ -533,17 +568,17 @@ def report(ours: list[float], floor: list[float]) -> float:
     print(f"hop latency (parent container exit -> child pod created), {len(ours)} hops each")
     print(f"{'':10s} {'p50':>8s} {'p90':>8s}")
     for label, values in (("operator", ours), ("floor", floor)):
-        p50, p90 = percentile(values, 0.5), percentile(values, 0.9)
+        p50, p90 = harness.percentile(values, 0.5), harness.percentile(values, 0.9)
         print(f"{label:10s} {p50 * 1000:6.0f}ms {p90 * 1000:6.0f}ms")
-    ratio = percentile(ours, 0.5) / percentile(floor, 0.5)
+    ratio = harness.percentile(ours, 0.5) / harness.percentile(floor, 0.5)
     print(f"ratio at p50 {ratio:.2f} (target <= {TARGET_RATIO})")
-    p50 = percentile(ours, 0.5) * 1000
+    p50 = harness.percentile(ours, 0.5) * 1000
     emit(
         Row(
             "hop latency p50",
             p50,
             "ms",
-            baseline=percentile(floor, 0.5) * 1000,
+            baseline=harness.percentile(floor, 0.5) * 1000,
             target=TARGET_RATIO,
             note="parent container exit -> child pod created",
         )
@@ -570,20 +605,35 @@ def main(argv: list[str] | None = None) -> int:
         default=20,
         help="hops measured with a traced operator beside the untraced one (0: none)",
     )
+    parser.add_argument(
+        "--start-runs",
+        type=int,
+        default=20,
+        help="webhook deliveries (and as many bare Jobs) timed to the container's start",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="requests by verb+resource")
     parser.add_argument("--profile", type=Path, help="py-spy the operator's hops into this file")
     parser.add_argument("--baseline-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--namespace", help=argparse.SUPPRESS)
     parser.add_argument("--command", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--image", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.baseline_worker:
-        baseline_worker(args.kubeconfig, args.namespace, len(AGENTS), args.sleep, args.command)
+        baseline_worker(
+            args.kubeconfig, args.namespace, len(AGENTS), args.sleep, args.image, args.command
+        )
         return 0
     harness.audit_enabled()
-    with cluster() as info:
+    with bench_cluster() as info:
         measured = measure(
-            info, args.hops, args.sleep, args.profile, args.answer_hops, args.trace_hops
+            info,
+            args.hops,
+            args.sleep,
+            args.profile,
+            args.answer_hops,
+            args.trace_hops,
+            args.start_runs,
         )
         requests_per_hop(info, measured, args.verbose)
         if measured.answered:
@@ -591,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = report(measured.ours, measured.floor)
     if measured.traced:
         traced_report(measured)
+    if measured.start_times is not None:
+        starts.report(measured.start_times)
     if args.profile:
         print(profiling.summary(args.profile))
     return 1 if args.check and ratio > TARGET_RATIO else 0

@@ -44,9 +44,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from e2e import operating
 from e2e.controlplane import processes
-from e2e.controlplane.cluster import ClusterInfo, cluster, say
+from e2e.controlplane.cluster import ClusterInfo, say
 
 from bench import backlog, harness, profiling
+from bench.node import bench_cluster
 from bench.table import Row, emit
 
 TERMINAL = ("Succeeded", "Failed", "Skipped")
@@ -105,17 +106,25 @@ def _templates_ready(info: ClusterInfo, namespace: str) -> bool:
 
 
 def serve_logs(info: ClusterInfo, logs: dict[str, str]) -> int:
-    """The log server on an event loop of its own thread; returns its port."""
+    """The log server and the fake Node's heartbeat on an event loop of its own thread;
+    returns the log server's port."""
     ports: Queue[int] = Queue()
 
     def run() -> None:
         loop = asyncio.new_event_loop()
         _, port = loop.run_until_complete(backlog.log_server(info, logs))
         ports.put(port)
+        beating = loop.create_task(backlog.heartbeat(info))
+        beating.add_done_callback(_stopped)
         loop.run_forever()
 
     threading.Thread(target=run, daemon=True, name="bench-logs").start()
     return ports.get(timeout=30)
+
+
+def _stopped(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        say(f"the fake Node's heartbeat stopped: {task.exception()!r}")
 
 
 def build(
@@ -287,15 +296,19 @@ def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int, int]
         "AGENTCHAIN_RESYNC_SECONDS": str(args.resync),
     }
     op = operating.OperatorProcess(info, kubeconfig, extra_env=env)
-    finished, running, idle_mib = build(info, namespace, op, args)
-    result = Restart(jobs=finished + running, settled_jobs=finished, idle_mib=idle_mib)
-    say(f"restarting the operator on {args.jobs} AgentJobs")
+    # Whatever happens once cloning began (an interrupted clone too), the clones go at
+    # once: the real node's teardown would otherwise wait for each to be confirmed gone.
     try:
+        finished, running, idle_mib = build(info, namespace, op, args)
+        result = Restart(jobs=finished + running, settled_jobs=finished, idle_mib=idle_mib)
+        say(f"restarting the operator on {args.jobs} AgentJobs")
         watch_restart(info, op, result, args.profile)
         say(f"again with a resync every {args.resync}s")
         resync_cost(op, result, float(args.resync))
     finally:
         op.stop()
+        say("deleting the cloned pods")
+        asyncio.run(backlog.remove(info, namespace))
     return result, requests_report(info, result, args.verbose)
 
 
@@ -360,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, help="py-spy the restart into this file")
     args = parser.parse_args(argv)
     harness.audit_enabled()
-    with cluster() as info:
+    with bench_cluster() as info:
         result, requests = measure(info, args)
     report(result, requests)
     if args.profile:

@@ -20,8 +20,9 @@ previous burst's 200 jobs.  The p99 reported is the median over the bursts of ea
 burst's p99 (one burst's p99 is nearly its slowest request: a single sample).  At
 the end every 202 must have become an AgentJob.
 
-Run: ``python -m bench.bench_webhook`` (starts the local control plane and Redis,
-or uses the cluster named by KUBECONFIG).  Prints p50/p99 of both and the ratio;
+Run: ``python -m bench.bench_webhook`` (root: starts the local control plane on the real
+node, ``bench/node.py``, and Redis, or uses the cluster named by
+``AGENTCHAIN_E2E_KUBECONFIG``).  Prints p50/p99 of both and the ratio;
 the target is a p99 ratio ≤ 2.  On a small shared machine the API server, etcd
 and Redis compete with the bench for the same cores: run it more than once.
 """
@@ -44,7 +45,7 @@ from aiohttp import web
 
 # Run as a script from anywhere: the cluster harness lives in the repository's e2e/.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir
+from e2e.controlplane.cluster import ClusterInfo, finish_workdir, make_workdir
 
 from agentchain.core.runtime import Runtime
 from agentchain.kube import clients, resources
@@ -53,6 +54,7 @@ from agentchain.store.deliveries import JobQueue
 from agentchain.web import listing
 from agentchain.web.app import build_app
 from agentchain.web.hooks.signatures import sign
+from bench.node import bench_cluster
 from bench.table import Row, emit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -227,7 +229,9 @@ def established(info: ClusterInfo, *crds: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     workdir = make_workdir()
-    with cluster(workdir) as info:
+    # No pod runs here (no engine), but the benches share one kind of cluster: the
+    # control plane beside the real node, as every other bench's.
+    with bench_cluster(workdir) as info:
         info.kubectl("apply", "-f", str(REPO / "crds"))
         # Both: the dispatcher creates AgentJobs, and drops a job whose create is a 404.
         established(info, "crd/aiagents.labrats.work", "crd/agentjobs.labrats.work")

@@ -131,8 +131,9 @@ def machine() -> str:
     return f"{now}; nproc {os.cpu_count()}; memory {total_kib / 1024 / 1024:.1f} GiB"
 
 
-# Every figure of issue 21's Performance section, by the start of its row's name, with
-# the command that measures it: a figure the run did not measure is shown as such,
+# Every figure of issue 21's Performance section, and the real node's webhook delivery
+# to agent container started, by the start of its row's name, with the command that
+# measures it: a figure the run did not measure is shown as such,
 # so the table always says what is still unknown.
 EXPECTED: dict[str, str] = {
     "API requests per hop": "bench_hop_latency.py",
@@ -148,6 +149,8 @@ EXPECTED: dict[str, str] = {
     "restart peak RSS, 20,": "bench_scale.py --jobs 20000 (make bench BENCH_JOBS='5000 20000')",
     "steady RSS after restart, 20,": "bench_scale.py --jobs 20000",
     "restart other requests per settled job, 20,": "bench_scale.py --jobs 20000",
+    "webhook delivery -> agent container started p50": "bench_hop_latency.py --start-runs 20",
+    "webhook delivery -> agent container started p95": "bench_hop_latency.py --start-runs 20",
 }
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
-from bench import harness, profiling, table
+from bench import harness, node, profiling, starts, table
 from bench.table import Row
 from e2e.controlplane.cluster import ClusterInfo
 
@@ -96,3 +99,88 @@ def test_the_table_names_every_expected_figure_the_run_did_not_measure() -> None
     assert not any("restart peak RSS, 5," in line for line in lines)
     assert any(line.startswith("  restart peak RSS, 20,") for line in lines)
     assert len(lines) == len(table.EXPECTED) - 1
+
+
+@pytest.mark.parametrize(
+    ("q", "expected"),
+    [(0.5, 10.0), (0.95, 19.0), (1.0, 20.0), (0.01, 1.0), (0.7, 14.0)],
+)
+def test_percentile_is_the_nearest_rank_of_the_sample(q: float, expected: float) -> None:
+    # Shuffled: the order the samples came in is not their rank.
+    values = [
+        float(v) for v in (7, 20, 1, 14, 3, 19, 10, 2, 18, 5, 11, 4, 16, 6, 9, 8, 17, 12, 15, 13)
+    ]
+    assert harness.percentile(values, q) == expected
+
+
+def test_percentile_of_a_small_sample_rounds_the_rank_up() -> None:
+    # 0.7 * 10 is 7.000000000000001 in floating point: still the 7th, not the 8th.
+    assert harness.percentile([float(v) for v in range(1, 11)], 0.7) == 7.0
+    assert harness.percentile([5.0, 1.0, 3.0], 0.5) == 3.0
+    assert harness.percentile([5.0, 1.0], 0.5) == 1.0
+
+
+@pytest.mark.parametrize("q", [0.0, 1.5, -0.1])
+def test_percentile_refuses_a_fraction_out_of_range(q: float) -> None:
+    with pytest.raises(ValueError):
+        harness.percentile([1.0, 2.0], q)
+
+
+def test_percentile_of_nothing_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        harness.percentile([], 0.5)
+
+
+def test_the_start_stamp_is_read_from_the_containers_output() -> None:
+    log = "some noise\nstarted-at 1764329000.123456789\nmore\n"
+    assert starts.started_at(log) == pytest.approx(1764329000.123456789)
+    with pytest.raises(ValueError, match="no started-at"):
+        starts.started_at("exited-at 1764329000.5\n")
+    with pytest.raises(ValueError):
+        starts.started_at("the agent says started-at 12.5 in a sentence\n")
+
+
+def test_the_start_rows_compare_each_percentile_with_the_bare_jobs() -> None:
+    # Deliveries: 1.1 .. 3.0 s; bare Jobs: 1.0 .. 1.95 s (20 each).
+    delivered = [1.0 + 0.1 * i for i in range(1, 21)]
+    bare = [1.0 + 0.05 * i for i in range(20)]
+    p50, p95 = starts.rows(starts.Starts(delivered=delivered, bare=bare))
+    assert p50.name.endswith("p50") and p95.name.endswith("p95")
+    assert p50.figure == pytest.approx(2000.0) and p50.baseline == pytest.approx(1450.0)
+    assert p95.figure == pytest.approx(2900.0) and p95.baseline == pytest.approx(1900.0)
+    assert p50.verdict == "PASS"  # 1.38 <= 1.5
+    assert p95.verdict == "PASS"  # 1.53 <= 2
+    slow = starts.rows(starts.Starts(delivered=[d * 2 for d in delivered], bare=bare))
+    assert [r.verdict for r in slow] == ["MISS", "MISS"]  # 2.76 and 3.05
+
+
+def test_the_start_agent_and_the_bare_job_run_the_same_container() -> None:
+    agent = starts.agent()
+    job = starts.bare_job("start-001", "agentchain.local/e2e:abc")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == agent["spec"]["command"] == starts.start_command()
+    assert container["image"] == "agentchain.local/e2e:abc"
+    assert container["imagePullPolicy"] == "Never"
+    assert job["spec"]["template"]["metadata"]["labels"] == {starts.START_LABEL: "start-001"}
+    assert agent["spec"]["eventTriggers"] == [{"source": "github", "events": ["issues.opened"]}]
+
+
+def test_a_bench_without_root_stops_at_once_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTCHAIN_E2E_KUBECONFIG", raising=False)
+    monkeypatch.delenv("AGENTCHAIN_E2E_USE_KUBECONFIG", raising=False)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(SystemExit, match="needs root"), node.bench_cluster():
+        pytest.fail("no cluster starts without root")
+
+
+def test_make_bench_without_root_says_why(tmp_path: Path) -> None:
+    # The script checks before it builds or starts anything; as root it would start.
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv: cannot run the script as another user")
+    script = Path(__file__).resolve().parents[2] / "bench" / "run.sh"
+    argv = ["bash", str(script), "5000"]
+    if os.geteuid() == 0:
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "needs root" in done.stderr

@@ -1,0 +1,213 @@
+"""Webhook delivery to agent container started, against a bare Job to container started.
+
+The figure: a signed ``issues.opened`` delivery POSTed to the operator's webhook (as
+GitHub sends it, ``e2e/delivering.py``) until the agent's container runs its first
+command. The agent's command prints ``started-at $(date +%s.%N)`` first thing; the
+container shares this machine's kernel clock, so that stamp and the bench's
+``time.time()`` before the POST are on one clock, to the microsecond. The container's
+``state.running.startedAt`` says the same thing a few milliseconds earlier (runc's
+start, before the shell), but in whole seconds (RFC 3339 without fractions), too coarse
+for a figure of one to two seconds; and a container this short often goes from waiting
+to terminated between two of the kubelet's looks, so the running state may never be
+written at all.
+
+The baseline, in the same run on the same node and image: the bench creates a batch Job
+with the same container (admin, one request) and times it the same way, so the ratio is
+what agentchain adds on top of Kubernetes' own path (Job controller, scheduler, kubelet,
+sandbox, container): the webhook's checks and queue, the AgentJob's create, the
+engine's reaction and its batch Job, token Secret and status writes. Deliveries and bare
+Jobs alternate, one at a time, after one warm-up each, so the machine's load weighs on
+both alike.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from e2e import delivering, operating
+
+from bench.harness import percentile
+from bench.table import Row, emit
+
+GROUP, VERSION = "labrats.work", "v1alpha1"
+AGENTJOB_LABEL = f"{GROUP}/agentjob"
+START_LABEL = "bench.labrats.work/start"
+AGENT = "dl-start"
+STARTED = re.compile(r"^started-at (\d+(?:\.\d+)?)$", re.MULTILINE)
+# Kubernetes' own path (the baseline) is about one second on the real node: a sandbox,
+# the bridge plugin, runc, the shell. The operator's part is a few API writes, which
+# should cost well under half of that at the median; the tail carries the machine's
+# noise on top of the operator's, hence more room there.
+TARGET_P50_RATIO = 1.5
+TARGET_P95_RATIO = 2.0
+TIMEOUT_SECONDS = 120.0
+NAME = "webhook delivery -> agent container started"
+
+Obj = dict[str, Any]
+
+
+def start_command() -> list[str]:
+    """The agent: its first (and only) act is to print the time it started."""
+    return ["sh", "-c", 'echo "started-at $(date +%s.%N)"']
+
+
+def started_at(log: str) -> float:
+    """The ``started-at`` stamp a container printed; ValueError when it printed none."""
+    match = STARTED.search(log)
+    if match is None:
+        raise ValueError(f"no started-at line in the container's log: {log[:200]!r}")
+    return float(match.group(1))
+
+
+def agent() -> Obj:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AiAgent",
+        "metadata": {"name": AGENT},
+        "spec": {
+            "triggerName": AGENT,
+            "eventTriggers": [{"source": "github", "events": ["issues.opened"]}],
+            "command": start_command(),
+        },
+    }
+
+
+def bare_job(name: str, image: str) -> Obj:
+    labels = {START_LABEL: name}
+    container = {
+        "name": "agent",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": start_command(),
+    }
+    pod_spec = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "containers": [container],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
+    }
+
+
+@dataclass
+class Starts:
+    delivered: list[float] = field(default_factory=list)
+    bare: list[float] = field(default_factory=list)
+
+
+def _wait(check: Callable[[], Any], what: str) -> Any:
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+class StartBench:
+    """Deliveries to ``op`` and bare Jobs in ``namespace``, timed to the container's start."""
+
+    def __init__(
+        self, core: Any, batch: Any, custom: Any, namespace: str, op: operating.OperatorProcess,
+        image: str,
+    ) -> None:  # fmt: skip
+        self.core, self.batch, self.custom = core, batch, custom
+        self.namespace, self.op, self.image = namespace, op, image
+        self.issue = 0
+
+    def prepare(self) -> None:
+        self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, "aiagents", agent()
+        )
+
+        # The webhook matches against its AiAgent listing, up to 2 s old: until it lists
+        # this one, a stranger's issue (refused, not run) says so.
+        def listed() -> bool:
+            probe = delivering.issue_opened(number=900000, association="NONE")
+            status, answer = delivering.send(
+                self.op, *delivering.signed(self.op.webhook_secret, probe)
+            )
+            ignored = answer.get("ignored") or []
+            return status in (200, 202) and any(i["namespace"] == self.namespace for i in ignored)
+
+        _wait(listed, "the webhook to list the start agent")
+
+    def delivered(self) -> float:
+        self.issue += 1
+        body, headers = delivering.signed(
+            self.op.webhook_secret, delivering.issue_opened(number=self.issue)
+        )
+        sent = time.time()
+        status, answer = delivering.send(self.op, body, headers)
+        jobs = [j for j in answer.get("jobs") or [] if j["namespace"] == self.namespace]
+        if status not in (200, 202) or len(jobs) != 1:
+            raise RuntimeError(f"the delivery was not one job here: {status} {answer}")
+        return self._started(f"{AGENTJOB_LABEL}={jobs[0]['name']}") - sent
+
+    def bare(self, name: str) -> float:
+        sent = time.time()
+        self.batch.create_namespaced_job(self.namespace, bare_job(name, self.image))
+        return self._started(f"{START_LABEL}={name}") - sent
+
+    def _started(self, selector: str) -> float:
+        pod = _wait(lambda: self._ended(selector), f"the ended pod {selector}")
+        log = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace)
+        return started_at(str(log))
+
+    def _ended(self, selector: str) -> Any:
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        for pod in pods:
+            statuses = pod.status.container_statuses or []
+            if any(cs.state and cs.state.terminated for cs in statuses):
+                return pod
+        return None
+
+
+def measure(bench: StartBench, runs: int, say: Callable[[str], None]) -> Starts:
+    """One warm-up each, then ``runs`` of each side, in turns."""
+    bench.prepare()
+    bench.delivered()
+    bench.bare("start-warm-up")
+    starts = Starts()
+    for i in range(runs):
+        starts.delivered.append(bench.delivered())
+        starts.bare.append(bench.bare(f"start-{i:03d}"))
+        say(
+            f"start {i + 1}/{runs}: delivery {starts.delivered[-1] * 1e3:.0f}ms "
+            f"bare Job {starts.bare[-1] * 1e3:.0f}ms"
+        )
+    return starts
+
+
+def rows(starts: Starts) -> list[Row]:
+    """The p50 and p95 rows, each against the bare Jobs' same percentile."""
+    made = []
+    for q, target in ((0.5, TARGET_P50_RATIO), (0.95, TARGET_P95_RATIO)):
+        made.append(
+            Row(
+                f"{NAME} p{round(q * 100)}",
+                percentile(starts.delivered, q) * 1e3,
+                "ms",
+                baseline=percentile(starts.bare, q) * 1e3,
+                target=target,
+                note=(
+                    f"signed delivery POSTed -> the container's first output; baseline: a "
+                    f"batch Job created -> the same container's; {len(starts.delivered)} each"
+                ),
+            )
+        )
+    return made
+
+
+def report(starts: Starts) -> None:
+    for row in rows(starts):
+        emit(row)
