@@ -14,8 +14,9 @@ In a lane (``realnode_lanes``: network and mount namespaces of its own) most of 
 the lane's, and a snapshot's *scope* says which part it holds: ``node`` (a node in the
 machine's own namespaces: everything), ``lane`` (a node in a lane: what is per
 namespace, and the cgroups under the lane's own root), ``machine`` (what every lane
-shares: ``kernel.*``/``vm.*`` sysctls and the whole cgroup tree) and ``namespaces``
-(what is per namespace, for a machine session in the machine's own namespaces).
+shares: ``kernel.*``/``vm.*`` sysctls and the cgroup tree, but the running lanes' own
+roots) and ``namespaces`` (what is per namespace, for a machine session in the machine's
+own namespaces).
 """
 
 from __future__ import annotations
@@ -151,16 +152,30 @@ def _node_cgroups(root: str) -> frozenset[str]:
     return frozenset(d for d in _cgroup_dirs() if in_cgroup_root(d, root))
 
 
-def _ended_lanes_cgroup(directory: str) -> bool:
-    """Whether ``directory`` is under the cgroup root of a lane that has ended. A lane is
-    named by its pid (``lane-ns.sh``): one still running keeps its cgroups whatever a
-    session thinks, and a node outside lanes (``agentchain-realnode``) cleans its own."""
+def _lanes_cgroup(directory: str) -> tuple[bool, bool]:
+    """Whether ``directory`` is under a lane's cgroup root, and whether that lane still
+    runs. A lane is named by its pid (``lane-ns.sh``)."""
     prefix = f"{config.CGROUP_ROOT}-"
     for part in directory.split("/"):
         if part.startswith(prefix):
             name = part.removeprefix(prefix)
-            return not (name.isdigit() and Path("/proc", name).exists())
-    return False
+            return True, name.isdigit() and Path("/proc", name).exists()
+    return False, False
+
+
+def _ended_lanes_cgroup(directory: str) -> bool:
+    """Whether ``directory`` is under the cgroup root of a lane that has ended: one still
+    running keeps its cgroups whatever a session thinks, and a node outside lanes
+    (``agentchain-realnode``) cleans its own."""
+    lanes, running = _lanes_cgroup(directory)
+    return lanes and not running
+
+
+def _machine_cgroups() -> frozenset[str]:
+    """The cgroup tree without the running lanes' own: their pods come and go while a
+    snapshot waits to be compared, and each lane compares its own root itself. A lane
+    that ended and left cgroups behind shows in the comparison."""
+    return frozenset(d for d in _cgroup_dirs() if not _lanes_cgroup(d)[1])
 
 
 def _links() -> frozenset[str]:
@@ -201,7 +216,7 @@ class HostState:
         shared = scope in ("node", "machine")
         sysctls = [n for n in SYSCTLS if (per_namespace if n.startswith("net/") else shared)]
         if shared:
-            cgroups = _cgroup_dirs()
+            cgroups = _machine_cgroups()
         elif scope == "lane":
             cgroups = _node_cgroups(config.cgroup_root(lane()))
         else:

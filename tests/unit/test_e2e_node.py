@@ -210,15 +210,17 @@ def test_a_lane_has_its_own_network_and_fixed_paths_and_the_machines_cgroups() -
     if os.geteuid() != 0:
         pytest.skip("entering namespaces needs root")
     name = f"agentchain-lane-probe-{os.getpid()}"
+    outer = host.lane()  # None on the machine; the test's own lane under `make test`
     result = _in_a_lane(LANE_PROBE, name)
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
-    assert seen["lane"] and seen["root"] == f"agentchain-realnode-{seen['lane']}"
+    assert seen["lane"] and seen["lane"] != outer
+    assert seen["root"] == f"agentchain-realnode-{seen['lane']}"
     assert seen["links"] == ["lo"] and seen["lo_up"] and seen["sys"] == ["lo"]
     assert seen["cgroups"] and seen["plugins"]
     # Written in the lane, not on the machine.
     assert not any(Path(fixed, name).exists() for fixed in ("/run", "/var/lib", "/var/log"))
-    assert host.lane() is None
+    assert host.lane() == outer
 
 
 def test_the_variable_alone_does_not_make_a_lane(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -282,10 +284,37 @@ def test_machine_sessions_run_at_once_and_the_last_one_restores_the_machine(
         left.mkdir()
         running.mkdir()  # a lane still running keeps its cgroups
     try:
-        assert first.last and not snapshot.exists()
+        assert first.last and not snapshot.exists(), first
         assert not left.exists()
         assert str(left) not in str(first.differences)
-        assert running.is_dir() and str(running) in str(first.differences)
+        # A running lane's cgroups are its own to compare (its node's teardown does), not
+        # the machine's: another lane's pods come and go while this session runs.
+        assert running.is_dir() and str(running) not in str(first.differences)
     finally:
         running.rmdir()
     _python(EXCLUSIVE).check_returncode()
+
+
+def test_a_machine_snapshot_leaves_out_the_running_lanes_cgroups() -> None:
+    # Their pods come and go while a snapshot waits to be compared (another lane's node
+    # beside this one); an ended lane's leftovers are the machine's, and show.
+    live, ended = os.getpid(), _an_ended_pid()
+    assert host._lanes_cgroup(f"/sys/fs/cgroup/cpu/agentchain-realnode-{live}/pod") == (True, True)
+    assert host._lanes_cgroup(f"/sys/fs/cgroup/cpu/agentchain-realnode-{ended}/x") == (True, False)
+    assert host._lanes_cgroup("/sys/fs/cgroup/cpu/agentchain-realnode/kubepods") == (False, False)
+    if os.geteuid() != 0 or not (host.CGROUP_MOUNT / "pids").is_dir():
+        return
+    roots = [host.CGROUP_MOUNT / "pids" / f"agentchain-realnode-{pid}" for pid in (live, ended)]
+    try:
+        for root in roots:
+            root.mkdir()
+        seen = host.HostState.capture("machine").cgroups
+        assert str(roots[0]) not in seen and str(roots[1]) in seen
+    finally:
+        for root in roots:
+            root.rmdir()
+
+
+def _an_ended_pid() -> int:
+    done = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    return int(done.stdout)
