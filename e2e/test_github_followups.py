@@ -78,7 +78,12 @@ from e2e.githubloop import ISSUE, REPOSITORY, Installed, app_delivery, app_opera
 from e2e.test_workspaces import workspace_env
 
 Obj = dict[str, Any]
-TIMEOUT = 40.0
+# Every wait here is for a chain or a round to get somewhere: on the real node that is the
+# agent's pod with its workspace clone, then the publish Job's pod, each a container start
+# and a git run. Under a full CI run (load 15-25) one such chain took 49 s from the
+# delivery to its pull request (5 s to the Job, 16 s to clone, 12 s the agent, 16 s to
+# publish), past the 40 s this module waited: each wait gets what the suite gives a chain.
+TIMEOUT = float(chaining.CHAIN_TIMEOUT_SECONDS)
 FAILURE = "FAILED test_greet: expected 'Hello World', got 'Hello Wrold'"
 LOG_END = "LOG: test_greet raised AssertionError in tests/test_greet.py line 3\n"
 DEVELOPER = (
@@ -583,11 +588,13 @@ def test_a_persons_push_supersedes_the_running_round_the_apps_does_not(
     starts no new round (nothing failed on the new head yet).  The round's own push comes
     from the App and supersedes nothing."""
     info = cluster_info
-    slow = DEVELOPER.replace(  # The round commits part of a fix, then works on.
+    # The round commits part of a fix, then works on for as long as the test waits for its
+    # end: under load it is still running when the pushes come.
+    slow = DEVELOPER.replace(
         'elif grep -q "Checks failed',
         'elif grep -q "Checks failed" "$AGENT_PROMPT_FILE" && echo half > HALF.md && '
         "git add HALF.md && git -c user.name=Developer -c user.email=dev@example.com "
-        "commit -qm 'Half a fix' && sleep 60; then :; "
+        f"commit -qm 'Half a fix' && sleep {TIMEOUT:.0f}; then :; "
         'elif grep -q "Checks failed',
     )
     env = {**workspace_env(git_server), "AGENTCHAIN_GITHUB_APP_SLUG": repo.app.slug}
