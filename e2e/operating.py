@@ -109,15 +109,30 @@ def rbac_manifests() -> list[dict[str, object]]:
 def install(info: ClusterInfo) -> None:
     """CRDs and the operator's RBAC, applied with the admin kubeconfig."""
     info.kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-    info.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "crd/agentjobs.labrats.work",
-        "crd/aiagents.labrats.work",
-        "--timeout=60s",
-    )
+    wait_established(info)
     docs = "\n---\n".join(yaml.safe_dump(m) for m in rbac_manifests())
     info.kubectl("apply", "-f", "-", input=docs)
+
+
+CRD_NAMES = ("crd/agentjobs.labrats.work", "crd/aiagents.labrats.work")
+
+
+def wait_established(info: ClusterInfo, timeout: float = 60.0) -> None:
+    """Until the CRDs are ``Established``. Not ``kubectl wait --for=condition=...``: on a
+    CRD the API server has not given a status yet, kubectl 1.34 fails at once
+    (".status.conditions accessor error") instead of waiting; a busy machine hit it."""
+
+    def established() -> bool:
+        for name in CRD_NAMES:
+            status = get_json(info, name).get("status") or {}
+            conditions = status.get("conditions") or []
+            if not any(
+                c.get("type") == "Established" and c.get("status") == "True" for c in conditions
+            ):
+                return False
+        return True
+
+    wait_until(established, timeout=timeout, what="the CRDs established")
 
 
 def operator_kubeconfig(

@@ -203,10 +203,11 @@ class AgentDir:
 
 
 @pytest.fixture
-def agent_dir(tmp_path: Path, request: pytest.FixtureRequest) -> AgentDir:
+def agent_dir(tmp_path: Path, cluster_info: ClusterInfo) -> AgentDir:
     """A run's directory (of its own under ``tmp_path``: the pods get a copy of it), and
-    the runner pods."""
+    the runner pods. It names ``cluster_info`` as an argument, so a test using it uses the
+    cluster, and its stand-ins (``model_standin``...) listen where the pods reach them."""
     path = tmp_path / "run"
     path.mkdir()
-    info: ClusterInfo = request.getfixturevalue("cluster_info")
-    return AgentDir(path, _PODS.setdefault(str(info.kubeconfig), RunnerPods(info)))
+    pods = _PODS.setdefault(str(cluster_info.kubeconfig), RunnerPods(cluster_info))
+    return AgentDir(path, pods)

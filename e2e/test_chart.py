@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e import charting
+from e2e import charting, operating
 from e2e.controlplane.cluster import ClusterInfo
 
 pytestmark = pytest.mark.skipif(
@@ -71,13 +71,7 @@ VARIANTS = {
 @pytest.fixture(scope="module")
 def chart_crds(cluster_info: ClusterInfo) -> ClusterInfo:
     cluster_info.kubectl("apply", "--server-side", "-f", str(charting.CHART / "crds"))
-    cluster_info.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "crd/agentjobs.labrats.work",
-        "crd/aiagents.labrats.work",
-        "--timeout=60s",
-    )
+    operating.wait_established(cluster_info)
     return cluster_info
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from agentchain.models import aiagent
-from e2e import chaining
+from e2e import chaining, operating
 from e2e.controlplane.cluster import ClusterInfo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,13 +40,12 @@ SAMPLES = ROOT / "config" / "samples"
 SEED_SAMPLES = SAMPLES / "seed-003"
 TRIAGE = SEED_SAMPLES / "triage.yaml"
 SEED_NAMESPACE = "ai-agents"
-CRD_NAMES = ("crd/aiagents.labrats.work", "crd/agentjobs.labrats.work")
 
 
 @pytest.fixture
 def crds(cluster_info: ClusterInfo) -> ClusterInfo:
     cluster_info.kubectl("apply", "-f", str(CRDS))
-    cluster_info.kubectl("wait", "--for=condition=Established", "--timeout=60s", *CRD_NAMES)
+    operating.wait_established(cluster_info)
     return cluster_info
 
 

@@ -122,13 +122,14 @@ class PodCommands:
 
 @pytest.fixture(scope="module")
 def commands(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    cluster_info: ClusterInfo, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PodCommands]:
     """Where ``agentchain workspace`` runs (see the module's docstring). The pod mounts
     the session's temporary directory, where every test's files are, and a scratch
     directory of this module's in ``/tmp`` (the agent as another user needs a path that
-    user can reach; pytest's directories are their owner's alone)."""
-    info: ClusterInfo = request.getfixturevalue("cluster_info")
+    user can reach; pytest's directories are their owner's alone). Asked for by name, so
+    every test here uses the cluster and its git server listens where pods reach it."""
+    info = cluster_info
     if info.real_node is None:
         pytest.skip("the pod shares this machine's files through a hostPath: a cluster "
                     "whose node is elsewhere cannot see them")  # fmt: skip

@@ -56,13 +56,7 @@ Client = TestClient[web.Request, web.Application]
 def kube(cluster_info: ClusterInfo) -> Iterator[ClusterInfo]:
     """CRDs applied and ``agentchain.kube`` talking to the session's cluster."""
     cluster_info.kubectl("apply", "-f", str(REPO / "crds"))
-    cluster_info.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/agentjobs.labrats.work",
-        "crd/aiagents.labrats.work",
-    )
+    operating.wait_established(cluster_info)
     previous = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = str(cluster_info.kubeconfig)
     clients.reset()

@@ -260,11 +260,14 @@ def _python(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_machine_sessions_run_at_once_and_the_last_one_restores_the_machine(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     if os.geteuid() != 0:
         pytest.skip("cgroups need root")
     monkeypatch.setenv("AGENTCHAIN_CACHE", str(tmp_path))
+    # Sessions of this test's own: in `make test`'s lanes the worker's session (its
+    # cluster's) is the one a nested call would join.
+    monkeypatch.setattr(realnode_lanes, "_active", None)
     snapshot = realnode_lanes.lock_path(realnode_lanes.SNAPSHOT)
     hierarchy = next(
         h for h in host.CGROUP_MOUNT.iterdir()
@@ -273,7 +276,9 @@ def test_machine_sessions_run_at_once_and_the_last_one_restores_the_machine(
     # What the node of a lane that has ended left behind: a lane is named by its pid.
     gone = _python("import os; print(os.getpid())").stdout.strip()
     left = hierarchy / config.cgroup_root(gone)
-    running = hierarchy / config.cgroup_root(str(os.getpid()))
+    # A lane still running, named by a live pid (not this process's: in a lane, that is
+    # its own node's cgroup root).
+    running = hierarchy / config.cgroup_root(str(_a_live_pid(request)))
     with realnode_lanes.machine_session(wait=0) as first:
         assert snapshot.is_file()
         other = _python(SESSION)
@@ -295,10 +300,14 @@ def test_machine_sessions_run_at_once_and_the_last_one_restores_the_machine(
     _python(EXCLUSIVE).check_returncode()
 
 
-def test_a_machine_snapshot_leaves_out_the_running_lanes_cgroups() -> None:
+def test_a_machine_snapshot_leaves_out_the_running_lanes_cgroups(
+    request: pytest.FixtureRequest,
+) -> None:
     # Their pods come and go while a snapshot waits to be compared (another lane's node
     # beside this one); an ended lane's leftovers are the machine's, and show.
-    live, ended = os.getpid(), _an_ended_pid()
+    # A live pid that names no lane of this machine (in a lane, this process's pid names
+    # its own node's cgroup root).
+    live, ended = _a_live_pid(request), _an_ended_pid()
     assert host._lanes_cgroup(f"/sys/fs/cgroup/cpu/agentchain-realnode-{live}/pod") == (True, True)
     assert host._lanes_cgroup(f"/sys/fs/cgroup/cpu/agentchain-realnode-{ended}/x") == (True, False)
     assert host._lanes_cgroup("/sys/fs/cgroup/cpu/agentchain-realnode/kubepods") == (False, False)
@@ -318,3 +327,15 @@ def test_a_machine_snapshot_leaves_out_the_running_lanes_cgroups() -> None:
 def _an_ended_pid() -> int:
     done = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
     return int(done.stdout)
+
+
+def _a_live_pid(request: pytest.FixtureRequest) -> int:
+    """The pid of a process that runs until the test ends."""
+    alive = subprocess.Popen(["sleep", "600"])
+
+    def end() -> None:
+        alive.kill()
+        alive.wait()
+
+    request.addfinalizer(end)
+    return alive.pid

@@ -175,7 +175,9 @@ def test_a_session_holding_the_machine_keeps_other_processes_out_until_it_ends(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     # Outside a lane the session is the exclusive lock itself; in one (`make test`'s
     # lanes), a share of the machine session, which keeps a node outside a lane out all
-    # the same.
+    # the same. A session of this test's own: not the worker's (its cluster's) that a
+    # nested call would join.
+    monkeypatch.setattr(realnode_lanes, "_active", None)
     outside_a_lane = realnode_lanes.lane() is None
     with realnode.machine():
         assert realnode._machine_held == outside_a_lane

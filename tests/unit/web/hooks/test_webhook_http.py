@@ -422,7 +422,9 @@ async def test_a_delivery_no_replica_confirmed_is_503_and_a_redelivery_is_recogn
         assert again.status == 202 and (await again.json())["duplicate"] is True
         await eventually(drained(redis))
     assert delivered("unreplicated") == before + 1
-    assert kube.creates == 1  # Queued on the primary all the same, and created once.
+    # Queued on the primary all the same, and created once: a create tried again (a
+    # drain's claim that lapsed on a loaded machine) finds the job by its key.
+    assert len(kube.jobs) == 1 and kube.creates >= 1
 
 
 async def test_redis_down_while_a_follow_up_round_is_planned_is_503(
