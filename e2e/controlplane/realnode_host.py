@@ -172,10 +172,23 @@ def _ended_lanes_cgroup(directory: str) -> bool:
 
 
 def _machine_cgroups() -> frozenset[str]:
-    """The cgroup tree without the running lanes' own: their pods come and go while a
-    snapshot waits to be compared, and each lane compares its own root itself. A lane
-    that ended and left cgroups behind shows in the comparison."""
-    return frozenset(d for d in _cgroup_dirs() if not _lanes_cgroup(d)[1])
+    """The cgroups real nodes make (under ``agentchain-realnode`` and the lanes' roots: a
+    kubelet's ``cgroupRoot``, where containerd puts the pods'), without the running lanes'
+    own: their pods come and go while a snapshot waits to be compared, and each lane
+    compares its own root itself. A lane that ended and left cgroups behind shows in the
+    comparison. The rest of the tree is other programs' (a job runner's cgroups came and
+    went during a run and failed its comparison)."""
+    return frozenset(
+        d for d in _cgroup_dirs()
+        if _made_by_a_node(d) and not _lanes_cgroup(d)[1]
+    )  # fmt: skip
+
+
+def _made_by_a_node(directory: str) -> bool:
+    return any(
+        part == config.CGROUP_ROOT or part.startswith(f"{config.CGROUP_ROOT}-")
+        for part in directory.split("/")
+    )
 
 
 def _links() -> frozenset[str]:

@@ -314,11 +314,14 @@ def test_a_machine_snapshot_leaves_out_the_running_lanes_cgroups(
     if os.geteuid() != 0 or not (host.CGROUP_MOUNT / "pids").is_dir():
         return
     roots = [host.CGROUP_MOUNT / "pids" / f"agentchain-realnode-{pid}" for pid in (live, ended)]
+    # Another program's cgroup, which comes and goes as it likes: not the node's business.
+    roots.append(host.CGROUP_MOUNT / "pids" / f"some-job-runner-{live}")
     try:
         for root in roots:
             root.mkdir()
         seen = host.HostState.capture("machine").cgroups
         assert str(roots[0]) not in seen and str(roots[1]) in seen
+        assert str(roots[2]) not in seen
     finally:
         for root in roots:
             root.rmdir()
