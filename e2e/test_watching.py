@@ -268,7 +268,10 @@ def test_restart_on_settled_jobs_makes_no_request_per_job(
     )
     transitions = re.findall(rf"AgentJob {namespace}/(\S+): (\S+ -> \S+)", op.log_text())
     assert len(transitions) == len(set(transitions)), transitions  # One line each.
-    assert ("w-1", "Running -> Succeeded") in transitions
+    # A short container can go from Pending to its end between two looks of a real
+    # kubelet, so the end may follow either phase.
+    ends = {("w-1", "Running -> Succeeded"), ("w-1", "Pending -> Succeeded")}
+    assert ends & set(transitions), transitions
     op.stop()
     proxy.requests.clear()
     op.start()
