@@ -139,8 +139,9 @@ def test_cancel_in_progress_leaves_only_the_newest_chain(
     info = cluster_info
     # Long enough that every delivery's job is admitted while the older ones still run:
     # on a loaded machine the engine admitted the last ones more than 4 s after the first
-    # started, so a first job that had ended by then rightly Succeeded (seen twice).
-    timed = chaining.python_command(TIMED.format(sleep=12))
+    # started, so a first job that had ended by then rightly Succeeded (seen twice), and
+    # on real nodes at load 20 a job running across the operator's restart outlived 12 s.
+    timed = chaining.python_command(TIMED.format(sleep=30))
     agent = chaining.ai_agent(
         "latest", timed, triggers=OPENED, concurrency=_per_issue("cancel-in-progress")
     )

@@ -12,6 +12,7 @@ node's cgroups under the lane's own root, and the lane's state as it was after.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,9 +30,12 @@ SCRIPT = "echo hello from a real kubelet; echo to stderr >&2; exit 3"
 # leads to the API server (kube-proxy's rules, the bridge address). busybox speaks no TLS,
 # so nc sends plain HTTP to the HTTPS port, which Go's TLS server answers with a 400:
 # proof that the API server itself was reached.
+# The pod's addresses and routes follow, for the failure message: once (of many runs)
+# both the DNS and the Service IP were "Network is unreachable" from the pod.
 REACH_API = (
     "nslookup kubernetes.default.svc.cluster.local; "
-    "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 10 10.0.0.1 443; true"
+    "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 10 10.0.0.1 443; "
+    "ip addr; ip route; true"
 )
 
 
@@ -88,6 +92,10 @@ def test_real_kubelet_runs_a_local_image_and_teardown_restores_the_machine() -> 
         info.kubectl("apply", "-f", "-", input=pod_json)
         realnodes.finished_pod(info, "reaches-the-api")
         logs = info.kubectl("logs", "reaches-the-api").stdout
+        if "400 Bad Request" not in logs:  # The node's side too, for the message.
+            for argv in (["ip", "addr"], ["ip", "route"], ["iptables-save", "-t", "nat"]):
+                run = subprocess.run(argv, capture_output=True, text=True, check=False)
+                logs += f"\n--- node: {' '.join(argv)}\n{run.stdout}{run.stderr}"
         assert f"Server:\t\t{realnode_config.DNS_SERVICE_IP}" in logs, logs
         assert "Address: 10.0.0.1\n" in logs, logs
         assert "400 Bad Request" in logs, logs
