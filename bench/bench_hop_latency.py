@@ -227,13 +227,7 @@ class PodArrivals:
 
 
 def _wait(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + CHAIN_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise TimeoutError(f"timed out waiting for {what}")
+    return operating.wait_until(check, timeout=CHAIN_TIMEOUT_SECONDS, interval=0.2, what=what)
 
 
 class Bench:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from e2e import delivering, operating
+from e2e import chaining, delivering, operating
 
 from bench.harness import percentile
 from bench.table import Row, emit
@@ -77,24 +77,7 @@ def agent() -> Obj:
 
 
 def bare_job(name: str, image: str) -> Obj:
-    labels = {START_LABEL: name}
-    container = {
-        "name": "agent",
-        "image": image,
-        "imagePullPolicy": "Never",
-        "command": start_command(),
-    }
-    pod_spec = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "containers": [container],
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
-    }
+    return chaining.bare_job(name, image, start_command(), {START_LABEL: name})
 
 
 @dataclass
@@ -104,13 +87,7 @@ class Starts:
 
 
 def _wait(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise TimeoutError(f"timed out waiting for {what}")
+    return operating.wait_until(check, timeout=TIMEOUT_SECONDS, interval=0.1, what=what)
 
 
 class StartBench:

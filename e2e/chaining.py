@@ -132,6 +132,23 @@ def root_job(name: str, agent_role: str, *, github_event: str | None = None) -> 
     return {"apiVersion": API_VERSION, "kind": "AgentJob", "metadata": {"name": name}, "spec": spec}
 
 
+def bare_job(name: str, image: str, command: list[str], labels: dict[str, str]) -> Obj:
+    """A batch Job of one container of ``image`` (on the node, never pulled), run once,
+    owned by nothing: what the operator's jobs are measured or told apart against."""
+    container = {"name": "agent", "image": image, "imagePullPolicy": "Never", "command": command}
+    pod_spec = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "containers": [container],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
+    }
+
+
 def apply(info: ClusterInfo, namespace: str, *docs: Obj) -> None:
     body = "\n---\n".join(yaml.safe_dump(d) for d in docs)
     info.kubectl("apply", "-n", namespace, "-f", "-", input=body)

@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -40,6 +40,7 @@ RULES_FILE = ROOT / "charts" / "agentchain" / "files" / "rbac-rules.yaml"
 # webharness.py): one key, so any of them opens what another queued. Not a secret: the
 # harness's cluster and Redis live on loopback for one session.
 OPERATOR_KEY = "e2e-operator-key-loopback-only"
+T = TypeVar("T")
 
 
 def rbac_rules(namespaces: Sequence[str]) -> list[dict[str, Any]]:
@@ -346,14 +347,17 @@ def running(
         op.stop()
 
 
-def wait_until(check: object, *, timeout: float, interval: float = 0.25, what: str = "") -> None:
-    """Poll a zero-argument callable until it returns truthy."""
+def wait_until(
+    check: Callable[..., T], *, timeout: float, interval: float = 0.25, what: str = ""
+) -> T:
+    """Poll a zero-argument callable until it returns truthy; that answer. (``...``: a
+    lambda binding a loop variable as a default argument is called with none too.)"""
     deadline = time.monotonic() + timeout
     last: object = None
     while time.monotonic() < deadline:
-        last = check()  # type: ignore[operator]
-        if last:
-            return
+        last = found = check()
+        if found:
+            return found
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 

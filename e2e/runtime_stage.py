@@ -17,9 +17,6 @@ it listens on the loopback), its git server on the bridge address holding the ex
 repository with a typo in its README (the workspace containers clone it), and the
 operator image, built from the repository's Dockerfile and imported, as the workspace
 containers' image (``AGENTCHAIN_WORKSPACE_IMAGE``), as a release runs them.
-
-``stage(traced=True)`` adds an OpenTelemetry Collector on the bridge address
-(``e2e/collecting``), which the operator exports to and names to the agents' pods.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from e2e import chaining, collecting, operating
+from e2e import chaining, operating
 from e2e.controlplane import agent_images, operator_image
 from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir
 from e2e.github import GitHubStandIn
@@ -61,7 +58,6 @@ class Stage:
     images: dict[str, operator_image.Built]
     github: Installed | None = None  # with ``stage(github=True)``
     workspace_image: str = ""  # with ``stage(github=True)``: the operator image's reference
-    collector: collecting.Collector | None = None  # with ``stage(traced=True)``
 
     def agent(
         self, name: str, runtime: str, key: str = DEFAULT_API_KEY, **runtime_fields: Any
@@ -138,11 +134,9 @@ def stage(
     runtimes: tuple[str, ...] = agent_images.RUNTIMES,
     *,
     github: bool = False,
-    traced: bool = False,
 ) -> Iterator[Stage]:
     """The real node with ``runtimes``' images, the stand-in and the operator (and with
-    ``github``, the GitHub stand-ins and the workspace image; with ``traced``, a
-    collector the operator exports to)."""
+    ``github``, the GitHub stand-ins and the workspace image)."""
     images = {runtime: agent_images.build(runtime) for runtime in runtimes}
     # The operator image's archive beside the agents' (not in the real node's image
     # cache): a build deletes its older archives, and this tree's would evict the one
@@ -172,15 +166,10 @@ def stage(
                 env |= installed.env()
                 env["AGENTCHAIN_GITHUB_GIT_URL"] = git.url
                 env["AGENTCHAIN_WORKSPACE_IMAGE"] = workspace.ref
-            collector = None
-            if traced:
-                collector = collecting.Collector(workdir, host=gateway)
-                stack.callback(collector.process.stop)
-                env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.endpoint
             op = stack.enter_context(operating.running(info, env, host=gateway))
             info.kubectl("create", "namespace", NAMESPACE)
             ref = workspace.ref if workspace else ""
-            yield Stage(info, op, standin, images, installed, ref, collector)
+            yield Stage(info, op, standin, images, installed, ref)
         succeeded = True
     finally:
         finish_workdir(workdir, succeeded)

@@ -107,18 +107,7 @@ def _stray(info: ClusterInfo, name: str, agentjob: str, attempt: str) -> Obj:
     # An image the node has (the agents' own), never pulled: the stray Job must complete
     # for the test to mean anything.
     image = info.agent_image or "agent"
-    container = {"name": "agent", "image": image, "imagePullPolicy": "Never", "command": ["true"]}
-    pod_spec = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "containers": [container],
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
-    }
+    return chaining.bare_job(name, image, ["true"], labels)
 
 
 def _complete(info: ClusterInfo, namespace: str, name: str) -> bool:

@@ -313,8 +313,11 @@ def _delete_workloads(api: kubernetes.client.ApiClient) -> None:
 
 
 def _drain(kubeconfig: Path) -> None:
-    """Delete every pod and wait until they are gone, so the kubelet and containerd undo
-    their mounts, network namespaces and cgroups themselves before they are stopped."""
+    """Delete every pod and wait until this node's are gone, so the kubelet and containerd
+    undo their mounts, network namespaces and cgroups themselves before they are stopped.
+
+    Only pods bound to this node have anything of the machine's to undo; one the
+    scheduler never placed is nobody's to wait for."""
     say("deleting the real node's pods")
     with _api(kubeconfig) as api:
         core = kubernetes.client.CoreV1Api(api)
@@ -331,7 +334,8 @@ def _drain(kubeconfig: Path) -> None:
         deadline = time.monotonic() + DRAIN_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             try:
-                if not core.list_pod_for_all_namespaces().items:
+                pods = core.list_pod_for_all_namespaces().items
+                if not any(p.spec and p.spec.node_name == config.NODE_NAME for p in pods):
                     return
             except kubernetes.client.ApiException:
                 return
