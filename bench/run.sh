@@ -3,11 +3,11 @@
 #
 # The benches start clusters on the real node (bench/node.py), which needs root. They run
 # in one lane (e2e/controlplane/lane-ns.sh: network and mount namespaces of their own)
-# inside one machine session (`realnode_lanes hold`), as `make test E2E_NODE=real` runs
+# inside one machine session (`realnode_lanes hold`), as `make test` runs
 # its real nodes: so `make bench` runs beside a `make test` whose real nodes are in lanes
 # too, never on their bridge or fixed paths, and the machine is compared once at the end
-# (a difference fails the run). A real node outside any lane (`make realnode`, or `make
-# test`'s default real-node lane) holds the machine alone: the session waits for it up to
+# (a difference fails the run). A real node outside any lane (`python -m e2e.controlplane
+# up`, or a test run alone) holds the machine alone: the session waits for it up to
 # AGENTCHAIN_REALNODE_WAIT seconds (default here 1800), as `make test` does.
 #
 # A lane has no network, so binaries and images are built first (cached: seconds).
