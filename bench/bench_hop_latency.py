@@ -78,6 +78,7 @@ TARGET_RATIO = 2.0
 TARGET_EXTRA_REQUESTS = 4.0
 FLOOR_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create"]},
 ]
 GROUP, VERSION = "labrats.work", "v1alpha1"
@@ -88,6 +89,8 @@ LOG = "pods/log"
 AGENTJOB_LABEL = f"{GROUP}/agentjob"
 CHAIN_LABEL = "bench.labrats.work/chain"
 HOP_LABEL = "bench.labrats.work/hop"
+SECRET_LABEL = "bench.labrats.work/secret"
+"""On a floor pod: its Job carries a Secret as the operator's do, and so will the next."""
 EXITED = re.compile(r"^exited-at (\d+\.\d+)$", re.MULTILINE)
 CHAIN_TIMEOUT_SECONDS = 120.0
 
@@ -136,27 +139,67 @@ def _api(kubeconfig: Path) -> kubernetes.client.ApiClient:
 
 
 def baseline_job(
-    chain: str, hop: int, sleep: float, image: str, command: list[str] | None = None
+    chain: str,
+    hop: int,
+    sleep: float,
+    image: str,
+    command: list[str] | None = None,
+    *,
+    secret: str | None = None,
 ) -> Obj:
-    """The floor's Job: the operator's agents' image (on the node already, never pulled)."""
+    """The floor's Job: the operator's agents' image (on the node already, never pulled).
+
+    With ``secret``, its pod takes that Secret as the operator's pods take theirs (one
+    key as a read-only file, two as ``secretKeyRef`` variables: ``hop/rules/jobspec``),
+    so the floor pays what a Secret costs the node and nothing else of the operator's."""
     labels = {CHAIN_LABEL: chain, HOP_LABEL: str(hop)}
-    container = {
+    container: Obj = {
         "name": "agent",
         "image": image,
         "imagePullPolicy": "Never",
         "command": command or agent_command(sleep),
     }
-    pod_spec = {
+    pod_spec: Obj = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "containers": [container],
     }
+    if secret is not None:
+        labels[SECRET_LABEL] = "1"
+        container["env"] = [
+            {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+            for name, key in (("AGENT_PROMPT", "prompt"), ("AGENT_TOKEN", "token"))
+        ]
+        container["volumeMounts"] = [{"name": "prompt", "mountPath": "/prompt", "readOnly": True}]
+        items = [{"key": "prompt", "path": "prompt"}]
+        volume = {"secretName": secret, "items": items, "defaultMode": 0o444}
+        pod_spec["volumes"] = [{"name": "prompt", "secret": volume}]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": f"{chain}-{hop}", "labels": labels},
         "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
     }
+
+
+def baseline_secret(name: str) -> Obj:
+    """A floor job's Secret: a prompt and a token, as the operator writes for each job."""
+    data = {"prompt": "bench", "token": secrets.token_urlsafe(32)}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}
+
+
+def create_floor_job(core: Any, batch: Any, namespace: str, job: Obj) -> None:
+    """The job's Secret first (when its pod takes one), then the Job, each at most once:
+    ``AlreadyExists`` is a later event for the same pod, or this bench's own create."""
+    volumes = job["spec"]["template"]["spec"].get("volumes") or []
+    creates = [(core.create_namespaced_secret, baseline_secret(v["secret"]["secretName"]))
+               for v in volumes] + [(batch.create_namespaced_job, job)]  # fmt: skip
+    for create, body in creates:
+        try:
+            create(namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
 
 
 def _ended(pod: Any) -> bool:
@@ -191,12 +234,10 @@ def baseline_worker(
             hop = int(pod.metadata.labels[HOP_LABEL])
             if hop + 1 >= length or not _ended(pod):
                 continue
-            body = baseline_job(pod.metadata.labels[CHAIN_LABEL], hop + 1, sleep, image, command)
-            try:
-                batch.create_namespaced_job(namespace, body)
-            except ApiException as exc:
-                if exc.status != 409:  # AlreadyExists: a later event for the same pod.
-                    raise
+            chain = pod.metadata.labels[CHAIN_LABEL]
+            secret = f"{chain}-{hop + 1}" if SECRET_LABEL in pod.metadata.labels else None
+            body = baseline_job(chain, hop + 1, sleep, image, command, secret=secret)
+            create_floor_job(core, batch, namespace, body)
 
 
 # --- measuring --------------------------------------------------------------------------

@@ -26,6 +26,8 @@ bench/README.md).
 from __future__ import annotations
 
 import argparse
+import functools
+import math
 import os
 import secrets
 import statistics
@@ -52,6 +54,7 @@ from bench.bench_hop_latency import (
     _ended,
     agent_image,
     baseline_job,
+    create_floor_job,
 )
 from bench.node import bench_cluster
 from bench.table import Row, emit
@@ -79,6 +82,7 @@ class Phase:
 class Results:
     ours: list[Phase] = field(default_factory=list)
     floor: list[Phase] = field(default_factory=list)
+    floor_secret: list[Phase] = field(default_factory=list)  # the floor, a Secret per job
 
 
 def apply_agents(custom: Any, namespace: str) -> None:
@@ -148,17 +152,24 @@ class Bench:
         ended = ("Succeeded", "Failed", "Skipped")
         return sum((j.get("status") or {}).get("phase") in ended for j in listed["items"])
 
-    def floor_phase(self, round_: int, pid: int) -> Phase:
+    def floor_phase(self, round_: int, pid: int, *, with_secret: bool = False) -> Phase:
+        """The floor's chains; ``with_secret``, each job with a Secret of its own."""
+        prefix = f"fs{round_}" if with_secret else f"fl{round_}"
         begun = self._begin(pid)
         for i in range(self.chains):
-            job = baseline_job(f"fl{round_}-{i:03d}", 0, 0, self.image, COMMAND)
-            self.batch.create_namespaced_job(self.namespace, job)
+            chain = f"{prefix}-{i:03d}"
+            secret = f"{chain}-0" if with_secret else None
+            job = baseline_job(chain, 0, 0, self.image, COMMAND, secret=secret)
+            create_floor_job(self.core, self.batch, self.namespace, job)
         jobs = self.chains * len(AGENTS)
-        return _drain(self._pods_ended, jobs * (round_ + 1), jobs, pid, begun, self.workdir)
+        done = functools.partial(self._pods_ended, prefix[:2])
+        return _drain(done, jobs * (round_ + 1), jobs, pid, begun, self.workdir)
 
-    def _pods_ended(self) -> int:
+    def _pods_ended(self, prefix: str) -> int:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=FLOOR_CHAIN_LABEL)
-        return sum(_ended(p) for p in pods.items)
+        return sum(
+            _ended(p) for p in pods.items if p.metadata.labels[FLOOR_CHAIN_LABEL].startswith(prefix)
+        )
 
 
 def _floor_worker(info: ClusterInfo, namespace: str, image: str) -> processes.ManagedProcess:
@@ -198,6 +209,8 @@ def measure(info: ClusterInfo, chains: int, rounds: int, profile: Path | None) -
             for r in range(rounds):
                 results.floor.append(bench.floor_phase(r, worker.pid))
                 say(f"floor round {r + 1}: {results.floor[-1]}")
+                results.floor_secret.append(bench.floor_phase(r, worker.pid, with_secret=True))
+                say(f"floor with Secrets, round {r + 1}: {results.floor_secret[-1]}")
                 # The first operator phase only: py-spy writes one file per attach.
                 with profiling.Profiler(op.process.pid, profile if r == 0 else None):
                     results.ours.append(bench.operator_phase(r, op.process.pid))
@@ -223,6 +236,27 @@ def report(results: Results, chains: int) -> None:
             note="jobs ended per second of the phase, median of rounds",
         )
     )
+    if results.floor_secret:
+        like = statistics.median(p.rate for p in results.floor_secret)
+        emit(
+            Row(
+                f"floor with a Secret per job, {n}",
+                like,
+                "jobs/s",
+                baseline=floor,
+                note="the floor's pods taking a Secret as the operator's do (a file, two "
+                "variables); baseline: the bare floor",
+            )
+        )
+        emit(
+            Row(
+                f"throughput against that floor, {n}",
+                ours,
+                "jobs/s",
+                baseline=like,
+                note="what the operator costs beyond giving each job its Secret",
+            )
+        )
     drain = statistics.median(p.seconds for p in results.ours)
     floor_drain = statistics.median(p.seconds for p in results.floor)
     emit(Row(f"time to drain, {n}", drain, "s", baseline=floor_drain))
@@ -241,10 +275,12 @@ def report(results: Results, chains: int) -> None:
         ours_ms = _per_job(results.ours, names)
         floor_ms = _per_job(results.floor, names)
         emit(Row(f"{label} CPU per job, {n}", ours_ms, "ms", baseline=floor_ms))
-    print("platform CPU per job (ms), operator phase / floor phase:")
-    for name in sorted({k for p in results.ours + results.floor for k in p.platform}):
+    print("platform CPU per job (ms): operator phase, floor phase, floor with Secrets:")
+    phases = results.ours + results.floor + results.floor_secret
+    for name in sorted({k for p in phases for k in p.platform}):
         mine, theirs = _per_job(results.ours, (name,)), _per_job(results.floor, (name,))
-        print(f"  {name:24s} {mine:8.1f} {theirs:8.1f}")
+        like = _per_job(results.floor_secret, (name,)) if results.floor_secret else math.nan
+        print(f"  {name:24s} {mine:8.1f} {theirs:8.1f} {like:8.1f}")
 
 
 # The real node's programs (``harness._program`` names a process by its binary). A

@@ -7,11 +7,17 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
-from bench import harness, node, profiling, starts, table
+from bench import bench_hop_latency, harness, node, profiling, starts, table
 from bench.table import Row
 from e2e.controlplane.cluster import ClusterInfo
+
+from agentchain.hop.rules import jobspec
+from agentchain.hop.rules.jobspec import JobInputs
+from agentchain.models.aiagent import AiAgentSpec
+from agentchain.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -184,3 +190,34 @@ def test_make_bench_without_root_says_why(tmp_path: Path) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=tmp_path)
     assert done.returncode == 1
     assert "needs root" in done.stderr
+
+
+def _secret_use(job: dict[str, Any], secret: str) -> tuple[int, list[int], list[bool]]:
+    """How a Job's pod takes ``secret``: variables from it, files of each volume of it,
+    and whether each of those volumes is mounted read-only."""
+    spec = job["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    refs = [(e.get("valueFrom") or {}).get("secretKeyRef") or {} for e in container["env"]]
+    variables = sum(ref.get("name") == secret for ref in refs)
+    volumes = {v["name"]: v["secret"] for v in spec["volumes"] if "secret" in v}
+    mine = [name for name, v in volumes.items() if v["secretName"] == secret]
+    mounts = {m["name"]: m.get("readOnly", False) for m in container["volumeMounts"]}
+    return variables, [len(volumes[n]["items"]) for n in mine], [mounts[n] for n in mine]
+
+
+def test_the_floor_with_a_secret_takes_it_as_the_operators_jobs_take_theirs() -> None:
+    agent = AiAgentSpec.model_validate({"triggerName": "tp-a", "command": ["true"]})
+    inputs = JobInputs(
+        agentjob_name="op0-001", job_name="op0-001", namespace="tp", agent=agent,
+        chain_id="c0ffee", secret_name="op0-001-s", labels={}, annotations={},
+    )  # fmt: skip
+    ours = jobspec.build_job(inputs, Settings(api_url="http://agentchain.test:8080"))
+    floor = bench_hop_latency.baseline_job("fs0-001", 0, 0, "img", ["true"], secret="fs0-001-0")
+    assert _secret_use(floor, "fs0-001-0") == _secret_use(ours, "op0-001-s") == (2, [1], [True])
+    labels = floor["spec"]["template"]["metadata"]["labels"]
+    assert labels[bench_hop_latency.SECRET_LABEL] == "1"  # The worker passes it on.
+    secret = bench_hop_latency.baseline_secret("fs0-001-0")
+    assert set(secret["stringData"]) == {"prompt", "token"}
+    bare = bench_hop_latency.baseline_job("fl0-001", 0, 0, "img", ["true"])
+    assert "volumes" not in bare["spec"]["template"]["spec"]
+    assert bench_hop_latency.SECRET_LABEL not in bare["metadata"]["labels"]
