@@ -437,8 +437,9 @@ def measure(
             if start_runs:
                 # Last: its pods carry no chain label, and its window is no hop's.
                 timer = starts.StartBench(
-                    bench.core, bench.batch, bench.custom, namespace, op, bench.image
-                )
+                    bench.core, bench.batch, bench.custom, namespace, op, bench.image,
+                    bench.arrivals,
+                )  # fmt: skip
                 m.start_times = starts.measure(timer, start_runs, say)
         finally:
             worker.stop()

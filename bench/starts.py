@@ -18,6 +18,11 @@ sandbox, container): the webhook's checks and queue, the AgentJob's create, the
 engine's reaction and its batch Job, token Secret and status writes. Deliveries and bare
 Jobs alternate, one at a time, after one warm-up each, so the machine's load weighs on
 both alike.
+
+Each run is split where the pod appears (its first event on a pod watch the bench holds
+open, ``arrivals``): up to the pod is the control path (agentchain's part, then the Job
+controller's), after it the node's (sandbox, volumes, container). Their p50s are rows of
+their own, without targets, to say which side the gap is on.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from e2e import chaining, delivering, operating
 
@@ -84,6 +89,15 @@ def bare_job(name: str, image: str) -> Obj:
 class Starts:
     delivered: list[float] = field(default_factory=list)
     bare: list[float] = field(default_factory=list)
+    # Each run's share up to its pod's first watch event (the rest is the node's).
+    delivered_to_pod: list[float] = field(default_factory=list)
+    bare_to_pod: list[float] = field(default_factory=list)
+
+
+class Arrivals(Protocol):
+    """When each pod's first watch event reached the bench (``time.time()``), by name."""
+
+    seen: dict[str, float]
 
 
 def _wait(check: Callable[[], Any], what: str) -> Any:
@@ -95,10 +109,11 @@ class StartBench:
 
     def __init__(
         self, core: Any, batch: Any, custom: Any, namespace: str, op: operating.OperatorProcess,
-        image: str,
+        image: str, arrivals: Arrivals,
     ) -> None:  # fmt: skip
         self.core, self.batch, self.custom = core, batch, custom
         self.namespace, self.op, self.image = namespace, op, image
+        self.arrivals = arrivals
         self.issue = 0
 
     def prepare(self) -> None:
@@ -118,7 +133,8 @@ class StartBench:
 
         _wait(listed, "the webhook to list the start agent")
 
-    def delivered(self) -> float:
+    def delivered(self) -> tuple[float, float]:
+        """Delivery to the container's start, and to its pod's appearing."""
         self.issue += 1
         body, headers = delivering.signed(
             self.op.webhook_secret, delivering.issue_opened(number=self.issue)
@@ -128,17 +144,19 @@ class StartBench:
         jobs = [j for j in answer.get("jobs") or [] if j["namespace"] == self.namespace]
         if status not in (200, 202) or len(jobs) != 1:
             raise RuntimeError(f"the delivery was not one job here: {status} {answer}")
-        return self._started(f"{AGENTJOB_LABEL}={jobs[0]['name']}") - sent
+        return self._started(f"{AGENTJOB_LABEL}={jobs[0]['name']}", sent)
 
-    def bare(self, name: str) -> float:
+    def bare(self, name: str) -> tuple[float, float]:
+        """A bare Job's create to its container's start, and to its pod's appearing."""
         sent = time.time()
         self.batch.create_namespaced_job(self.namespace, bare_job(name, self.image))
-        return self._started(f"{START_LABEL}={name}") - sent
+        return self._started(f"{START_LABEL}={name}", sent)
 
-    def _started(self, selector: str) -> float:
+    def _started(self, selector: str, sent: float) -> tuple[float, float]:
         pod = _wait(lambda: self._ended(selector), f"the ended pod {selector}")
         log = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace)
-        return started_at(str(log))
+        appeared = self.arrivals.seen[pod.metadata.name]
+        return started_at(str(log)) - sent, appeared - sent
 
     def _ended(self, selector: str) -> Any:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
@@ -156,11 +174,15 @@ def measure(bench: StartBench, runs: int, say: Callable[[str], None]) -> Starts:
     bench.bare("start-warm-up")
     starts = Starts()
     for i in range(runs):
-        starts.delivered.append(bench.delivered())
-        starts.bare.append(bench.bare(f"start-{i:03d}"))
+        total, to_pod = bench.delivered()
+        starts.delivered.append(total)
+        starts.delivered_to_pod.append(to_pod)
+        bare_total, bare_to_pod = bench.bare(f"start-{i:03d}")
+        starts.bare.append(bare_total)
+        starts.bare_to_pod.append(bare_to_pod)
         say(
-            f"start {i + 1}/{runs}: delivery {starts.delivered[-1] * 1e3:.0f}ms "
-            f"bare Job {starts.bare[-1] * 1e3:.0f}ms"
+            f"start {i + 1}/{runs}: delivery {total * 1e3:.0f}ms (pod at {to_pod * 1e3:.0f}) "
+            f"bare Job {bare_total * 1e3:.0f}ms (pod at {bare_to_pod * 1e3:.0f})"
         )
     return starts
 
@@ -180,6 +202,29 @@ def rows(starts: Starts) -> list[Row]:
                     f"signed delivery POSTed -> the container's first output; baseline: a "
                     f"batch Job created -> the same container's; {len(starts.delivered)} each"
                 ),
+            )
+        )
+    if starts.delivered_to_pod:
+        node = [t - p for t, p in zip(starts.delivered, starts.delivered_to_pod, strict=True)]
+        bare_node = [t - p for t, p in zip(starts.bare, starts.bare_to_pod, strict=True)]
+        made.append(
+            Row(
+                f"{NAME}: to the pod, p50",
+                percentile(starts.delivered_to_pod, 0.5) * 1e3,
+                "ms",
+                baseline=percentile(starts.bare_to_pod, 0.5) * 1e3,
+                note="the control path: delivery (baseline: the Job's create) -> the pod's "
+                "first watch event",
+            )
+        )
+        made.append(
+            Row(
+                f"{NAME}: pod to started, p50",
+                percentile(node, 0.5) * 1e3,
+                "ms",
+                baseline=percentile(bare_node, 0.5) * 1e3,
+                note="the node's path: the pod's first watch event -> the container's first "
+                "output (the operator's pods take a Secret, the bare Job's none)",
             )
         )
     return made

@@ -221,3 +221,15 @@ def test_the_floor_with_a_secret_takes_it_as_the_operators_jobs_take_theirs() ->
     bare = bench_hop_latency.baseline_job("fl0-001", 0, 0, "img", ["true"])
     assert "volumes" not in bare["spec"]["template"]["spec"]
     assert bench_hop_latency.SECRET_LABEL not in bare["metadata"]["labels"]
+
+
+def test_the_start_rows_split_each_run_where_its_pod_appeared() -> None:
+    timed = starts.Starts(
+        delivered=[0.8, 0.9, 1.0], bare=[0.3, 0.35, 0.4],
+        delivered_to_pod=[0.5, 0.5, 0.6], bare_to_pod=[0.1, 0.1, 0.1],
+    )  # fmt: skip
+    _, _, to_pod, node_side = starts.rows(timed)
+    assert to_pod.figure == pytest.approx(500.0) and to_pod.baseline == pytest.approx(100.0)
+    # The node's share: total less the part up to the pod, run by run.
+    assert node_side.figure == pytest.approx(400.0) and node_side.baseline == pytest.approx(250.0)
+    assert to_pod.target is None and node_side.target is None
