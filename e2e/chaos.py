@@ -1,7 +1,8 @@
 """SIGKILL the operator at random moments while chains run, then count (SPEC §2).
 
 ``python -m e2e.chaos [--chains 20] [--kills 50] [--seed 1] [--timeout 900]`` starts
-a private local cluster, installs the CRDs and RBAC and runs the operator under its own
+a private cluster on the real node with the e2e agent image (as root; or on the cluster
+``AGENTCHAIN_E2E_KUBECONFIG`` names), installs the CRDs and RBAC and runs the operator under its own
 ServiceAccount; ``e2e/test_chaos.py`` runs the same ``run_chaos`` in reduced form.
 
 Exactly once is a claim about counts, so this module counts rather than eyeballs:
@@ -36,8 +37,8 @@ from typing import Any
 
 import kubernetes
 
-from e2e import operating
-from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir, say
+from e2e import operating, realnodes
+from e2e.controlplane.cluster import ClusterInfo, finish_workdir, make_workdir, say
 
 GROUP, VERSION = "labrats.work", "v1alpha1"
 AGENTJOB_LABEL = f"{GROUP}/agentjob"
@@ -377,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = make_workdir()
     report: ChaosReport | None = None
     try:
-        with cluster(workdir) as info:
+        with realnodes.cluster_with_agent_image(workdir) as info:
             operating.install(info)
             namespace = _create_namespace(info)
             say(f"chaos: {args.chains} chains, {args.kills} kills, seed {args.seed} in {namespace}")

@@ -1,7 +1,7 @@
 """Two operator replicas; the leader SIGKILLed or frozen again and again (issue 20).
 
 ``python -m e2e.chaos_ha failover [--chains 20] [--failovers 30] [--seed 1]`` (or
-``deliveries [--deliveries 1000]``) starts a private local cluster and two operator
+``deliveries [--deliveries 1000]``) starts a private cluster as `e2e.chaos` does and two operator
 processes (``e2e/replicating.py``), each under the operator's own ServiceAccount,
 sharing one leader-election Lease; ``e2e/test_ha.py`` runs the same functions in
 reduced form.
@@ -38,8 +38,8 @@ from typing import Any
 
 import kubernetes
 
-from e2e import chaos, chaos_deliveries, operating
-from e2e.controlplane.cluster import ClusterInfo, cluster, finish_workdir, make_workdir, say
+from e2e import chaos, chaos_deliveries, operating, realnodes
+from e2e.controlplane.cluster import ClusterInfo, finish_workdir, make_workdir, say
 from e2e.replicating import leader, replicas
 
 Obj = dict[str, Any]
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = make_workdir()
     ok = False
     try:
-        with cluster(workdir) as info:
+        with realnodes.cluster_with_agent_image(workdir) as info:
             operating.install(info)
             namespace = chaos._create_namespace(info)
             ok = _scenario(info, namespace, args)
