@@ -1,7 +1,7 @@
 """Two operator replicas; the leader SIGKILLed or frozen again and again (issue 20).
 
 ``python -m e2e.chaos_ha failover [--chains 20] [--failovers 30] [--seed 1]`` (or
-``deliveries [--deliveries 1000]``) starts a private cluster as `e2e.chaos` does and two operator
+``deliveries [--deliveries 1000]``) starts a private cluster as ``e2e.chaos`` does and two operator
 processes (``e2e/replicating.py``), each under the operator's own ServiceAccount,
 sharing one leader-election Lease; ``e2e/test_ha.py`` runs the same functions in
 reduced form.
