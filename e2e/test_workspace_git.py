@@ -50,6 +50,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -525,19 +526,23 @@ def test_a_publisher_killed_after_its_push_landed_pushes_once(s: Setup) -> None:
     token = s.token_file({"contents": "write"})
     argv = ["agentchain", "workspace", "publish", "--repository", FULL_NAME, "--branch", BRANCH]
     pidfile = s.secrets.parent / "publisher.pid"
-    killed: list[bool] = []
+    asked: list[bool] = []
+    killed = threading.Event()
     with s.commands.start(argv, s.env(token), pidfile) as pub:
 
         def kill(service: str, full_name: str, tail: str) -> None:
-            if service == "git-receive-pack" and tail == service and not killed:
+            if service == "git-receive-pack" and tail == service and not asked:
+                asked.append(True)
                 s.commands.kill(pub, pidfile)  # The publisher and its git processes.
-                killed.append(True)
+                killed.set()
 
         s.git.after_request = kill
         out, _ = pub.communicate(timeout=120)
+        # The publisher's own exec can end before the one that killed it returns.
+        assert killed.wait(60), "the kill did not return"
     s.git.after_request = None
     # Killed while alive: it never wrote its outcome line.
-    assert killed and pub.returncode != 0 and out == b"", (pub.returncode, out)
+    assert pub.returncode != 0 and out == b"", (pub.returncode, out)
     assert s.git.resolve(FULL_NAME, BRANCH) == head
     rerun = s.publish()
     assert rerun.code == 0 and rerun.out["outcome"] == "already", rerun
