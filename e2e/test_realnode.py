@@ -99,6 +99,11 @@ def test_real_kubelet_runs_a_local_image_and_teardown_restores_the_machine() -> 
         assert f"Server:\t\t{realnode_config.DNS_SERVICE_IP}" in logs, logs
         assert "Address: 10.0.0.1\n" in logs, logs
         assert "400 Bad Request" in logs, logs
+        # Pods came and went, and the bridge kept the address it was given: a bridge with
+        # none of its own takes its ports' lowest, and pods then lose the gateway.
+        link = subprocess.run(["ip", "-json", "link", "show", realnode_config.BRIDGE],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        assert json.loads(link.stdout)[0]["address"] == node.network.bridge_mac
     assert before.differences(HostState.capture()) == {}
     # containerd's shims detach from containerd; none may outlive the cluster.
     assert _processes_naming(str(info.workdir)) == []

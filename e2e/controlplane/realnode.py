@@ -220,7 +220,7 @@ def begin(stack: contextlib.ExitStack, workdir: Path) -> config.Network:
     stack.callback(host.restore, before, workdir)
     network = config.Network()
     say(f"creating bridge {config.BRIDGE} with {network.gateway}/{network.prefix_length}")
-    _ip("link", "add", "name", config.BRIDGE, "type", "bridge")
+    _ip("link", "add", "name", config.BRIDGE, "address", network.bridge_mac, "type", "bridge")
     _ip("addr", "add", f"{network.gateway}/{network.prefix_length}", "dev", config.BRIDGE)
     _ip("link", "set", config.BRIDGE, "up")
     return network

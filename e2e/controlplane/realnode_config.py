@@ -54,6 +54,20 @@ class Network:
     def prefix_length(self) -> int:
         return ipaddress.ip_network(self.subnet).prefixlen
 
+    @property
+    def bridge_mac(self) -> str:
+        """The bridge's own MAC, set once: locally administered, unicast (``02:``), then
+        ``ac`` and the gateway's four bytes, as Docker names its containers' MACs.
+
+        A Linux bridge with no MAC of its own takes the lowest of its ports', so it
+        changes whenever a pod's veth with a lower one comes or the one it took goes;
+        every pod's cached address of the gateway is then wrong until its ARP entry
+        expires, and its packets to this machine (the API server, DNS, the job API,
+        stand-ins) are lost for 20 to 50 s. Measured: a pod polling the bridge address
+        while others came and went timed out in bursts of 35 to 45 s."""
+        packed = ipaddress.ip_address(self.gateway).packed
+        return ":".join(f"{b:02x}" for b in (0x02, 0xAC, *packed))
+
 
 @dataclass(frozen=True)
 class NodePaths:

@@ -342,3 +342,11 @@ def _a_live_pid(request: pytest.FixtureRequest) -> int:
 
     request.addfinalizer(end)
     return alive.pid
+
+
+def test_the_bridge_has_a_fixed_locally_administered_unicast_mac_of_its_own() -> None:
+    mac = config.Network().bridge_mac
+    assert mac == "02:ac:0a:d5:00:01"  # 02: locally administered, unicast; then 10.213.0.1.
+    first = int(mac.split(":")[0], 16)
+    assert first & 0b10 and not first & 0b01
+    assert config.Network("10.214.0.0/24").bridge_mac == "02:ac:0a:d6:00:01"
