@@ -308,7 +308,10 @@ def measure(info: ClusterInfo, args: Any) -> tuple[Restart, tuple[int, int, int]
     finally:
         op.stop()
         say("deleting the cloned pods")
-        asyncio.run(backlog.remove(info, namespace))
+        try:
+            asyncio.run(backlog.remove(info, namespace))
+        except Exception as exc:  # The figures are measured: say it, keep them.
+            say(f"the cloned pods were not all deleted ({exc}); the node's drain skips them")
     return result, requests_report(info, result, args.verbose)
 
 
