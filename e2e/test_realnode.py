@@ -30,8 +30,8 @@ SCRIPT = "echo hello from a real kubelet; echo to stderr >&2; exit 3"
 # leads to the API server (kube-proxy's rules, the bridge address). busybox speaks no TLS,
 # so nc sends plain HTTP to the HTTPS port, which Go's TLS server answers with a 400:
 # proof that the API server itself was reached.
-# The pod's addresses and routes follow, for the failure message: once (of many runs)
-# both the DNS and the Service IP were "Network is unreachable" from the pod.
+# The pod's addresses and routes follow, so a failure to reach either says whether the
+# pod had its network at all.
 REACH_API = (
     "nslookup kubernetes.default.svc.cluster.local; "
     "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 10 10.0.0.1 443; "
