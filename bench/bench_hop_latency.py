@@ -66,7 +66,7 @@ from urllib3.exceptions import ProtocolError
 
 # Run as a script from anywhere: the cluster harness lives in the repository's e2e/.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from e2e import operating
+from e2e import chaining, operating
 from e2e.controlplane import processes
 from e2e.controlplane.cluster import ClusterInfo, say
 
@@ -153,19 +153,12 @@ def baseline_job(
     key as a read-only file, two as ``secretKeyRef`` variables: ``hop/rules/jobspec``),
     so the floor pays what a Secret costs the node and nothing else of the operator's."""
     labels = {CHAIN_LABEL: chain, HOP_LABEL: str(hop)}
-    container: Obj = {
-        "name": "agent",
-        "image": image,
-        "imagePullPolicy": "Never",
-        "command": command or agent_command(sleep),
-    }
-    pod_spec: Obj = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "containers": [container],
-    }
     if secret is not None:
         labels[SECRET_LABEL] = "1"
+    job = chaining.bare_job(f"{chain}-{hop}", image, command or agent_command(sleep), labels)
+    if secret is not None:
+        pod_spec = job["spec"]["template"]["spec"]
+        (container,) = pod_spec["containers"]
         container["env"] = [
             {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
             for name, key in (("AGENT_PROMPT", "prompt"), ("AGENT_TOKEN", "token"))
@@ -174,12 +167,7 @@ def baseline_job(
         items = [{"key": "prompt", "path": "prompt"}]
         volume = {"secretName": secret, "items": items, "defaultMode": 0o444}
         pod_spec["volumes"] = [{"name": "prompt", "secret": volume}]
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": f"{chain}-{hop}", "labels": labels},
-        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels}, "spec": pod_spec}},
-    }
+    return job
 
 
 def baseline_secret(name: str) -> Obj:
