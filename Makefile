@@ -29,7 +29,7 @@ lint: ## ruff, mypy --strict, import-linter, CRD drift
 	$(PYTHON) -m agentchain.crdgen --check
 
 test: ## everything CI runs: setup, lint, unit and e2e tests on real nodes (root)
-	bash e2e/setup.sh
+	bash e2e/setup.sh --lanes
 	$(MAKE) lint
 	PYTHON=$(PYTHON) bash e2e/lanes.sh $(TEST_WORKERS) $(PYTEST_ARGS)
 
@@ -40,13 +40,10 @@ e2e: ## the end-to-end suite (local control plane and real node, or AGENTCHAIN_E
 	$(PYTHON) -m pytest -m 'e2e and not realnode' $(PYTEST_ARGS)
 
 # In a lane of its own (network and mount namespaces, as `make test` runs them), with the
-# images built first while there is a network; `realnode_lanes hold` compares the machine
-# after.
+# binaries and images built first while there is a network (setup.sh --lanes);
+# `realnode_lanes hold` compares the machine after.
 realnode: ## the real node's own tests alone: kubelet, containerd, kube-proxy, the chart (root)
-	bash e2e/setup.sh
-	bash e2e/controlplane/build-binaries.sh node
-	bash e2e/controlplane/build-binaries.sh netpol
-	$(PYTHON) -m e2e.controlplane.realnode_lanes prebuild --realnode
+	REALNODE=1 bash e2e/setup.sh --lanes
 	$(PYTHON) -m e2e.controlplane.realnode_lanes hold -- \
 		e2e/controlplane/lane-ns.sh $(PYTHON) -m pytest -m realnode $(PYTEST_ARGS)
 

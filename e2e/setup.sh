@@ -1,53 +1,80 @@
 #!/usr/bin/env bash
 # Installs what a new machine lacks for the demo and the tests: redis-server,
 # chromium and chromium-driver (Debian), the real node's runtime (containerd, runc, CNI
-# plugins, iptables, nftables, ipset, busybox-static, buildah, mmdebstrap; Debian), this package with its test tools (pip),
-# the pinned upstream control-plane binaries (built once from the Go module proxy, then cached) and
-# pinned npm packages the GitHub stand-in reads and the agent CLIs the runner tests run
-# (npm_fetch, at the end).
+# plugins, iptables, nftables, ipset, busybox-static, buildah, mmdebstrap; Debian), this
+# package with its test tools (pip), the pinned upstream binaries (built once from the Go
+# module proxy, then cached) and pinned npm packages the GitHub stand-in reads and the
+# agent CLIs the runner tests run (npm_fetch, at the end).
+#
+# Usage: setup.sh [--lanes]
+#   --lanes (`make test`): also the real node's binaries and the images a test lane
+#   imports (a lane has no network), so that they too are built beside the rest.
+#
+# The Go builds are most of a first run and need only the machine's Go toolchain, which
+# is CPU-bound; apt, pip, npm and the images mostly wait on the network. So the builds
+# start first, in the background, and the rest runs beside them instead of after them;
+# the script waits for the builds at the end. Their progress lines are printed as they
+# come, their whole output kept in a file that is shown if one fails.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 step() { printf '[setup] %s\n' "$*" >&2; }
+lanes=0
+if [ "${1:-}" = --lanes ]; then lanes=1; fi
 
+builds=(all helm otelcol)
+if [ "$lanes" = 1 ]; then builds+=(node netpol); fi
+build_log=$(mktemp -t agentchain-build-binaries.XXXXXX.log)
+step "Go binaries (${builds[*]}): built on the first run beside the steps below, cached afterwards"
+# In a session of its own, so that leaving early (a failed step below) stops every go
+# build in it; its exit status is the builds', not the filter's.
+setsid bash -c '
+  log=$1; shift
+  { for what in "$@"; do bash e2e/controlplane/build-binaries.sh "$what" >/dev/null || exit 1; done; } 2>&1 |
+    tee "$log" | grep --line-buffered "^\[build-binaries\]" >&2
+  exit "${PIPESTATUS[0]}"' build-binaries "$build_log" "${builds[@]}" &
+build_pid=$!
+trap 'kill -- -"$build_pid" 2>/dev/null || true' EXIT
+
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" = 0 ]; then apt-get update -qq; apt_updated=1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
 if ! command -v redis-server >/dev/null 2>&1; then
   step "installing Debian's redis-server"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  apt_install redis-server
 fi
 # The dashboard's browser test (e2e/test_dashboard_browser.py): Debian's chromium and its
 # driver, headless; nothing is downloaded by Selenium (SE_OFFLINE, explicit driver path).
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   step "installing Debian's chromium and chromium-driver"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  apt_install chromium chromium-driver
 fi
 # The real node (e2e/controlplane/realnode.py, `make realnode`): Debian's containerd, runc,
 # CNI plugins, iptables (kube-proxy, kubelet), nftables (teardown removes the tables they
 # made), ipset (kube-router, the node's NetworkPolicy engine) and static busybox (the test
 # image). Kubelet, kube-proxy and CoreDNS are built by build-binaries.sh node, kube-router
-# by build-binaries.sh netpol, only when the real node is used. buildah and mmdebstrap build the
-# operator image from the Dockerfile with no Docker or registry (`make image`).
+# by build-binaries.sh netpol. buildah and mmdebstrap build the operator image from the
+# Dockerfile with no Docker or registry (`make image`).
 realnode_tools=(containerd ctr runc iptables nft ipset busybox buildah mmdebstrap)
 for tool in "${realnode_tools[@]}"; do
   if ! command -v "$tool" >/dev/null 2>&1 || [ ! -x /usr/lib/cni/bridge ]; then
     step "installing Debian's containerd, runc, containernetworking-plugins, iptables, nftables, ipset, busybox-static, buildah, mmdebstrap"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      containerd runc containernetworking-plugins iptables nftables ipset busybox-static buildah \
-      mmdebstrap >/dev/null
+    apt_install --no-install-recommends containerd runc containernetworking-plugins iptables \
+      nftables ipset busybox-static buildah mmdebstrap
     break
   fi
 done
-if ! python3 -c 'import agentchain, kopf, pytest, githubkit, jwt, selenium, anthropic, openai, google.genai, mcp, schemathesis, opentelemetry.sdk' 2>/dev/null; then
+# This clone's package, editable, with its test tools: installed when missing, or when
+# the installed one is another checkout's (a new clone on a used machine).
+if ! python3 -c '
+import pathlib, sys
+import agentchain, kopf, pytest, githubkit, jwt, selenium, anthropic, openai, google.genai, mcp, schemathesis, opentelemetry.sdk, mypy, ruff, importlinter
+sys.exit(not pathlib.Path(agentchain.__file__).resolve().is_relative_to(pathlib.Path("operator").resolve()))
+' 2>/dev/null; then
   step "pip install -e '.[test]'"
   python3 -m pip install -q -e '.[test]'
 fi
-step "control-plane binaries (built on the first run, as README says; cached afterwards)"
-bash e2e/controlplane/build-binaries.sh all >/dev/null
-bash e2e/controlplane/build-binaries.sh helm >/dev/null
-step "the OpenTelemetry Collector the traces tests export to (built once, cached by version)"
-bash e2e/controlplane/build-binaries.sh otelcol >/dev/null
-
 # GitHub's example webhook payloads (@octokit/webhooks-examples, pinned): every one
 # must be answered 2xx by the webhook (tests/unit/web/test_octokit_examples.py).
 # Kept outside the clone, by version; npm from Debian if the machine has none.
@@ -128,3 +155,20 @@ exec \"$node\" \"$gemini_dir/package/bundle/gemini.js\" \"\$@\""
 else
   step "no pinned agent CLIs for $(uname -m): the runner's CLI tests will skip"
 fi
+
+# The images a test lane imports (`make test`, as root, on the real node), while there is
+# a network; e2e/lanes.sh finds them cached.
+if [ "$lanes" = 1 ] && [ "$(id -u)" = 0 ] && [ -z "${AGENTCHAIN_E2E_KUBECONFIG:-}" ]; then
+  prebuild=()
+  if [ "${REALNODE:-1}" = 1 ]; then prebuild=(--realnode); fi
+  step "the images the test lanes import (built on the first run, then cached by their inputs)"
+  python3 -m e2e.controlplane.realnode_lanes prebuild "${prebuild[@]}"
+fi
+
+if ! wait "$build_pid"; then
+  step "a Go build failed; its output ($build_log) ends:"
+  tail -n 60 "$build_log" >&2
+  exit 1
+fi
+trap - EXIT
+rm -f "$build_log"
