@@ -8,8 +8,9 @@
 # so the wrapper pins each staging module to the matching v0.x.y release.
 #
 # `node` builds what the real node needs beside Debian's containerd (realnode.py):
-# kubelet and kube-proxy from the same pinned Kubernetes version (their own directory,
-# so the control plane's cache stays valid without them) and CoreDNS.
+# kubelet and kube-proxy from the same pinned Kubernetes version (`kubelet`: their own
+# directory, so the control plane's cache stays valid without them) and CoreDNS
+# (`coredns`).
 # `netpol` builds kube-router, which the real node runs in firewall-only mode as its
 # NetworkPolicy engine (realnode_policy.py).
 # `otelcol` builds the OpenTelemetry Collector the traces tests export to (otelcol/).
@@ -17,6 +18,9 @@
 # Output: $AGENTCHAIN_CACHE/bin/<component>-<version>/ (default ~/.cache/agentchain).
 # A present binary that reports the expected version is reused: builds happen
 # once per machine.  Prints the bin directory on the last line of stdout.
+# Each component builds under a lock of its own, so two builds of one component
+# (concurrent test sessions) never clobber each other's half-built output, while
+# different components build at once (setup.sh runs two sequences side by side).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,14 +32,7 @@ export GOPATH="${GOPATH:-$HOME/go}"
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
 
-# One build at a time per cache: concurrent test sessions must not clobber each
-# other's half-built output.
 mkdir -p "$cache"
-exec 9>"$cache/.build.lock"
-if ! flock -n 9; then
-  log "another build holds $cache/.build.lock; waiting for it"
-  flock 9
-fi
 
 # Never pipe a binary into `grep -q`: grep exits at the first match, the binary
 # gets SIGPIPE, and pipefail turns a correct version into a failed check.
@@ -52,7 +49,7 @@ kube_router_dir="$cache/bin/kube-router-$KUBE_ROUTER_VERSION"
 otelcol_key="$(cat "$here/otelcol/main.go" "$here/otelcol/go.mod" | sha256sum | cut -c1-12)"
 otelcol_dir="$cache/bin/otelcol-$OTELCOL_VERSION-$otelcol_key"
 
-k8s_ok() {
+kubernetes_ok() {
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
     [[ -x "$k8s_dir/$b" ]] || return 1
     has_version "Kubernetes $KUBERNETES_VERSION" "$k8s_dir/$b" --version || return 1
@@ -60,7 +57,7 @@ k8s_ok() {
   [[ -x "$k8s_dir/kubectl" ]] && has_version "$KUBERNETES_VERSION" "$k8s_dir/kubectl" version --client
 }
 
-node_ok() {
+kubelet_ok() {
   for b in kubelet kube-proxy; do
     [[ -x "$node_dir/$b" ]] || return 1
     has_version "Kubernetes $KUBERNETES_VERSION" "$node_dir/$b" --version || return 1
@@ -129,7 +126,7 @@ build_kubernetes() {
   build_k8s_commands "$k8s_dir" kube-apiserver kube-controller-manager kube-scheduler kubectl
 }
 
-build_node() {
+build_kubelet() {
   build_k8s_commands "$node_dir" kubelet kube-proxy
 }
 
@@ -207,32 +204,40 @@ build_helm() {
   rm -rf "$work"
 }
 
+# ensure NAME WHAT DIR: NAME's binaries in DIR (NAME_ok says they report the pinned
+# version), built by build_NAME unless present, under NAME's own lock.
+ensure() {
+  local name=$1 what=$2 dir=$3
+  (
+    exec 9>"$cache/.build-$name.lock"
+    if ! flock -n 9; then
+      log "another build of $what holds $cache/.build-$name.lock; waiting for it"
+      flock 9
+    fi
+    if "${name}_ok"; then log "$what cached in $dir"; exit 0; fi
+    "build_$name"
+    "${name}_ok" || { log "the $what build does not report that version"; exit 1; }
+  )
+}
+
 want="${1:-all}"
-if [[ "$want" == all || "$want" == etcd ]]; then
-  if etcd_ok; then log "etcd $ETCD_VERSION cached in $etcd_dir"; else build_etcd; etcd_ok || { log "etcd build did not report $ETCD_VERSION"; exit 1; }; fi
-fi
-if [[ "$want" == all || "$want" == kubernetes ]]; then
-  if k8s_ok; then log "Kubernetes $KUBERNETES_VERSION cached in $k8s_dir"; else build_kubernetes; k8s_ok || { log "Kubernetes build did not report $KUBERNETES_VERSION"; exit 1; }; fi
-fi
-if [[ "$want" == helm ]]; then
-  if helm_ok; then log "helm $HELM_VERSION cached in $helm_dir"; else build_helm; helm_ok || { log "helm build did not report $HELM_VERSION"; exit 1; }; fi
-fi
-if [[ "$want" == node ]]; then
-  if node_ok; then log "kubelet, kube-proxy $KUBERNETES_VERSION cached in $node_dir"; else build_node; node_ok || { log "kubelet/kube-proxy build did not report $KUBERNETES_VERSION"; exit 1; }; fi
-  if coredns_ok; then log "CoreDNS $COREDNS_VERSION cached in $coredns_dir"; else build_coredns; coredns_ok || { log "CoreDNS build did not report $COREDNS_VERSION"; exit 1; }; fi
-  # The node's own line: its callers (realnode.py) read the last line.
-  echo "$node_dir:$coredns_dir"
-  exit 0
-fi
-if [[ "$want" == otelcol ]]; then
-  if otelcol_ok; then log "otelcol $OTELCOL_VERSION cached in $otelcol_dir"; else build_otelcol; otelcol_ok || { log "otelcol build did not report $OTELCOL_VERSION"; exit 1; }; fi
-  echo "$otelcol_dir"
-  exit 0
-fi
-if [[ "$want" == netpol ]]; then
-  if kube_router_ok; then log "kube-router $KUBE_ROUTER_VERSION cached in $kube_router_dir"; else build_kube_router; kube_router_ok || { log "kube-router build did not report $KUBE_ROUTER_VERSION"; exit 1; }; fi
+case "$want" in
+  all)
+    ensure etcd "etcd $ETCD_VERSION" "$etcd_dir"
+    ensure kubernetes "Kubernetes $KUBERNETES_VERSION" "$k8s_dir"
+    echo "$k8s_dir:$etcd_dir:$helm_dir" ;;
+  etcd) ensure etcd "etcd $ETCD_VERSION" "$etcd_dir"; echo "$k8s_dir:$etcd_dir:$helm_dir" ;;
+  kubernetes) ensure kubernetes "Kubernetes $KUBERNETES_VERSION" "$k8s_dir"; echo "$k8s_dir:$etcd_dir:$helm_dir" ;;
+  helm) ensure helm "helm $HELM_VERSION" "$helm_dir"; echo "$k8s_dir:$etcd_dir:$helm_dir" ;;
+  node)
+    ensure kubelet "kubelet, kube-proxy $KUBERNETES_VERSION" "$node_dir"
+    ensure coredns "CoreDNS $COREDNS_VERSION" "$coredns_dir"
+    # The node's own line: its callers (realnode.py) read the last line.
+    echo "$node_dir:$coredns_dir" ;;
+  kubelet) ensure kubelet "kubelet, kube-proxy $KUBERNETES_VERSION" "$node_dir"; echo "$node_dir" ;;
+  coredns) ensure coredns "CoreDNS $COREDNS_VERSION" "$coredns_dir"; echo "$coredns_dir" ;;
+  otelcol) ensure otelcol "otelcol $OTELCOL_VERSION" "$otelcol_dir"; echo "$otelcol_dir" ;;
   # The policy engine's own line: realnode_policy.py reads the last line.
-  echo "$kube_router_dir"
-  exit 0
-fi
-echo "$k8s_dir:$etcd_dir:$helm_dir"
+  netpol) ensure kube_router "kube-router $KUBE_ROUTER_VERSION" "$kube_router_dir"; echo "$kube_router_dir" ;;
+  *) log "unknown target $want (all, etcd, kubernetes, helm, node, kubelet, coredns, otelcol, netpol)"; exit 2 ;;
+esac
