@@ -21,26 +21,19 @@ step() { printf '[setup] %s\n' "$*" >&2; }
 lanes=0
 if [ "${1:-}" = --lanes ]; then lanes=1; fi
 
-# Two sequences side by side: one build's module downloads and single-threaded links
-# leave the cores to the other's compiles. The control plane and the kubelet share most
-# packages (one Go build cache), so they are one sequence.
-sequences=("all" "helm otelcol")
-if [ "$lanes" = 1 ]; then sequences=("all kubelet" "helm otelcol coredns netpol"); fi
+builds=(all helm otelcol)
+if [ "$lanes" = 1 ]; then builds+=(node netpol); fi
 build_log=$(mktemp -t agentchain-build-binaries.XXXXXX.log)
-step "Go binaries (${sequences[*]}): built on the first run beside the steps below, cached afterwards"
-build_pids=()
-for sequence in "${sequences[@]}"; do
-  # In a session of its own, so that leaving early (a failed step below) stops every go
-  # build in it; its exit status is the builds', not the filter's.
-  # shellcheck disable=SC2086 # a sequence is a list of targets
-  setsid bash -c '
-    log=$1; shift
-    { for what in "$@"; do bash e2e/controlplane/build-binaries.sh "$what" >/dev/null || exit 1; done; } 2>&1 |
-      tee -a "$log" | grep --line-buffered "^\[build-binaries\]" >&2
-    exit "${PIPESTATUS[0]}"' build-binaries "$build_log" $sequence &
-  build_pids+=("$!")
-done
-trap 'for pid in "${build_pids[@]}"; do kill -- -"$pid" 2>/dev/null || true; done' EXIT
+step "Go binaries (${builds[*]}): built on the first run beside the steps below, cached afterwards"
+# In a session of its own, so that leaving early (a failed step below) stops every go
+# build in it; its exit status is the builds', not the filter's.
+setsid bash -c '
+  log=$1; shift
+  { for what in "$@"; do bash e2e/controlplane/build-binaries.sh "$what" >/dev/null || exit 1; done; } 2>&1 |
+    tee "$log" | grep --line-buffered "^\[build-binaries\]" >&2
+  exit "${PIPESTATUS[0]}"' build-binaries "$build_log" "${builds[@]}" &
+build_pid=$!
+trap 'kill -- -"$build_pid" 2>/dev/null || true' EXIT
 
 apt_updated=0
 apt_install() {
@@ -172,10 +165,8 @@ if [ "$lanes" = 1 ] && [ "$(id -u)" = 0 ] && [ -z "${AGENTCHAIN_E2E_KUBECONFIG:-
   python3 -m e2e.controlplane.realnode_lanes prebuild "${prebuild[@]}"
 fi
 
-failed=0
-for pid in "${build_pids[@]}"; do wait "$pid" || failed=1; done
-if [ "$failed" = 1 ]; then
-  step "a Go build failed; the builds' output ($build_log) ends:"
+if ! wait "$build_pid"; then
+  step "a Go build failed; its output ($build_log) ends:"
   tail -n 60 "$build_log" >&2
   exit 1
 fi

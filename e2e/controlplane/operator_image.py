@@ -511,6 +511,39 @@ def _wheelhouse(context: Path, wheels: Path) -> Path:
     return wheels
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """What an image is built from, read once (the build gets the very bytes its key was
+    computed from, even if a file is edited while it runs), and that key."""
+
+    dockerfile: str
+    contents: dict[str, bytes]
+    bases: list[str]
+    stand_in: str
+    args: dict[str, str]
+    key: str
+
+    @classmethod
+    def of(cls, root: Path, dockerfile: str, build_args: Mapping[str, str] | None) -> Recipe:
+        text = (root / dockerfile).read_text()
+        own_ignore = root / f"{dockerfile}.dockerignore"
+        dockerignore = own_ignore if own_ignore.is_file() else root / ".dockerignore"
+        rules = ignore_rules(dockerignore.read_text()) if dockerignore.is_file() else []
+        contents = {path: (root / path).read_bytes() for path in context_files(root, rules)}
+        bases = base_images(text)
+        if any(b != STAND_IN for b in bases):
+            raise BuildError(f"{dockerfile} builds FROM {bases}; only {STAND_IN} has a stand-in")
+        stand_in = base_key(host_python())
+        args = dict(build_args or {})
+        key = cache_key([
+            ("recipe", BUILD_RECIPE.encode()), ("Dockerfile", text.encode()),
+            ("base", stand_in.encode()),
+            *((f"build-arg/{arg}", value.encode()) for arg, value in sorted(args.items())),
+            *((f"context/{path}", data) for path, data in contents.items()),
+        ])  # fmt: skip
+        return cls(text, contents, bases, stand_in, args, key)
+
+
 def build(
     root: Path, dockerfile: str = "Dockerfile", name: str = IMAGE_NAME, *,
     trust_host_ca: bool = False, archives: Path | None = None,
@@ -529,36 +562,31 @@ def build(
     are the Dockerfile's ``ARG`` values (``--build-arg``), part of the key: one
     Dockerfile builds each reference agent image, told which runtime."""
     started = time.monotonic()
-    dockerfile_text = (root / dockerfile).read_text()
-    own_ignore = root / f"{dockerfile}.dockerignore"
-    dockerignore = own_ignore if own_ignore.is_file() else root / ".dockerignore"
-    rules = ignore_rules(dockerignore.read_text()) if dockerignore.is_file() else []
-    # Read once: the build gets the very bytes the key was computed from, even if a
-    # file is edited while it runs.
-    contents = {path: (root / path).read_bytes() for path in context_files(root, rules)}
+    recipe = Recipe.of(root, dockerfile, build_args)
+    key = recipe.key
     store = cache_root() / "buildah"
-    bases = base_images(dockerfile_text)
-    if any(b != STAND_IN for b in bases):
-        raise BuildError(f"{dockerfile} builds FROM {bases}; only {STAND_IN} has a stand-in")
-    stand_in = base_key(host_python())
-    args = dict(build_args or {})
-    key = cache_key([
-        ("recipe", BUILD_RECIPE.encode()), ("Dockerfile", dockerfile_text.encode()),
-        ("base", stand_in.encode()),
-        *((f"build-arg/{arg}", value.encode()) for arg, value in sorted(args.items())),
-        *((f"context/{path}", data) for path, data in contents.items()),
-    ])  # fmt: skip
     ref = f"{REGISTRY}/{name}:{key}"
     directory = archives or realnode_images.cache_dir()
     archive = directory / f"{name}-{key}.tar"
     if archive.is_file():
         os.utime(archive)  # in use: see ``stale_archives``
         return Built(ref, archive, time.monotonic() - started, cached=True)
+    built = realnode_images.cache_dir() / archive.name
+    if archives is not None and built.is_file():  # The same image, built for the node.
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = archive.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        try:  # Linked: each directory deletes its own stale names, never the other's.
+            os.link(built, partial)
+        except OSError:  # Another file system.
+            shutil.copyfile(built, partial)
+        partial.rename(archive)
+        return Built(ref, archive, time.monotonic() - started, cached=True)
     _require("buildah")
     store.mkdir(parents=True, exist_ok=True)
     directory.mkdir(parents=True, exist_ok=True)
     buildah = Buildah(store)
-    base_image(buildah, [t for b in bases for t in _qualified(b)], stand_in)
+    base_image(buildah, [t for b in recipe.bases for t in _qualified(b)], recipe.stand_in)
     ca_bundle = Path(os.environ.get("SSL_CERT_FILE") or IMAGE_CA_BUNDLE)
     if trust_host_ca and not ca_bundle.is_file():
         raise BuildError(f"no CA bundle at {ca_bundle} to trust during the build")
@@ -566,17 +594,17 @@ def build(
     log = store / ("last-build.log" if name == IMAGE_NAME else f"last-build-{name}.log")
     with tempfile.TemporaryDirectory(dir=store) as scratch:
         context = Path(scratch) / "context"
-        for path, data in contents.items():
+        for path, data in recipe.contents.items():
             (context / path).parent.mkdir(parents=True, exist_ok=True)
             (context / path).write_bytes(data)
-        (context / "Dockerfile").write_text(dockerfile_text)
+        (context / "Dockerfile").write_text(recipe.dockerfile)
         home = _build_home(Path(scratch) / "home")
         wheels = _wheelhouse(context, store / "wheels")
         buildah.logged(
             log,
             "bud", "--layers", "--pull=never", "--network=host", "--isolation=chroot",
             "--volume", f"{home}:/root", "--volume", f"{wheels}:/root/wheels:ro", *trust,
-            *(f"--build-arg={arg}={value}" for arg, value in sorted(args.items())),
+            *(f"--build-arg={arg}={value}" for arg, value in sorted(recipe.args.items())),
             "--tag", ref, "--file", str(context / "Dockerfile"), str(context),
         )  # fmt: skip
         partial = archive.with_suffix(".partial")

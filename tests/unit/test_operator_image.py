@@ -1,11 +1,14 @@
-"""The pure parts of the local image build (``e2e/controlplane/operator_image.py``): which
-base images a Dockerfile needs, which files ``.dockerignore`` lets into the context, and
-the cache key that decides whether a build is reused."""
+"""The local image build (``e2e/controlplane/operator_image.py``) without buildah: which
+base images a Dockerfile needs, which files ``.dockerignore`` lets into the context, the
+cache key that decides whether a build is reused, and an image built for the node reused
+in another directory instead of built again."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from e2e.controlplane import operator_image, realnode_images
 from e2e.controlplane.operator_image import (
     base_images,
     cache_key,
@@ -67,3 +70,35 @@ def test_cache_key_changes_with_any_input_and_not_otherwise() -> None:
     assert cache_key(parts[:1]) != key
     # Moving bytes between a name and its content is a different input set.
     assert cache_key([("ab", b"c")]) != cache_key([("a", b"bc")])
+
+
+def test_an_image_already_built_for_the_node_is_linked_into_another_directory_not_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "repo"
+    (root / "operator").mkdir(parents=True)
+    (root / "Dockerfile").write_text("FROM python:3.11-slim\nCOPY operator/ /src/\n")
+    (root / "operator" / "a.py").write_text("print(1)\n")
+    monkeypatch.setenv("AGENTCHAIN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(operator_image, "base_key", lambda prefix: "stand-in")
+    monkeypatch.setattr(operator_image, "host_python", lambda: tmp_path)
+
+    def no_buildah(*tools: str) -> None:
+        raise AssertionError("buildah would run")
+
+    monkeypatch.setattr(operator_image, "_require", no_buildah)
+    key = operator_image.Recipe.of(root, "Dockerfile", None).key
+    node = realnode_images.cache_dir() / f"{operator_image.IMAGE_NAME}-{key}.tar"
+    node.parent.mkdir(parents=True)
+    node.write_bytes(b"an OCI archive")
+
+    built = operator_image.build(root, archives=tmp_path / "agents")
+
+    assert built.cached
+    assert built.archive == tmp_path / "agents" / node.name
+    assert built.archive.read_bytes() == b"an OCI archive"
+    assert not list((tmp_path / "agents").glob("*.partial"))
+    # Unbuilt anywhere: buildah, as before.
+    (root / "operator" / "a.py").write_text("print(2)\n")
+    with pytest.raises(AssertionError, match="buildah would run"):
+        operator_image.build(root, archives=tmp_path / "agents")
