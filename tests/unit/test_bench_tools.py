@@ -233,3 +233,19 @@ def test_the_start_rows_split_each_run_where_its_pod_appeared() -> None:
     # The node's share: total less the part up to the pod, run by run.
     assert node_side.figure == pytest.approx(400.0) and node_side.baseline == pytest.approx(250.0)
     assert to_pod.target is None and node_side.target is None
+
+
+def test_each_hop_agent_first_sleeps_a_random_part_of_a_second() -> None:
+    # Its end then falls at any phase of the kubelet's once-a-second relist, on the
+    # operator's side and the floor's alike (bench_hop_latency's docstring says why).
+    script = bench_hop_latency.agent_command(0.3)[2]
+    assert script.startswith(bench_hop_latency.JITTER + " && ")
+    assert script.endswith('echo "exited-at $(date +%s.%N)"')
+    shown = bench_hop_latency.JITTER.replace("sleep", "echo", 1)
+    values = [
+        subprocess.run(["sh", "-c", shown], capture_output=True, text=True, check=True).stdout
+        for _ in range(20)
+    ]
+    assert all(v.startswith("0.") and len(v.strip()) == 5 for v in values), values
+    assert len(set(values)) > 1
+
