@@ -248,4 +248,3 @@ def test_each_hop_agent_first_sleeps_a_random_part_of_a_second() -> None:
     ]
     assert all(v.startswith("0.") and len(v.strip()) == 5 for v in values), values
     assert len(set(values)) > 1
-
