@@ -16,9 +16,9 @@ once a second, so up to a second after the exit, and most of a hop is that wait.
 a fixed run time, a chain's pods would start, and so end, at the same phase of the
 relist every time, and a pod that starts slower (the operator's take a Secret) would
 end just after a relist instead of just before it: measured so, the operator's hops
-were 0.9 s against the floor's 0.3 s while the operator acted 40 ms after the report.
-So each agent first sleeps a random part of a second, spreading its end over the
-relist period on both sides. A second figure (information) is what the controller
+were 0.9 s against the floor's 0.3 s, while the operator had the child's Job 25 ms
+after the report. So each agent first sleeps a random part of a second, spreading its
+end over the relist period on both sides. A second figure (information) is what the controller
 adds alone: from the first event on the same watch whose container state is
 ``terminated`` (the kubelet's report) to the child pod's creation.
 
