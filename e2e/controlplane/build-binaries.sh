@@ -20,7 +20,7 @@
 # once per machine.  Prints the bin directory on the last line of stdout.
 # Each component builds under a lock of its own, so two builds of one component
 # (concurrent test sessions) never clobber each other's half-built output, while
-# different components build at once (setup.sh runs two sequences side by side).
+# different components may build at once (a demo and a test run starting together).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
