@@ -98,7 +98,7 @@ def test_an_image_already_built_for_the_node_is_linked_into_another_directory_no
     assert built.archive == tmp_path / "agents" / node.name
     assert built.archive.read_bytes() == b"an OCI archive"
     assert not list((tmp_path / "agents").glob("*.partial"))
-    # Unbuilt anywhere: buildah, as before.
+    # An image built nowhere yet goes to buildah.
     (root / "operator" / "a.py").write_text("print(2)\n")
     with pytest.raises(AssertionError, match="buildah would run"):
         operator_image.build(root, archives=tmp_path / "agents")
