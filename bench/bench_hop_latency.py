@@ -72,7 +72,6 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
-from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import ProtocolError
 
 # Run as a script from anywhere: the cluster harness lives in the repository's e2e/.
@@ -173,38 +172,7 @@ def baseline_job(
     if secret is not None:
         labels[SECRET_LABEL] = "1"
     job = chaining.bare_job(f"{chain}-{hop}", image, command or agent_command(sleep), labels)
-    if secret is not None:
-        pod_spec = job["spec"]["template"]["spec"]
-        (container,) = pod_spec["containers"]
-        container["env"] = [
-            {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
-            for name, key in (("AGENT_PROMPT", "prompt"), ("AGENT_TOKEN", "token"))
-        ]
-        container["volumeMounts"] = [{"name": "prompt", "mountPath": "/prompt", "readOnly": True}]
-        items = [{"key": "prompt", "path": "prompt"}]
-        volume = {"secretName": secret, "items": items, "defaultMode": 0o444}
-        pod_spec["volumes"] = [{"name": "prompt", "secret": volume}]
-    return job
-
-
-def baseline_secret(name: str) -> Obj:
-    """A floor job's Secret: a prompt and a token, as the operator writes for each job."""
-    data = {"prompt": "bench", "token": secrets.token_urlsafe(32)}
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}
-
-
-def create_floor_job(core: Any, batch: Any, namespace: str, job: Obj) -> None:
-    """The job's Secret first (when its pod takes one), then the Job, each at most once:
-    ``AlreadyExists`` is a later event for the same pod, or this bench's own create."""
-    volumes = job["spec"]["template"]["spec"].get("volumes") or []
-    creates = [(core.create_namespaced_secret, baseline_secret(v["secret"]["secretName"]))
-               for v in volumes] + [(batch.create_namespaced_job, job)]  # fmt: skip
-    for create, body in creates:
-        try:
-            create(namespace, body)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
+    return harness.with_secret(job, secret) if secret is not None else job
 
 
 def _ended(pod: Any) -> bool:
@@ -242,7 +210,7 @@ def baseline_worker(
             chain = pod.metadata.labels[CHAIN_LABEL]
             secret = f"{chain}-{hop + 1}" if SECRET_LABEL in pod.metadata.labels else None
             body = baseline_job(chain, hop + 1, sleep, image, command, secret=secret)
-            create_floor_job(core, batch, namespace, body)
+            harness.create_floor_job(core, batch, namespace, body)
 
 
 # --- measuring --------------------------------------------------------------------------

@@ -54,7 +54,6 @@ from bench.bench_hop_latency import (
     _ended,
     agent_image,
     baseline_job,
-    create_floor_job,
 )
 from bench.node import bench_cluster
 from bench.table import Row, emit
@@ -160,7 +159,7 @@ class Bench:
             chain = f"{prefix}-{i:03d}"
             secret = f"{chain}-0" if with_secret else None
             job = baseline_job(chain, 0, 0, self.image, COMMAND, secret=secret)
-            create_floor_job(self.core, self.batch, self.namespace, job)
+            harness.create_floor_job(self.core, self.batch, self.namespace, job)
         jobs = self.chains * len(AGENTS)
         done = functools.partial(self._pods_ended, prefix[:2])
         return _drain(done, jobs * (round_ + 1), jobs, pid, begun, self.workdir)

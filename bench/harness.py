@@ -10,6 +10,8 @@
 * :class:`ProcSample` reads a process's RSS, peak RSS and CPU time from ``/proc``;
   :func:`platform_cpu` the CPU time of every component of a local control plane and
   its real node.
+* :func:`with_secret`, :func:`create_floor_job`: a floor's Job whose pod takes a Secret
+  as the operator's pods take theirs, so a floor can pay what a Secret costs the node.
 * :func:`percentile`: the nearest-rank percentile the latency rows report.
 """
 
@@ -20,6 +22,7 @@ import datetime
 import json
 import math
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +31,7 @@ from typing import Any, TextIO
 import yaml
 from e2e.controlplane import knobs
 from e2e.controlplane.cluster import ClusterInfo
+from kubernetes.client.exceptions import ApiException
 
 OPERATOR_USER = "system:serviceaccount:agentchain-system:agentchain-operator"
 FLOOR_NAMESPACE = "agentchain-bench"
@@ -82,6 +86,43 @@ def identity(info: ClusterInfo, name: str, rules: list[dict[str, Any]], path: Pa
     path.write_text(yaml.safe_dump(config))
     path.chmod(0o600)
     return f"system:serviceaccount:{FLOOR_NAMESPACE}:{name}"
+
+
+def with_secret(job: dict[str, Any], secret: str) -> dict[str, Any]:
+    """``job`` (a batch Job of one container), its pod taking Secret ``secret`` as the
+    operator's pods take theirs (one key as a read-only file, two as ``secretKeyRef``
+    variables: ``hop/rules/jobspec``)."""
+    pod_spec = job["spec"]["template"]["spec"]
+    (container,) = pod_spec["containers"]
+    container["env"] = [
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+        for name, key in (("AGENT_PROMPT", "prompt"), ("AGENT_TOKEN", "token"))
+    ]
+    container["volumeMounts"] = [{"name": "prompt", "mountPath": "/prompt", "readOnly": True}]
+    items = [{"key": "prompt", "path": "prompt"}]
+    volume = {"secretName": secret, "items": items, "defaultMode": 0o444}
+    pod_spec["volumes"] = [{"name": "prompt", "secret": volume}]
+    return job
+
+
+def floor_secret(name: str) -> dict[str, Any]:
+    """A floor job's Secret: a prompt and a token, as the operator writes for each job."""
+    data = {"prompt": "bench", "token": secrets.token_urlsafe(32)}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "stringData": data}
+
+
+def create_floor_job(core: Any, batch: Any, namespace: str, job: dict[str, Any]) -> None:
+    """The job's Secret first (when its pod takes one), then the Job, each at most once:
+    ``AlreadyExists`` is a later event for the same pod, or this bench's own create."""
+    volumes = job["spec"]["template"]["spec"].get("volumes") or []
+    creates = [(core.create_namespaced_secret, floor_secret(v["secret"]["secretName"]))
+               for v in volumes] + [(batch.create_namespaced_job, job)]  # fmt: skip
+    for create, body in creates:
+        try:
+            create(namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
 
 
 def audit_enabled() -> None:

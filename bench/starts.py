@@ -19,6 +19,12 @@ engine's reaction and its batch Job, token Secret and status writes. Deliveries 
 Jobs alternate, one at a time, after one warm-up each, so the machine's load weighs on
 both alike.
 
+A third side, in the same turns: the bare Job whose pod takes a Secret as the operator's
+do (``harness.with_secret``: the bench creates the Secret, then the Job). The product
+gives every job a Secret (its token, and the prompt as a file), and the node's cost of
+that Secret is most of the gap to the bare Job; the rows against this side, without
+targets, say what the operator adds beyond it.
+
 Each run is split where the pod appears (its first event on a pod watch the bench holds
 open, ``arrivals``): up to the pod is the control path (agentchain's part, then the Job
 controller's), after it the node's (sandbox, volumes, container). Their p50s are rows of
@@ -35,7 +41,7 @@ from typing import Any, Protocol
 
 from e2e import chaining, delivering, operating
 
-from bench.harness import percentile
+from bench.harness import create_floor_job, percentile, with_secret
 from bench.table import Row, emit
 
 GROUP, VERSION = "labrats.work", "v1alpha1"
@@ -92,6 +98,9 @@ class Starts:
     # Each run's share up to its pod's first watch event (the rest is the node's).
     delivered_to_pod: list[float] = field(default_factory=list)
     bare_to_pod: list[float] = field(default_factory=list)
+    # The bare Job whose pod takes a Secret (the Secret's create first, then the Job's).
+    secret: list[float] = field(default_factory=list)
+    secret_to_pod: list[float] = field(default_factory=list)
 
 
 class Arrivals(Protocol):
@@ -152,6 +161,13 @@ class StartBench:
         self.batch.create_namespaced_job(self.namespace, bare_job(name, self.image))
         return self._started(f"{START_LABEL}={name}", sent)
 
+    def bare_with_secret(self, name: str) -> tuple[float, float]:
+        """The same with a Secret of its own, created first, as the operator does."""
+        job = with_secret(bare_job(name, self.image), name)
+        sent = time.time()
+        create_floor_job(self.core, self.batch, self.namespace, job)
+        return self._started(f"{START_LABEL}={name}", sent)
+
     def _started(self, selector: str, sent: float) -> tuple[float, float]:
         pod = _wait(lambda: self._ended(selector), f"the ended pod {selector}")
         log = self.core.read_namespaced_pod_log(pod.metadata.name, self.namespace)
@@ -172,6 +188,7 @@ def measure(bench: StartBench, runs: int, say: Callable[[str], None]) -> Starts:
     bench.prepare()
     bench.delivered()
     bench.bare("start-warm-up")
+    bench.bare_with_secret("start-secret-warm-up")
     starts = Starts()
     for i in range(runs):
         total, to_pod = bench.delivered()
@@ -180,9 +197,13 @@ def measure(bench: StartBench, runs: int, say: Callable[[str], None]) -> Starts:
         bare_total, bare_to_pod = bench.bare(f"start-{i:03d}")
         starts.bare.append(bare_total)
         starts.bare_to_pod.append(bare_to_pod)
+        secret_total, secret_to_pod = bench.bare_with_secret(f"start-secret-{i:03d}")
+        starts.secret.append(secret_total)
+        starts.secret_to_pod.append(secret_to_pod)
         say(
             f"start {i + 1}/{runs}: delivery {total * 1e3:.0f}ms (pod at {to_pod * 1e3:.0f}) "
-            f"bare Job {bare_total * 1e3:.0f}ms (pod at {bare_to_pod * 1e3:.0f})"
+            f"bare Job {bare_total * 1e3:.0f}ms (pod at {bare_to_pod * 1e3:.0f}) "
+            f"with a Secret {secret_total * 1e3:.0f}ms (pod at {secret_to_pod * 1e3:.0f})"
         )
     return starts
 
@@ -227,6 +248,30 @@ def rows(starts: Starts) -> list[Row]:
                 "output (the operator's pods take a Secret, the bare Job's none)",
             )
         )
+    if starts.secret:
+        for q in (0.5, 0.95):
+            made.append(
+                Row(
+                    f"{NAME}, against a Job with a Secret, p{round(q * 100)}",
+                    percentile(starts.delivered, q) * 1e3,
+                    "ms",
+                    baseline=percentile(starts.secret, q) * 1e3,
+                    note="baseline: a Secret and a batch Job created -> the container's first "
+                    "output, its pod taking the Secret as the operator's do",
+                )
+            )
+        if starts.secret_to_pod and starts.delivered_to_pod:
+            node = [t - p for t, p in zip(starts.delivered, starts.delivered_to_pod, strict=True)]
+            secret_node = [t - p for t, p in zip(starts.secret, starts.secret_to_pod, strict=True)]
+            made.append(
+                Row(
+                    f"{NAME}: pod to started, against a Job with a Secret, p50",
+                    percentile(node, 0.5) * 1e3,
+                    "ms",
+                    baseline=percentile(secret_node, 0.5) * 1e3,
+                    note="the node's path, both pods taking a Secret",
+                )
+            )
     return made
 
 

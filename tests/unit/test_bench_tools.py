@@ -216,7 +216,7 @@ def test_the_floor_with_a_secret_takes_it_as_the_operators_jobs_take_theirs() ->
     assert _secret_use(floor, "fs0-001-0") == _secret_use(ours, "op0-001-s") == (2, [1], [True])
     labels = floor["spec"]["template"]["metadata"]["labels"]
     assert labels[bench_hop_latency.SECRET_LABEL] == "1"  # The worker passes it on.
-    secret = bench_hop_latency.baseline_secret("fs0-001-0")
+    secret = harness.floor_secret("fs0-001-0")
     assert set(secret["stringData"]) == {"prompt", "token"}
     bare = bench_hop_latency.baseline_job("fl0-001", 0, 0, "img", ["true"])
     assert "volumes" not in bare["spec"]["template"]["spec"]
@@ -233,6 +233,26 @@ def test_the_start_rows_split_each_run_where_its_pod_appeared() -> None:
     # The node's share: total less the part up to the pod, run by run.
     assert node_side.figure == pytest.approx(400.0) and node_side.baseline == pytest.approx(250.0)
     assert to_pod.target is None and node_side.target is None
+
+
+def test_the_start_rows_against_a_job_with_a_secret_are_information() -> None:
+    timed = starts.Starts(
+        delivered=[0.8, 0.9, 1.0], bare=[0.3, 0.35, 0.4],
+        delivered_to_pod=[0.5, 0.5, 0.6], bare_to_pod=[0.1, 0.1, 0.1],
+        secret=[0.6, 0.7, 0.75], secret_to_pod=[0.2, 0.2, 0.2],
+    )  # fmt: skip
+    p50, p95, _, _, secret_p50, secret_p95, secret_node = starts.rows(timed)
+    assert p50.baseline == pytest.approx(350.0) and p95.baseline == pytest.approx(400.0)
+    assert secret_p50.figure == p50.figure and secret_p50.baseline == pytest.approx(700.0)
+    assert secret_p95.baseline == pytest.approx(750.0)
+    assert secret_node.figure == pytest.approx(400.0)
+    assert secret_node.baseline == pytest.approx(500.0)
+    assert {r.target for r in (secret_p50, secret_p95, secret_node)} == {None}
+
+
+def test_the_start_bench_s_job_with_a_secret_takes_it_as_the_operator_s_pods_do() -> None:
+    job = harness.with_secret(starts.bare_job("start-secret-001", "img"), "start-secret-001")
+    assert _secret_use(job, "start-secret-001") == (2, [1], [True])
 
 
 def test_each_hop_agent_first_sleeps_a_random_part_of_a_second() -> None:
