@@ -35,9 +35,15 @@ class OperatorKeys:
         if not raw or not all(raw):
             raise ValueError("at least one non-empty operator key is required")
         self._keys: tuple[bytes, ...] = tuple(raw)
+        # Derived once per purpose: a webhook delivery seals with two of them.
+        self._derived: dict[bytes, tuple[bytes, ...]] = {}
 
     def subkeys(self, purpose: bytes) -> tuple[bytes, ...]:
-        return tuple(hmac.new(key, purpose, hashlib.sha256).digest() for key in self._keys)
+        derived = self._derived.get(purpose)
+        if derived is None:
+            derived = tuple(hmac.new(key, purpose, hashlib.sha256).digest() for key in self._keys)
+            self._derived[purpose] = derived
+        return derived
 
 
 def mac(key: bytes, *parts: bytes) -> str:
