@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from agentchain.aiagents.rules import repositories
 from agentchain.aiagents.rules.resolution import Ambiguous, resolve
@@ -479,7 +479,7 @@ def _bounded(text: str | None, max_bytes: int) -> str | None:
     return raw[:keep].decode("utf-8", "ignore") + marker
 
 
-def _is_mapping(value: object) -> bool:
+def _is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     # A payload is parsed JSON, so nearly always a dict: checked first, as the Mapping
     # ABC's check costs ten times more and a delivery makes dozens of them.
     return isinstance(value, dict) or (value is not None and isinstance(value, Mapping))
