@@ -120,6 +120,10 @@ def test_active_deadline_fails_the_job_and_kills_its_process(
         image_for(cluster_info),
         pod={"terminationGracePeriodSeconds": 1},
         activeDeadlineSeconds=2,
+        # Room for the failed pod the deadline leaves: the Job controller judges the backoff
+        # limit before the deadline, so with 0 a sync that counts that pod before the
+        # deadline's FailureTarget is stored reports BackoffLimitExceeded (seen under load).
+        backoffLimit=6,
     )
     cluster_info.kubectl("apply", "-n", namespace, "-f", "-", input=manifest)
 
